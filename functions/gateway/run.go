@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/lambdaurl"
+)
+
+var errUsage = errors.New("usage")
+
+// run loads and validates the config, wires the parts, and serves until ctx
+// ends: HTTP, or Lambda when AWS_LAMBDA_RUNTIME_API is set. Nothing remote
+// happens before it is ready: JWKS and backend tokens are fetched in the
+// background.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG)")
+	check := fs.Bool("check", false, "validate the config and exit")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *path == "" {
+		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
+	}
+	cfg, err := config.Load(*path, getenv)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintln(stdout, "config ok")
+		return nil
+	}
+
+	log := newLogger(stdout, cfg.LogLevel)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	gw, err := wire(ctx, cfg, getenv, log)
+	if err != nil {
+		return err
+	}
+	defer gw.close()
+
+	if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		// lambda.Start blocks for the life of the process.
+		lambdaurl.Start(gw.handler, lambdaurl.Options{DeadlineMargin: cfg.Lambda.DeadlineMargin.D(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+		return nil
+	}
+	return serveHTTP(ctx, cfg, getenv, gw.handler, log)
+}
+
+// serveHTTP listens on cfg.Listen ($PORT overrides the port) and, when ctx
+// ends, stops accepting and lets open streams finish for the grace period.
+func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, h http.Handler, log *slog.Logger) error {
+	addr := cfg.Listen
+	if port := getenv("PORT"); port != "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			host = ""
+		}
+		if cfg.Listen == "127.0.0.1:8080" { // the default: a container must listen on every interface
+			host = ""
+		}
+		addr = net.JoinHostPort(host, port)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("gateway listening", "addr", "http://"+ln.Addr().String())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "grace", cfg.ShutdownGrace.D().String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("grace period over; closing open connections", "err", err)
+		_ = srv.Close()
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level)) // validated by config
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,181 @@
+package lambdatest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// EmulatorTool is the AWS Lambda Runtime Interface Emulator binary name;
+// `make test` installs it with
+// go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d
+const EmulatorTool = "aws-lambda-rie"
+
+// emulatorReadyTimeout bounds the wait for the emulator's port; generous
+// because a busy CI machine may be slow to start a process.
+const emulatorReadyTimeout = 30 * time.Second
+
+// Emulator is a running aws-lambda-rie serving one function binary.
+type Emulator struct {
+	// Addr is the emulator's invoke endpoint, host:port.
+	Addr string
+	// RuntimeAPIAddr is the Runtime API address the function talks to.
+	RuntimeAPIAddr string
+	// Process is the emulator process (the function is its child).
+	Process *Process
+
+	client *http.Client
+}
+
+// StartEmulator runs bootstrap under aws-lambda-rie, both of the
+// emulator's listeners on 127.0.0.1, and waits until it accepts
+// connections. The emulator starts the function at the first invocation.
+// env is added to the test's environment (later entries win) and reaches
+// the function; AWS_LAMBDA_FUNCTION_TIMEOUT (seconds, default 300) sets the
+// invocation deadline. The emulator and the function are killed, by the
+// emulator's process group, when the test ends.
+//
+// Never run aws-lambda-rie with --help: it takes that for the function and
+// listens on every interface.
+func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
+	t.Helper()
+	tool, err := findTool(EmulatorTool)
+	if err != nil {
+		t.Fatalf("lambdatest: %v; `make test` installs it (go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d)", err)
+	}
+	var base []string
+	for _, kv := range os.Environ() {
+		// AWS_LAMBDA_MAX_CONCURRENCY switches the emulator to another mode;
+		// an inherited AWS_LAMBDA_RUNTIME_API would override the emulator's
+		// own for the function.
+		if strings.HasPrefix(kv, "AWS_LAMBDA_MAX_CONCURRENCY=") || strings.HasPrefix(kv, "AWS_LAMBDA_RUNTIME_API=") {
+			continue
+		}
+		base = append(base, kv)
+	}
+	base = append(base, "AWS_LAMBDA_FUNCTION_NAME=function")
+	env = append(base, env...)
+
+	// The ports are picked free and handed over, so another process may
+	// take one first: try again with new ports when the emulator exits.
+	var lastOutput string
+	for range 3 {
+		addrs := freeLoopbackAddrs(t, 2)
+		p := startProcess(t, tool, []string{
+			"--runtime-interface-emulator-address", addrs[0],
+			"--runtime-api-address", addrs[1],
+			bootstrap,
+		}, env, true)
+		if waitListening(addrs[0], p.Exited(), emulatorReadyTimeout) {
+			return &Emulator{
+				Addr:           addrs[0],
+				RuntimeAPIAddr: addrs[1],
+				Process:        p,
+				client:         &http.Client{Transport: &http.Transport{Proxy: nil}},
+			}
+		}
+		lastOutput = p.Output()
+		select {
+		case <-p.Exited():
+		default:
+			t.Fatalf("lambdatest: %s not listening on %s after %v:\n%s", EmulatorTool, addrs[0], emulatorReadyTimeout, lastOutput)
+		}
+	}
+	t.Fatalf("lambdatest: %s exited before listening, three times; last output:\n%s", EmulatorTool, lastOutput)
+	return nil
+}
+
+func freeLoopbackAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("lambdatest: %v", err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
+}
+
+func waitListening(addr string, exited <-chan struct{}, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return true
+		}
+		select {
+		case <-exited:
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// InvokeRaw posts payload to the emulator's invoke endpoint and returns the
+// HTTP response and its whole body: the emulator buffers a streamed
+// response and returns it at once.
+func (e *Emulator) InvokeRaw(ctx context.Context, payload []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
+		"http://"+e.Addr+"/2015-03-31/functions/function/invocations", bytes.NewReader(payload))
+	if err != nil {
+		return nil, nil, fmt.Errorf("lambdatest: %w", err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, nil, fmt.Errorf("lambdatest: invoking the emulator: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp, body, fmt.Errorf("lambdatest: reading the emulator's response: %w", err)
+	}
+	return resp, body, nil
+}
+
+// Invoke sends a Function URL event through the emulator and parses the
+// function's streaming response (prelude, eight NULs, body) into what the
+// Function URL client would get.
+func (e *Emulator) Invoke(ctx context.Context, ev events.LambdaFunctionURLRequest) (status int, header http.Header, cookies []string, body []byte, err error) {
+	payload, err := json.Marshal(ev)
+	if err != nil {
+		return 0, nil, nil, nil, fmt.Errorf("lambdatest: %w", err)
+	}
+	resp, raw, err := e.InvokeRaw(ctx, payload)
+	if err != nil {
+		return 0, nil, nil, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, nil, nil, nil, fmt.Errorf("lambdatest: emulator answered %s: %s", resp.Status, raw)
+	}
+	prelude, rest, err := ParseStreamingResponse(bytes.NewReader(raw))
+	if err != nil {
+		return 0, nil, nil, nil, fmt.Errorf("lambdatest: emulator response %q: %w", truncate(raw, 512), err)
+	}
+	body, err = io.ReadAll(rest)
+	if err != nil {
+		return 0, nil, nil, nil, fmt.Errorf("lambdatest: %w", err)
+	}
+	return prelude.StatusCode, prelude.Header(), prelude.Cookies, body, nil
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

@@ -1,0 +1,172 @@
+package lambdatest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// builds caches BuildTestBinary's work for the life of the test process:
+// key → *build. Test-helper state only; no production code reads it.
+var builds sync.Map
+
+type build struct {
+	once sync.Once
+	path string
+	out  []byte
+	err  error
+}
+
+// BuildTestBinary builds the main package pkg (an import path, or a path
+// relative to the test's working directory such as "./testdata/echofn")
+// with CGO off and the given build tags, once per test process, and
+// returns the binary's path. Test binaries of several packages may build
+// the same binary at once, so each build lands under a private name and is
+// renamed into place atomically; Go's build cache makes the repeated link
+// in each process cheap. Pass "lambda.norpc" for Lambda functions, as the
+// production build does.
+func BuildTestBinary(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
+	sum := sha256.Sum256([]byte(wd + "\x00" + pkg + "\x00" + strings.Join(tags, ",")))
+	key := hex.EncodeToString(sum[:8])
+	v, _ := builds.LoadOrStore(key, new(build))
+	b := v.(*build)
+	b.once.Do(func() {
+		dir := filepath.Join(os.TempDir(), fmt.Sprintf("lambdatest-%d", os.Getuid()), key)
+		if b.err = os.MkdirAll(dir, 0o755); b.err != nil {
+			return
+		}
+		name := path.Base(strings.TrimSuffix(filepath.ToSlash(pkg), "/"))
+		if name == "." || name == ".." || name == "/" {
+			name = filepath.Base(wd)
+		}
+		tmp := filepath.Join(dir, fmt.Sprintf(".%s.%d", name, os.Getpid()))
+		args := []string{"build", "-o", tmp}
+		if len(tags) > 0 {
+			args = append(args, "-tags", strings.Join(tags, ","))
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		b.out, b.err = cmd.CombinedOutput()
+		if b.err != nil {
+			return
+		}
+		b.path = filepath.Join(dir, name)
+		b.err = os.Rename(tmp, b.path)
+	})
+	if b.err != nil {
+		t.Fatalf("lambdatest: go build %s (tags %v): %v\n%s", pkg, tags, b.err, b.out)
+	}
+	return b.path
+}
+
+// Process is a subprocess started by StartFunction or StartEmulator.
+type Process struct {
+	Cmd    *exec.Cmd
+	out    lockedBuffer
+	exited chan struct{}
+	err    error // set before exited closes
+}
+
+// Output returns what the process wrote to stdout and stderr so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Exited is closed when the process has ended.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Err returns how the process ended; call it after Exited is closed.
+func (p *Process) Err() error { return p.err }
+
+// StartFunction runs binary as a Lambda function: its environment is the
+// test's plus env (later entries win), so env should hold
+// AWS_LAMBDA_RUNTIME_API (see RuntimeAPI.Env). The process is killed by its
+// PID when the test ends, and its output is logged if the test failed.
+func StartFunction(t testing.TB, binary string, env []string) *Process {
+	t.Helper()
+	return startProcess(t, binary, nil, append(os.Environ(), env...), false)
+}
+
+func startProcess(t testing.TB, binary string, args, env []string, group bool) *Process {
+	t.Helper()
+	p := &Process{Cmd: exec.Command(binary, args...), exited: make(chan struct{})}
+	p.Cmd.Env = env
+	p.Cmd.Stdout = &p.out
+	p.Cmd.Stderr = &p.out
+	// A process group lets cleanup also stop what the process started (the
+	// emulator runs the function as its child), still by our child's PID.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatalf("lambdatest: starting %s: %v", binary, err)
+	}
+	go func() {
+		p.err = p.Cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		pid := p.Cmd.Process.Pid
+		if group {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		} else {
+			_ = p.Cmd.Process.Kill()
+		}
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("lambdatest: %s (pid %d) did not exit after SIGKILL", binary, pid)
+		}
+		if t.Failed() {
+			t.Logf("output of %s (pid %d):\n%s", filepath.Base(binary), pid, p.Output())
+		}
+	})
+	return p
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// findTool looks for a go-installed tool in PATH, then in $(go env GOPATH)/bin.
+func findTool(name string) (string, error) {
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOPATH: %w", err)
+	}
+	for dir := range strings.SplitSeq(strings.TrimSpace(string(out)), string(os.PathListSeparator)) {
+		p := filepath.Join(dir, "bin", name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+	}
+	return "", errors.New(name + " not found in PATH or $(go env GOPATH)/bin")
+}

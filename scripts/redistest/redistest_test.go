@@ -1,0 +1,81 @@
+package redistest
+
+import (
+	"errors"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestLifecycle(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	addr := s.Addr()
+	if s.URL() != "redis://"+addr {
+		t.Errorf("URL() = %q, want redis://%s", s.URL(), addr)
+	}
+	s.Do("SET", "k", "v")
+	pid := s.PID()
+	if pid == 0 {
+		t.Fatal("PID() = 0 while running")
+	}
+
+	s.Stop()
+	if s.PID() != 0 {
+		t.Error("PID() != 0 after Stop")
+	}
+	if _, err := net.DialTimeout("tcp", addr, time.Second); !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("dial after Stop: err = %v, want connection refused", err)
+	}
+	s.Stop() // idempotent
+
+	s.Restart()
+	if s.Addr() != addr {
+		t.Errorf("Restart moved the server: %s, want %s", s.Addr(), addr)
+	}
+	if s.PID() == pid {
+		t.Error("Restart kept the old process")
+	}
+	s.Do("PING")
+}
+
+func TestPassword(t *testing.T) {
+	t.Parallel()
+	s := StartWith(t, Options{Password: "s3cret"})
+	s.Do("PING") // authenticates with the password
+	noAuth := &Server{t: t, port: s.port}
+	if err := noAuth.do(time.Second, "SET", "k", "v"); err == nil {
+		t.Error("SET without AUTH succeeded; want NOAUTH")
+	}
+}
+
+// TestPause checks causality: a command sent after Pause returns waits for
+// the pause to end. Only ordering is asserted (reply not before the pause
+// end as measured from before Pause was sent), never an upper bound.
+func TestPause(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	const d = 300 * time.Millisecond
+	before := time.Now()
+	s.Pause(d)
+	s.Do("SET", "k", "v") // a write: CLIENT PAUSE ALL blocks everything
+	if got := time.Since(before); got < d {
+		t.Errorf("command answered %s after the pause began, before its %s end", got, d)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	const d = 300 * time.Millisecond
+	before := time.Now()
+	done := s.Sleep(d)
+	if err := <-done; err != nil {
+		t.Fatalf("DEBUG SLEEP: %v", err)
+	}
+	if got := time.Since(before); got < d {
+		t.Errorf("DEBUG SLEEP %s answered after %s", d, got)
+	}
+	s.Do("PING")
+}

@@ -1,0 +1,348 @@
+package stub
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+const chatBody = `{"model":"gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hi"}]}`
+const chatUsageBody = `{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+
+// checkStream reads a whole stream and checks it is OpenAI's chunk
+// sequence: [role], tokens, finish, [usage], [DONE], nothing after.
+func checkStream(t *testing.T, resp *http.Response, chat, includeUsage bool, tokens int, model, finish string, promptTokens int) {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, readAll(t, resp))
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	data, err := newSSE(resp.Body).all()
+	if err != nil {
+		t.Fatalf("reading stream: %v", err)
+	}
+	want := tokens + 2
+	if chat {
+		want++
+	}
+	if includeUsage {
+		want++
+	}
+	if len(data) != want {
+		t.Fatalf("got %d events, want %d: %q", len(data), want, data)
+	}
+	if data[len(data)-1] != "[DONE]" {
+		t.Fatalf("last event %q, want [DONE]", data[len(data)-1])
+	}
+	object := "text_completion"
+	if chat {
+		object = "chat.completion.chunk"
+	}
+	var id string
+	var lastEmit int64
+	var text strings.Builder
+	for i, d := range data[:len(data)-1] {
+		var c chunk
+		decodeStrict(t, d, &c)
+		var raw map[string]json.RawMessage
+		decodeStrict(t, d, &raw)
+		if id == "" {
+			id = c.ID
+		}
+		if c.ID != id || c.Object != object || c.Model != model || c.Created == 0 {
+			t.Fatalf("event %d: id/object/model/created: %s", i, d)
+		}
+		if c.EmitNS < lastEmit || c.EmitNS == 0 {
+			t.Fatalf("event %d: stub_emit_ns %d after %d", i, c.EmitNS, lastEmit)
+		}
+		lastEmit = c.EmitNS
+		u, hasUsage := raw["usage"]
+		isUsage := includeUsage && i == len(data)-2
+		switch {
+		case isUsage:
+			if len(c.Choices) != 0 || c.Usage == nil {
+				t.Fatalf("usage chunk: %s", d)
+			}
+			wantU := usage{promptTokens, tokens, promptTokens + tokens}
+			if *c.Usage != wantU {
+				t.Fatalf("usage %+v, want %+v", *c.Usage, wantU)
+			}
+			continue
+		case includeUsage && string(u) != "null":
+			t.Fatalf("event %d: want \"usage\":null: %s", i, d)
+		case !includeUsage && hasUsage:
+			t.Fatalf("event %d: want no usage field: %s", i, d)
+		}
+		if len(c.Choices) != 1 || c.Choices[0].Index != 0 {
+			t.Fatalf("event %d: choices: %s", i, d)
+		}
+		ch := c.Choices[0]
+		isFinish := i == tokens && !chat || i == tokens+1 && chat
+		if isFinish {
+			if ch.FinishReason == nil || *ch.FinishReason != finish {
+				t.Fatalf("finish chunk: %s", d)
+			}
+			continue
+		}
+		if ch.FinishReason != nil {
+			t.Fatalf("event %d: finish_reason before the end: %s", i, d)
+		}
+		if chat && i == 0 {
+			if ch.Delta == nil || ch.Delta.Role == nil || *ch.Delta.Role != "assistant" || ch.Delta.Content == nil || *ch.Delta.Content != "" {
+				t.Fatalf("role chunk: %s", d)
+			}
+			continue
+		}
+		switch {
+		case chat && ch.Delta != nil && ch.Delta.Content != nil && ch.Delta.Role == nil:
+			text.WriteString(*ch.Delta.Content)
+		case !chat && ch.Text != nil:
+			text.WriteString(*ch.Text)
+		default:
+			t.Fatalf("event %d: not a token: %s", i, d)
+		}
+	}
+	if got, want := text.String(), strings.Repeat(" tok", tokens); got != want {
+		t.Fatalf("text %q, want %q", got, want)
+	}
+}
+
+func TestStreamShape(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, path, body string
+		chat, usage      bool
+		model            string
+	}{
+		{"chat", "/v1/chat/completions", chatBody, true, false, "gpt-4o-mini"},
+		{"chat with usage", "/v1/chat/completions", chatUsageBody, true, true, "gpt-4o-mini"},
+		{"include_usage false", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":false}}`, true, false, "m"},
+		{"azure deployment", "/openai/deployments/dep1/chat/completions?api-version=2024-10-21", `{"stream":true,"stream_options":{"include_usage":true}}`, true, true, "dep1"},
+		{"azure v1", "/openai/v1/chat/completions", chatUsageBody, true, true, "gpt-4o-mini"},
+		{"completions", "/v1/completions", `{"model":"m","prompt":"x","stream":true}`, false, false, "m"},
+		{"completions with usage", "/v1/completions", `{"model":"m","prompt":"x","stream":true,"stream_options":{"include_usage":true}}`, false, true, "m"},
+		{"azure completions", "/openai/deployments/d/completions?api-version=1", `{"prompt":"x","stream":true}`, false, false, "d"},
+		{"model with quotes", "/v1/chat/completions", `{"model":"a\"b\\c</x>","stream":true}`, true, false, "a\"b\\c</x>"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			opts := fast
+			opts.PromptTokens = 7
+			_, ts := start(t, opts)
+			resp := mustPost(t, ts, tc.path, tc.body)
+			checkStream(t, resp, tc.chat, tc.usage, 5, tc.model, "stop", 7)
+		})
+	}
+}
+
+func TestStreamLength(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		opts    Options
+		body    string
+		headers []string
+		tokens  int
+		finish  string
+	}{
+		{"default tokens", Options{TTFT: -1, Interval: -1}, chatUsageBody, nil, DefaultTokens, "stop"},
+		{"no tokens", Options{TTFT: -1, Interval: -1, Tokens: -1}, chatUsageBody, nil, 0, "stop"},
+		{"max_tokens cuts", fast, `{"model":"gpt-4o-mini","stream":true,"max_tokens":3,"stream_options":{"include_usage":true}}`, nil, 3, "length"},
+		{"max_completion_tokens cuts", fast, `{"model":"gpt-4o-mini","stream":true,"max_completion_tokens":2,"stream_options":{"include_usage":true}}`, nil, 2, "length"},
+		{"max_tokens above", fast, `{"model":"gpt-4o-mini","stream":true,"max_tokens":99,"stream_options":{"include_usage":true}}`, nil, 5, "stop"},
+		{"tokens header", fast, chatUsageBody, []string{TokensHeader + ": 9"}, 9, "stop"},
+		{"fast headers", Options{Tokens: 4}, chatUsageBody, []string{TTFTHeader + ": 0s", IntervalHeader + ": -1ms"}, 4, "stop"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, ts := start(t, tc.opts)
+			resp := mustPost(t, ts, "/v1/chat/completions", tc.body, tc.headers...)
+			checkStream(t, resp, true, true, tc.tokens, "gpt-4o-mini", tc.finish, max(len(tc.body)/4, 1))
+		})
+	}
+}
+
+func TestStreamBadShapeHeader(t *testing.T) {
+	t.Parallel()
+	for _, h := range []string{TokensHeader + ": -1", TokensHeader + ": x", TTFTHeader + ": 5", IntervalHeader + ": soon"} {
+		t.Run(h, func(t *testing.T) {
+			t.Parallel()
+			_, ts := start(t, fast)
+			resp := mustPost(t, ts, "/v1/chat/completions", chatBody, h)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("status %d, want 400", resp.StatusCode)
+			}
+			if e := errorBody(t, readAll(t, resp)); e.Code == nil || *e.Code != "stub_bad_header" {
+				t.Fatalf("error %+v", e)
+			}
+		})
+	}
+}
+
+// TestStreamTiming checks only lower bounds, which hold on any machine:
+// the stub never writes a token before its schedule.
+func TestStreamTiming(t *testing.T) {
+	t.Parallel()
+	const ttft, interval, tokens = 60 * time.Millisecond, 10 * time.Millisecond, 4
+	_, ts := start(t, Options{TTFT: ttft, Interval: interval, Tokens: tokens})
+	sent := time.Now()
+	resp := mustPost(t, ts, "/v1/chat/completions", chatBody)
+	sse := newSSE(resp.Body)
+	var emits []int64
+	for {
+		d, err := sse.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(emits) == 0 {
+			if since := time.Since(sent); since < ttft {
+				t.Fatalf("first event after %v, before TTFT %v", since, ttft)
+			}
+		}
+		if d == "[DONE]" {
+			break
+		}
+		var c chunk
+		decodeStrict(t, d, &c)
+		emits = append(emits, c.EmitNS)
+	}
+	// emits: role, 4 tokens, finish.
+	firstToken := emits[1]
+	for k := 1; k < tokens; k++ {
+		if gap := time.Duration(emits[1+k] - firstToken); gap < time.Duration(k)*interval {
+			t.Errorf("token %d written %v after the first, want >= %v", k, gap, time.Duration(k)*interval)
+		}
+	}
+	if time.Duration(emits[0]-sent.UnixNano()) < ttft {
+		t.Errorf("role chunk stamped %v after the request, want >= %v", time.Duration(emits[0]-sent.UnixNano()), ttft)
+	}
+}
+
+func TestStreamCanceled(t *testing.T) {
+	t.Parallel()
+	st, ts := start(t, Options{TTFT: -1, Interval: time.Hour, Tokens: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	resp, err := post(t, ctx, ts, "/v1/chat/completions", chatBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sse := newSSE(resp.Body)
+	for range 2 { // role, first token; the second token is an hour away
+		if _, err := sse.next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := st.Stats().ActiveStreams; got != 1 {
+		t.Fatalf("ActiveStreams %d, want 1", got)
+	}
+	cancel()
+	waitFor(t, "the stream to end", func() bool { return st.Stats().ActiveStreams == 0 })
+	got := st.Stats()
+	want := Stats{Requests: 1, Streams: 1, Canceled: 1, Events: 2}
+	if got != want {
+		t.Fatalf("Stats %+v, want %+v", got, want)
+	}
+}
+
+func TestStreamCompletedStats(t *testing.T) {
+	t.Parallel()
+	st, ts := start(t, fast)
+	const streams = 40
+	errs := make(chan error, streams)
+	for range streams {
+		go func() {
+			resp, err := post(t, context.Background(), ts, "/v1/chat/completions", chatUsageBody)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			_, err = newSSE(resp.Body).all()
+			errs <- err
+		}()
+	}
+	for range streams {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "streams to end", func() bool { return st.Stats().ActiveStreams == 0 })
+	// role + 5 tokens + finish + usage + [DONE]
+	want := Stats{Requests: streams, Streams: streams, Completed: streams, Events: streams * 9}
+	if got := st.Stats(); got != want {
+		t.Fatalf("Stats %+v, want %+v", got, want)
+	}
+}
+
+// TestStepOrdering is the shape of the gateway's ordering test: the
+// client must hold event k before the stub writes event k+1.
+func TestStepOrdering(t *testing.T) {
+	t.Parallel()
+	step := make(chan struct{})
+	st, ts := start(t, Options{Tokens: 3, Step: step})
+	resp := mustPost(t, ts, "/v1/chat/completions", chatUsageBody)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	sse := newSSE(resp.Body)
+	const events = 1 + 3 + 1 + 1 + 1
+	for k := range events {
+		if got := st.Emitted(); got != int64(k) {
+			t.Fatalf("before step %d: Emitted %d", k, got)
+		}
+		step <- struct{}{}
+		d, err := sse.next()
+		if err != nil {
+			t.Fatalf("event %d: %v", k, err)
+		}
+		if got := st.Emitted(); got > int64(k+1) {
+			t.Fatalf("after event %d: Emitted %d, the stub ran ahead", k, got)
+		}
+		if k == events-1 && d != "[DONE]" {
+			t.Fatalf("last event %q", d)
+		}
+		waitFor(t, "event "+strconv.Itoa(k)+" counted", func() bool { return st.Emitted() == int64(k+1) })
+	}
+	if _, err := sse.next(); err == nil {
+		t.Fatal("an event after [DONE]")
+	}
+	waitFor(t, "stream completed", func() bool { return st.Stats().Completed == 1 })
+}
+
+// TestStepClose checks that Close releases a stream waiting for a step,
+// and that the client sees the stream broken, not ended.
+func TestStepClose(t *testing.T) {
+	t.Parallel()
+	st, ts := start(t, Options{Tokens: 3, Step: make(chan struct{})})
+	resp := mustPost(t, ts, "/v1/chat/completions", chatBody)
+	st.Close()
+	if _, err := newSSE(resp.Body).all(); err == nil {
+		t.Fatal("stream ended cleanly after Close; want an error")
+	}
+	waitFor(t, "stream counted canceled", func() bool { return st.Stats().Canceled == 1 })
+}
+
+func TestAppendEventNoAlloc(t *testing.T) {
+	var tm templates
+	tm.render(answer{id: "chatcmpl-stub-1", model: "m", chat: true, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true}, 1)
+	buf := make([]byte, 0, 512)
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := range tm.count() {
+			ev, _ := tm.at(i)
+			buf = tm.appendEvent(buf[:0], ev, time.Now().UnixNano())
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per stream of events, want 0", allocs)
+	}
+}

@@ -1,0 +1,254 @@
+// Package auth verifies the gateway's bearer tokens: JWTs signed by one
+// issuer whose public keys (JWKS) are fetched in the background, cached, and
+// refreshed on the issuer's Cache-Control schedule.
+//
+// New does no network I/O, so a cold start reaches "ready" without waiting
+// for the issuer. Start fetches the keys in the background; a request that
+// arrives first waits for that same fetch rather than starting its own. A
+// token naming a kid the cache lacks triggers at most one extra JWKS fetch
+// per Config.UnknownKIDInterval, so key rotation works without a restart and
+// forged kids cannot flood the issuer.
+//
+// Every verification failure wraps ErrInvalidToken (HTTP 401) and its message
+// names the problem without echoing the token. ErrKeysUnavailable (HTTP 503)
+// means the keys could not be fetched at all.
+package auth
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/MicahParks/jwkset"
+	"github.com/MicahParks/keyfunc/v3"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var (
+	// ErrInvalidToken is wrapped by every verification failure: the caller
+	// answers 401. The error's message is a short, fixed description of the
+	// problem, safe to return to the client and to log.
+	ErrInvalidToken = errors.New("invalid token")
+	// ErrKeysUnavailable means the issuer's keys could not be fetched and
+	// none are cached, so no token can be judged: the caller answers 503.
+	ErrKeysUnavailable = errors.New("auth: signing keys unavailable")
+)
+
+// invalidError is a verification failure: a fixed reason for the message and
+// the library error behind it for errors.Is (e.g. jwt.ErrTokenExpired).
+type invalidError struct {
+	reason string
+	cause  error
+}
+
+func (e *invalidError) Error() string { return e.reason }
+func (e *invalidError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrInvalidToken}
+	}
+	return []error{ErrInvalidToken, e.cause}
+}
+
+func invalid(reason string, cause error) error { return &invalidError{reason: reason, cause: cause} }
+
+// Fixed failures that need no cause; allocated once.
+var (
+	errNoHeader   = invalid("missing authorization header", nil)
+	errNotBearer  = invalid("authorization scheme is not Bearer", nil)
+	errEmptyToken = invalid("bearer token is empty", nil)
+	errTooLarge   = invalid("token is too large", nil)
+)
+
+// Principal is who a verified token speaks for.
+type Principal struct{ Tenant, Subject string }
+
+// Verifier checks bearer tokens against one issuer. It is safe for
+// concurrent use.
+type Verifier struct {
+	cfg     Config
+	log     *slog.Logger
+	keys    *keySource
+	keyfunc keyfunc.Keyfunc
+	parser  *jwt.Parser
+	allowed map[string]bool
+	cache   *tokenCache // nil when Config.CacheSize < 0
+
+	tenantMissing error
+	tenantNotStr  error
+}
+
+// New validates cfg and builds a Verifier. It does no network I/O; call Start
+// to fetch keys in the background (Verify also fetches lazily if Start was
+// never called). A nil client means a plain http.Client; a nil log discards.
+func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = &http.Client{}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	v := &Verifier{
+		cfg:     cfg,
+		log:     log,
+		allowed: make(map[string]bool, len(cfg.Algorithms)),
+		parser: jwt.NewParser(
+			jwt.WithValidMethods(cfg.Algorithms),
+			jwt.WithIssuer(cfg.Issuer),
+			jwt.WithAudience(cfg.Audiences...),
+			jwt.WithExpirationRequired(),
+			jwt.WithIssuedAt(),
+			jwt.WithLeeway(cfg.Leeway),
+		),
+		tenantMissing: invalid(`tenant claim "`+cfg.TenantClaim+`" missing`, nil),
+		tenantNotStr:  invalid(`tenant claim "`+cfg.TenantClaim+`" is not a string`, nil),
+	}
+	for _, a := range cfg.Algorithms {
+		v.allowed[a] = true
+	}
+	var onChange func()
+	if cfg.CacheSize > 0 {
+		v.cache = newTokenCache(cfg.CacheSize)
+		onChange = v.cache.clear
+	}
+	v.keys = newKeySource(cfg, client, log, onChange)
+	v.keyfunc, err = keyfunc.New(keyfunc.Options{
+		Storage: keyStore{MemoryJWKSet: v.keys.store, src: v.keys},
+		// Keys published for encryption never verify a signature; keys that
+		// state no use are accepted (RFC 7517 §4.2 makes "use" optional).
+		UseWhitelist: []jwkset.USE{jwkset.UseSig, ""},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// Start fetches the keys (discovery first when Config.JWKSURL is empty) in
+// the background and keeps them fresh until ctx ends. It returns at once;
+// calling it again does nothing.
+func (v *Verifier) Start(ctx context.Context) { v.keys.start(ctx) }
+
+// Verify checks the raw Authorization header value ("Bearer <jwt>") and
+// returns the token's principal. Failures wrap ErrInvalidToken, or are
+// ErrKeysUnavailable when no keys could be fetched. A request that arrives
+// before the first key fetch finished waits for it, bounded by ctx.
+func (v *Verifier) Verify(ctx context.Context, authorizationHeader string) (Principal, error) {
+	tok, err := v.bearer(authorizationHeader)
+	if err != nil {
+		return Principal{}, err
+	}
+	var sum [32]byte
+	if v.cache != nil {
+		sum = sha256.Sum256([]byte(tok))
+		if p, ok := v.cache.get(sum, time.Now()); ok {
+			return p, nil
+		}
+	}
+	claims := jwt.MapClaims{}
+	token, err := v.parser.ParseWithClaims(tok, claims, v.keyfunc.KeyfuncCtx(ctx))
+	if err != nil {
+		return Principal{}, v.classify(token, err)
+	}
+	p, err := v.principal(claims)
+	if err != nil {
+		return Principal{}, err
+	}
+	if v.cache != nil {
+		if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
+			v.cache.put(sum, p, exp.Time, time.Now())
+		}
+	}
+	return p, nil
+}
+
+// bearer extracts the token from "Bearer <token>" (RFC 6750 §2.1; the scheme
+// is case-insensitive per RFC 9110 §11.1) and enforces MaxTokenBytes before
+// anything is decoded.
+func (v *Verifier) bearer(h string) (string, error) {
+	const scheme = "Bearer "
+	if h == "" {
+		return "", errNoHeader
+	}
+	// Slack for the scheme and surrounding spaces; the exact check follows.
+	if len(h) > v.cfg.MaxTokenBytes+64 {
+		return "", errTooLarge
+	}
+	if len(h) < len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", errNotBearer
+	}
+	tok := strings.Trim(h[len(scheme):], " \t")
+	if tok == "" {
+		return "", errEmptyToken
+	}
+	if len(tok) > v.cfg.MaxTokenBytes {
+		return "", errTooLarge
+	}
+	return tok, nil
+}
+
+// principal reads the tenant (a non-empty string claim) and the subject.
+func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
+	raw, ok := claims[v.cfg.TenantClaim]
+	if !ok || raw == nil {
+		return Principal{}, v.tenantMissing
+	}
+	tenant, ok := raw.(string)
+	if !ok {
+		return Principal{}, v.tenantNotStr
+	}
+	if tenant == "" {
+		return Principal{}, v.tenantMissing
+	}
+	sub, err := claims.GetSubject()
+	if err != nil {
+		return Principal{}, invalid(`subject claim "sub" is not a string`, err)
+	}
+	return Principal{Tenant: tenant, Subject: sub}, nil
+}
+
+// classify maps a jwt/keyfunc error to a fixed, safe reason. Library messages
+// are not passed on: some quote the attacker's kid or JSON bytes.
+func (v *Verifier) classify(token *jwt.Token, err error) error {
+	var unavailable *unavailableError
+	if errors.As(err, &unavailable) {
+		return unavailable
+	}
+	if errors.Is(err, jwt.ErrTokenMalformed) {
+		return invalid("token is malformed", err)
+	}
+	if token != nil {
+		if alg, _ := token.Header["alg"].(string); !v.allowed[alg] {
+			return invalid("signing algorithm not allowed", err)
+		}
+	}
+	reasons := []struct {
+		target error
+		reason string
+	}{
+		{errUnknownKey, "unknown signing key"},
+		{keyfunc.ErrKeyfunc, "signing key does not match token"},
+		{jwt.ErrTokenSignatureInvalid, "token signature is invalid"},
+		{jwt.ErrTokenUnverifiable, "token is unverifiable"},
+		{jwt.ErrTokenRequiredClaimMissing, `token is missing required claim "exp"`},
+		{jwt.ErrTokenExpired, "token is expired"},
+		{jwt.ErrTokenNotValidYet, "token is not valid yet"},
+		{jwt.ErrTokenUsedBeforeIssued, "token is issued in the future"},
+		{jwt.ErrTokenInvalidIssuer, "issuer not accepted"},
+		{jwt.ErrTokenInvalidAudience, "audience not accepted"},
+		{jwt.ErrInvalidType, "token claim has an invalid type"},
+	}
+	for _, r := range reasons {
+		if errors.Is(err, r.target) {
+			return invalid(r.reason, err)
+		}
+	}
+	return invalid("token is invalid", err)
+}

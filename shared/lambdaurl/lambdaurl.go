@@ -1,0 +1,223 @@
+// Package lambdaurl serves an http.Handler behind an AWS Lambda Function URL
+// in RESPONSE_STREAM invoke mode, so the same handler runs as an HTTP server
+// or as a Lambda function.
+//
+// It translates each Function URL event into an *http.Request and streams
+// the handler's response back through the Lambda Runtime API. Unlike
+// github.com/aws/aws-lambda-go/lambdaurl, the http.ResponseWriter it hands
+// to the handler implements http.Flusher (so http.NewResponseController
+// works), buffers small writes like net/http does, and sends every Flush to
+// the client at once: server-sent events reach the Function URL client one
+// by one. Binaries that use it should be built with -tags lambda.norpc.
+package lambdaurl
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+)
+
+// DefaultDeadlineMargin is the DeadlineMargin used when Options leaves it zero.
+const DefaultDeadlineMargin = 2 * time.Second
+
+// Options configures Handler and Start. The zero value works.
+type Options struct {
+	// DeadlineMargin is how long before the Lambda invocation deadline the
+	// request context expires, so the handler can cancel its upstream work
+	// and end the response cleanly (for SSE: an error event) before Lambda
+	// freezes the function mid-write. Zero means DefaultDeadlineMargin; a
+	// negative value gives the request the Lambda deadline itself. A margin
+	// larger than the time left makes the request start already expired.
+	DeadlineMargin time.Duration
+
+	// ErrorLog receives handler panics, as http.Server.ErrorLog does.
+	// Nil means the log package's standard logger.
+	ErrorLog *log.Logger
+}
+
+func (o Options) margin() time.Duration {
+	if o.DeadlineMargin == 0 {
+		return DefaultDeadlineMargin
+	}
+	return max(o.DeadlineMargin, 0)
+}
+
+func (o Options) logf(format string, args ...any) {
+	if o.ErrorLog != nil {
+		o.ErrorLog.Printf(format, args...)
+		return
+	}
+	log.Printf(format, args...)
+}
+
+// ErrHandlerPanic is wrapped by the error an invocation ends with when the
+// handler panicked: returned from the Lambda handler when the panic came
+// before the response headers, or carried by the response stream (which the
+// Lambda runtime reports as a mid-stream error) when it came after.
+var ErrHandlerPanic = errors.New("lambdaurl: handler panicked")
+
+type eventContextKey struct{}
+
+// EventFromContext returns the Function URL event a request was made from,
+// for handlers that need Lambda-only details such as requestContext.requestId.
+func EventFromContext(ctx context.Context) (*events.LambdaFunctionURLRequest, bool) {
+	ev, ok := ctx.Value(eventContextKey{}).(*events.LambdaFunctionURLRequest)
+	return ev, ok
+}
+
+// Start serves h as a Lambda function behind a Function URL in
+// RESPONSE_STREAM mode. It blocks, and exits the process when the Lambda
+// Runtime API fails or AWS_LAMBDA_RUNTIME_API is unset (lambda.Start's
+// behaviour).
+func Start(h http.Handler, opts Options) {
+	lambda.Start(Handler(h, opts))
+}
+
+// Handler returns a Lambda handler that serves Function URL events with h.
+//
+// It returns the streaming response as soon as the handler commits its
+// headers (first Flush, a write that fills the buffer, or return), while the
+// handler keeps writing from its own goroutine; the Lambda runtime copies the
+// body to the Runtime API as it is produced. The handler goroutine always
+// ends the body: normally with EOF, after a panic with an error wrapping
+// ErrHandlerPanic.
+func Handler(h http.Handler, opts Options) func(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
+	return func(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
+		if ev == nil {
+			return nil, errors.New("lambdaurl: nil Function URL event")
+		}
+		reqCtx, cancel := requestContext(ctx, opts.margin())
+		reqCtx = context.WithValue(reqCtx, eventContextKey{}, ev)
+		req, err := newRequest(reqCtx, ev)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+
+		pr, pw := io.Pipe()
+		rw := newResponseWriter(req.Method, pw)
+		go serve(h, rw, req, cancel, opts)
+
+		select {
+		case c := <-rw.committed:
+			if c.err != nil {
+				pr.CloseWithError(c.err)
+				return nil, c.err
+			}
+			c.resp.Body = pr
+			return c.resp, nil
+		case <-ctx.Done():
+			// Lambda's own deadline passed with nothing committed: unblock
+			// the handler's writes and let the invocation fail.
+			pr.CloseWithError(ctx.Err())
+			return nil, fmt.Errorf("lambdaurl: no response before the invocation ended: %w", ctx.Err())
+		}
+	}
+}
+
+// serve runs the handler and always ends the response: it commits headers
+// if the handler did not, flushes, and closes the body pipe, so the Lambda
+// runtime's read of the body ends and no goroutine is left waiting.
+func serve(h http.Handler, rw *responseWriter, req *http.Request, cancel context.CancelFunc, opts Options) {
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			err := fmt.Errorf("%w: %v", ErrHandlerPanic, v)
+			if v != http.ErrAbortHandler {
+				opts.logf("lambdaurl: panic serving %s %s: %v", req.Method, req.URL.RequestURI(), v)
+			}
+			rw.abort(err)
+			return
+		}
+		rw.finish()
+	}()
+	h.ServeHTTP(rw, req)
+}
+
+func requestContext(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok || margin <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, deadline.Add(-margin))
+}
+
+// newRequest translates a Function URL event (payload format 2.0) into the
+// request net/http's server would have built for the same HTTP request.
+func newRequest(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*http.Request, error) {
+	method := ev.RequestContext.HTTP.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	requestURI := ev.RawPath
+	if requestURI == "" {
+		requestURI = "/"
+	}
+	if ev.RawQueryString != "" {
+		requestURI += "?" + ev.RawQueryString
+	}
+	u, err := url.ParseRequestURI(requestURI)
+	if err != nil {
+		return nil, fmt.Errorf("lambdaurl: bad request path %q: %w", requestURI, err)
+	}
+
+	var body io.Reader = strings.NewReader(ev.Body)
+	size := len(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			return nil, fmt.Errorf("lambdaurl: decoding base64 body: %w", err)
+		}
+		body, size = bytes.NewReader(b), len(b)
+	}
+
+	req := (&http.Request{
+		Method:        method,
+		URL:           u,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        make(http.Header, len(ev.Headers)+1),
+		Body:          http.NoBody,
+		ContentLength: int64(size),
+		Host:          ev.RequestContext.DomainName,
+		RequestURI:    requestURI,
+	}).WithContext(ctx)
+	if size > 0 {
+		req.Body = io.NopCloser(body)
+	}
+	// Function URLs join repeated headers with commas, which is the same
+	// field value (RFC 9110 section 5.3), so each arrives as one value.
+	for k, v := range ev.Headers {
+		req.Header.Add(k, v)
+	}
+	if host := req.Header.Get("Host"); host != "" {
+		req.Host = host
+	}
+	req.Header.Del("Host") // net/http moves Host out of the header map.
+	// Function URLs move Cookie headers into the cookies list.
+	if len(ev.Cookies) > 0 {
+		cookies := strings.Join(ev.Cookies, "; ")
+		if c := req.Header.Get("Cookie"); c != "" {
+			cookies = c + "; " + cookies
+		}
+		req.Header.Set("Cookie", cookies)
+	}
+	if ip := ev.RequestContext.HTTP.SourceIP; ip != "" {
+		// net/http's RemoteAddr is host:port; Lambda does not say the port.
+		req.RemoteAddr = net.JoinHostPort(ip, "0")
+	}
+	return req, nil
+}

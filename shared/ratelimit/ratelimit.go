@@ -1,0 +1,386 @@
+// Package ratelimit owns the per-tenant request limit in front of
+// go-limiter's Store: which store backs it (in-process memory or Redis shared
+// by every replica), how long a take may wait for the store, and what happens
+// when the store is down (the failure policy and a circuit breaker).
+//
+// The memory store is exact for one process only: every replica gets its own
+// budget and a scale-in forgets it. Deployments that scale out or to zero use
+// the Redis store, whose buckets live in Redis and whose clock is Redis's.
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sethvargo/go-limiter"
+	"github.com/sethvargo/go-limiter/memorystore"
+)
+
+// Store names accepted in Config.Store.
+const (
+	StoreMemory = "memory"
+	StoreRedis  = "redis"
+)
+
+// Failure policies accepted in Config.FailurePolicy.
+const (
+	PolicyOpen   = "open"
+	PolicyClosed = "closed"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultKeyPrefix        = "llmgw:"
+	DefaultTimeout          = 50 * time.Millisecond
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 2 * time.Second
+)
+
+// ErrUnavailable is returned by Take when the store failed (error, timeout or
+// open breaker) and the failure policy is closed. The server answers 503 with
+// Retry-After taken from Decision.Reset.
+var ErrUnavailable = errors.New("ratelimit: limit store unavailable")
+
+// ErrUnknownTenant is returned by Take for a tenant that has no configured
+// limit. It is a programming or configuration error, not a refusal.
+var ErrUnknownTenant = errors.New("ratelimit: unknown tenant")
+
+// TenantLimit is one tenant's budget: Tokens requests per Interval.
+type TenantLimit struct {
+	Tenant   string
+	Tokens   uint64
+	Interval time.Duration
+}
+
+// Config chooses and tunes the store. Its zero value is a valid memory
+// limiter; every field's zero value means its documented default.
+type Config struct {
+	// Store is "memory" (the default) or "redis". Memory is per process: use
+	// redis whenever more than one replica serves, or the host scales to zero.
+	Store string
+
+	// RedisURL is a redis:// or rediss:// (TLS) URL, as parsed by go-redis'
+	// ParseURL; Valkey, Azure Cache for Redis, Azure Managed Redis and
+	// ElastiCache all speak it. Required when Store is "redis".
+	RedisURL string
+
+	// RedisPassword, when set, overrides any password in RedisURL. It is the
+	// resolved secret; it is never logged (see LogValue).
+	RedisPassword string
+
+	// KeyPrefix prefixes every Redis key so several gateways can share one
+	// Redis. Default "llmgw:".
+	KeyPrefix string
+
+	// Timeout bounds one Take against the Redis store, so the limiter never
+	// adds more than this to a request. Default 50ms. Unused for memory.
+	Timeout time.Duration
+
+	// FailurePolicy decides a take when the store fails, times out or the
+	// breaker is open: "open" allows the request (Decision.Degraded), "closed"
+	// refuses it with ErrUnavailable.
+	//
+	// The default is "open": the limit protects fairness and spend, not
+	// safety, and an outage of the limit store should not become an outage of
+	// every model behind the gateway. The exposure is bounded: each failed
+	// take costs at most Timeout, the breaker then answers at once, every
+	// degraded decision is counted (Stats.Degraded) and logged, and backends
+	// still enforce their own quotas. Choose "closed" where a hard cap matters
+	// more than availability.
+	FailurePolicy string
+
+	// BreakerThreshold is the number of consecutive store failures after which
+	// the breaker opens: takes skip the store and apply FailurePolicy at once.
+	// Default 5.
+	BreakerThreshold int
+
+	// BreakerCooldown is how long the breaker stays open before one take
+	// probes the store again; success closes it, failure reopens it. So
+	// recovery after the store returns is automatic. Default 2s.
+	BreakerCooldown time.Duration
+}
+
+// LogValue keeps the password (and any password inside RedisURL) out of logs.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("store", c.Store),
+		slog.String("redis_url", redactURL(c.RedisURL)),
+		slog.Bool("redis_password_set", c.RedisPassword != ""),
+		slog.String("key_prefix", c.KeyPrefix),
+		slog.Duration("timeout", c.Timeout),
+		slog.String("failure_policy", c.FailurePolicy),
+		slog.Int("breaker_threshold", c.BreakerThreshold),
+		slog.Duration("breaker_cooldown", c.BreakerCooldown),
+	)
+}
+
+// Decision is the outcome of one Take.
+type Decision struct {
+	// Allowed reports whether the request may proceed.
+	Allowed bool
+	// Limit is the tenant's tokens per interval; Remaining the tokens left in
+	// the current interval after this take.
+	Limit, Remaining uint64
+	// Reset is when the bucket refills (Retry-After, x-ratelimit-reset-*).
+	// With ErrUnavailable it is when the store will next be tried.
+	Reset time.Time
+	// Degraded reports that the store failed and the failure policy decided;
+	// Remaining and Reset are then estimates (a fresh bucket).
+	Degraded bool
+}
+
+// Stats is a snapshot of the limiter's health counters.
+type Stats struct {
+	// Takes counts calls to Take for known tenants.
+	Takes uint64
+	// Degraded counts decisions made by the failure policy.
+	Degraded uint64
+	// StoreErrors counts takes the store failed or timed out (breaker skips
+	// excluded).
+	StoreErrors uint64
+	// BreakerOpens counts transitions of the breaker to open.
+	BreakerOpens uint64
+	// Breaker is the breaker's state now.
+	Breaker BreakerState
+}
+
+// tenantBucket is what Take needs for one tenant, resolved at New so the
+// memory path does no lookups or allocation beyond one map read.
+type tenantBucket struct {
+	store    limiter.Store
+	key      string
+	tokens   uint64
+	interval time.Duration
+}
+
+// Limiter takes one token per request from the caller's tenant bucket. It is
+// safe for concurrent use.
+type Limiter struct {
+	tenants  map[string]*tenantBucket
+	stores   []limiter.Store
+	closeFns []func() error
+	remote   bool
+	timeout  time.Duration
+	closed   bool // policy closed
+	log      *slog.Logger
+	breaker  breaker
+
+	takes, degraded, storeErrors atomic.Uint64
+	lastWarn                     atomic.Int64 // unix ns of the last degraded warning
+	suppressed                   atomic.Uint64
+	closeOnce                    sync.Once
+}
+
+// New validates cfg and limits (reporting every problem at once) and builds
+// the limiter. It does no network I/O: the Redis client connects on the first
+// Take (or on Warm), so a cold start is not held up by the store.
+func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
+	cfg, errs := normalize(cfg)
+	errs = append(errs, validateLimits(limits)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("ratelimit: invalid config: %w", errors.Join(errs...))
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	l := &Limiter{
+		tenants: make(map[string]*tenantBucket, len(limits)),
+		remote:  cfg.Store == StoreRedis,
+		timeout: cfg.Timeout,
+		closed:  cfg.FailurePolicy == PolicyClosed,
+		log:     log,
+		breaker: breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
+	}
+	var factory storeFactory
+	switch cfg.Store {
+	case StoreRedis:
+		f, closeFn, err := newRedisFactory(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: %w", err)
+		}
+		factory = f
+		l.closeFns = append(l.closeFns, closeFn)
+	default:
+		factory = newMemoryStore
+	}
+
+	type shape struct {
+		tokens   uint64
+		interval time.Duration
+	}
+	byShape := make(map[shape]limiter.Store)
+	for _, tl := range limits {
+		sh := shape{tl.Tokens, tl.Interval}
+		st, ok := byShape[sh]
+		if !ok {
+			var err error
+			st, err = factory(tl.Tokens, tl.Interval)
+			if err != nil {
+				_ = l.Close()
+				return nil, fmt.Errorf("ratelimit: store for %d/%s: %w", tl.Tokens, tl.Interval, err)
+			}
+			byShape[sh] = st
+			l.stores = append(l.stores, st)
+		}
+		l.tenants[tl.Tenant] = &tenantBucket{
+			store:    st,
+			key:      bucketKey(tl),
+			tokens:   tl.Tokens,
+			interval: tl.Interval,
+		}
+	}
+	return l, nil
+}
+
+// bucketKey names a tenant's bucket. The limit is part of the name so a
+// changed limit takes effect at once instead of when the old bucket expires;
+// during a rolling deploy the two versions then count separately.
+func bucketKey(tl TenantLimit) string {
+	return tl.Tenant + ":" + strconv.FormatUint(tl.Tokens, 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
+}
+
+// storeFactory builds the store for one (tokens, interval) shape.
+type storeFactory func(tokens uint64, interval time.Duration) (limiter.Store, error)
+
+func newMemoryStore(tokens uint64, interval time.Duration) (limiter.Store, error) {
+	return memorystore.New(&memorystore.Config{Tokens: tokens, Interval: interval})
+}
+
+// Take takes one token from tenant's bucket. A refused take is Allowed=false
+// with a nil error. Errors: ErrUnknownTenant; ErrUnavailable when the store
+// failed and the policy is closed; the caller's context error when ctx ended.
+func (l *Limiter) Take(ctx context.Context, tenant string) (Decision, error) {
+	tb, ok := l.tenants[tenant]
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
+	}
+	l.takes.Add(1)
+	if !l.remote {
+		// The memory store never blocks and fails only after Close.
+		tokens, remaining, reset, ok, err := tb.store.Take(ctx, tb.key)
+		if err != nil {
+			return Decision{}, fmt.Errorf("ratelimit: take: %w", err)
+		}
+		return Decision{Allowed: ok, Limit: tokens, Remaining: remaining, Reset: time.Unix(0, int64(reset))}, nil
+	}
+	return l.takeRemote(ctx, tb)
+}
+
+func (l *Limiter) takeRemote(ctx context.Context, tb *tenantBucket) (Decision, error) {
+	now := time.Now()
+	probe, allowed := l.breaker.allow(now)
+	if !allowed {
+		return l.degrade(tb, now, errBreakerOpen)
+	}
+	tctx, cancel := context.WithTimeout(ctx, l.timeout)
+	tokens, remaining, reset, ok, err := tb.store.Take(tctx, tb.key)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			// The caller left (client gone); that says nothing about the store.
+			l.breaker.abandon(probe)
+			return Decision{}, fmt.Errorf("ratelimit: take: %w", context.Cause(ctx))
+		}
+		l.storeErrors.Add(1)
+		if l.breaker.failure(time.Now(), probe) {
+			l.log.Warn("ratelimit: store failing, breaker open", "cooldown", l.breaker.cooldown, "err", err)
+		}
+		return l.degrade(tb, now, err)
+	}
+	if l.breaker.success(probe) {
+		l.log.Info("ratelimit: store recovered, breaker closed")
+	}
+	return Decision{Allowed: ok, Limit: tokens, Remaining: remaining, Reset: time.Unix(0, int64(reset))}, nil
+}
+
+var errBreakerOpen = errors.New("breaker open")
+
+// degrade applies the failure policy to a take the store could not answer.
+func (l *Limiter) degrade(tb *tenantBucket, now time.Time, cause error) (Decision, error) {
+	l.degraded.Add(1)
+	l.warnDegraded(now, cause)
+	if l.closed {
+		retry := l.breaker.retryAt(now)
+		return Decision{Limit: tb.tokens, Reset: retry, Degraded: true}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
+	}
+	rem := uint64(0)
+	if tb.tokens > 0 {
+		rem = tb.tokens - 1
+	}
+	return Decision{Allowed: true, Limit: tb.tokens, Remaining: rem, Reset: now.Add(tb.interval), Degraded: true}, nil
+}
+
+// warnDegraded logs at most one warning per second, with the number of
+// degraded decisions it stood for, so an outage does not flood the log.
+func (l *Limiter) warnDegraded(now time.Time, cause error) {
+	last := l.lastWarn.Load()
+	if now.UnixNano()-last < int64(time.Second) || !l.lastWarn.CompareAndSwap(last, now.UnixNano()) {
+		l.suppressed.Add(1)
+		return
+	}
+	policy := PolicyOpen
+	if l.closed {
+		policy = PolicyClosed
+	}
+	l.log.Warn("ratelimit: store unavailable, failure policy applied",
+		"policy", policy, "err", cause, "suppressed", l.suppressed.Swap(0))
+}
+
+// Stats returns a snapshot of the health counters.
+func (l *Limiter) Stats() Stats {
+	state, opens := l.breaker.snapshot()
+	return Stats{
+		Takes:        l.takes.Load(),
+		Degraded:     l.degraded.Load(),
+		StoreErrors:  l.storeErrors.Load(),
+		BreakerOpens: opens,
+		Breaker:      state,
+	}
+}
+
+// Warm connects to the store ahead of the first request (for example from a
+// background goroutine at start), so that the first Take does not pay for
+// the dial and TLS handshake within Timeout. The memory store needs nothing.
+func (l *Limiter) Warm(ctx context.Context) error {
+	for _, st := range l.stores {
+		if w, ok := st.(interface{ Warm(context.Context) error }); ok {
+			if err := w.Warm(ctx); err != nil {
+				return fmt.Errorf("ratelimit: warm: %w", err)
+			}
+			return nil // the stores share one client
+		}
+	}
+	return nil
+}
+
+// Close releases the stores and the Redis connection pool.
+// Calling it again does nothing.
+func (l *Limiter) Close() error {
+	var err error
+	l.closeOnce.Do(func() { err = l.close() })
+	return err
+}
+
+func (l *Limiter) close() error {
+	var errs []error
+	for _, st := range l.stores {
+		if err := st.Close(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, fn := range l.closeFns {
+		if err := fn(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("ratelimit: close: %w", err)
+	}
+	return nil
+}

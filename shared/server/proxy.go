@@ -1,0 +1,413 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// proxy returns the handler for one proxied OpenAI operation. The request
+// path reads top to bottom in serveProxy; each step is a call into the
+// package that owns it.
+func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, op) }
+}
+
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	ctx := r.Context()
+
+	// 1. Authenticate: JWT against the issuer's cached JWKS.
+	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
+	if err != nil {
+		s.fail(w, rec, authError(err))
+		return
+	}
+	rec.tenant, rec.subject = p.Tenant, p.Subject
+
+	// 2. Tenant: the in-process table from config.
+	t := s.Tenants.Lookup(p.Tenant)
+	if t == nil {
+		s.fail(w, rec, tenantNotAllowed(p.Tenant))
+		return
+	}
+
+	// 3. Decode: a capped body; only model, stream and stream_options are read.
+	bufp := bodyPool.Get().(*[]byte)
+	defer putBody(bufp)
+	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
+	*bufp = raw
+	if aerr != nil {
+		s.fail(w, rec, aerr)
+		return
+	}
+	body, aerr := parseBody(raw, op)
+	if aerr != nil {
+		s.fail(w, rec, aerr)
+		return
+	}
+	rec.model, rec.stream = body.Model, body.Stream
+	pool := s.Router.Pool(body.Model)
+	if pool == nil || !t.Allows(body.Model) {
+		s.fail(w, rec, modelNotFound(body.Model))
+		return
+	}
+	rec.pool = pool.Name
+
+	// 4. Limit: one token from the tenant's bucket.
+	d, err := s.Limiter.Take(ctx, t.ID)
+	if err != nil {
+		s.fail(w, rec, limiterError(err))
+		return
+	}
+	now := s.Now()
+	setRateHeaders(w.Header(), d, now)
+	if !d.Allowed {
+		s.fail(w, rec, &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+			Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", t.ID, d.Limit),
+			RetryAfter: d.Reset.Sub(now)})
+		return
+	}
+
+	// 5. Route and rewrite: model → pool → endpoint, failover before the first byte.
+	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
+	resp, err := s.send(ctx, rec, r.Header, pool, op, &body, raw, inject)
+	if err != nil {
+		s.fail(w, rec, err)
+		return
+	}
+	defer resp.Body.Close()
+
+	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
+	if body.Stream && isEventStream(resp.Header) {
+		s.relayStream(ctx, w, rec, resp, inject)
+	} else {
+		s.relayJSON(w, rec, resp)
+	}
+}
+
+// send tries the pool's endpoints in failover order until one answers with
+// something other than a connect error, a header timeout, 429 or 5xx. It
+// never retries once a response is handed back: nothing reached the client
+// before that.
+func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *route.Pool, op upstream.Operation,
+	body *upstream.Body, raw []byte, inject bool) (*http.Response, error) {
+	var scratch [8]*route.Endpoint
+	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
+	if len(order) == 0 {
+		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
+			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
+			RetryAfter: wait}
+	}
+	outp := bodyPool.Get().(*[]byte)
+	defer putBody(outp)
+	targets := s.Targets[pool]
+	var last *apiError
+	for _, e := range order {
+		target := targets[e.Index]
+		rec.endpoint = e.Name
+		rec.attempts++
+		out := body.Rewrite((*outp)[:0], raw, target.BodyModel(body.Model), inject)
+		*outp = out
+		req, err := target.NewRequest(ctx, op, body.Model, out, in)
+		if err != nil {
+			last = credentialError(pool.Name, e.Name, err)
+			continue
+		}
+		req.Header.Set("X-Request-Id", rec.id)
+		rec.sent = s.Now()
+		resp, err := s.Client.Do(req)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, contextError(ctx)
+			}
+			s.Router.Cooldown(e, s.DefaultCooldown, false)
+			last = transportError(pool.Name, err)
+			continue
+		}
+		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+			ra, hard := retryAfter(resp.Header, s.Now())
+			if !hard {
+				ra = s.DefaultCooldown
+			}
+			s.Router.Cooldown(e, ra, hard)
+			last = statusError(pool.Name, resp.StatusCode, ra, hard)
+			drain(resp.Body)
+			continue
+		}
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			// The backend refused the gateway's own credentials: the caller
+			// cannot fix that, so it is a 502, not the backend's 401.
+			drain(resp.Body)
+			last = serverError(http.StatusBadGateway, "upstream_auth_failed",
+				fmt.Sprintf("pool %q endpoint %s rejected the gateway's credentials (status %d)", pool.Name, e.Name, resp.StatusCode))
+			continue
+		}
+		rec.upstreamHeaders = s.Now()
+		rec.upstreamStatus = resp.StatusCode
+		s.Router.Healthy(e)
+		return resp, nil
+	}
+	return nil, last
+}
+
+// relayStream relays an SSE response: headers flushed at once, then every
+// event written and flushed as it completes. After the first byte nothing
+// is retried: a failure ends the stream with one SSE error event.
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, stripUsage bool) {
+	h := w.Header()
+	upstream.CopyResponseHeaders(h, resp.Header)
+	h.Del("Content-Length")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	rc := http.NewResponseController(w)
+	rec.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	rec.wroteHeader = true
+	_ = rc.Flush()
+	rec.clientFirst = s.Now()
+
+	res, err := s.relay.Relay(w, rc.Flush, resp.Body, sse.Options{StripUsageChunk: stripUsage})
+	rec.bytes += res.Bytes
+	rec.events = res.Events
+	rec.setUsage(res.Usage, res.HasUsage)
+	if !res.FirstWrite.IsZero() {
+		rec.clientFirstEvent = res.FirstWrite
+	}
+	var ae *apiError
+	switch {
+	case errors.Is(err, sse.ErrClient) || errors.Is(ctx.Err(), context.Canceled):
+		rec.outcome = "client_gone"
+		return
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+	case err != nil:
+		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+errors.Unwrap(err).Error())
+	case !res.Done:
+		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend ended the stream before [DONE]")
+	default:
+		return
+	}
+	rec.outcome = ae.Code
+	ev := sse.AppendErrorEvent(nil, ae.JSON())
+	if n, werr := w.Write(ev); werr == nil {
+		rec.bytes += int64(n)
+		_ = rc.Flush()
+	}
+}
+
+// relayJSON relays a non-streaming answer byte for byte. Bodies that fit the
+// pooled buffer are scanned for usage; larger ones are copied through.
+func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response) {
+	upstream.CopyResponseHeaders(w.Header(), resp.Header)
+	rec.status = resp.StatusCode
+	bufp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bufp)
+	buf := *bufp
+	n, err := io.ReadFull(resp.Body, buf)
+	whole := err == io.EOF || err == io.ErrUnexpectedEOF
+	if err != nil && !whole {
+		// The backend failed before the client got a byte: still a clean error.
+		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "reading the backend response failed: "+err.Error()))
+		return
+	}
+	if whole {
+		if u, _, ok := sse.ParseUsage(buf[:n]); ok {
+			rec.setUsage(u, true)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+	}
+	w.WriteHeader(resp.StatusCode)
+	rec.wroteHeader = true
+	m, _ := w.Write(buf[:n])
+	rec.bytes += int64(m)
+	rec.clientFirst = s.Now()
+	if !whole {
+		c, err := io.CopyBuffer(w, resp.Body, buf)
+		rec.bytes += c
+		if err != nil {
+			rec.outcome = "upstream_body_error"
+			panic(http.ErrAbortHandler) // a truncated JSON body must not look complete
+		}
+	}
+}
+
+// Pools: request bodies (grown to the body's size, kept when small) and
+// fixed 32 KiB copy buffers for JSON answers.
+var (
+	bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+	copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+)
+
+func putBody(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		bodyPool.Put(b)
+	}
+}
+
+func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
+	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "request_too_large", "",
+		fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", max))
+	if r.ContentLength > max {
+		return buf, tooLarge
+	}
+	lr := io.LimitReader(r.Body, max+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := lr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return buf, tooLarge
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, invalidRequest(http.StatusBadRequest, "invalid_body", "", "reading the request body failed: "+err.Error())
+		}
+	}
+}
+
+// parseBody reads the routing fields and checks what each operation needs.
+func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
+	if len(raw) == 0 {
+		return upstream.Body{}, invalidRequest(http.StatusBadRequest, "invalid_json", "", "request body is empty; send a JSON object")
+	}
+	b, err := upstream.ParseBody(raw)
+	switch {
+	case errors.Is(err, upstream.ErrMissingModel):
+		return b, invalidRequest(http.StatusBadRequest, "missing_required_parameter", "model", "you must provide a model parameter")
+	case errors.Is(err, upstream.ErrModelType):
+		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "model", err.Error())
+	case errors.Is(err, upstream.ErrStreamType):
+		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
+	case errors.Is(err, upstream.ErrOptionsType):
+		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
+	case err != nil:
+		return b, invalidRequest(http.StatusBadRequest, "invalid_json", "", err.Error())
+	}
+	need, field := upstream.HasMessages, "messages"
+	switch op {
+	case upstream.Completions:
+		need, field = upstream.HasPrompt, "prompt"
+	case upstream.Embeddings:
+		need, field = upstream.HasInput, "input"
+	}
+	if !b.Has(need) {
+		return b, invalidRequest(http.StatusBadRequest, "missing_required_parameter", field, "missing required parameter: '"+field+"'")
+	}
+	return b, nil
+}
+
+func tenantNotAllowed(tenant string) *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "tenant_not_allowed",
+		Message: fmt.Sprintf("tenant %q is not configured on this gateway", tenant)}
+}
+
+func modelNotFound(model string) *apiError {
+	return invalidRequest(http.StatusNotFound, "model_not_found", "model",
+		fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model))
+}
+
+func authError(err error) *apiError {
+	if errors.Is(err, auth.ErrKeysUnavailable) {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "auth_unavailable",
+			Message: "the token issuer's signing keys are unavailable; retry shortly", RetryAfter: 5 * time.Second}
+	}
+	return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_token",
+		Message: "invalid bearer token: " + err.Error(), Bearer: true}
+}
+
+func limiterError(err error) *apiError {
+	if errors.Is(err, ratelimit.ErrUnavailable) {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "rate_limiter_unavailable",
+			Message: "the rate-limit store is unavailable and this gateway fails closed; retry shortly", RetryAfter: time.Second}
+	}
+	return serverError(http.StatusInternalServerError, "rate_limiter_error", "the rate limiter failed")
+}
+
+func credentialError(pool, endpoint string, err error) *apiError {
+	// err names the credential that failed, never a token.
+	return serverError(http.StatusBadGateway, "upstream_credential_error",
+		fmt.Sprintf("pool %q endpoint %s: %v", pool, endpoint, err))
+}
+
+func transportError(pool string, err error) *apiError {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend did not answer in time", pool))
+	}
+	return serverError(http.StatusBadGateway, "upstream_unreachable", fmt.Sprintf("pool %q: the backend could not be reached", pool))
+}
+
+func statusError(pool string, status int, ra time.Duration, hard bool) *apiError {
+	if status == http.StatusTooManyRequests {
+		e := &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "upstream_rate_limited",
+			Message: fmt.Sprintf("every backend of pool %q tried is rate limited", pool)}
+		if hard {
+			e.RetryAfter = ra
+		}
+		return e
+	}
+	return serverError(http.StatusBadGateway, "upstream_error", fmt.Sprintf("pool %q: the backend answered %d", pool, status))
+}
+
+func contextError(ctx context.Context) *apiError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline passed before the backend answered")
+	}
+	return &apiError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "client closed the request"}
+}
+
+// retryAfter parses Retry-After (seconds or an HTTP date, RFC 9110 §10.2.3).
+func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	v := h.Get("Retry-After")
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second, secs > 0
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now), true
+	}
+	return 0, false
+}
+
+func drain(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	_ = body.Close()
+}
+
+func isEventStream(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	return len(ct) >= len("text/event-stream") && ct[:len("text/event-stream")] == "text/event-stream"
+}
+
+// setRateHeaders sets OpenAI's x-ratelimit-*-requests headers.
+func setRateHeaders(h http.Header, d ratelimit.Decision, now time.Time) {
+	h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatUint(d.Limit, 10)}
+	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatUint(d.Remaining, 10)}
+	reset := d.Reset.Sub(now)
+	if reset < 0 {
+		reset = 0
+	}
+	h["X-Ratelimit-Reset-Requests"] = []string{reset.Round(time.Millisecond).String()}
+}

@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/shared/sse"
+)
+
+// record is what one request leaves in the access log: one JSON line with
+// who, what, where, and how long. It never holds a token, key or prompt.
+type record struct {
+	id               string
+	start            time.Time
+	method, path     string
+	tenant, subject  string
+	model, pool      string
+	endpoint         string
+	stream           bool
+	attempts         int
+	status           int
+	upstreamStatus   int
+	wroteHeader      bool
+	outcome          string
+	bytes, events    int64
+	usage            sse.Usage
+	hasUsage         bool
+	sent             time.Time // request handed to the backend
+	upstreamHeaders  time.Time // backend's response headers arrived
+	clientFirst      time.Time // first byte (headers) flushed to the client
+	clientFirstEvent time.Time // first SSE event written to the client
+}
+
+func (r *record) setUsage(u sse.Usage, ok bool) {
+	if ok {
+		r.usage, r.hasUsage = u, true
+	}
+}
+
+// begin starts a request's record and sets its x-request-id. The id is the
+// gateway's own: a caller-supplied one is never trusted into the log.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
+	rec := &record{id: newRequestID(), start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
+	w.Header()["X-Request-Id"] = []string{rec.id}
+	return rec
+}
+
+// fail answers with e unless the response has started, in which case the
+// connection is aborted: a started response cannot change its status.
+func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
+	e := asAPIError(err)
+	rec.outcome = e.Code
+	rec.status = e.Status
+	if rec.wroteHeader {
+		panic(http.ErrAbortHandler)
+	}
+	if e.Status == 499 { // nobody is listening; write nothing
+		return
+	}
+	rec.wroteHeader = true
+	e.write(w)
+}
+
+// finish recovers a panic into a 500 and writes the access-log line.
+func (s *Server) finish(w http.ResponseWriter, rec *record) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			s.log(rec)
+			panic(v)
+		}
+		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
+		if !rec.wroteHeader {
+			s.fail(w, rec, nil)
+		} else {
+			rec.outcome = "panic"
+			s.log(rec)
+			panic(http.ErrAbortHandler)
+		}
+	}
+	s.log(rec)
+}
+
+func (s *Server) log(rec *record) {
+	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	end := s.Now()
+	ms := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return float64(b.Sub(a).Microseconds()) / 1000
+	}
+	// The gateway's own added time: before the backend was asked, plus
+	// between the backend's headers and the client's.
+	added := ms(rec.start, rec.sent) + ms(rec.upstreamHeaders, rec.clientFirst)
+	if rec.sent.IsZero() {
+		added = ms(rec.start, end)
+	}
+	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("request_id", rec.id),
+		slog.String("method", rec.method),
+		slog.String("path", rec.path),
+		slog.String("tenant", rec.tenant),
+		slog.String("subject", rec.subject),
+		slog.String("model", rec.model),
+		slog.Bool("stream", rec.stream),
+		slog.String("pool", rec.pool),
+		slog.String("endpoint", rec.endpoint),
+		slog.Int("attempts", rec.attempts),
+		slog.Int("status", rec.status),
+		slog.Int("upstream_status", rec.upstreamStatus),
+		slog.String("outcome", rec.outcome),
+		slog.Int64("bytes", rec.bytes),
+		slog.Int64("events", rec.events),
+		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
+		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
+		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
+		slog.Float64("client_first_byte_ms", ms(rec.start, rec.clientFirst)),
+		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
+		slog.Float64("added_ms", added),
+		slog.Float64("duration_ms", ms(rec.start, end)),
+	)
+}
+
+const hexDigits = "0123456789abcdef"
+
+func newRequestID() string {
+	var b [16]byte
+	v := rand.Uint64()
+	for i := range b {
+		b[i] = hexDigits[v&15]
+		v >>= 4
+	}
+	return string(b[:])
+}

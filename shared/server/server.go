@@ -1,0 +1,84 @@
+// Package server owns the gateway's HTTP surface: its routes, the request
+// path (proxy.go, read top to bottom), OpenAI's error JSON, and the access
+// log. Each step of the path is a call into the package that owns it; the
+// interfaces those steps satisfy are declared here, where they are used.
+package server
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// Authenticator verifies a request's Authorization header.
+type Authenticator interface {
+	Verify(ctx context.Context, authorization string) (auth.Principal, error)
+}
+
+// Limiter takes one request token from a tenant's bucket.
+type Limiter interface {
+	Take(ctx context.Context, tenant string) (ratelimit.Decision, error)
+}
+
+// Doer sends a backend request (an *http.Client).
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// Deps is everything the server needs; no field may be nil except where said.
+type Deps struct {
+	Auth    Authenticator
+	Tenants *tenant.Table
+	Limiter Limiter
+	Router  *route.Router
+	// Targets holds, per pool, one target per endpoint, in the pool's endpoint order.
+	Targets map[*route.Pool][]*upstream.Target
+	Client  Doer
+	Log     *slog.Logger
+
+	// MaxBodyBytes caps a request body (413 beyond). Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxAttempts bounds the endpoints tried before the first byte. Default 3.
+	MaxAttempts int
+	// DefaultCooldown benches an endpoint that failed without Retry-After. Default 5s.
+	DefaultCooldown time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Server is the gateway's http.Handler.
+type Server struct {
+	Deps
+	relay  sse.Relayer
+	routes map[string]route_
+}
+
+// New wires the server. It does no I/O.
+func New(d Deps) *Server {
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = 1 << 20
+	}
+	if d.MaxAttempts <= 0 {
+		d.MaxAttempts = 3
+	}
+	if d.DefaultCooldown <= 0 {
+		d.DefaultCooldown = 5 * time.Second
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{Deps: d}
+	s.routes = s.routeTable()
+	return s
+}

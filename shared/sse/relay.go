@@ -1,0 +1,294 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+)
+
+const (
+	// DefaultBufferSize is the read buffer a stream starts with: several
+	// ordinary chunks fit, and a stream holds nothing larger until an event
+	// needs it.
+	DefaultBufferSize = 4 << 10
+	// DefaultMaxEventBytes bounds one event when Options.MaxEventBytes is zero.
+	DefaultMaxEventBytes = 4 << 20
+
+	// maxEmptyReads mirrors bufio's guard against a Reader that keeps
+	// returning 0, nil.
+	maxEmptyReads = 100
+)
+
+var (
+	// ErrUpstream wraps every error that came from reading the upstream
+	// stream: read errors, a stream that ends inside an event
+	// (io.ErrUnexpectedEOF), and an event over the size limit.
+	ErrUpstream = errors.New("sse: upstream stream failed")
+	// ErrClient wraps every error from writing or flushing to the client,
+	// which usually means the client has gone.
+	ErrClient = errors.New("sse: client write failed")
+	// ErrEventTooLarge is an upstream event longer than
+	// Options.MaxEventBytes; it always comes wrapped together with
+	// ErrUpstream.
+	ErrEventTooLarge = errors.New("sse: event too large")
+)
+
+// Options says how one stream is relayed. The zero value relays every byte.
+type Options struct {
+	// StripUsageChunk removes the usage-only chunk (a data: JSON event whose
+	// "choices" is an empty array and whose "usage" is a non-null object)
+	// from what the client receives, while still counting its usage. The
+	// gateway sets it when it injected stream_options.include_usage itself,
+	// so a client that did not ask for the chunk does not get it.
+	StripUsageChunk bool
+	// MaxEventBytes bounds one event, its closing empty line included;
+	// default DefaultMaxEventBytes (4 MiB) when zero or negative. A larger
+	// event is an upstream error (ErrEventTooLarge), so a broken upstream
+	// cannot grow the buffer without bound.
+	MaxEventBytes int
+}
+
+// Result describes what one Relay did.
+type Result struct {
+	Events     int64     // events written to the client (stripped ones excluded)
+	Bytes      int64     // bytes written to the client
+	Usage      Usage     // the last usage object seen (usage is cumulative)
+	HasUsage   bool      // a usage object was seen
+	Done       bool      // saw data: [DONE]
+	FirstWrite time.Time // when the first byte was written to dst; zero if none
+}
+
+// Relayer relays SSE streams with pooled read buffers. It is safe for
+// concurrent use, and its zero value is ready to use; it must not be copied
+// after first use.
+type Relayer struct {
+	// BufferSize is the size of the read buffer a stream starts with;
+	// default DefaultBufferSize when zero. A buffer grows (by doubling, up to
+	// MaxEventBytes+1) only while one event does not fit, and a grown buffer
+	// is dropped rather than pooled, so one huge event does not pin memory.
+	// Set it before the first Relay.
+	BufferSize int
+
+	pool sync.Pool // of *[]byte, each of len BufferSize
+}
+
+func (r *Relayer) getBuf() *[]byte {
+	if p, _ := r.pool.Get().(*[]byte); p != nil {
+		return p
+	}
+	size := r.BufferSize
+	if size <= 0 {
+		size = DefaultBufferSize
+	}
+	b := make([]byte, size)
+	return &b
+}
+
+// Relay copies the SSE stream src to dst until src ends, event by event.
+//
+// Each src.Read goes into one buffer; every complete event in it is written
+// with a single dst.Write of the contiguous range (two when a stripped usage
+// chunk sits between events), followed by one flush, so events reach the
+// client as soon as they are complete and never one write per event when
+// several arrived together. Bytes of an incomplete event wait for the next
+// read. flush may be nil.
+//
+// Relay returns a nil error when src ends cleanly at an event boundary,
+// whether or not data: [DONE] was seen (Result.Done tells). An error
+// wrapping ErrUpstream means src failed: a read error, a stream that ends
+// inside an event (whose partial bytes are not written), or an event over
+// MaxEventBytes (also ErrEventTooLarge). An error wrapping ErrClient means a
+// write or flush failed; Relay stops at once. Result is valid in every case.
+func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
+	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes}
+	if rl.max <= 0 {
+		rl.max = DefaultMaxEventBytes
+	}
+	pooled := r.getBuf()
+	defer r.pool.Put(pooled)
+	err := rl.run(*pooled, src)
+	return rl.res, err
+}
+
+// relay is the state of one Relay call; it lives on Relay's stack.
+type relay struct {
+	dst   io.Writer
+	flush func() error
+	strip bool
+	max   int
+	res   Result
+
+	// Where scanning resumes in the pending incomplete event, relative to
+	// its start (see scanEvent).
+	lineStart, pos int
+}
+
+func (rl *relay) run(buf []byte, src io.Reader) error {
+	end := 0 // buf[:end] holds the bytes of the pending incomplete event
+	empty := 0
+	for {
+		if end == len(buf) {
+			// One incomplete event fills the buffer: grow, within the limit.
+			if end > rl.max {
+				return rl.tooLarge()
+			}
+			nb := make([]byte, min(2*len(buf), rl.max+1))
+			copy(nb, buf[:end])
+			buf = nb
+		}
+		n, rerr := src.Read(buf[end:])
+		if n < 0 || n > len(buf)-end {
+			return fmt.Errorf("%w: invalid Read count %d", ErrUpstream, n)
+		}
+		if n == 0 && rerr == nil {
+			if empty++; empty >= maxEmptyReads {
+				return fmt.Errorf("%w: %w", ErrUpstream, io.ErrNoProgress)
+			}
+			continue
+		}
+		empty = 0
+		end += n
+		atEOF := rerr == io.EOF
+		consumed, err := rl.process(buf[:end], atEOF)
+		if err != nil {
+			return err
+		}
+		// Keep the pending bytes at the start of buf; they are at most one
+		// partial event, usually a few hundred bytes.
+		end = copy(buf, buf[consumed:end])
+		switch {
+		case end > rl.max:
+			return rl.tooLarge()
+		case atEOF && end > 0:
+			return fmt.Errorf("%w: stream ended inside an event (%d bytes dropped): %w", ErrUpstream, end, io.ErrUnexpectedEOF)
+		case atEOF:
+			return nil
+		case rerr != nil:
+			return fmt.Errorf("%w: read: %w", ErrUpstream, rerr)
+		}
+	}
+}
+
+func (rl *relay) tooLarge() error {
+	return fmt.Errorf("%w: %w: over %d bytes", ErrUpstream, ErrEventTooLarge, rl.max)
+}
+
+// process writes every complete event in buf and flushes once if anything
+// was written. It returns how many bytes of buf it consumed.
+func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
+	var (
+		start     = 0 // start of the event being scanned
+		wstart    = 0 // start of the range not yet written
+		events    = int64(0)
+		wrote     = false
+		lineStart = rl.lineStart
+		pos       = rl.pos
+	)
+	for start < len(buf) {
+		end, ls, p, ok := scanEvent(buf, lineStart, pos, atEOF)
+		if !ok {
+			rl.lineStart, rl.pos = ls-start, p-start
+			break
+		}
+		if end-start > rl.max {
+			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
+				return 0, err
+			}
+			if err := rl.flushIf(wrote); err != nil {
+				return 0, err
+			}
+			return 0, rl.tooLarge()
+		}
+		if rl.inspect(buf[start:end]) {
+			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
+				return 0, err
+			}
+			wstart, events = end, 0
+		} else {
+			events++
+		}
+		start, lineStart, pos = end, end, end
+	}
+	if start == len(buf) {
+		rl.lineStart, rl.pos = 0, 0
+	}
+	if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
+		return 0, err
+	}
+	return start, rl.flushIf(wrote)
+}
+
+func (rl *relay) write(p []byte, events int64, wrote *bool) error {
+	if len(p) == 0 {
+		return nil
+	}
+	n, err := rl.dst.Write(p)
+	if n > 0 {
+		if rl.res.FirstWrite.IsZero() {
+			rl.res.FirstWrite = time.Now()
+		}
+		rl.res.Bytes += int64(n)
+		*wrote = true
+	}
+	if err == nil && n < len(p) {
+		err = io.ErrShortWrite
+	}
+	if err != nil {
+		return fmt.Errorf("%w: write: %w", ErrClient, err)
+	}
+	rl.res.Events += events
+	return nil
+}
+
+func (rl *relay) flushIf(wrote bool) error {
+	if !wrote || rl.flush == nil {
+		return nil
+	}
+	if err := rl.flush(); err != nil {
+		return fmt.Errorf("%w: flush: %w", ErrClient, err)
+	}
+	return nil
+}
+
+var (
+	prefixJSONData = []byte("data: {")
+	markerDone     = []byte("[DONE]")
+)
+
+// inspect records the event's usage and [DONE] and reports whether the
+// event is to be stripped.
+func (rl *relay) inspect(ev []byte) (strip bool) {
+	if !bytes.HasPrefix(ev, prefixJSONData) && bytes.Contains(ev, markerDone) && isDone(ev) {
+		rl.res.Done = true
+		return false
+	}
+	u, usageOnly, ok := ParseUsage(ev)
+	if !ok {
+		return false
+	}
+	rl.res.Usage, rl.res.HasUsage = u, true
+	return usageOnly && rl.strip
+}
+
+// AppendErrorEvent appends an SSE event carrying errorJSON as its data, the
+// way the gateway reports an error after the first byte of a stream:
+// "data: " + errorJSON + "\n\n". A raw CR or LF in errorJSON (only legal as
+// JSON whitespace) would end the data line early, so each is written as a
+// space.
+func AppendErrorEvent(dst, errorJSON []byte) []byte {
+	dst = append(dst, "data: "...)
+	for len(errorJSON) > 0 {
+		i := bytes.IndexAny(errorJSON, "\r\n")
+		if i < 0 {
+			dst = append(dst, errorJSON...)
+			break
+		}
+		dst = append(dst, errorJSON[:i]...)
+		dst = append(dst, ' ')
+		errorJSON = errorJSON[i+1:]
+	}
+	return append(dst, '\n', '\n')
+}

@@ -1,0 +1,538 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+)
+
+func TestRelayByteIdentity(t *testing.T) {
+	t.Parallel()
+	readers := map[string]func([]byte) io.Reader{
+		"whole":         func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"one byte":      func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+		"half reads":    func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
+		"data with EOF": func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) },
+		"random chunks": func(b []byte) io.Reader { return &chunkReader{src: b, sizes: randomSizes(uint64(len(b)), 97, 700)} },
+		"one event per read": func(b []byte) io.Reader {
+			events, _ := refEvents(b)
+			return &eventReader{events: events}
+		},
+	}
+	var r Relayer
+	for shape, stream := range shapes() {
+		for rname, newReader := range readers {
+			t.Run(shape+"/"+rname, func(t *testing.T) {
+				t.Parallel()
+				var out recorder
+				res, err := r.Relay(&out, out.Flush, newReader(stream), Options{})
+				if err != nil {
+					t.Fatalf("Relay: %v", err)
+				}
+				if got := out.String(); got != string(stream) {
+					t.Fatalf("client bytes differ from upstream: got %d bytes, want %d\n%s", len(got), len(stream), firstDiff(got, string(stream)))
+				}
+				events, _ := refEvents(stream)
+				if res.Events != int64(len(events)) || res.Bytes != int64(len(stream)) {
+					t.Errorf("Result Events=%d Bytes=%d; want %d, %d", res.Events, res.Bytes, len(events), len(stream))
+				}
+				if wantDone := bytes.Contains(stream, []byte(chunkDone)); res.Done != wantDone {
+					t.Errorf("Done = %v; want %v", res.Done, wantDone)
+				}
+				if (len(stream) > 0) == res.FirstWrite.IsZero() {
+					t.Errorf("FirstWrite = %v for %d bytes", res.FirstWrite, len(stream))
+				}
+				if len(stream) > 0 && out.flushes == 0 {
+					t.Error("never flushed")
+				}
+			})
+		}
+	}
+}
+
+func firstDiff(a, b string) string {
+	for i := 0; i < min(len(a), len(b)); i++ {
+		if a[i] != b[i] {
+			return fmt.Sprintf("first difference at %d: %q vs %q", i, a[i:min(i+40, len(a))], b[i:min(i+40, len(b))])
+		}
+	}
+	return fmt.Sprintf("one is a prefix of the other (%d vs %d)", len(a), len(b))
+}
+
+func TestRelayUsageAndStripping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		in       string
+		strip    bool
+		want     string
+		usage    Usage
+		hasUsage bool
+		events   int64
+	}{
+		{
+			name: "usage-only chunk stripped and counted", strip: true,
+			in:   chunkContent + chunkContent + chunkUsage + chunkDone,
+			want: chunkContent + chunkContent + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+		},
+		{
+			name: "usage-only chunk kept without StripUsageChunk",
+			in:   chunkContent + chunkUsage + chunkDone,
+			want: chunkContent + chunkUsage + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+		},
+		{
+			name: "azure prompt_filter_results chunk is not stripped", strip: true,
+			in:   chunkAzure + chunkContent + chunkUsage + chunkDone,
+			want: chunkAzure + chunkContent + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+		},
+		{
+			name: "vllm continuous usage counted, never stripped", strip: true,
+			in:   chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
+			want: chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
+			usage: Usage{10, 4, 13}, hasUsage: true, events: 3,
+		},
+		{
+			name: "usage null only", strip: true,
+			in:   chunkContent + chunkDone, want: chunkContent + chunkDone, events: 2,
+		},
+		{
+			name: "stripped chunk first", strip: true,
+			in:   chunkUsage + chunkDone, want: chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+		},
+		{
+			name: "stripped chunk last", strip: true,
+			in:   chunkContent + chunkUsage, want: chunkContent, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+		},
+	}
+	var r Relayer
+	for _, tt := range tests {
+		for _, oneByte := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/one byte %v", tt.name, oneByte), func(t *testing.T) {
+				t.Parallel()
+				var src io.Reader = strings.NewReader(tt.in)
+				if oneByte {
+					src = iotest.OneByteReader(src)
+				}
+				var out recorder
+				res, err := r.Relay(&out, out.Flush, src, Options{StripUsageChunk: tt.strip})
+				if err != nil {
+					t.Fatalf("Relay: %v", err)
+				}
+				if got := out.String(); got != tt.want {
+					t.Errorf("client got\n%q\nwant\n%q", got, tt.want)
+				}
+				if res.Usage != tt.usage || res.HasUsage != tt.hasUsage || res.Events != tt.events || res.Bytes != int64(len(tt.want)) {
+					t.Errorf("Result = %+v; want usage %+v (%v), %d events, %d bytes", res, tt.usage, tt.hasUsage, tt.events, len(tt.want))
+				}
+			})
+		}
+	}
+}
+
+// TestRelayWritesPerRead checks the write pattern: everything complete in
+// one read goes out in one Write (two around a stripped chunk) and one flush.
+func TestRelayWritesPerRead(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		reads   []string
+		strip   bool
+		writes  []string
+		flushes int
+	}{
+		{name: "three events in one read", reads: []string{chunkContent + chunkContent + chunkDone}, writes: []string{chunkContent + chunkContent + chunkDone}, flushes: 1},
+		{name: "stripped chunk in the middle", strip: true, reads: []string{chunkContent + chunkUsage + chunkDone}, writes: []string{chunkContent, chunkDone}, flushes: 1},
+		{name: "event split over reads", reads: []string{chunkContent[:10], chunkContent[10:] + chunkDone[:3], chunkDone[3:]}, writes: []string{chunkContent, chunkDone}, flushes: 2},
+		{name: "only a stripped chunk writes nothing", strip: true, reads: []string{chunkUsage}, flushes: 0},
+		{name: "comment alone is flushed", reads: []string{": ping\n\n"}, writes: []string{": ping\n\n"}, flushes: 1},
+	}
+	var r Relayer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reads := make([][]byte, len(tt.reads))
+			for i, s := range tt.reads {
+				reads[i] = []byte(s)
+			}
+			var out recorder
+			if _, err := r.Relay(&out, out.Flush, &eventReader{events: reads}, Options{StripUsageChunk: tt.strip}); err != nil {
+				t.Fatalf("Relay: %v", err)
+			}
+			if len(out.writes) != len(tt.writes) {
+				t.Fatalf("%d writes %q; want %d %q", len(out.writes), out.writes, len(tt.writes), tt.writes)
+			}
+			for i := range tt.writes {
+				if string(out.writes[i]) != tt.writes[i] {
+					t.Errorf("write %d = %q; want %q", i, out.writes[i], tt.writes[i])
+				}
+			}
+			if out.flushes != tt.flushes {
+				t.Errorf("%d flushes; want %d", out.flushes, tt.flushes)
+			}
+		})
+	}
+}
+
+// TestRelayFlushesEachEventBeforeNextArrives proves causally that an event
+// reaches the client, flushed, before the upstream sends the next one: the
+// test only writes event k+1 after it has seen the flush of event k.
+func TestRelayFlushesEachEventBeforeNextArrives(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		events []string
+		split  bool // send each event in two halves
+	}{
+		{name: "whole events", events: []string{chunkAzure, chunkContent, ": ping\n\n", chunkContent, chunkDone}},
+		{name: "events in halves", events: []string{chunkContent, "event: x\r\ndata: y\r\n\r\n", chunkDone}, split: true},
+	}
+	var r Relayer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			pr, pw := io.Pipe()
+			out := &recorder{flushed: make(chan string)}
+			done := make(chan error, 1)
+			go func() {
+				_, err := r.Relay(out, out.Flush, pr, Options{})
+				pr.CloseWithError(err)
+				close(out.flushed)
+				done <- err
+			}()
+			want := ""
+			for k, ev := range tt.events {
+				parts := []string{ev}
+				if tt.split {
+					parts = []string{ev[:len(ev)/2], ev[len(ev)/2:]}
+				}
+				for _, p := range parts {
+					if _, err := io.WriteString(pw, p); err != nil {
+						t.Fatalf("upstream write of event %d: %v", k, err)
+					}
+				}
+				want += ev
+				// The next flush must carry exactly events 0..k: a flush of a
+				// half event, or none at all, fails here.
+				got, ok := <-out.flushed
+				if !ok {
+					t.Fatalf("relay ended before flushing event %d", k)
+				}
+				if got != want {
+					t.Fatalf("after event %d the client has %q; want %q", k, got, want)
+				}
+			}
+			pw.Close()
+			if err := <-done; err != nil {
+				t.Fatalf("Relay: %v", err)
+			}
+		})
+	}
+}
+
+var errBoom = errors.New("boom")
+
+// failingWriter fails its n-th Write (from 1) or, with short, writes half.
+type failingWriter struct {
+	n, calls int
+	short    bool
+	buf      bytes.Buffer
+}
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.calls++
+	if w.calls < w.n {
+		return w.buf.Write(p)
+	}
+	if w.short {
+		return w.buf.Write(p[:len(p)/2])
+	}
+	return 0, errBoom
+}
+
+// countingReader counts Reads, to show that Relay stops reading at once.
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) { c.reads++; return c.r.Read(p) }
+
+func TestRelayErrors(t *testing.T) {
+	t.Parallel()
+	big := "data: " + strings.Repeat("z", 200) + "\n\n"
+	tests := []struct {
+		name    string
+		src     func() io.Reader
+		dst     func() io.Writer
+		flush   func() error
+		opt     Options
+		want    string // what the client receives
+		is      []error
+		notIs   []error
+		maxRead int // if non-zero, Relay must stop after this many reads
+	}{
+		{
+			name: "clean EOF without DONE is no error",
+			src:  func() io.Reader { return strings.NewReader(chunkContent) },
+			want: chunkContent,
+		},
+		{
+			name: "truncated mid-event",
+			src:  func() io.Reader { return strings.NewReader(chunkContent + `data: {"choices":[{"delta":{"content":"ha`) },
+			want: chunkContent, is: []error{ErrUpstream, io.ErrUnexpectedEOF}, notIs: []error{ErrClient},
+		},
+		{
+			name: "truncated after one line end",
+			src:  func() io.Reader { return iotest.OneByteReader(strings.NewReader(chunkContent + "data: [DONE]\n")) },
+			want: chunkContent, is: []error{ErrUpstream, io.ErrUnexpectedEOF},
+		},
+		{
+			name: "read error mid-stream",
+			src: func() io.Reader {
+				return io.MultiReader(strings.NewReader(chunkContent+"data: par"), iotest.ErrReader(errBoom))
+			},
+			want: chunkContent, is: []error{ErrUpstream, errBoom}, notIs: []error{io.ErrUnexpectedEOF},
+		},
+		{
+			name: "read error with data",
+			src:  func() io.Reader { return iotest.TimeoutReader(strings.NewReader(chunkContent + chunkDone)) },
+			want: chunkContent + chunkDone, is: []error{ErrUpstream, iotest.ErrTimeout},
+		},
+		{
+			name: "client write error stops at once",
+			src:  func() io.Reader { return iotest.OneByteReader(strings.NewReader(chunkContent + chunkContent + chunkDone)) },
+			dst:  func() io.Writer { return &failingWriter{n: 1} },
+			is:   []error{ErrClient, errBoom}, notIs: []error{ErrUpstream}, maxRead: len(chunkContent),
+		},
+		{
+			name: "short write",
+			src:  func() io.Reader { return strings.NewReader(chunkContent) },
+			dst:  func() io.Writer { return &failingWriter{n: 1, short: true} },
+			want: chunkContent[:len(chunkContent)/2], is: []error{ErrClient, io.ErrShortWrite},
+		},
+		{
+			name:  "flush error",
+			src:   func() io.Reader { return strings.NewReader(chunkContent + chunkDone) },
+			flush: func() error { return errBoom },
+			want:  chunkContent + chunkDone, is: []error{ErrClient, errBoom}, maxRead: 1,
+		},
+		{
+			name: "complete event too large",
+			src:  func() io.Reader { return strings.NewReader(chunkDone + big + chunkDone) },
+			opt:  Options{MaxEventBytes: 100},
+			want: chunkDone, is: []error{ErrUpstream, ErrEventTooLarge},
+		},
+		{
+			name: "incomplete event too large, read in small pieces",
+			src:  func() io.Reader { return iotest.HalfReader(strings.NewReader(chunkDone + big + chunkDone)) },
+			opt:  Options{MaxEventBytes: 100},
+			want: chunkDone, is: []error{ErrUpstream, ErrEventTooLarge},
+		},
+		{
+			name: "endless event hits the default limit",
+			src:  func() io.Reader { return io.MultiReader(strings.NewReader("data: "), endless{}) },
+			is:   []error{ErrUpstream, ErrEventTooLarge}, maxRead: DefaultMaxEventBytes,
+		},
+		{
+			name: "endless event beyond a grown buffer",
+			src:  func() io.Reader { return io.MultiReader(strings.NewReader("data: "), endless{}) },
+			opt:  Options{MaxEventBytes: 100 << 10},
+			is:   []error{ErrUpstream, ErrEventTooLarge},
+		},
+		{
+			name: "event of exactly MaxEventBytes passes, CR look-ahead included",
+			src:  func() io.Reader { return iotest.OneByteReader(strings.NewReader("data: x\r\rdata: y\r\r")) },
+			opt:  Options{MaxEventBytes: 9},
+			want: "data: x\r\rdata: y\r\r",
+		},
+		{
+			name: "reader that makes no progress",
+			src:  func() io.Reader { return noProgress{} },
+			is:   []error{ErrUpstream, io.ErrNoProgress},
+		},
+	}
+	var r Relayer
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			var dst io.Writer = &out
+			if tt.dst != nil {
+				dst = tt.dst()
+			}
+			src := &countingReader{r: tt.src()}
+			res, err := r.Relay(dst, tt.flush, src, tt.opt)
+			if len(tt.is) == 0 && err != nil {
+				t.Fatalf("Relay: %v", err)
+			}
+			for _, want := range tt.is {
+				if !errors.Is(err, want) {
+					t.Errorf("error %v is not %v", err, want)
+				}
+			}
+			for _, not := range tt.notIs {
+				if errors.Is(err, not) {
+					t.Errorf("error %v is %v", err, not)
+				}
+			}
+			got := out.String()
+			if fw, ok := dst.(*failingWriter); ok {
+				got = fw.buf.String()
+			}
+			if got != tt.want {
+				t.Errorf("client got %q; want %q", got, tt.want)
+			}
+			if res.Bytes != int64(len(tt.want)) {
+				t.Errorf("Result.Bytes = %d; want %d", res.Bytes, len(tt.want))
+			}
+			if tt.maxRead > 0 && src.reads > tt.maxRead {
+				t.Errorf("%d reads after the error; want at most %d", src.reads, tt.maxRead)
+			}
+		})
+	}
+}
+
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	return len(p), nil
+}
+
+type noProgress struct{}
+
+func (noProgress) Read([]byte) (int, error) { return 0, nil }
+
+func TestRelayFirstWrite(t *testing.T) {
+	t.Parallel()
+	var r Relayer
+	before := time.Now()
+	res, err := r.Relay(io.Discard, nil, strings.NewReader(chunkContent), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FirstWrite.Before(before) || res.FirstWrite.After(time.Now()) {
+		t.Errorf("FirstWrite %v not within the call", res.FirstWrite)
+	}
+	res, _ = r.Relay(io.Discard, nil, strings.NewReader("data: partial"), Options{})
+	if !res.FirstWrite.IsZero() || res.Events != 0 {
+		t.Errorf("nothing written, yet Result = %+v", res)
+	}
+}
+
+// TestRelayConcurrent shares one Relayer (and its pool) among many streams.
+func TestRelayConcurrent(t *testing.T) {
+	t.Parallel()
+	var r Relayer
+	stream := openAIStream(64)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Go(func() {
+			var out bytes.Buffer
+			src := &chunkReader{src: stream, sizes: randomSizes(uint64(i), 31, 5000)}
+			res, err := r.Relay(&out, nil, src, Options{StripUsageChunk: i%2 == 0})
+			switch {
+			case err != nil:
+				errs <- err
+			case !res.Done || res.Usage != (Usage{400, 128, 528}):
+				errs <- fmt.Errorf("stream %d: result %+v", i, res)
+			case i%2 == 1 && !bytes.Equal(out.Bytes(), stream):
+				errs <- fmt.Errorf("stream %d: bytes differ", i)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+func TestAppendErrorEvent(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, in, want string }{
+		{"compact", `{"error":{"message":"upstream failed","type":"server_error"}}`, `data: {"error":{"message":"upstream failed","type":"server_error"}}` + "\n\n"},
+		{"indented", "{\n  \"error\": {}\r\n}", "data: {   \"error\": {}  }\n\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := AppendErrorEvent([]byte("prev"), []byte(tt.in))
+			if string(got) != "prev"+tt.want {
+				t.Errorf("got %q; want %q", got, "prev"+tt.want)
+			}
+			if end, ok := EventEnd(got[4:], false); !ok || end != len(got)-4 {
+				t.Errorf("not one SSE event: EventEnd = %d, %v", end, ok)
+			}
+		})
+	}
+}
+
+func FuzzRelay(f *testing.F) {
+	for _, s := range shapes() {
+		if len(s) < 1<<12 {
+			f.Add(s, []byte{1, 7, 0, 200}, false, uint8(0))
+			f.Add(s, []byte{3}, true, uint8(40))
+		}
+	}
+	f.Add([]byte(chunkContent+chunkUsage+chunkDone), []byte{50, 1}, true, uint8(0))
+	f.Add([]byte("data: a\r\r\ndata: b\r"), []byte{1}, false, uint8(9))
+	var r Relayer
+	f.Fuzz(func(t *testing.T, stream, splits []byte, strip bool, maxEvent uint8) {
+		sizes := make([]int, len(splits))
+		for i, s := range splits {
+			sizes[i] = int(s) // 0 is an empty read
+		}
+		if len(sizes) > 0 && sizes[len(sizes)-1] == 0 && slicesAllZero(sizes) {
+			sizes = append(sizes, 1)
+		}
+		opt := Options{StripUsageChunk: strip, MaxEventBytes: int(maxEvent)}
+		var out recorder
+		res, err := r.Relay(&out, out.Flush, &chunkReader{src: stream, sizes: sizes}, opt)
+
+		// The oracle: complete events of the whole stream, in order, up to
+		// the first one over the limit, less stripped usage chunks.
+		events, rest := refEvents(stream)
+		var want bytes.Buffer
+		var wantEvents int64
+		wantErr := len(rest) > 0
+		for _, ev := range events {
+			if maxEvent > 0 && len(ev) > int(maxEvent) {
+				wantErr = true
+				break
+			}
+			if _, only, ok := ParseUsage(ev); strip && ok && only {
+				continue
+			}
+			want.Write(ev)
+			wantEvents++
+		}
+		if got := out.String(); got != want.String() {
+			t.Fatalf("client got %q; want %q", got, want.String())
+		}
+		if res.Events != wantEvents || res.Bytes != int64(want.Len()) {
+			t.Fatalf("Result Events=%d Bytes=%d; want %d, %d", res.Events, res.Bytes, wantEvents, want.Len())
+		}
+		if wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrUpstream)) {
+			t.Fatalf("error %v; want an ErrUpstream: %v", err, wantErr)
+		}
+	})
+}
+
+func slicesAllZero(s []int) bool {
+	for _, v := range s {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,52 @@
+// Package tenant owns the in-process tenant table: which models each tenant
+// may call. It is built once from config at start and never changes, so
+// lookups need no locks.
+package tenant
+
+import "sort"
+
+// Tenant is one tenant's row.
+type Tenant struct {
+	ID string
+	// Models is the sorted allow-list of public model names.
+	Models []string
+	allow  map[string]struct{}
+}
+
+// Allows reports whether the tenant may call model.
+func (t *Tenant) Allows(model string) bool {
+	_, ok := t.allow[model]
+	return ok
+}
+
+// Table maps tenant ids to tenants.
+type Table struct {
+	byID map[string]*Tenant
+}
+
+// Row is the input to NewTable.
+type Row struct {
+	ID     string
+	Models []string
+}
+
+// NewTable builds the table. Validation (duplicates, unknown models) is the
+// config package's job; NewTable trusts its input.
+func NewTable(rows []Row) *Table {
+	t := &Table{byID: make(map[string]*Tenant, len(rows))}
+	for _, r := range rows {
+		models := append([]string(nil), r.Models...)
+		sort.Strings(models)
+		allow := make(map[string]struct{}, len(models))
+		for _, m := range models {
+			allow[m] = struct{}{}
+		}
+		t.byID[r.ID] = &Tenant{ID: r.ID, Models: models, allow: allow}
+	}
+	return t
+}
+
+// Lookup returns the tenant with id, or nil.
+func (t *Table) Lookup(id string) *Tenant {
+	return t.byID[id]
+}

@@ -1,0 +1,24 @@
+package upstream
+
+import "net/url"
+
+// azureDeployments is Azure OpenAI's classic surface: the deployment is in
+// the path, the api-version in the query; the body's model is ignored by the
+// service and left as the client sent it.
+type azureDeployments struct{ apiVersion string }
+
+func (a azureDeployments) url(base *url.URL, op Operation, deployment string) string {
+	return base.String() + "/openai/deployments/" + url.PathEscape(deployment) + op.suffix() + "?api-version=" + a.apiVersion
+}
+
+func (azureDeployments) bodyModel(string) string { return "" }
+
+// azureV1 is Azure OpenAI's v1 surface (/openai/v1/...): OpenAI's shape with
+// the deployment name as the body's model.
+type azureV1 struct{}
+
+func (azureV1) url(base *url.URL, op Operation, _ string) string {
+	return base.String() + "/openai/v1" + op.suffix()
+}
+
+func (azureV1) bodyModel(deployment string) string { return deployment }
