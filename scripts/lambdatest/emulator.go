@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,13 +44,19 @@ type Emulator struct {
 // connections. The emulator starts the function at the first invocation.
 // env is added to the test's environment (later entries win) and reaches
 // the function; AWS_LAMBDA_FUNCTION_TIMEOUT (seconds, default 300) sets the
-// invocation deadline. The emulator and the function are killed, by the
-// emulator's process group, when the test ends.
+// invocation deadline. When the test ends the emulator gets SIGTERM, on
+// which it stops the function, then SIGKILL, and so does the function if
+// still alive: the emulator runs it in a process group of its own, so
+// killing the emulator's group would miss it.
 //
 // Never run aws-lambda-rie with --help: it takes that for the function and
 // listens on every interface.
 func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
 	t.Helper()
+	bootstrap, err := filepath.Abs(bootstrap)
+	if err != nil {
+		t.Fatalf("lambdatest: %v", err)
+	}
 	tool, err := findTool(EmulatorTool)
 	if err != nil {
 		t.Fatalf("lambdatest: %v; `make test` installs it (go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d)", err)
@@ -75,7 +83,8 @@ func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
 			"--runtime-interface-emulator-address", addrs[0],
 			"--runtime-api-address", addrs[1],
 			bootstrap,
-		}, env, true)
+		}, env)
+		t.Cleanup(func() { stopEmulator(t, p, bootstrap) })
 		if waitListening(addrs[0], p.Exited(), emulatorReadyTimeout) {
 			return &Emulator{
 				Addr:           addrs[0],
@@ -93,6 +102,20 @@ func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
 	}
 	t.Fatalf("lambdatest: %s exited before listening, three times; last output:\n%s", EmulatorTool, lastOutput)
 	return nil
+}
+
+// emulatorGrace is how long the emulator gets to stop the function on SIGTERM.
+const emulatorGrace = 5 * time.Second
+
+func stopEmulator(t testing.TB, p *Process, bootstrap string) {
+	kids := children(p.Cmd.Process.Pid)
+	p.stop(t, emulatorGrace)
+	for _, pid := range kids {
+		// Kill only a leftover that is still our bootstrap, not a reused PID.
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bootstrap {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 func freeLoopbackAddrs(t testing.TB, n int) []string {
@@ -147,6 +170,18 @@ func (e *Emulator) InvokeRaw(ctx context.Context, payload []byte) (*http.Respons
 	return resp, body, nil
 }
 
+// FunctionError is what Invoke returns when the function reported an error
+// through /runtime/invocation/{id}/error (or its handler returned one): the
+// emulator answers HTTP 200 with this JSON instead of a streaming response.
+type FunctionError struct {
+	Type    string `json:"errorType"`
+	Message string `json:"errorMessage"`
+}
+
+func (e *FunctionError) Error() string {
+	return fmt.Sprintf("lambdatest: function error %s: %s", e.Type, e.Message)
+}
+
 // Invoke sends a Function URL event through the emulator and parses the
 // function's streaming response (prelude, eight NULs, body) into what the
 // Function URL client would get.
@@ -164,6 +199,10 @@ func (e *Emulator) Invoke(ctx context.Context, ev events.LambdaFunctionURLReques
 	}
 	prelude, rest, err := ParseStreamingResponse(bytes.NewReader(raw))
 	if err != nil {
+		var fe FunctionError
+		if json.Unmarshal(raw, &fe) == nil && fe.Type != "" {
+			return 0, nil, nil, nil, &fe
+		}
 		return 0, nil, nil, nil, fmt.Errorf("lambdatest: emulator response %q: %w", truncate(raw, 512), err)
 	}
 	body, err = io.ReadAll(rest)

@@ -98,18 +98,17 @@ func (p *Process) Err() error { return p.err }
 // PID when the test ends, and its output is logged if the test failed.
 func StartFunction(t testing.TB, binary string, env []string) *Process {
 	t.Helper()
-	return startProcess(t, binary, nil, append(os.Environ(), env...), false)
+	p := startProcess(t, binary, nil, append(os.Environ(), env...))
+	t.Cleanup(func() { p.stop(t, 0) })
+	return p
 }
 
-func startProcess(t testing.TB, binary string, args, env []string, group bool) *Process {
+func startProcess(t testing.TB, binary string, args, env []string) *Process {
 	t.Helper()
 	p := &Process{Cmd: exec.Command(binary, args...), exited: make(chan struct{})}
 	p.Cmd.Env = env
 	p.Cmd.Stdout = &p.out
 	p.Cmd.Stderr = &p.out
-	// A process group lets cleanup also stop what the process started (the
-	// emulator runs the function as its child), still by our child's PID.
-	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: group}
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatalf("lambdatest: starting %s: %v", binary, err)
 	}
@@ -117,23 +116,55 @@ func startProcess(t testing.TB, binary string, args, env []string, group bool) *
 		p.err = p.Cmd.Wait()
 		close(p.exited)
 	}()
-	t.Cleanup(func() {
-		pid := p.Cmd.Process.Pid
-		if group {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-		} else {
-			_ = p.Cmd.Process.Kill()
-		}
+	return p
+}
+
+// stop ends the process: SIGTERM and up to grace to exit when grace > 0,
+// then SIGKILL. It logs the output if the test failed.
+func (p *Process) stop(t testing.TB, grace time.Duration) {
+	pid := p.Cmd.Process.Pid
+	if grace > 0 {
+		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			t.Errorf("lambdatest: %s (pid %d) did not exit after SIGKILL", binary, pid)
+		case <-time.After(grace):
 		}
-		if t.Failed() {
-			t.Logf("output of %s (pid %d):\n%s", filepath.Base(binary), pid, p.Output())
+	}
+	_ = p.Cmd.Process.Kill()
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("lambdatest: %s (pid %d) did not exit after SIGKILL", p.Cmd.Path, pid)
+	}
+	if t.Failed() {
+		t.Logf("output of %s (pid %d):\n%s", filepath.Base(p.Cmd.Path), pid, p.Output())
+	}
+}
+
+// children returns the PIDs whose parent is pid, from /proc (Linux).
+func children(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var kids []int
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
 		}
-	})
-	return p
+		// pid (comm) state ppid ...; comm may hold spaces, so split after ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		var state string
+		var kid, ppid int
+		if _, err := fmt.Sscanf(string(b[:bytes.IndexByte(b, ' ')]), "%d", &kid); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(string(b[i+1:]), " %s %d", &state, &ppid); err == nil && ppid == pid {
+			kids = append(kids, kid)
+		}
+	}
+	return kids
 }
 
 type lockedBuffer struct {

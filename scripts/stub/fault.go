@@ -192,9 +192,9 @@ func parseCount(s string) (int, error) {
 	return n, nil
 }
 
-// at turns a DropAfter-style count into the index of the event the fault
+// faultIndex turns a DropAfter-style count into the index of the event the fault
 // replaces: -1 for never.
-func at(n int) int {
+func faultIndex(n int) int {
 	switch {
 	case n > 0:
 		return n

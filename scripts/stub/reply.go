@@ -61,6 +61,7 @@ func (s *Server) promptTokens(body []byte) int {
 // answer is everything a chat or completion response says, streamed or not.
 type answer struct {
 	id           string
+	created      int64 // Unix seconds
 	model        string
 	chat         bool // chat.completion, else text_completion
 	tokens       int
@@ -75,6 +76,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 		return
 	}
 	a := answer{
+		created:      arrived.Unix(),
 		model:        s.modelOf(req, rt),
 		chat:         rt.kind == kindChat,
 		tokens:       sh.tokens,
@@ -145,7 +147,7 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 	c := completion{
 		ID:      a.id,
 		Object:  "text_completion",
-		Created: s.created,
+		Created: a.created,
 		Model:   a.model,
 		Choices: []choice{{FinishReason: a.finish}},
 		Usage:   usage{a.promptTokens, a.tokens, a.promptTokens + a.tokens},

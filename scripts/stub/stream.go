@@ -47,7 +47,7 @@ type templates struct {
 }
 
 // render fills t for a: the id, model and usage are fixed per request.
-func (t *templates) render(a answer, created int64) {
+func (t *templates) render(a answer) {
 	b := t.buf[:0]
 	head := func(b []byte) []byte {
 		b = append(b, `data: {"id":"`...)
@@ -57,7 +57,7 @@ func (t *templates) render(a answer, created int64) {
 		} else {
 			b = append(b, `","object":"text_completion","created":`...)
 		}
-		b = strconv.AppendInt(b, created, 10)
+		b = strconv.AppendInt(b, a.created, 10)
 		b = append(b, `,"model":`...)
 		return appendJSONString(b, a.model)
 	}
@@ -192,13 +192,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, a answer, f Faul
 	}
 	defer s.bufs.Put(bufs)
 	t := &bufs.t
-	t.render(a, s.created)
+	t.render(a)
 
 	ctx := r.Context()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	dropAt, errorAt, stallAt := at(f.DropAfter), at(f.ErrorAfter), at(f.StallAfter)
+	dropAt, errorAt, stallAt := faultIndex(f.DropAfter), faultIndex(f.ErrorAfter), faultIndex(f.StallAfter)
 	firstToken := arrived.Add(sh.ttft)
 	n := t.count()
 	for i := range n {

@@ -214,15 +214,16 @@ func TestStreamTiming(t *testing.T) {
 		decodeStrict(t, d, &c)
 		emits = append(emits, c.EmitNS)
 	}
-	// emits: role, 4 tokens, finish.
-	firstToken := emits[1]
-	for k := 1; k < tokens; k++ {
-		if gap := time.Duration(emits[1+k] - firstToken); gap < time.Duration(k)*interval {
-			t.Errorf("token %d written %v after the first, want >= %v", k, gap, time.Duration(k)*interval)
+	// emits: role, 4 tokens, finish. Token k is due TTFT + k*Interval
+	// after the request arrived, which is after sent.
+	for k := range tokens {
+		due := ttft + time.Duration(k)*interval
+		if at := time.Duration(emits[1+k] - sent.UnixNano()); at < due {
+			t.Errorf("token %d stamped %v after the request, want >= %v", k, at, due)
 		}
 	}
-	if time.Duration(emits[0]-sent.UnixNano()) < ttft {
-		t.Errorf("role chunk stamped %v after the request, want >= %v", time.Duration(emits[0]-sent.UnixNano()), ttft)
+	if at := time.Duration(emits[0] - sent.UnixNano()); at < ttft {
+		t.Errorf("role chunk stamped %v after the request, want >= %v", at, ttft)
 	}
 }
 
@@ -334,7 +335,7 @@ func TestStepClose(t *testing.T) {
 
 func TestAppendEventNoAlloc(t *testing.T) {
 	var tm templates
-	tm.render(answer{id: "chatcmpl-stub-1", model: "m", chat: true, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true}, 1)
+	tm.render(answer{id: "chatcmpl-stub-1", model: "m", chat: true, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true, created: 1})
 	buf := make([]byte, 0, 512)
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := range tm.count() {

@@ -13,6 +13,7 @@
 package stub
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"errors"
 	"net/http"
@@ -86,7 +87,7 @@ type Options struct {
 type Server struct {
 	opts    Options
 	tokens  int
-	created int64 // OpenAI "created" of every response; fixed so templates stay stable
+	created int64 // the "created" of the models in /v1/models
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -180,9 +181,9 @@ type RecordedRequest struct {
 	Method     string
 	Path       string
 	RawQuery   string
-	Header     http.Header // a clone
-	Body       []byte
-	Deployment string // the {deployment} of an Azure deployments path
+	Header     http.Header // a copy: the caller may change it
+	Body       []byte      // a copy
+	Deployment string      // the {deployment} of an Azure deployments path
 	// Auth is the credential the request carried: AuthBearer, AuthAPIKey
 	// or AuthNone. A request with both is AuthBearer.
 	Auth string
@@ -192,8 +193,11 @@ type RecordedRequest struct {
 // answer included; the zero value before the first.
 func (s *Server) LastRequest() RecordedRequest {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
+	last := s.last
+	s.mu.Unlock()
+	last.Header = last.Header.Clone()
+	last.Body = bytes.Clone(last.Body)
+	return last
 }
 
 // SetFault makes f apply to the requests that arrive after it, until the

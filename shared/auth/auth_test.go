@@ -459,9 +459,9 @@ func TestStartStopsWithContext(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	cancel()
-	time.Sleep(50 * time.Millisecond) // a refresh already in flight may still land
+	time.Sleep(200 * time.Millisecond) // a refresh already in flight may still land
 	n := ti.JWKSRequests()
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 	if got := ti.JWKSRequests(); got != n {
 		t.Fatalf("refreshes continued after ctx ended: %d -> %d", n, got)
 	}
@@ -520,8 +520,8 @@ func TestNewValidatesConfig(t *testing.T) {
 func TestDiscoveryIssuerMismatch(t *testing.T) {
 	t.Parallel()
 	ti := newTestIssuer(t, devissuer.Options{})
-	v := newVerifier(t, ti, func(c *auth.Config) { c.JWKSURL = "" })
-	ti.SetIssuer("https://impostor.example") // discovery now names another issuer
+	ti.SetIssuer("https://impostor.example") // discovery names another issuer
+	v := newVerifier(t, ti, func(c *auth.Config) { c.Issuer, c.JWKSURL = ti.srv.URL, "" })
 	tok := ti.mint(t, devissuer.Claims{Tenant: "t1", Issuer: ti.srv.URL})
 	_, err := v.Verify(context.Background(), bearer(tok))
 	if !errors.Is(err, auth.ErrKeysUnavailable) || !strings.Contains(err.Error(), "does not match") {

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -62,11 +63,18 @@ func (o Options) logf(format string, args ...any) {
 	log.Printf(format, args...)
 }
 
-// ErrHandlerPanic is wrapped by the error an invocation ends with when the
-// handler panicked: returned from the Lambda handler when the panic came
-// before the response headers, or carried by the response stream (which the
-// Lambda runtime reports as a mid-stream error) when it came after.
-var ErrHandlerPanic = errors.New("lambdaurl: handler panicked")
+// PanicError is the error an invocation ends with when the handler
+// panicked: returned from the Lambda handler (so Lambda reports errorType
+// "PanicError") when the panic came before the response was committed, or
+// ending the response stream, which the Lambda runtime reports as an error
+// in the middle of the stream, when it came after.
+type PanicError struct {
+	Value any // what the handler panicked with
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("lambdaurl: handler panicked: %v", e.Value)
+}
 
 type eventContextKey struct{}
 
@@ -91,8 +99,7 @@ func Start(h http.Handler, opts Options) {
 // headers (first Flush, a write that fills the buffer, or return), while the
 // handler keeps writing from its own goroutine; the Lambda runtime copies the
 // body to the Runtime API as it is produced. The handler goroutine always
-// ends the body: normally with EOF, after a panic with an error wrapping
-// ErrHandlerPanic.
+// ends the body: normally with EOF, after a panic with a *PanicError.
 func Handler(h http.Handler, opts Options) func(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
 	return func(ctx context.Context, ev *events.LambdaFunctionURLRequest) (*events.LambdaFunctionURLStreamingResponse, error) {
 		if ev == nil {
@@ -107,21 +114,22 @@ func Handler(h http.Handler, opts Options) func(ctx context.Context, ev *events.
 		}
 
 		pr, pw := io.Pipe()
-		rw := newResponseWriter(req.Method, pw)
+		body := &streamBody{pr: pr, gone: make(chan struct{})}
+		rw := newResponseWriter(req.Method, pw, body.gone)
 		go serve(h, rw, req, cancel, opts)
 
 		select {
 		case c := <-rw.committed:
 			if c.err != nil {
-				pr.CloseWithError(c.err)
+				body.closeWithError(c.err)
 				return nil, c.err
 			}
-			c.resp.Body = pr
+			c.resp.Body = body
 			return c.resp, nil
 		case <-ctx.Done():
 			// Lambda's own deadline passed with nothing committed: unblock
 			// the handler's writes and let the invocation fail.
-			pr.CloseWithError(ctx.Err())
+			body.closeWithError(ctx.Err())
 			return nil, fmt.Errorf("lambdaurl: no response before the invocation ended: %w", ctx.Err())
 		}
 	}
@@ -134,7 +142,7 @@ func serve(h http.Handler, rw *responseWriter, req *http.Request, cancel context
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
-			err := fmt.Errorf("%w: %v", ErrHandlerPanic, v)
+			err := &PanicError{Value: v}
 			if v != http.ErrAbortHandler {
 				opts.logf("lambdaurl: panic serving %s %s: %v", req.Method, req.URL.RequestURI(), v)
 			}
@@ -144,6 +152,24 @@ func serve(h http.Handler, rw *responseWriter, req *http.Request, cancel context
 		rw.finish()
 	}()
 	h.ServeHTTP(rw, req)
+}
+
+// streamBody is the response body the Lambda runtime reads. The runtime
+// closes it after the invocation (or when posting the response failed);
+// gone then tells the handler's Flush that nobody reads any more.
+type streamBody struct {
+	pr   *io.PipeReader
+	gone chan struct{}
+	once sync.Once
+}
+
+func (b *streamBody) Read(p []byte) (int, error) { return b.pr.Read(p) }
+
+func (b *streamBody) Close() error { return b.closeWithError(nil) }
+
+func (b *streamBody) closeWithError(err error) error {
+	b.once.Do(func() { close(b.gone) })
+	return b.pr.CloseWithError(err)
 }
 
 func requestContext(ctx context.Context, margin time.Duration) (context.Context, context.CancelFunc) {

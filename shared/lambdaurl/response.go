@@ -36,6 +36,7 @@ type responseWriter struct {
 	sent      bool
 	done      bool
 	committed chan commit // buffered; receives exactly one value
+	gone      <-chan struct{}
 	pw        *io.PipeWriter
 	bw        *bufio.Writer
 }
@@ -46,11 +47,12 @@ var (
 	_ io.StringWriter     = (*responseWriter)(nil)
 )
 
-func newResponseWriter(method string, pw *io.PipeWriter) *responseWriter {
+func newResponseWriter(method string, pw *io.PipeWriter, gone <-chan struct{}) *responseWriter {
 	rw := &responseWriter{
 		method:    method,
 		header:    make(http.Header),
 		committed: make(chan commit, 1),
+		gone:      gone,
 		pw:        pw,
 	}
 	rw.bw = bufio.NewWriterSize(bodyWriter{rw}, bufferSize)
@@ -109,10 +111,15 @@ func (rw *responseWriter) Flush() { _ = rw.FlushError() }
 
 // FlushError sends the headers, if not yet sent, and every byte written so
 // far into the response stream; http.ResponseController prefers it to Flush
-// because it reports a client that is gone.
+// because it reports a response stream nobody reads any more.
 func (rw *responseWriter) FlushError() error {
 	if rw.done {
 		return errAfterReturn
+	}
+	select {
+	case <-rw.gone:
+		return io.ErrClosedPipe
+	default:
 	}
 	if rw.status == 0 {
 		rw.WriteHeader(http.StatusOK)

@@ -42,7 +42,7 @@ func TestRelayByteIdentity(t *testing.T) {
 				if res.Events != int64(len(events)) || res.Bytes != int64(len(stream)) {
 					t.Errorf("Result Events=%d Bytes=%d; want %d, %d", res.Events, res.Bytes, len(events), len(stream))
 				}
-				if wantDone := bytes.Contains(stream, []byte(chunkDone)); res.Done != wantDone {
+				if wantDone := bytes.Contains(stream, []byte("data: [DONE]")); res.Done != wantDone {
 					t.Errorf("Done = %v; want %v", res.Done, wantDone)
 				}
 				if (len(stream) > 0) == res.FirstWrite.IsZero() {

@@ -8,6 +8,7 @@ type Usage struct{ PromptTokens, CompletionTokens, TotalTokens int64 }
 var (
 	keyUsage   = []byte(`"usage"`)
 	keyChoices = []byte(`"choices"`)
+	tailNull   = []byte(`"usage":null}`)
 )
 
 // ParseUsage finds the usage object in one SSE event without decoding the
@@ -25,6 +26,10 @@ var (
 // first "usage" key whose value is an object wins. A quoted "usage" inside
 // a string value is escaped (\"usage\") and so never matches.
 func ParseUsage(event []byte) (u Usage, usageOnlyChunk bool, ok bool) {
+	// OpenAI ends every ordinary chunk with a top-level "usage":null.
+	if bytes.HasSuffix(trimRightWS(event), tailNull) {
+		return Usage{}, false, false
+	}
 	v := valueOf(event, keyUsage, '{')
 	if v < 0 {
 		return Usage{}, false, false
@@ -44,14 +49,21 @@ func ParseUsage(event []byte) (u Usage, usageOnlyChunk bool, ok bool) {
 // quoted JSON string) that is followed by a colon and a value starting with
 // open, or -1.
 func valueOf(b, key []byte, open byte) int {
+	// Search without the opening quote: a letter is much rarer than '"' in
+	// JSON, so the byte search underneath skips ahead further.
+	tail := key[1:]
 	off := 0
 	for {
-		i := bytes.Index(b[off:], key)
+		i := bytes.Index(b[off:], tail)
 		if i < 0 {
 			return -1
 		}
-		j := skipWS(b, off+i+len(key))
-		off += i + 1
+		i += off
+		off = i + 1
+		if i == 0 || b[i-1] != '"' {
+			continue
+		}
+		j := skipWS(b, i+len(tail))
 		if j >= len(b) || b[j] != ':' {
 			continue
 		}
@@ -60,6 +72,18 @@ func valueOf(b, key []byte, open byte) int {
 			return j
 		}
 	}
+}
+
+func trimRightWS(b []byte) []byte {
+	for len(b) > 0 {
+		switch b[len(b)-1] {
+		case ' ', '\t', '\r', '\n':
+			b = b[:len(b)-1]
+		default:
+			return b
+		}
+	}
+	return b
 }
 
 func skipWS(b []byte, i int) int {

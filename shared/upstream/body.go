@@ -77,12 +77,14 @@ func ParseBody(b []byte) (Body, error) {
 			}
 		case "stream_options":
 			if string(b[v.start:v.end]) == "null" {
+				out.streamOptions, out.present = v, out.present&^hasStreamOptions
 				return nil
 			}
 			if b[v.start] != '{' {
 				return ErrOptionsType
 			}
 			out.streamOptions, out.present = v, out.present|hasStreamOptions
+			out.includeUsage, out.IncludeUsage = span{}, false
 			return eachMember(b, v.start, func(k []byte, iv span) error {
 				if string(k) == "include_usage" {
 					out.includeUsage = iv
@@ -127,6 +129,8 @@ func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
 		switch {
 		case p.includeUsage.end > 0: // present but false/null
 			edits[n] = edit{p.includeUsage.start, p.includeUsage.end, func(d []byte) []byte { return append(d, "true"...) }}
+		case p.streamOptions.end > 0 && !p.Has(hasStreamOptions): // "stream_options":null
+			edits[n] = edit{p.streamOptions.start, p.streamOptions.end, func(d []byte) []byte { return append(d, `{"include_usage":true}`...) }}
 		case p.Has(hasStreamOptions): // an object without include_usage
 			open := p.streamOptions.start + 1
 			empty := skipWS(b, open) == p.streamOptions.end-1

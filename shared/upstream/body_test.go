@@ -1,0 +1,140 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestParseBody(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Body
+		has  uint8
+		err  error
+	}{
+		{name: "chat", body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, want: Body{Model: "gpt-4o"}, has: HasMessages},
+		{name: "stream with usage", body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[]}`, want: Body{Model: "m", Stream: true, IncludeUsage: true}, has: HasMessages},
+		{name: "stream options false", body: `{"stream_options":{"include_usage":false},"model":"m","stream":true}`, want: Body{Model: "m", Stream: true}},
+		{name: "escaped model", body: `{"model":"a\u0062c","prompt":"x"}`, want: Body{Model: "abc"}, has: HasPrompt},
+		{name: "nested model key ignored", body: `{"messages":[{"model":"evil"}],"model":"good"}`, want: Body{Model: "good"}, has: HasMessages},
+		{name: "whitespace", body: " {\n\t\"model\" : \"m\" ,\r\n \"input\" : [1,2] } ", want: Body{Model: "m"}, has: HasInput},
+		{name: "stream null", body: `{"model":"m","stream":null,"stream_options":null}`, want: Body{Model: "m"}},
+		{name: "not json", body: `{"model":`, err: ErrNotJSON},
+		{name: "array", body: `[1]`, err: ErrNotObject},
+		{name: "missing model", body: `{"messages":[]}`, err: ErrMissingModel},
+		{name: "empty model", body: `{"model":""}`, err: ErrMissingModel},
+		{name: "model number", body: `{"model":4}`, err: ErrModelType},
+		{name: "stream string", body: `{"model":"m","stream":"yes"}`, err: ErrStreamType},
+		{name: "options array", body: `{"model":"m","stream_options":[]}`, err: ErrOptionsType},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseBody([]byte(tt.body))
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			if tt.err != nil {
+				return
+			}
+			if got.Model != tt.want.Model || got.Stream != tt.want.Stream || got.IncludeUsage != tt.want.IncludeUsage {
+				t.Fatalf("got %+v, want %+v", got, tt.want)
+			}
+			for _, f := range []uint8{HasMessages, HasPrompt, HasInput} {
+				if got.Has(f) != (tt.has&f != 0) {
+					t.Fatalf("Has(%d) = %v", f, got.Has(f))
+				}
+			}
+		})
+	}
+}
+
+func TestRewrite(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		model  string
+		inject bool
+		want   string
+	}{
+		{name: "unchanged", body: `{"model":"m","messages":[]}`, want: `{"model":"m","messages":[]}`},
+		{name: "rename", body: `{"model":"m", "messages":[]}`, model: "served/Model-1", want: `{"model":"served/Model-1", "messages":[]}`},
+		{name: "inject appends", body: `{"model":"m","stream":true}`, inject: true, want: `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{name: "inject into options", body: `{"model":"m","stream":true,"stream_options":{"x":1}}`, inject: true, want: `{"model":"m","stream":true,"stream_options":{"include_usage":true,"x":1}}`},
+		{name: "inject into empty options", body: `{"model":"m","stream_options":{ }}`, inject: true, want: `{"model":"m","stream_options":{"include_usage":true }}`},
+		{name: "inject flips false", body: `{"stream_options":{"include_usage":false},"model":"m"}`, model: "n", inject: true, want: `{"stream_options":{"include_usage":true},"model":"n"}`},
+		{name: "already true", body: `{"model":"m","stream_options":{"include_usage":true}}`, inject: true, want: `{"model":"m","stream_options":{"include_usage":true}}`},
+		{name: "rename before inject, trailing space", body: "{\"model\":\"m\"}\n", model: "x", inject: true, want: "{\"model\":\"x\",\"stream_options\":{\"include_usage\":true}}\n"},
+		{name: "options null", body: `{"model":"m","stream_options":null}`, inject: true, want: `{"model":"m","stream_options":{"include_usage":true}}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := ParseBody([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(b.Rewrite(nil, []byte(tt.body), tt.model, tt.inject))
+			if got != tt.want {
+				t.Fatalf("got  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// FuzzRewrite checks that a rewrite of any accepted body is valid JSON that
+// differs from the original only in model and include_usage.
+func FuzzRewrite(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi \"x\" }"}]}`,
+		`{"model":"m","stream":true,"stream_options":{"include_usage":false,"y":[1,{"z":"}"}]}}`,
+		` { "model" : "a\\b" , "stream_options" : { } } `,
+		`{"stream_options":{},"model":"m"}`,
+	} {
+		f.Add(s, "renamed", true)
+	}
+	f.Fuzz(func(t *testing.T, body, model string, inject bool) {
+		b, err := ParseBody([]byte(body))
+		if err != nil || !utf8.ValidString(model) { // model names come from validated config
+			return
+		}
+		out := b.Rewrite(nil, []byte(body), model, inject)
+		var before, after map[string]any
+		if err := json.Unmarshal([]byte(body), &before); err != nil {
+			t.Fatalf("accepted invalid JSON: %v", err)
+		}
+		if err := json.Unmarshal(out, &after); err != nil {
+			t.Fatalf("rewrite produced invalid JSON %q: %v", out, err)
+		}
+		if model != "" {
+			before["model"] = model
+		}
+		if inject {
+			opts, _ := before["stream_options"].(map[string]any)
+			if opts == nil {
+				opts = map[string]any{}
+			}
+			opts["include_usage"] = true
+			before["stream_options"] = opts
+		}
+		if !reflect.DeepEqual(before, after) {
+			t.Fatalf("rewrite changed more than model/include_usage:\nin  %s\nout %s", body, out)
+		}
+	})
+}
+
+func BenchmarkParseRewrite(b *testing.B) {
+	body := []byte(`{"model":"gpt-4o","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant that answers briefly."},{"role":"user","content":"` + string(make([]byte, 0)) + `Tell me about token buckets and how they refill over time, in detail please."}],"temperature":0.7}`)
+	dst := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		p, err := ParseBody(body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		dst = p.Rewrite(dst[:0], body, "gpt-4o-prod", true)
+	}
+}
