@@ -69,6 +69,13 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
+	// Dial Redis (TLS, AUTH) in the background so the first take does not
+	// pay for it inside its 50 ms budget.
+	go func() {
+		if err := lim.Warm(ctx); err != nil {
+			log.Warn("limiter store not reachable yet", "err", err)
+		}
+	}()
 
 	specs := make([]route.PoolSpec, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
@@ -107,16 +114,17 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	}
 
 	h := server.New(server.Deps{
-		Auth:            verifier,
-		Tenants:         tenant.NewTable(rows),
-		Limiter:         lim,
-		Router:          router,
-		Targets:         targets,
-		Client:          client,
-		Log:             log,
-		MaxBodyBytes:    cfg.MaxBodyBytes,
-		MaxAttempts:     cfg.Upstream.MaxAttempts,
-		DefaultCooldown: cfg.Upstream.DefaultCooldown.D(),
+		Auth:              verifier,
+		Tenants:           tenant.NewTable(rows),
+		Limiter:           lim,
+		Router:            router,
+		Targets:           targets,
+		Client:            client,
+		Log:               log,
+		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxAttempts:       cfg.Upstream.MaxAttempts,
+		DefaultCooldown:   cfg.Upstream.DefaultCooldown.D(),
+		StreamIdleTimeout: cfg.Upstream.StreamIdleTimeout.D(),
 	})
 	return &gateway{handler: h, limiter: lim}, nil
 }

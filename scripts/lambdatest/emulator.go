@@ -28,6 +28,18 @@ const EmulatorTool = "aws-lambda-rie"
 const emulatorReadyTimeout = 30 * time.Second
 
 // Emulator is a running aws-lambda-rie serving one function binary.
+//
+// What this emulator version does that AWS does not (checked by hand and in
+// TestEmulatorContract): it starts the function at the first invocation,
+// not at startup; it buffers a streamed response and returns it whole, as
+// 200 application/octet-stream with a Content-Length, the body still framed
+// as prelude + eight NULs + payload (it does not apply the prelude, unlike a
+// Function URL); a function error (/error) comes back as HTTP 200 with
+// {"errorMessage","errorType"} JSON and no X-Amz-Function-Error header; an
+// error in the middle of a stream (the Lambda-Runtime-Function-Error-Type
+// trailer) is dropped: the truncated body comes back as a success. So it
+// proves the framing and the request mapping, not incremental delivery:
+// use RuntimeAPI for that.
 type Emulator struct {
 	// Addr is the emulator's invoke endpoint, host:port.
 	Addr string
@@ -184,7 +196,8 @@ func (e *FunctionError) Error() string {
 
 // Invoke sends a Function URL event through the emulator and parses the
 // function's streaming response (prelude, eight NULs, body) into what the
-// Function URL client would get.
+// Function URL client would get. A function error returns a *FunctionError;
+// a failure after the response started is not visible here (see Emulator).
 func (e *Emulator) Invoke(ctx context.Context, ev events.LambdaFunctionURLRequest) (status int, header http.Header, cookies []string, body []byte, err error) {
 	payload, err := json.Marshal(ev)
 	if err != nil {

@@ -219,16 +219,24 @@ type Result struct {
 	ReadErr error
 }
 
-// ErrorType returns the function error type the invocation reported, from
-// the /error header or the trailer of a streamed response; "" if none.
+// ErrorType returns the function error type the invocation reported: from
+// the trailer of a streamed response, or for /error from its header or,
+// as aws-lambda-go sends it, the errorType of its JSON body; "" if none.
 func (r *Result) ErrorType() string {
 	if v := r.Trailer.Get(HeaderErrorType); v != "" {
 		return v
 	}
-	if r.Endpoint == "error" {
-		return r.Header.Get(HeaderErrorType)
+	if r.Endpoint != "error" {
+		return ""
 	}
-	return ""
+	if v := r.Header.Get(HeaderErrorType); v != "" {
+		return v
+	}
+	var body struct {
+		Type string `json:"errorType"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	return body.Type
 }
 
 // Invocation is one queued event and, once the function posts it, its

@@ -2,7 +2,10 @@ package redistest
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -78,4 +81,31 @@ func TestSleep(t *testing.T) {
 		t.Errorf("DEBUG SLEEP %s answered after %s", d, got)
 	}
 	s.Do("PING")
+}
+
+// fatalRecorder captures a Fatalf and ends the goroutine, as testing does.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+// TestMissingBinaryFails: without redis-server the test fails (it is never
+// skipped) and says how to install it.
+func TestMissingBinaryFails(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	rec := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Start(rec)
+	}()
+	<-done
+	if !strings.Contains(rec.msg, "apt-get install -y redis-server") {
+		t.Errorf("Fatalf message %q does not say how to install redis-server", rec.msg)
+	}
 }

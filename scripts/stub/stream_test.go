@@ -301,7 +301,11 @@ func TestStepOrdering(t *testing.T) {
 		if got := st.Emitted(); got != int64(k) {
 			t.Fatalf("before step %d: Emitted %d", k, got)
 		}
-		step <- struct{}{}
+		select {
+		case step <- struct{}{}:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the stub never took step %d", k)
+		}
 		d, err := sse.next()
 		if err != nil {
 			t.Fatalf("event %d: %v", k, err)
@@ -345,5 +349,47 @@ func TestAppendEventNoAlloc(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per stream of events, want 0", allocs)
+	}
+}
+
+// TestEventBytes pins the exact wire bytes, as a reader of the gateway's
+// SSE scanner tests would expect them.
+func TestEventBytes(t *testing.T) {
+	t.Parallel()
+	head := `data: {"id":"chatcmpl-stub-7","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o",`
+	tests := []struct {
+		name         string
+		includeUsage bool
+		want         []string
+	}{
+		{"with usage", true, []string{
+			head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"usage":null,"stub_emit_ns":42}` + "\n\n",
+			head + `"choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"usage":null,"stub_emit_ns":42}` + "\n\n",
+			head + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}],"usage":null,"stub_emit_ns":42}` + "\n\n",
+			head + `"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10},"stub_emit_ns":42}` + "\n\n",
+			"data: [DONE]\n\n",
+		}},
+		{"without usage", false, []string{
+			head + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}],"stub_emit_ns":42}` + "\n\n",
+			head + `"choices":[{"index":0,"delta":{"content":" tok"},"logprobs":null,"finish_reason":null}],"stub_emit_ns":42}` + "\n\n",
+			head + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"length"}],"stub_emit_ns":42}` + "\n\n",
+			"data: [DONE]\n\n",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var tm templates
+			tm.render(answer{id: "chatcmpl-stub-7", created: 1700000000, model: "gpt-4o", chat: true, tokens: 1, finish: "length", promptTokens: 9, includeUsage: tc.includeUsage})
+			if tm.count() != len(tc.want) {
+				t.Fatalf("count %d, want %d", tm.count(), len(tc.want))
+			}
+			for i, want := range tc.want {
+				ev, _ := tm.at(i)
+				if got := string(tm.appendEvent(nil, ev, 42)); got != want {
+					t.Errorf("event %d:\n got %s\nwant %s", i, got, want)
+				}
+			}
+		})
 	}
 }

@@ -209,9 +209,11 @@ func (s *Server) SetFault(f Fault) {
 	s.fault = f
 }
 
-// Close releases the requests that a Hang, a StallAfter or step mode
-// holds, aborting their connections, so an httptest.Server can shut down.
-// Requests that arrive later are not held. Close is idempotent.
+// Close aborts the connection of every response that is waiting (for the
+// next token, a step, a Hang, a StallAfter, SlowHeaders or NonStreamDelay),
+// now and later, so that an httptest.Server's Close or an http.Server's
+// Shutdown returns at once. A client sees a transport error, never a
+// cleanly ended response. Close is idempotent.
 func (s *Server) Close() {
 	s.closeOnce.Do(func() { close(s.done) })
 }

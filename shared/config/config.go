@@ -75,6 +75,9 @@ type Upstream struct {
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ConnectTimeout bounds a TCP/TLS connect. Default 3s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// StreamIdleTimeout ends a backend stream that sends nothing for this
+	// long (an SSE error event tells the client). Default 2m.
+	StreamIdleTimeout Duration `yaml:"stream_idle_timeout" json:"stream_idle_timeout"`
 	// DefaultCooldown is how long a failed endpoint sits out when the backend
 	// gave no Retry-After. Default 5s.
 	DefaultCooldown Duration `yaml:"default_cooldown" json:"default_cooldown"`
@@ -228,6 +231,7 @@ func (c *Config) applyDefaults() {
 	defD(&c.Upstream.HeaderTimeout, 30*time.Second)
 	defD(&c.Upstream.ConnectTimeout, 3*time.Second)
 	defD(&c.Upstream.DefaultCooldown, 5*time.Second)
+	defD(&c.Upstream.StreamIdleTimeout, 2*time.Minute)
 	if c.Upstream.MaxIdleConnsPerHost == 0 {
 		c.Upstream.MaxIdleConnsPerHost = 1024
 	}

@@ -105,7 +105,7 @@ func TestRequestMapping(t *testing.T) {
 		{
 			name: "headers, comma-joined multi-value, host",
 			ev: events.LambdaFunctionURLRequest{
-				Headers: map[string]string{"content-type": "application/json", "x-multi": "a,b", "host": "fn.lambda-url.eu-west-1.on.aws", "authorization": "Bearer t"},
+				Headers:        map[string]string{"content-type": "application/json", "x-multi": "a,b", "host": "fn.lambda-url.eu-west-1.on.aws", "authorization": "Bearer t"},
 				RequestContext: events.LambdaFunctionURLRequestContext{DomainName: "other.example"},
 			},
 			check: func(t *testing.T, c captured) {
@@ -720,5 +720,30 @@ func TestWriteAfterReturn(t *testing.T) {
 	io.Copy(io.Discard, resp.Body) // EOF: the handler has returned
 	if _, err := saved.Write([]byte("late")); err == nil {
 		t.Error("Write after return succeeded")
+	}
+}
+
+// BenchmarkEventFlush measures the per-event cost of the Lambda response
+// path: one write and one flush of an SSE event into the response stream,
+// drained by a reader as the Lambda runtime would.
+func BenchmarkEventFlush(b *testing.B) {
+	event := []byte("data: {\"choices\":[{\"delta\":{\"content\":\"hello\"}}]}\n\n")
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for range b.N {
+			w.Write(event)
+			rc.Flush()
+		}
+	})
+	b.ReportAllocs()
+	b.SetBytes(int64(len(event)))
+	b.ResetTimer()
+	resp, err := lambdaurl.Handler(h, lambdaurl.Options{})(context.Background(), &events.LambdaFunctionURLRequest{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, resp); err != nil {
+		b.Fatal(err)
 	}
 }

@@ -168,4 +168,3 @@ func TestPanicMidStreamThroughRuntimeAPI(t *testing.T) {
 		t.Errorf("invocation after the panic failed: %v", res.Trailer)
 	}
 }
-

@@ -84,7 +84,9 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 
 	// 5. Route and rewrite: model → pool → endpoint, failover before the first byte.
 	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
-	resp, err := s.send(ctx, rec, r.Header, pool, op, &body, raw, inject)
+	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
+	defer cancel(nil)
+	resp, err := s.send(upctx, rec, r.Header, pool, op, &body, raw, inject)
 	if err != nil {
 		s.fail(w, rec, err)
 		return
@@ -93,7 +95,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 
 	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
 	if body.Stream && isEventStream(resp.Header) {
-		s.relayStream(ctx, w, rec, resp, inject)
+		s.relayStream(ctx, w, rec, resp, inject, cancel)
 	} else {
 		s.relayJSON(w, rec, resp)
 	}
@@ -167,7 +169,7 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, stripUsage bool) {
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, stripUsage bool, cancel context.CancelCauseFunc) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
 	h.Del("Content-Length")
@@ -181,7 +183,10 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 	_ = rc.Flush()
 	rec.clientFirst = s.Now()
 
-	res, err := s.relay.Relay(w, rc.Flush, resp.Body, sse.Options{StripUsageChunk: stripUsage})
+	idle := &idleReader{r: resp.Body, d: s.StreamIdleTimeout}
+	idle.t = time.AfterFunc(idle.d, func() { cancel(errStreamIdle) })
+	res, err := s.relay.Relay(w, rc.Flush, idle, sse.Options{StripUsageChunk: stripUsage})
+	idle.t.Stop()
 	rec.bytes += res.Bytes
 	rec.events = res.Events
 	rec.setUsage(res.Usage, res.HasUsage)
@@ -195,8 +200,10 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
+		ae = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("the backend sent nothing for %s; the stream was ended", s.StreamIdleTimeout))
 	case err != nil:
-		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+errors.Unwrap(err).Error())
+		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+cause(err))
 	case !res.Done:
 		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend ended the stream before [DONE]")
 	default:
@@ -207,6 +214,37 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 	if n, werr := w.Write(ev); werr == nil {
 		rec.bytes += int64(n)
 		_ = rc.Flush()
+	}
+}
+
+var errStreamIdle = errors.New("backend stream idle")
+
+// idleReader re-arms its timer on every read that returns data, so a
+// backend that goes silent mid-stream is cut off after d.
+type idleReader struct {
+	r io.Reader
+	t *time.Timer
+	d time.Duration
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.t.Reset(i.d)
+	}
+	return n, err
+}
+
+func ctxOf(resp *http.Response) context.Context { return resp.Request.Context() }
+
+// cause is the innermost message of a relay error, for the client.
+func cause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
 	}
 }
 

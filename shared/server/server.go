@@ -50,6 +50,8 @@ type Deps struct {
 	MaxAttempts int
 	// DefaultCooldown benches an endpoint that failed without Retry-After. Default 5s.
 	DefaultCooldown time.Duration
+	// StreamIdleTimeout ends a backend stream silent for this long. Default 2m.
+	StreamIdleTimeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -71,6 +73,9 @@ func New(d Deps) *Server {
 	}
 	if d.DefaultCooldown <= 0 {
 		d.DefaultCooldown = 5 * time.Second
+	}
+	if d.StreamIdleTimeout <= 0 {
+		d.StreamIdleTimeout = 2 * time.Minute
 	}
 	if d.Now == nil {
 		d.Now = time.Now

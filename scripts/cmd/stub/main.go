@@ -34,8 +34,8 @@ func main() {
 	}
 }
 
-// shutdownGrace is how long a stop waits for open streams (a default
-// stream lasts about two seconds) before it closes their connections.
+// shutdownGrace bounds Shutdown, which after Server.Close only waits for
+// handlers to notice; then the listener's connections are closed.
 const shutdownGrace = 5 * time.Second
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -85,8 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case <-ctx.Done():
 	}
-	// Release hung and stalled requests first, so that Shutdown waits
-	// only for streams that will end on their own.
+	// Abort open streams and hung requests first: the run is over, and
+	// Shutdown would otherwise wait for each stream's last token (or, for
+	// a hang, forever).
 	st.Close()
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,11 +112,13 @@ func (tr *tracked) observe(t *testing.T, name string, step int, interval time.Du
 // (first take) and the tick every later take was evaluated in. Each store is
 // checked against a reference model (memorystore's algorithm as a pure
 // function of that tick), which holds however late a take runs. Where both
-// stores evaluated a key's takes in the same ticks, their outcomes are also
-// compared directly; the schedule keeps takes at least `margin` away from
-// both stores' tick boundaries so that this is the usual case, and the test
-// requires it for most takes — only a stall longer than margin, many times
-// over, could make that fail. Both clocks are this machine's wall clock
+// stores held the same bucket state and evaluated a take in the same tick,
+// their outcomes are also compared directly; the schedule keeps takes at
+// least `margin` (interval/6) away from both stores' tick boundaries so that
+// this is the usual case, and the test requires it for half the steps. A
+// stall longer than margin between the check and the take only moves that
+// take to the next tick (both checks still hold); direct comparison resumes
+// once the two states agree again, at the latest at the next full refill. Both clocks are this machine's wall clock
 // (redis-server runs on loopback), which is what makes the phases comparable.
 func TestMatchesMemorystore(t *testing.T) {
 	t.Parallel()
@@ -146,10 +149,7 @@ func TestMatchesMemorystore(t *testing.T) {
 			})
 			margin := tc.interval / 6
 
-			type pair struct {
-				mem, red tracked
-				diverged bool
-			}
+			type pair struct{ mem, red tracked }
 			keys := make([]*pair, tc.keys)
 			for i := range keys {
 				keys[i] = &pair{}
@@ -184,7 +184,7 @@ func TestMatchesMemorystore(t *testing.T) {
 				default: // idle across one or more ticks
 					time.Sleep(time.Duration(rng.Int64N(int64(tc.interval * 5 / 2))))
 				}
-				if rng.IntN(40) == 0 && p.mem.start != 0 && !p.diverged {
+				if rng.IntN(40) == 0 && p.mem.start != 0 && p.mem.model == p.red.model {
 					// Burst on an existing bucket: extra tokens until the next tick.
 					n := uint64(rng.IntN(3) + 1)
 					waitSafe(p)
@@ -207,7 +207,7 @@ func TestMatchesMemorystore(t *testing.T) {
 					continue
 				}
 				waitSafe(p)
-				takeAt := uint64(time.Now().UnixNano())
+				inStep := p.mem.model == p.red.model
 				mTok, mRem, mReset, mOK, err := mem.Take(ctx, key)
 				if err != nil {
 					t.Fatal(err)
@@ -218,27 +218,23 @@ func TestMatchesMemorystore(t *testing.T) {
 				}
 				mTick := p.mem.observe(t, "memory", step, tc.interval, tc.tokens, mTok, mRem, mReset, mOK)
 				rTick := p.red.observe(t, "redis", step, tc.interval, tc.tokens, rTok, rRem, rReset, rOK)
-				if mTick != rTick && !p.diverged {
-					t.Logf("step %d key %s diverged: memory tick %d start %d, redis tick %d start %d; at %d: %d %d (mreset %d rreset %d)", step, key, mTick, p.mem.start, rTick, p.red.start, takeAt, (takeAt-p.mem.start)/uint64(tc.interval), (takeAt-p.red.start)/uint64(tc.interval), mReset, rReset)
-					p.diverged = true // a stall crossed a boundary; the models still check each store
-				}
-				if !p.diverged {
+				if inStep && mTick == rTick {
 					compared++
 					if mOK != rOK || mRem != rRem {
 						t.Fatalf("step %d key %s tick %d: memory ok=%v remaining=%d, redis ok=%v remaining=%d", step, key, mTick, mOK, mRem, rOK, rRem)
 					}
+				} else if mTick != rTick {
+					// A stall longer than margin moved one take across a
+					// boundary; the models still check each store, and the
+					// direct comparison resumes once their states agree.
+					t.Logf("step %d key %s: memory tick %d, redis tick %d", step, key, mTick, rTick)
 				}
 				if rOK {
 					admitted++
 				}
 			}
-			takes := 0
-			for _, p := range keys {
-				_ = p
-			}
-			takes = compared
-			t.Logf("%d takes compared directly, %d admitted by redis", takes, admitted)
-			if compared < tc.steps/3 {
+			t.Logf("%d takes compared directly, %d admitted by redis", compared, admitted)
+			if compared < tc.steps/2 {
 				t.Errorf("only %d of %d steps compared directly; the schedule did not keep the stores in phase", compared, tc.steps)
 			}
 		})
@@ -531,7 +527,7 @@ func TestNewClient(t *testing.T) {
 					_ = c.Close()
 					t.Fatal("want an error")
 				}
-				if tc.url != "" && containsStr(err.Error(), "hunter2") {
+				if tc.url != "" && strings.Contains(err.Error(), "hunter2") {
 					t.Errorf("error leaks the password: %v", err)
 				}
 				return
@@ -553,17 +549,4 @@ func TestNewClient(t *testing.T) {
 			}
 		})
 	}
-}
-
-func containsStr(s, sub string) bool {
-	return len(sub) > 0 && len(s) >= len(sub) && (s == sub || indexOf(s, sub) >= 0)
-}
-
-func indexOf(s, sub string) int {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return i
-		}
-	}
-	return -1
 }

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -91,13 +92,24 @@ type Credential struct {
 	src     tokenSource
 	log     *slog.Logger
 
-	mu       sync.Mutex
-	token    azcore.AccessToken
-	header   string // "Bearer " + token.Token, built once per token
+	// cur is the cached token, read without locking on every request.
+	cur atomic.Pointer[cached]
+
+	mu       sync.Mutex // guards the fields below
 	inflight *fetch
 	lastErr  error
 	failedAt time.Time
 }
+
+// cached is a token ready to hand out.
+type cached struct {
+	header    string    // "Bearer " + token, built once per token
+	usableTil time.Time // expiry less expirySkew
+	expiresOn time.Time
+}
+
+// valid reports whether c may still be handed out at now.
+func (c *cached) valid(now time.Time) bool { return c != nil && now.Before(c.usableTil) }
 
 // fetch is one token request shared by every caller that waits for it.
 type fetch struct {
@@ -228,13 +240,11 @@ func jitter(d time.Duration) time.Duration {
 // token.
 func (c *Credential) Apply(ctx context.Context, h http.Header) error {
 	now := time.Now()
-	c.mu.Lock()
-	if c.header != "" && now.Before(c.token.ExpiresOn.Add(-expirySkew)) {
-		v := c.header
-		c.mu.Unlock()
-		h["Authorization"] = []string{v}
+	if cur := c.cur.Load(); cur.valid(now) {
+		h["Authorization"] = []string{cur.header}
 		return nil
 	}
+	c.mu.Lock()
 	if c.inflight == nil && c.lastErr != nil && now.Sub(c.failedAt) < failureHold {
 		err := c.lastErr
 		c.mu.Unlock()
@@ -268,8 +278,8 @@ func (c *Credential) startFetch(refresh bool) *fetch {
 	if c.inflight != nil {
 		return c.inflight
 	}
-	if !refresh && c.header != "" && time.Now().Before(c.token.ExpiresOn.Add(-expirySkew)) {
-		f := &fetch{done: make(chan struct{}), header: c.header, token: c.token}
+	if cur := c.cur.Load(); !refresh && cur.valid(time.Now()) {
+		f := &fetch{done: make(chan struct{}), header: cur.header, token: azcore.AccessToken{ExpiresOn: cur.expiresOn}}
 		close(f.done)
 		return f
 	}
@@ -297,7 +307,8 @@ func (c *Credential) run(f *fetch) {
 		c.lastErr, c.failedAt = f.err, time.Now()
 	} else {
 		f.token, f.header = tok, "Bearer "+tok.Token
-		c.token, c.header, c.lastErr = tok, f.header, nil
+		c.cur.Store(&cached{header: f.header, usableTil: tok.ExpiresOn.Add(-expirySkew), expiresOn: tok.ExpiresOn})
+		c.lastErr = nil
 	}
 	c.inflight = nil
 	c.mu.Unlock()

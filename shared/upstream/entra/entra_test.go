@@ -179,9 +179,7 @@ func TestStartFetchesInBackground(t *testing.T) {
 	close(gate)
 	waitFor(t, "the background fetch", 20*time.Second, func() bool { return len(ids.tokens()) == 1 })
 	waitFor(t, "the token to be cached", 20*time.Second, func() bool {
-		cred.mu.Lock()
-		defer cred.mu.Unlock()
-		return cred.header != ""
+		return cred.cur.Load() != nil
 	})
 	h := http.Header{}
 	if err := cred.Apply(ctx, h); err != nil {
@@ -428,7 +426,7 @@ func TestRedact(t *testing.T) {
 // BenchmarkApplyCached is the per-request cost with a token cached.
 func BenchmarkApplyCached(b *testing.B) {
 	c := newCredential(Config{Credential: ManagedIdentity, Scope: DefaultScope, Timeout: time.Second}, nil, discard())
-	c.token.ExpiresOn, c.token.Token, c.header = time.Now().Add(time.Hour), "t", "Bearer t"
+	c.cur.Store(&cached{header: "Bearer t", usableTil: time.Now().Add(time.Hour)})
 	h := http.Header{}
 	ctx := context.Background()
 	b.ReportAllocs()

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/devissuer"
+	"github.com/llmgw/gateway/scripts/stub"
+)
+
+const (
+	testAudience = "llm-gateway"
+	backendKey   = "backend-secret-key"
+)
+
+// gw is a gateway started in-process by run, with its stub backends and dev
+// issuer on loopback.
+type gw struct {
+	t      *testing.T
+	URL    string
+	Issuer *devissuer.Issuer
+	Stubs  []*stub.Server
+	stubURLs []string
+	logs   *syncBuffer
+}
+
+// options shape a test gateway.
+type options struct {
+	stubs       int          // number of stub backends in the "pool-a" pool (default 1)
+	stubOpts    stub.Options // for every stub; TTFT/Interval default to fast
+	requests    uint64       // contoso's bucket (default 1000)
+	extra       string       // YAML appended to the config
+	deadURL     bool         // add an endpoint nobody listens on, first by weight
+	upstreamCfg string       // the upstream: block
+	env         map[string]string
+}
+
+func startGateway(t *testing.T, o options) *gw {
+	t.Helper()
+	if o.stubs == 0 {
+		o.stubs = 1
+	}
+	if o.requests == 0 {
+		o.requests = 1000
+	}
+	if o.stubOpts.TTFT == 0 {
+		o.stubOpts.TTFT = time.Millisecond
+	}
+	if o.stubOpts.Interval == 0 {
+		o.stubOpts.Interval = time.Millisecond
+	}
+	if o.stubOpts.Tokens == 0 {
+		o.stubOpts.Tokens = 8
+	}
+	o.stubOpts.APIKey = backendKey
+	g := &gw{t: t, logs: &syncBuffer{}}
+
+	iss, err := devissuer.New(devissuer.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	issSrv := httptest.NewServer(iss.Handler())
+	t.Cleanup(issSrv.Close)
+	iss.SetIssuer(issSrv.URL)
+	g.Issuer = iss
+
+	var endpoints strings.Builder
+	if o.deadURL {
+		dead := httptest.NewServer(http.NotFoundHandler())
+		deadURL := dead.URL
+		dead.Close()
+		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1000, api_key_env: BACKEND_KEY}\n", deadURL)
+	}
+	for i := 0; i < o.stubs; i++ {
+		so := o.stubOpts
+		so.Name = fmt.Sprintf("stub-%d", i)
+		s := stub.New(so)
+		srv := httptest.NewServer(s)
+		t.Cleanup(func() { s.Close(); srv.Close() })
+		g.Stubs = append(g.Stubs, s)
+		g.stubURLs = append(g.stubURLs, srv.URL)
+		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1, api_key_env: BACKEND_KEY}\n", srv.URL)
+	}
+	upstreamCfg := o.upstreamCfg
+	if upstreamCfg == "" {
+		upstreamCfg = "upstream: {max_attempts: 3, header_timeout: 5s, default_cooldown: 1m}\n"
+	}
+	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
+shutdown_grace: 5s
+auth:
+  issuer: %s
+  audiences: [%s, other-aud]
+tenants:
+  - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: 1h}
+  - {id: fabrikam, models: [llama], requests: 1000, interval: 1h}
+%s
+pools:
+  - name: pool-a
+    kind: vllm
+    models: {llama: meta/Llama-3.1-8B, gpt-4o-mini: ""}
+    endpoints:
+%s  - name: azure
+    kind: azure-openai
+    models: {gpt-4o: gpt-4o-prod}
+    endpoints:
+      - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
+%s`, issSrv.URL, testAudience, o.requests, upstreamCfg, endpoints.String(), g.stubURLs[0], o.extra)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"BACKEND_KEY": backendKey}
+	for k, v := range o.env {
+		env[k] = v
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"gateway", "-config", path}, func(k string) string { return env[k] }, g.logs, g.logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("gateway did not stop")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for g.URL == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("gateway exited: %v\n%s", err, g.logs.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway never listened:\n%s", g.logs.String())
+		}
+		for _, l := range g.logs.Lines() {
+			var m struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(l), &m) == nil && m.Msg == "gateway listening" {
+				g.URL = m.Addr
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return g
+}
+
+// token mints a valid token for tenant.
+func (g *gw) token(tenant string) string {
+	g.t.Helper()
+	tok, err := g.Issuer.Mint(devissuer.Claims{Tenant: tenant, Subject: "user-1", Audience: []string{testAudience}})
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return tok
+}
+
+// post sends a request with a bearer token (none when token is "").
+func (g *gw) post(path, token, body string, hdr ...string) *http.Response {
+	g.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.URL+path, strings.NewReader(body))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return resp
+}
+
+// accessLog returns the access-log lines with the given request id.
+func (g *gw) accessLog(id string) map[string]any {
+	g.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range g.logs.Lines() {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["request_id"] == id {
+				return m
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.t.Fatalf("no access-log line for %s:\n%s", id, g.logs.String())
+	return nil
+}
+
+// openAIError decodes and checks OpenAI's error shape.
+func openAIError(t *testing.T, resp *http.Response, status int, code string) map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, b)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		t.Fatalf("content-type %q", ct)
+	}
+	var e struct {
+		Error map[string]any `json:"error"`
+	}
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == nil {
+		t.Fatalf("not OpenAI error JSON: %s", b)
+	}
+	for _, k := range []string{"message", "type", "param", "code"} {
+		if _, ok := e.Error[k]; !ok {
+			t.Fatalf("error JSON lacks %q: %s", k, b)
+		}
+	}
+	if msg, _ := e.Error["message"].(string); msg == "" {
+		t.Fatalf("empty message: %s", b)
+	}
+	if code != "" && e.Error["code"] != code {
+		t.Fatalf("code %v, want %s: %s", e.Error["code"], code, b)
+	}
+	return e.Error
+}
+
+// sseEvents splits an SSE body into its events' data payloads.
+func sseData(body []byte) []string {
+	var out []string
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Lines() []string {
+	return strings.Split(strings.TrimSpace(s.String()), "\n")
+}
+
+// eventually polls cond until it holds or a generous deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
