@@ -23,13 +23,13 @@ param models object = {
   'gpt-4o-mini': 'gpt-4o-mini'
 }
 
-@description('JWT issuer the gateway trusts (auth.issuer).')
+@description('JWT issuer the gateway trusts (auth.issuer). Required unless gatewayConfig or gatewayConfigKeyVaultSecretUri is given: the gateway refuses to start without it.')
 param authIssuer string = ''
 
 @description('JWT audiences the gateway accepts (auth.audiences).')
-param authAudiences array = []
+param authAudiences array = ['api://llm-gateway']
 
-@description('Tenant table for the generated config: [{id, models, requests, interval}].')
+@description('Tenant table for the generated config: [{id, models, requests, interval}]. Empty: one tenant "default" with every model at 600 requests a minute.')
 param tenants array = []
 
 @secure()

@@ -45,6 +45,8 @@ type options struct {
 	deadURL     bool         // add an endpoint nobody listens on, first by weight
 	upstreamCfg string       // the upstream: block
 	env         map[string]string
+	limiter     string // the limiter: block (default memory)
+	share       *gw    // reuse this gateway's issuer and stubs: a second replica
 }
 
 func startGateway(t *testing.T, o options) *gw {
@@ -67,14 +69,18 @@ func startGateway(t *testing.T, o options) *gw {
 	o.stubOpts.APIKey = backendKey
 	g := &gw{t: t, logs: &syncBuffer{}}
 
-	iss, err := devissuer.New(devissuer.Options{})
-	if err != nil {
-		t.Fatal(err)
+	if o.share != nil {
+		g.Issuer, g.Stubs, g.stubURLs = o.share.Issuer, o.share.Stubs, o.share.stubURLs
+	} else {
+		iss, err := devissuer.New(devissuer.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		issSrv := httptest.NewServer(iss.Handler())
+		t.Cleanup(issSrv.Close)
+		iss.SetIssuer(issSrv.URL)
+		g.Issuer = iss
 	}
-	issSrv := httptest.NewServer(iss.Handler())
-	t.Cleanup(issSrv.Close)
-	iss.SetIssuer(issSrv.URL)
-	g.Issuer = iss
 
 	var endpoints strings.Builder
 	if o.deadURL {
@@ -83,7 +89,7 @@ func startGateway(t *testing.T, o options) *gw {
 		dead.Close()
 		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1000, api_key_env: BACKEND_KEY}\n", deadURL)
 	}
-	for i := 0; i < o.stubs; i++ {
+	for i := 0; i < o.stubs && o.share == nil; i++ {
 		so := o.stubOpts
 		so.Name = fmt.Sprintf("stub-%d", i)
 		s := stub.New(so)
@@ -91,7 +97,9 @@ func startGateway(t *testing.T, o options) *gw {
 		t.Cleanup(func() { s.Close(); srv.Close() })
 		g.Stubs = append(g.Stubs, s)
 		g.stubURLs = append(g.stubURLs, srv.URL)
-		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1, api_key_env: BACKEND_KEY}\n", srv.URL)
+	}
+	for _, u := range g.stubURLs {
+		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1, api_key_env: BACKEND_KEY}\n", u)
 	}
 	upstreamCfg := o.upstreamCfg
 	if upstreamCfg == "" {
@@ -106,6 +114,7 @@ tenants:
   - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: 1h}
   - {id: fabrikam, models: [llama], requests: 1000, interval: 1h}
 %s
+%s
 pools:
   - name: pool-a
     kind: vllm
@@ -116,7 +125,7 @@ pools:
     models: {gpt-4o: gpt-4o-prod}
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
-%s`, issSrv.URL, testAudience, o.requests, upstreamCfg, endpoints.String(), g.stubURLs[0], o.extra)
+%s`, g.Issuer.IssuerURL(), testAudience, o.requests, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

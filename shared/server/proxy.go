@@ -256,11 +256,19 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 	bufp := copyPool.Get().(*[]byte)
 	defer copyPool.Put(bufp)
 	buf := *bufp
-	n, err := io.ReadFull(resp.Body, buf)
-	whole := err == io.EOF || err == io.ErrUnexpectedEOF
+	// Read until EOF or a full buffer. io.ReadFull cannot be used: it says
+	// ErrUnexpectedEOF both for a short complete body and for a body the
+	// backend cut, and a cut body must never be relayed as complete.
+	n, err := 0, error(nil)
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = resp.Body.Read(buf[n:])
+		n += m
+	}
+	whole := err == io.EOF
 	if err != nil && !whole {
 		// The backend failed before the client got a byte: still a clean error.
-		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "reading the backend response failed: "+err.Error()))
+		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error()))
 		return
 	}
 	if whole {

@@ -1,0 +1,270 @@
+// Checks the bicep templates without a bicep compiler: every file must parse
+// with tree-sitter-bicep (WebAssembly grammar, no native build), and the
+// Container App must agree with what the image and the gateway binary expect
+// (port, health path, env vars, identity). Run: npm ci && node --test.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Parser, Language } from 'web-tree-sitter';
+
+const require = createRequire(import.meta.url);
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const bicepDir = path.join(root, 'bicep');
+
+await Parser.init();
+const parser = new Parser();
+parser.setLanguage(await Language.load(require.resolve('tree-sitter-bicep/tree-sitter-bicep.wasm')));
+
+function bicepFiles(dir) {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? bicepFiles(p) : e.name.endsWith('.bicep') ? [p] : [];
+  });
+}
+
+// problems lists ERROR and MISSING nodes with their positions.
+function problems(node, out = []) {
+  if (node.type === 'ERROR' || node.isMissing) {
+    out.push(`${node.isMissing ? 'missing ' + node.type : 'syntax error'} at ${node.startPosition.row + 1}:${node.startPosition.column + 1}: ${node.text.slice(0, 60)}`);
+  }
+  for (const c of node.children) problems(c, out);
+  return out;
+}
+
+// File is one parsed bicep file with its top-level declarations by name.
+class File {
+  constructor(p) {
+    this.path = p;
+    this.tree = parser.parse(fs.readFileSync(p, 'utf8'));
+    this.vars = new Map();
+    this.params = new Map(); // name → default value node or null
+    this.resources = []; // {name, type, body}
+    this.modules = []; // {name, file, body}
+    this.outputs = new Map();
+    for (const d of this.tree.rootNode.namedChildren) {
+      const kids = d.namedChildren.filter((c) => c.type !== 'decorators');
+      const name = kids[0]?.text;
+      switch (d.type) {
+        case 'variable_declaration':
+          this.vars.set(name, kids.at(-1));
+          break;
+        case 'parameter_declaration':
+          this.params.set(name, kids.length > 2 ? kids.at(-1) : null);
+          break;
+        case 'resource_declaration':
+          this.resources.push({ name, type: unquote(kids[1]), body: body(kids.at(-1)) });
+          break;
+        case 'module_declaration':
+          this.modules.push({ name, file: unquote(kids[1]), body: body(kids.at(-1)) });
+          break;
+        case 'output_declaration':
+          this.outputs.set(name, kids.at(-1));
+          break;
+      }
+    }
+  }
+
+  resource(typePrefix) {
+    const r = this.resources.filter((x) => x.type.startsWith(typePrefix + '@'));
+    assert.equal(r.length, 1, `${this.path}: want one ${typePrefix}, found ${r.length}`);
+    return r[0];
+  }
+
+  // value evaluates literals, strings with interpolation, and identifiers
+  // naming a var or a param's default; anything else stays as its source
+  // text in ${…}, so comparisons can still name it.
+  value(node) {
+    if (!node) return undefined;
+    switch (node.type) {
+      case 'number':
+        return Number(node.text);
+      case 'boolean':
+        return node.text === 'true';
+      case 'string':
+        return node.namedChildren
+          .map((c) => (c.type === 'interpolation' ? String(this.value(c.namedChildren[0])) : c.text))
+          .join('');
+      case 'identifier':
+        if (this.vars.has(node.text)) return this.value(this.vars.get(node.text));
+        if (this.params.get(node.text)) return this.value(this.params.get(node.text));
+        return '${' + node.text + '}';
+      case 'call_expression': {
+        const fn = node.childForFieldName('function').text;
+        const args = node.childForFieldName('arguments').namedChildren;
+        if (fn === 'string' && args.length === 1) return String(this.value(args[0]));
+        return '${' + node.text + '}';
+      }
+      default:
+        return '${' + node.text + '}';
+    }
+  }
+}
+
+function unquote(n) {
+  return n.namedChildren.map((c) => c.text).join('');
+}
+
+// body is the object of a declaration, also behind `if (cond)`.
+function body(n) {
+  return n.type === 'if_statement' ? n.namedChildren.find((c) => c.type === 'object') : n;
+}
+
+// prop returns the value node of key in an object node.
+function prop(obj, key) {
+  if (!obj || obj.type !== 'object') return undefined;
+  for (const p of obj.namedChildren) {
+    if (p.type !== 'object_property') continue;
+    const k = p.namedChildren[0];
+    const text = k.type === 'string' ? unquote(k) : k.text;
+    if (text === key) return p.namedChildren.at(-1);
+  }
+  return undefined;
+}
+
+function at(obj, dotted) {
+  return dotted.split('.').reduce((o, k) => prop(o, k), obj);
+}
+
+// items lists the object elements of an array node, also the literal
+// arrays inside concat(...).
+function items(n) {
+  if (!n) return [];
+  if (n.type === 'array') return n.namedChildren.filter((c) => c.type === 'object');
+  if (n.type === 'call_expression' && n.childForFieldName('function').text === 'concat') {
+    return n.childForFieldName('arguments').namedChildren.flatMap(items);
+  }
+  return [];
+}
+
+const files = Object.fromEntries(bicepFiles(bicepDir).map((p) => [path.relative(bicepDir, p), new File(p)]));
+const main = files['main.bicep'];
+const gw = files[path.join('modules', 'gateway.bicep')];
+const access = files[path.join('modules', 'openai-access.bicep')];
+const app = gw.resource('Microsoft.App/containerApps');
+const appProps = prop(app.body, 'properties');
+const container = items(at(appProps, 'template.containers'))[0];
+const env = new Map(items(prop(container, 'env')).map((e) => [gw.value(prop(e, 'name')), prop(e, 'value') ?? prop(e, 'secretRef')]));
+const identity = gw.resource('Microsoft.ManagedIdentity/userAssignedIdentities');
+
+// What the rest of the repository says the container must match.
+const imagePort = Number(fs.readFileSync(path.join(root, 'scripts/image/layout.go'), 'utf8').match(/\bPort\s*=\s*"(\d+)"/)[1]);
+const runGo = fs.readdirSync(path.join(root, 'functions/gateway'))
+  .filter((f) => f.endsWith('.go') && !f.endsWith('_test.go'))
+  .map((f) => fs.readFileSync(path.join(root, 'functions/gateway', f), 'utf8'))
+  .join('\n');
+const routesGo = fs.readFileSync(path.join(root, 'shared/server/routes.go'), 'utf8');
+
+test('every bicep file parses without errors', () => {
+  assert.ok(Object.keys(files).length >= 3, 'bicep files found');
+  for (const [name, f] of Object.entries(files)) {
+    assert.deepEqual(problems(f.tree.rootNode), [], name);
+  }
+});
+
+test('the parse check catches broken bicep', () => {
+  const t = parser.parse("resource a 'T@1' = {\n  name: \n  properties: { x: [1, }\n}\n");
+  assert.ok(problems(t.rootNode).length > 0);
+});
+
+test('ingress targets the port the image exposes, over HTTP/1.1', () => {
+  const ingress = at(appProps, 'configuration.ingress');
+  assert.equal(gw.value(prop(ingress, 'targetPort')), imagePort);
+  assert.equal(gw.value(prop(ingress, 'transport')), 'http');
+  assert.equal(gw.value(prop(ingress, 'external')), true);
+});
+
+test('the app scales to zero on HTTP concurrency', () => {
+  const scale = at(appProps, 'template.scale');
+  assert.equal(gw.value(prop(scale, 'minReplicas')), 0);
+  assert.ok(prop(scale, 'maxReplicas'), 'maxReplicas set');
+  const rules = items(prop(scale, 'rules'));
+  assert.ok(rules.some((r) => at(r, 'http.metadata.concurrentRequests')), 'an http concurrentRequests rule');
+});
+
+test('probes hit the gateway health route on its port', () => {
+  const route = routesGo.match(/"(\/healthz)":/);
+  assert.ok(route, 'shared/server/routes.go serves /healthz');
+  const probes = items(prop(container, 'probes'));
+  assert.deepEqual(probes.map((p) => gw.value(prop(p, 'type'))).sort(), ['Liveness', 'Readiness', 'Startup']);
+  for (const p of probes) {
+    assert.equal(gw.value(at(p, 'httpGet.path')), route[1]);
+    assert.equal(gw.value(at(p, 'httpGet.port')), imagePort);
+  }
+});
+
+test('every env var the binary needs is set', () => {
+  for (const name of ['GATEWAY_CONFIG', 'PORT']) {
+    assert.match(runGo, new RegExp(`getenv\\("${name}"\\)`), `functions/gateway reads ${name}`);
+    assert.ok(env.has(name), `container env sets ${name}`);
+  }
+  // Container Apps sets CONTAINER_APP_PORT, not PORT: the template sets it.
+  assert.equal(String(gw.value(env.get('PORT'))), String(imagePort));
+});
+
+test('GATEWAY_CONFIG names the file the secret volume mounts', () => {
+  const mount = items(prop(container, 'volumeMounts'))[0];
+  const volName = gw.value(prop(mount, 'volumeName'));
+  const vol = items(at(appProps, 'template.volumes')).find((v) => gw.value(prop(v, 'name')) === volName);
+  assert.ok(vol, `volume ${volName} declared`);
+  assert.equal(gw.value(prop(vol, 'storageType')), 'Secret');
+  const file = items(prop(vol, 'secrets'))[0];
+  assert.equal(gw.value(env.get('GATEWAY_CONFIG')), `${gw.value(prop(mount, 'mountPath'))}/${gw.value(prop(file, 'path'))}`);
+  const secretRef = gw.value(prop(file, 'secretRef'));
+  assert.match(gw.vars.get('configSecret').text, new RegExp(`name: '${secretRef}'`), 'the config secret exists under that name');
+});
+
+test('one identity: the app runs as it, AZURE_CLIENT_ID is its client id, the role goes to its principal', () => {
+  const id = identity.name;
+  const uai = at(app.body, 'identity.userAssignedIdentities');
+  assert.equal(gw.value(at(app.body, 'identity.type')), 'UserAssigned');
+  assert.deepEqual(uai.namedChildren.map((p) => p.namedChildren[0].text), [`'\${${id}.id}'`]);
+  assert.equal(env.get('AZURE_CLIENT_ID').text, `${id}.properties.clientId`);
+  const mod = gw.modules.find((m) => m.file === 'openai-access.bicep');
+  assert.ok(mod, 'gateway.bicep calls openai-access.bicep');
+  assert.equal(at(mod.body, 'params.principalId').text, `${id}.properties.principalId`);
+  // The generated config's entra client_id is the same identity.
+  assert.match(gw.vars.get('generatedConfig').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
+  // Registry pulls and Key Vault references use it too.
+  for (const r of items(at(appProps, 'configuration.registries'))) {
+    assert.equal(prop(r, 'identity').text, `${id}.id`);
+  }
+});
+
+test('the role is Cognitive Services OpenAI User, on the account, for the principal passed in', () => {
+  const ra = access.resource('Microsoft.Authorization/roleAssignments');
+  const props = prop(ra.body, 'properties');
+  assert.equal(prop(props, 'principalId').text, 'principalId');
+  assert.match(prop(props, 'roleDefinitionId').text, /openAiUserRoleId/);
+  assert.equal(access.value(access.vars.get('openAiUserRoleId')), '5e0bd9bd-7b93-4f28-af87-19fc36ad61bd');
+  assert.equal(prop(ra.body, 'scope').text, access.resources.find((r) => r.type.startsWith('Microsoft.CognitiveServices/accounts@')).name);
+});
+
+test('Consumption resources: memory is twice the vCPUs', () => {
+  const cpu = Number(main.value(main.params.get('cpu')));
+  const mem = main.value(main.params.get('memory'));
+  assert.equal(cpu, 1);
+  assert.equal(mem, `${cpu * 2}Gi`);
+});
+
+test('main.bicep passes every gateway.bicep parameter and nothing else', () => {
+  const mod = main.modules.find((m) => m.file === 'modules/gateway.bicep');
+  const passed = prop(mod.body, 'params').namedChildren.map((p) => p.namedChildren[0].text).sort();
+  assert.deepEqual(passed, [...gw.params.keys()].sort());
+});
+
+test('azd: azure.yaml, parameters file and the service tag agree', () => {
+  const yaml = fs.readFileSync(path.join(root, 'azure.yaml'), 'utf8');
+  assert.match(yaml, /^\s+path: bicep$/m);
+  assert.match(yaml, /^\s+module: main$/m);
+  assert.match(yaml, /^ {2}gateway:\n(?: {4}.*\n)*? {4}host: containerapp$/m);
+  assert.match(at(app.body, 'tags').text, /'azd-service-name': 'gateway'/);
+  const params = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.parameters.json'), 'utf8')).parameters;
+  for (const name of Object.keys(params)) assert.ok(main.params.has(name), `main.parameters.json sets unknown param ${name}`);
+  for (const [name, def] of main.params) {
+    if (def === null) assert.ok(params[name], `required param ${name} missing from main.parameters.json`);
+  }
+  for (const out of ['GATEWAY_URL', 'AZURE_CONTAINER_REGISTRY_ENDPOINT']) assert.ok(main.outputs.has(out), `output ${out}`);
+});
