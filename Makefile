@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full package-lambda image fuzz clean
+.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full package-lambda image bicepcheck fuzz clean
 
 all: build
 
@@ -52,7 +52,7 @@ lint: staticcheck
 
 # make test: every test, with the real servers they need (redis-server and
 # the Lambda emulator are started by the tests themselves on loopback).
-test: deps tools lint build
+test: deps tools lint build bicepcheck
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
 	$(GO) test -tags $(TAGS) -count=1 -race -timeout 20m ./shared/sse/... ./shared/server/... ./shared/route/... ./shared/ratelimit/...
 
@@ -70,6 +70,19 @@ package-lambda: deps
 	cd bin/lambda/amd64 && rm -f ../gateway-lambda-amd64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-amd64.zip bootstrap
 	cd bin/lambda/arm64 && rm -f ../gateway-lambda-arm64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-arm64.zip bootstrap
 	@ls -l bin/lambda/*/bootstrap bin/lambda/*.zip
+
+# make image: a multi-arch OCI image layout (scratch + CA certs + nonroot
+# user) without a Docker engine; `docker build .` with the Dockerfile makes
+# the same image where an engine exists.
+image: deps
+	GOOS=linux GOARCH=amd64 $(BUILD) -o bin/gateway-linux-amd64 ./functions/gateway
+	GOOS=linux GOARCH=arm64 $(BUILD) -o bin/gateway-linux-arm64 ./functions/gateway
+	$(GO) run ./scripts/image -out bin/oci -bin linux/amd64=bin/gateway-linux-amd64 -bin linux/arm64=bin/gateway-linux-arm64
+	@du -sh bin/oci
+
+# bicep syntax and consistency checks (tree-sitter-bicep under Node.js).
+bicepcheck:
+	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
 
 clean:
 	rm -rf bin

@@ -2,15 +2,21 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
-// entraCredential builds an Entra ID credential and starts fetching its
-// first token in the background.
+// entraCredential builds an explicit Entra ID credential and starts fetching
+// its first token in the background: the first request waits only if it
+// arrives before the token does.
 func entraCredential(ctx context.Context, c config.Entra, log *slog.Logger) (upstream.Credential, error) {
-	return nil, errors.New("entra: not wired yet")
+	cred, err := entra.New(entra.Config{Credential: c.Credential, ClientID: c.ClientID, Scope: c.Scope, Timeout: c.Timeout.D()}, log)
+	if err != nil {
+		return nil, err
+	}
+	cred.Start(ctx)
+	return cred, nil
 }

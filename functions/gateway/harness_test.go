@@ -28,12 +28,18 @@ const (
 // gw is a gateway started in-process by run, with its stub backends and dev
 // issuer on loopback.
 type gw struct {
-	t      *testing.T
-	URL    string
-	Issuer *devissuer.Issuer
-	Stubs  []*stub.Server
+	t        *testing.T
+	URL      string
+	Issuer   *devissuer.Issuer
+	Stubs    []*stub.Server
 	stubURLs []string
-	logs   *syncBuffer
+	logs     *syncBuffer
+
+	// Stop cancels run's context, as SIGTERM would; Exited is closed once
+	// run has returned (RunErr is then its result).
+	Stop   context.CancelFunc
+	Exited chan struct{}
+	RunErr error
 }
 
 // options shape a test gateway.
@@ -44,6 +50,7 @@ type options struct {
 	extra       string       // YAML appended to the config
 	deadURL     bool         // add an endpoint nobody listens on, first by weight
 	upstreamCfg string       // the upstream: block
+	interval    string       // contoso's bucket window (default 1h)
 	env         map[string]string
 	limiter     string // the limiter: block (default memory)
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
@@ -56,6 +63,9 @@ func startGateway(t *testing.T, o options) *gw {
 	}
 	if o.requests == 0 {
 		o.requests = 1000
+	}
+	if o.interval == "" {
+		o.interval = "1h"
 	}
 	if o.stubOpts.TTFT == 0 {
 		o.stubOpts.TTFT = time.Millisecond
@@ -111,7 +121,7 @@ auth:
   issuer: %s
   audiences: [%s, other-aud]
 tenants:
-  - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: 1h}
+  - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: %s}
   - {id: fabrikam, models: [llama], requests: 1000, interval: 1h}
 %s
 %s
@@ -125,7 +135,7 @@ pools:
     models: {gpt-4o: gpt-4o-prod}
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
-%s`, g.Issuer.IssuerURL(), testAudience, o.requests, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
+%s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -136,16 +146,17 @@ pools:
 		env[k] = v
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	g.Stop, g.Exited = cancel, make(chan struct{})
 	go func() {
-		done <- run(ctx, []string{"gateway", "-config", path}, func(k string) string { return env[k] }, g.logs, g.logs)
+		defer close(g.Exited)
+		g.RunErr = run(ctx, []string{"gateway", "-config", path}, func(k string) string { return env[k] }, g.logs, g.logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("run: %v", err)
+		case <-g.Exited:
+			if g.RunErr != nil {
+				t.Errorf("run: %v", g.RunErr)
 			}
 		case <-time.After(15 * time.Second):
 			t.Errorf("gateway did not stop")
@@ -154,8 +165,8 @@ pools:
 	deadline := time.Now().Add(10 * time.Second)
 	for g.URL == "" {
 		select {
-		case err := <-done:
-			t.Fatalf("gateway exited: %v\n%s", err, g.logs.String())
+		case <-g.Exited:
+			t.Fatalf("gateway exited: %v\n%s", g.RunErr, g.logs.String())
 		default:
 		}
 		if time.Now().After(deadline) {
