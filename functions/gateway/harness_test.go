@@ -34,6 +34,10 @@ type gw struct {
 	Stubs    []*stub.Server
 	stubURLs []string
 	logs     *syncBuffer
+	// cfgPath and env are the config file and environment the gateway
+	// runs with, so another host (lambda_test.go) can run the same.
+	cfgPath string
+	env     map[string]string
 
 	// Stop cancels run's context, as SIGTERM would; Exited is closed once
 	// run has returned (RunErr is then its result).
@@ -54,6 +58,7 @@ type options struct {
 	env         map[string]string
 	limiter     string // the limiter: block (default memory)
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
+	tenants     string // YAML rows appended to tenants:
 }
 
 func startGateway(t *testing.T, o options) *gw {
@@ -123,7 +128,7 @@ auth:
 tenants:
   - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: %s}
   - {id: fabrikam, models: [llama], requests: 1000, interval: 1h}
-%s
+%s%s
 %s
 pools:
   - name: pool-a
@@ -135,7 +140,7 @@ pools:
     models: {gpt-4o: gpt-4o-prod}
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
-%s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
+%s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, o.tenants, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
@@ -145,6 +150,7 @@ pools:
 	for k, v := range o.env {
 		env[k] = v
 	}
+	g.cfgPath, g.env = path, env
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Stop, g.Exited = cancel, make(chan struct{})
 	go func() {

@@ -131,10 +131,9 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 	empty := 0
 	for {
 		if end == len(buf) {
-			// One incomplete event fills the buffer: grow, within the limit.
-			if end > rl.max {
-				return rl.tooLarge()
-			}
+			// One incomplete event fills the buffer: grow. The check after
+			// process keeps end <= max, so the buffer never exceeds max+1,
+			// the one byte more that tells a trailing CR from a CRLF.
 			nb := make([]byte, min(2*len(buf), rl.max+1))
 			copy(nb, buf[:end])
 			buf = nb
@@ -244,7 +243,7 @@ func (rl *relay) write(p []byte, events int64, wrote *bool) error {
 }
 
 func (rl *relay) flushIf(wrote bool) error {
-	if true {
+	if !wrote || rl.flush == nil {
 		return nil
 	}
 	if err := rl.flush(); err != nil {

@@ -20,6 +20,7 @@ func TestRelayByteIdentity(t *testing.T) {
 		"half reads":    func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
 		"data with EOF": func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) },
 		"random chunks": func(b []byte) io.Reader { return &chunkReader{src: b, sizes: randomSizes(uint64(len(b)), 97, 700)} },
+		"empty reads between bytes": func(b []byte) io.Reader { return &chunkReader{src: b, sizes: []int{0, 1}} },
 		"one event per read": func(b []byte) io.Reader {
 			events, _ := refEvents(b)
 			return &eventReader{events: events}
@@ -219,7 +220,15 @@ func TestRelayFlushesEachEventBeforeNextArrives(t *testing.T) {
 				want += ev
 				// The next flush must carry exactly events 0..k: a flush of a
 				// half event, or none at all, fails here.
-				got, ok := <-out.flushed
+				var got string
+				var ok bool
+				select {
+				case got, ok = <-out.flushed:
+				case <-time.After(time.Minute):
+					// Not a timing assertion: only so a relay that never
+					// flushes fails instead of hanging the test binary.
+					t.Fatalf("no flush of event %d within a minute", k)
+				}
 				if !ok {
 					t.Fatalf("relay ended before flushing event %d", k)
 				}
@@ -398,6 +407,25 @@ func TestRelayErrors(t *testing.T) {
 	}
 }
 
+// timedReader is an eventReader that notes when its second Read began.
+type timedReader struct {
+	events [][]byte
+	reads  int
+	second time.Time
+}
+
+func (r *timedReader) Read(p []byte) (int, error) {
+	if r.reads++; r.reads == 2 {
+		r.second = time.Now()
+	}
+	if len(r.events) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, r.events[0])
+	r.events = r.events[1:]
+	return n, nil
+}
+
 type endless struct{}
 
 func (endless) Read(p []byte) (int, error) {
@@ -421,6 +449,16 @@ func TestRelayFirstWrite(t *testing.T) {
 	}
 	if res.FirstWrite.Before(before) || res.FirstWrite.After(time.Now()) {
 		t.Errorf("FirstWrite %v not within the call", res.FirstWrite)
+	}
+	// FirstWrite is the first write, not a later one: it happens before
+	// the second read begins.
+	src := &timedReader{events: [][]byte{[]byte(chunkContent), []byte(chunkDone)}}
+	res, err = r.Relay(io.Discard, nil, src, Options{})
+	if err != nil || src.second.IsZero() {
+		t.Fatal(err, src.second)
+	}
+	if res.FirstWrite.After(src.second) {
+		t.Errorf("FirstWrite %v is after the second read began at %v", res.FirstWrite, src.second)
 	}
 	res, _ = r.Relay(io.Discard, nil, strings.NewReader("data: partial"), Options{})
 	if !res.FirstWrite.IsZero() || res.Events != 0 {

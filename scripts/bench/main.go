@@ -1,0 +1,691 @@
+// Command bench reproduces the gateway's published measurements on one
+// core, against a zero-logic floor (scripts/relayfloor) and against the
+// stub backend itself (the load generator's own floor), and writes
+// BENCHMARKS.md and docs/bench/*.png.
+//
+//	go run ./scripts/bench -quick   # make bench: < 3 minutes on 2 cores
+//	go run ./scripts/bench -full    # make bench-full
+//
+// It builds the gateway as `make build` does, the stub, the dev issuer and
+// the floor; starts the stub and the issuer as their own processes on the
+// CPUs the relay does not use; starts the relay under test (the gateway,
+// then the floor, at different times) on one core with GOMAXPROCS=1; and is
+// itself the load generator. The gateway runs with log_level warn, so that
+// its per-request access log does not dominate the figures. Every process
+// it starts it stops, by PID, also on failure and Ctrl-C.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// plan is what one bench invocation measures.
+type plan struct {
+	name         string // quick or full
+	levels       []int  // closed-loop concurrent streams
+	reps         int
+	ramp, window time.Duration
+	tail         time.Duration // hard limit for open streams after the window
+
+	fixedRate   int // the published non-streaming rate (3,000 req/s)
+	fixedReps   int
+	fixedWindow time.Duration
+
+	ceilingRates  []int // non-streaming ladder; nil skips the ceiling search
+	ceilingWindow time.Duration
+
+	openStreamRates []int // open-loop streams per second
+	openWindow      time.Duration
+
+	coldStarts int
+	cleanP99   time.Duration // a level is held when the direct run's p99 added TTFT is at most this
+
+	phases map[string]bool // nil: all of closed, open, plain, ceiling, cold
+}
+
+// phase reports whether the plan runs the named phase.
+func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name] }
+
+func quickPlan() plan {
+	return plan{
+		name: "quick", levels: []int{100, 500}, reps: 3,
+		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
+		fixedRate: 3000, fixedReps: 1, fixedWindow: 2 * time.Second,
+		coldStarts: 10, cleanP99: 5 * time.Millisecond,
+	}
+}
+
+func fullPlan() plan {
+	return plan{
+		name: "full", levels: []int{100, 500, 1000, 1500}, reps: 3,
+		ramp: 1900 * time.Millisecond, window: 8 * time.Second, tail: 15 * time.Second,
+		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second,
+		ceilingRates:    []int{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000},
+		ceilingWindow:   3 * time.Second,
+		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
+		coldStarts: 15, cleanP99: 5 * time.Millisecond,
+	}
+}
+
+// ceilingP99 is the non-streaming ceiling's latency bound.
+const ceilingP99 = 25 * time.Millisecond
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "the short run of `make bench` (the default)")
+	full := fs.Bool("full", false, "every level, open-loop rates, the non-streaming ceiling (`make bench-full`)")
+	out := fs.String("out", "BENCHMARKS.md", "report to write")
+	plots := fs.String("plots", "docs/bench", "folder for the plots")
+	levels := fs.String("levels", "", "override the closed-loop levels, e.g. 100,500")
+	reps := fs.Int("reps", 0, "override the repetitions per level")
+	window := fs.Duration("window", 0, "override the measured window per run")
+	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
+	phases := fs.String("phases", "", "run only these phases, comma-separated: closed, open, plain, ceiling, cold (a partial report)")
+	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *quick && *full {
+		return errors.New("-quick and -full exclude each other")
+	}
+	p := quickPlan()
+	if *full {
+		p = fullPlan()
+	}
+	if *levels != "" {
+		p.levels = nil
+		for f := range strings.SplitSeq(*levels, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fmt.Errorf("-levels: %q is not a positive number", f)
+			}
+			p.levels = append(p.levels, n)
+		}
+	}
+	if *reps > 0 {
+		p.reps = *reps
+	}
+	if *window > 0 {
+		p.window = *window
+	}
+	if *rate > 0 {
+		p.fixedRate = *rate
+	}
+	if *phases != "" {
+		p.phases = map[string]bool{}
+		for f := range strings.SplitSeq(*phases, ",") {
+			switch f = strings.TrimSpace(f); f {
+			case "closed", "open", "plain", "ceiling", "cold":
+				p.phases[f] = true
+			default:
+				return fmt.Errorf("-phases: unknown phase %q", f)
+			}
+		}
+	}
+
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		return err
+	}
+	cpus, err := planCPUs(allowed)
+	if err != nil {
+		return err
+	}
+	if err := pinSelf(cpus.loadgen); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "bench:", cpus.describe())
+	fmt.Fprintln(stdout, "bench: the gateway runs with log_level warn (no per-request access log)")
+
+	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now()}
+	defer b.procs.stopAll()
+	b.bins, err = build(ctx, root, *gatewayBin != "", stdout)
+	if err != nil {
+		return err
+	}
+	if *gatewayBin != "" {
+		if b.bins.gateway, err = filepath.Abs(*gatewayBin); err != nil {
+			return err
+		}
+	}
+	b.tmp, err = os.MkdirTemp("", "bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(b.tmp)
+	if err := b.startBackends(ctx); err != nil {
+		return err
+	}
+	res, err := b.measure(ctx)
+	if err != nil {
+		return err
+	}
+	res.elapsed = time.Since(b.began)
+	rep := newReport(res, root)
+	outPath, plotPath := inRoot(root, *out), inRoot(root, *plots)
+	if err := os.MkdirAll(plotPath, 0o755); err != nil {
+		return err
+	}
+	pngs, err := writePlots(res, plotPath)
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	// The report links the plots relative to itself.
+	rel, err := filepath.Rel(filepath.Dir(outPath), plotPath)
+	if err != nil {
+		rel = plotPath
+	}
+	md := rep.markdown(pngs, filepath.ToSlash(rel))
+	if err := os.WriteFile(outPath, []byte(md), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, rep.summary())
+	fmt.Fprintf(stdout, "bench: wrote %s and %d plots in %s (%.0f s)\n", *out, len(pngs), *plots, res.elapsed.Seconds())
+	return nil
+}
+
+// inRoot resolves a relative path against the repository root.
+func inRoot(root, p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// repoRoot is the module root: the bench runs from it under make, but may
+// be started anywhere inside the repository.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("no go.mod above %s", dir)
+		}
+	}
+}
+
+// bench holds what one invocation has started.
+type bench struct {
+	plan  plan
+	root  string
+	tmp   string
+	cpus  cpuPlan
+	procs *procs
+	bins  binaries
+	log   io.Writer
+	began time.Time
+
+	stubAddr, issuerURL string
+	token               string
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.log, "bench %5.1fs: %s\n", time.Since(b.began).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// startBackends starts the stub and the dev issuer on the stub CPUs and
+// mints the one token every request carries.
+func (b *bench) startBackends(ctx context.Context) error {
+	var err error
+	if b.stubAddr, err = freePort(); err != nil {
+		return err
+	}
+	stub, _, err := b.procs.start("stub", b.cpus.stub, nil, nil, b.bins.stub, "-addr", b.stubAddr)
+	if err != nil {
+		return err
+	}
+	if err := waitListening(ctx, stub, b.stubAddr, 10*time.Second); err != nil {
+		return err
+	}
+	issAddr, err := freePort()
+	if err != nil {
+		return err
+	}
+	iss, _, err := b.procs.start("devissuer", b.cpus.stub, nil, nil, b.bins.issuer, "-addr", issAddr)
+	if err != nil {
+		return err
+	}
+	if err := waitListening(ctx, iss, issAddr, 10*time.Second); err != nil {
+		return err
+	}
+	b.issuerURL = "http://" + issAddr
+	resp, err := http.Get(b.issuerURL + "/mint?tenant=bench&sub=bench&aud=llm-gateway&ttl=6h")
+	if err != nil {
+		return fmt.Errorf("mint: %w", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("mint: %d %v %s", resp.StatusCode, err, body)
+	}
+	b.token = strings.TrimSpace(string(body))
+	b.logf("stub on %s, dev issuer on %s, token minted (tenant bench)", b.stubAddr, b.issuerURL)
+	return nil
+}
+
+// gatewayConfig is the bench's gateway config: the demo's shape with one
+// pool on the stub, one tenant with a bucket no run of one process can
+// empty (every request still takes from it), and log_level warn.
+//
+// The bucket is 1.8 M per hour, not "unlimited": go-limiter's memory store
+// refills interval/tokens tokens per elapsed interval, so a bucket larger
+// than sqrt(interval in ns) never refills to full (1e12 per second would
+// refill 0 and answer 429 after the first second's burst).
+func (b *bench) gatewayConfig(listen string) (string, error) {
+	cfg := fmt.Sprintf(`# Written by scripts/bench.
+listen: %s
+log_level: warn
+shutdown_grace: 1s
+auth:
+  issuer: %s
+  jwks_url: %s/jwks.json
+  audiences: [llm-gateway]
+  tenant_claim: tid
+  algorithms: [RS256]
+limiter:
+  store: memory
+  failure_policy: open
+upstream:
+  max_idle_conns_per_host: 4096
+tenants:
+  - id: bench
+    models: [bench-model]
+    requests: 1800000
+    interval: 1h
+pools:
+  - name: stub
+    kind: openai
+    models: {bench-model: ""}
+    endpoints:
+      - {url: "http://%s"}
+`, listen, b.issuerURL, b.issuerURL, b.stubAddr)
+	path := filepath.Join(b.tmp, "gateway-"+strings.ReplaceAll(listen, ":", "_")+".yaml")
+	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// relay is a started relay under test.
+type relay struct {
+	kind    string // gateway or floor
+	proc    *proc
+	t0      time.Time
+	tgt     *target
+	idleRSS int64
+}
+
+// startRelay starts the gateway or the floor on the relay core with
+// GOMAXPROCS=1, waits until it answers, and reads its idle RSS.
+func (b *bench) startRelay(ctx context.Context, kind string, conns int) (*relay, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	env := []string{"GOMAXPROCS=1"}
+	var pr *proc
+	var t0 time.Time
+	switch kind {
+	case "gateway":
+		path, err := b.gatewayConfig(addr)
+		if err != nil {
+			return nil, err
+		}
+		pr, t0, err = b.procs.start("gateway", b.cpus.relay, env, nil, b.bins.gateway, "-config", path)
+		if err != nil {
+			return nil, err
+		}
+	case "floor":
+		pr, t0, err = b.procs.start("floor", b.cpus.relay, env, nil, b.bins.floor, "-listen", addr, "-backend", "http://"+b.stubAddr)
+		if err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unknown relay %q", kind)
+	}
+	r := &relay{kind: kind, proc: pr, t0: t0, tgt: &target{name: kind, base: "http://" + addr, token: b.token, client: newClient(conns)}}
+	if err := waitListening(ctx, pr, addr, 10*time.Second); err != nil {
+		b.procs.stop(pr, time.Second)
+		return nil, err
+	}
+	// Idle: listening, nothing served yet; give the runtime a moment to
+	// settle its start-up allocations.
+	time.Sleep(300 * time.Millisecond)
+	if st, err := readProc(pr.pid()); err == nil {
+		r.idleRSS = st.rss
+	}
+	return r, nil
+}
+
+func (b *bench) stopRelay(r *relay) {
+	r.tgt.close()
+	b.procs.stop(r.proc, 3*time.Second)
+}
+
+// directTarget is the stub itself: the load generator's own floor.
+func (b *bench) directTarget(conns int) *target {
+	return &target{name: "direct", base: "http://" + b.stubAddr, token: b.token, client: newClient(conns)}
+}
+
+// warm sends a burst of short streams and plain requests, so that JWKS,
+// keep-alive connections and the runtime's heap are in place before a
+// measured run. Errors here fail the bench: nothing after would be valid.
+func (b *bench) warm(ctx context.Context, t *target) error {
+	errs := make(chan string, 64)
+	for range 32 {
+		go func() {
+			r := t.doStream(ctx, reqOpts{ttft: "0s", tokens: "4"}, nil)
+			if r.err == "" {
+				_, r.err = t.doPlain(ctx)
+			}
+			errs <- r.err
+		}()
+	}
+	for range 32 {
+		if e := <-errs; e != "" {
+			return fmt.Errorf("warm-up of %s: %s", t.name, e)
+		}
+	}
+	return nil
+}
+
+var targetOrder = []string{"direct", "floor", "gateway"}
+
+// withTarget runs f against a fresh target of kind: the stub directly, or
+// a relay started for f and stopped after it. For relays f gets the PID.
+func (b *bench) withTarget(ctx context.Context, kind string, conns int, res *results, f func(t *target, pid int) error) error {
+	if kind == "direct" {
+		t := b.directTarget(conns)
+		defer t.close()
+		if err := b.warm(ctx, t); err != nil {
+			return err
+		}
+		return f(t, 0)
+	}
+	r, err := b.startRelay(ctx, kind, conns)
+	if err != nil {
+		return err
+	}
+	defer b.stopRelay(r)
+	res.idleRSS[kind] = append(res.idleRSS[kind], r.idleRSS)
+	if err := b.warm(ctx, r.tgt); err != nil {
+		return err
+	}
+	return f(r.tgt, r.proc.pid())
+}
+
+// measured runs one load against pid (0: no relay), sampling its CPU and
+// RSS, and fills in the relay's figures and the load other processes put
+// on the relay's core meanwhile (machine noise: tests, builds).
+func (b *bench) measured(pid int, load func() runResult) runResult {
+	core := b.cpus.relay[0]
+	busy0, busyErr := cpuBusy(core)
+	if pid == 0 {
+		r := load()
+		if busy1, err := cpuBusy(core); err == nil && busyErr == nil {
+			r.foreign = float64(busy1-busy0) / float64(r.elapsed)
+		}
+		return r
+	}
+	before, _ := readProc(pid)
+	s := startSampler(pid, 500*time.Millisecond)
+	r := load()
+	r.rssMax = s.finish()
+	after, err := readProc(pid)
+	busy1, err2 := cpuBusy(core)
+	if err == nil {
+		r.cpu = after.cpu - before.cpu
+		if r.events > 0 {
+			r.cpuPerEvt = r.cpu / time.Duration(r.events)
+		}
+		if busyErr == nil && err2 == nil {
+			r.foreign = max(float64(busy1-busy0-r.cpu), 0) / float64(r.elapsed)
+		}
+	}
+	return r
+}
+
+// measure runs the plan. Each repetition visits every target in turn, so
+// that drift of the machine affects them alike.
+func (b *bench) measure(ctx context.Context) (*results, error) {
+	p := b.plan
+	res := newResults(p, b.cpus)
+	maxLevel := 0
+	for _, l := range p.levels {
+		maxLevel = max(maxLevel, l)
+	}
+	for rep := 1; rep <= p.reps && p.phase("closed"); rep++ {
+		for _, kind := range targetOrder {
+			err := b.withTarget(ctx, kind, maxLevel, res, func(t *target, pid int) error {
+				for _, n := range p.levels {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
+					r := b.measured(pid, func() runResult { return closedLoop(ctx, t, n, p.ramp, p.window, p.tail) })
+					res.add(r)
+					b.logf("rep %d %-7s %5d streams: TTFT p50 %s p99 %s, end p99 %s, %d streams, %d errors, cpu %s/event, rss %s, other load on relay core %.0f%%",
+						rep, kind, n, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.end.P99), r.done, r.errCount(), us(r.cpuPerEvt), mib(r.rssMax), r.foreign*100)
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	for _, rate := range p.openStreamRates {
+		if !p.phase("open") {
+			break
+		}
+		for _, kind := range targetOrder {
+			conns := rate * 4 // ~2 s streams, room for a stall
+			err := b.withTarget(ctx, kind, conns, res, func(t *target, pid int) error {
+				r := b.measured(pid, func() runResult { return openLoop(ctx, t, rate, true, p.openWindow, p.tail, conns) })
+				res.add(r)
+				b.logf("open %-7s %5d streams/s: TTFT p50 %s p99 %s, %d late, %d dropped, %d errors",
+					kind, rate, ms(r.ttft.P50), ms(r.ttft.P99), r.late, r.dropped, r.errCount())
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	plainConns := 4096
+	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
+		for _, kind := range targetOrder {
+			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
+				r := b.measured(pid, func() runResult {
+					return openLoop(ctx, t, p.fixedRate, false, p.fixedWindow, p.tail, plainConns)
+				})
+				res.add(r)
+				b.logf("rep %d %-7s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
+					rep, kind, p.fixedRate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	if len(p.ceilingRates) > 0 && p.phase("ceiling") {
+		for _, kind := range targetOrder {
+			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
+				c := ceilingResult{target: kind}
+				for _, rate := range p.ceilingRates {
+					r := b.measured(pid, func() runResult {
+						return openLoop(ctx, t, rate, false, p.ceilingWindow, p.tail, plainConns)
+					})
+					c.runs = append(c.runs, r)
+					ok := passesCeiling(r)
+					b.logf("ceiling %-7s %6d req/s: p99 %s, achieved %.0f/s, %d late, %d errors: %v",
+						kind, rate, ms(r.ttft.P99), r.rate, r.late, r.errCount(), ok)
+					if !ok {
+						break
+					}
+					c.best = rate
+				}
+				res.ceiling[kind] = c
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+
+	if p.phase("cold") {
+		if err := b.coldStarts(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+	res.binSize, res.imageSize, res.imageNote = sizes(b.root, b.bins.gateway)
+	return res, nil
+}
+
+// perRequest is the relay's CPU per completed request.
+func perRequest(r runResult) time.Duration {
+	if r.done == 0 {
+		return 0
+	}
+	return r.cpu / time.Duration(r.done)
+}
+
+// passesCeiling is a non-streaming rate held: p99 latency under the bound,
+// no errors, and fewer than 1% of requests late or dropped.
+func passesCeiling(r runResult) bool {
+	return r.errCount() == 0 && r.ttft.P99 < ceilingP99 && r.late+r.dropped <= r.requests/100 && r.done > 0
+}
+
+// coldStarts measures, over fresh gateway processes: exec → first 200 on
+// /healthz, and exec → first proxied streamed event (the stub asked for no
+// TTFT by the X-Stub-TTFT header, so nothing needs subtracting).
+func (b *bench) coldStarts(ctx context.Context, res *results) error {
+	for i := range b.plan.coldStarts * 2 {
+		event := i%2 == 1
+		addr, err := freePort()
+		if err != nil {
+			return err
+		}
+		path, err := b.gatewayConfig(addr)
+		if err != nil {
+			return err
+		}
+		t := &target{name: "gateway", base: "http://" + addr, token: b.token, client: newClient(4)}
+		pr, t0, err := b.procs.start("gateway", b.cpus.relay, []string{"GOMAXPROCS=1"}, nil, b.bins.gateway, "-config", path)
+		if err != nil {
+			return err
+		}
+		d, err := b.firstSuccess(ctx, t, pr, t0, event, res)
+		t.close()
+		b.procs.stop(pr, 3*time.Second)
+		if err != nil {
+			return err
+		}
+		if event {
+			res.coldEvent = append(res.coldEvent, d)
+		} else {
+			res.coldHealthy = append(res.coldHealthy, d)
+		}
+	}
+	b.logf("cold start: exec→healthy median %s, exec→first proxied event median %s (%d starts each)",
+		ms(medianDur(res.coldHealthy)), ms(medianDur(res.coldEvent)), len(res.coldEvent))
+	return nil
+}
+
+// firstSuccess polls the new process until the first success and returns
+// the time from just before its exec. Refused connections are retried at
+// once (the poller runs on another core); other failures are counted.
+func (b *bench) firstSuccess(ctx context.Context, t *target, pr *proc, t0 time.Time, event bool, res *results) (time.Duration, error) {
+	deadline := t0.Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-pr.exited:
+			return 0, fmt.Errorf("gateway exited during cold start: %v: %s", pr.err, pr.stderr.String())
+		default:
+		}
+		if event {
+			r := t.doStream(ctx, reqOpts{ttft: "0s", tokens: "1"}, nil)
+			if r.err == "" {
+				return r.firstRecv.Sub(t0), nil
+			}
+			if r.err != "connection refused" {
+				res.coldErrors[r.err]++
+			}
+		} else {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, t.base+"/healthz", nil)
+			resp, err := t.client.Do(req)
+			if err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return time.Since(t0), nil
+				}
+				res.coldErrors[fmt.Sprintf("healthz %d", resp.StatusCode)]++
+			} else if k := errKind(err); k != "connection refused" {
+				res.coldErrors[k]++
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return 0, fmt.Errorf("cold start: no success within 10 s: %s", pr.stderr.String())
+}
+
+// sizes returns the gateway binary's size and, when an OCI image layout was
+// built under bin/ (go run ./scripts/image -out bin/oci), the size of its
+// blobs.
+func sizes(root, gateway string) (bin, image int64, note string) {
+	if st, err := os.Stat(gateway); err == nil {
+		bin = st.Size()
+	}
+	dir := filepath.Join(root, "bin/oci/blobs")
+	err := filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				image += info.Size()
+			}
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return bin, 0, "no image under bin/ (build one with go run ./scripts/image -out bin/oci)"
+	default:
+		return bin, image, "bin/oci blobs, every architecture in the layout"
+	}
+}

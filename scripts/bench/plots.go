@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// series is one line of a plot.
+type series struct {
+	name   string
+	xys    plotter.XYs
+	color  color.Color
+	dashed bool
+}
+
+var (
+	colGateway = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
+	colFloor   = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
+	colDirect  = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+)
+
+func targetColor(t string) color.Color {
+	switch t {
+	case "gateway":
+		return colGateway
+	case "floor":
+		return colFloor
+	}
+	return colDirect
+}
+
+// linePlot draws series against concurrency and saves it as a PNG.
+func linePlot(path, title, ylabel string, ss []series) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "concurrent streams (closed loop)"
+	p.Y.Label.Text = ylabel
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for _, s := range ss {
+		if len(s.xys) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(s.xys)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+		l.Color, pts.Color = s.color, s.color
+		l.Width = vg.Points(1.5)
+		if s.dashed {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+			pts.Shape = draw.TriangleGlyph{}
+		} else {
+			pts.Shape = draw.CircleGlyph{}
+		}
+		p.Add(l, pts)
+		p.Legend.Add(s.name, l, pts)
+	}
+	return p.Save(7*vg.Inch, 4*vg.Inch, path)
+}
+
+// writePlots writes the report's plots into dir and returns their file
+// names.
+func writePlots(res *results, dir string) ([]string, error) {
+	var files []string
+	levels := res.plan.levels
+	curve := func(target string, f func(runResult) float64) plotter.XYs {
+		var xys plotter.XYs
+		for _, n := range levels {
+			runs := res.runs[runKey{target, "closed", n}]
+			if len(runs) == 0 {
+				continue
+			}
+			m, _, _ := medianOf(runs, f)
+			xys = append(xys, plotter.XY{X: float64(n), Y: m})
+		}
+		return xys
+	}
+	msOf := func(sel func(runResult) Dist, q func(Dist) float64) func(runResult) float64 {
+		return func(r runResult) float64 { return q(sel(r)) }
+	}
+	ttft := func(r runResult) Dist { return r.ttft }
+	p50 := func(d Dist) float64 { return d.P50.Seconds() * 1000 }
+	p99 := func(d Dist) float64 { return d.P99.Seconds() * 1000 }
+
+	var ss []series
+	for _, t := range targetOrder {
+		ss = append(ss,
+			series{name: t + " p50", xys: curve(t, msOf(ttft, p50)), color: targetColor(t), dashed: true},
+			series{name: t + " p99", xys: curve(t, msOf(ttft, p99)), color: targetColor(t)})
+	}
+	if err := linePlot(filepath.Join(dir, "added_ttft.png"), "Added TTFT (client receipt − stub emit), median of repetitions", "ms", ss); err != nil {
+		return nil, err
+	}
+	files = append(files, "added_ttft.png")
+
+	rss := func(r runResult) float64 { return float64(r.rssMax) / (1 << 20) }
+	ss = []series{
+		{name: "gateway", xys: curve("gateway", rss), color: colGateway},
+		{name: "floor (httputil.ReverseProxy)", xys: curve("floor", rss), color: colFloor},
+	}
+	if err := linePlot(filepath.Join(dir, "rss.png"), "Relay RSS (largest sample during the run)", "MiB", ss); err != nil {
+		return nil, err
+	}
+	files = append(files, "rss.png")
+
+	cpu := func(r runResult) float64 { return float64(r.cpuPerEvt.Nanoseconds()) / 1000 }
+	ss = []series{
+		{name: "gateway", xys: curve("gateway", cpu), color: colGateway},
+		{name: "floor (httputil.ReverseProxy)", xys: curve("floor", cpu), color: colFloor},
+	}
+	if err := linePlot(filepath.Join(dir, "cpu_per_event.png"), "Relay CPU per relayed event", "µs", ss); err != nil {
+		return nil, err
+	}
+	files = append(files, "cpu_per_event.png")
+	return files, nil
+}

@@ -1,0 +1,93 @@
+// Command relayfloor is the zero-logic floor the benchmark measures the
+// gateway against: net/http/httputil.ReverseProxy in front of one backend,
+// flushing after every write, on a transport tuned like the gateway's (a
+// keep-alive pool sized for the concurrency, no transparent gzip). It has no
+// auth, no limiter, no routing, no usage counting and no log, so whatever
+// the gateway costs beyond it is the cost of its logic.
+//
+//	go run ./scripts/relayfloor -listen 127.0.0.1:9300 -backend http://127.0.0.1:9100
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "relayfloor:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("relayfloor", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:9300", "listen address")
+	backend := fs.String("backend", "http://127.0.0.1:9100", "backend base URL")
+	idle := fs.Int("max-idle-conns-per-host", 4096, "keep-alive pool size per backend host")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	u, err := url.Parse(*backend)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("-backend %q: want an http(s) URL", *backend)
+	}
+	h := newProxy(u, *idle, log.New(stderr, "relayfloor: ", 0))
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	fmt.Fprintf(stdout, "relayfloor listening on %s\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// The bench stops the floor between runs; open streams are not worth
+	// waiting for.
+	_ = srv.Close()
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// newProxy is the floor: the standard library's reverse proxy with
+// FlushInterval -1 (flush after every write, as an SSE relay must) and a
+// transport pool as large as the gateway's.
+func newProxy(backend *url.URL, idlePerHost int, errLog *log.Logger) *httputil.ReverseProxy {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: idlePerHost,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
+	}
+	return &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(backend) },
+		FlushInterval: -1,
+		Transport:     tr,
+		ErrorLog:      errLog,
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/scripts/stub"
+)
+
+// startFloor serves a stub and the floor in front of it on loopback.
+func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
+	t.Helper()
+	st := stub.New(opts)
+	backend := httptest.NewServer(st)
+	t.Cleanup(backend.Close)
+	t.Cleanup(st.Close)
+	u, err := url.Parse(backend.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := httptest.NewServer(newProxy(u, 16, log.New(io.Discard, "", 0)))
+	t.Cleanup(floor.Close)
+	return st, floor.URL
+}
+
+func postStream(t *testing.T, base string) *http.Response {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	return resp
+}
+
+// TestFloorFlushesEachEvent proves the floor relays an event as soon as the
+// stub writes it: the stub emits its next event only after the client has
+// read the previous one through the floor, so a relay that buffered would
+// block here.
+func TestFloorFlushesEachEvent(t *testing.T) {
+	t.Parallel()
+	step := make(chan struct{})
+	_, base := startFloor(t, stub.Options{Tokens: 2, Step: step})
+	resp := postStream(t, base)
+	br := bufio.NewReader(resp.Body)
+	// role, 2 tokens, finish, usage, [DONE]
+	for i := range 6 {
+		step <- struct{}{}
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("event %d: %q", i, line)
+		}
+		if i < 5 && !strings.Contains(line, `"stub_emit_ns":`) {
+			t.Fatalf("event %d lost the emit stamp: %q", i, line)
+		}
+		if _, err := br.ReadString('\n'); err != nil { // the blank line
+			t.Fatalf("event %d end: %v", i, err)
+		}
+	}
+	if rest, err := io.ReadAll(br); err != nil || len(rest) != 0 {
+		t.Fatalf("after [DONE]: %q, %v", rest, err)
+	}
+}
+
+func TestFloorPassesHeadersAndBody(t *testing.T) {
+	t.Parallel()
+	st, base := startFloor(t, stub.Options{TTFT: -1, Interval: -1, Tokens: 3})
+	req, err := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(stub.TokensHeader, "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(string(body), `"content":" tok"`); got != 1 {
+		t.Fatalf("%d tokens, want 1 (X-Stub-Tokens forwarded):\n%s", got, body)
+	}
+	if st.LastRequest().Header.Get(stub.TokensHeader) != "1" {
+		t.Fatal("stub did not get the header")
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-backend", "ftp://x"}, {"-nope"}, {"extra"}, {"-listen", "256.0.0.1:1"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
+				t.Fatal("want an error")
+			}
+		})
+	}
+}

@@ -1,0 +1,101 @@
+// The gateway through the official openai npm package, as a judge's Node
+// client would use it. Run by the Go test TestSDKNode in functions/gateway,
+// which starts a gateway with stub backends and sets:
+//
+//   GATEWAY_URL    the gateway's base URL, ending in /v1
+//   TOKEN          a valid JWT for tenant contoso (models llama, gpt-4o, ...)
+//   EXPECT_TOKENS  completion tokens per answer (the stub repeats " tok")
+//
+// By hand: GATEWAY_URL=... TOKEN=... EXPECT_TOKENS=12 node --test sdk.test.mjs
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const baseURL = process.env.GATEWAY_URL;
+const token = process.env.TOKEN;
+const tokens = Number(process.env.EXPECT_TOKENS || '8');
+if (!baseURL || !token) {
+  throw new Error('set GATEWAY_URL and TOKEN (see the header of this file)');
+}
+const want = ' tok'.repeat(tokens);
+const messages = [{ role: 'user', content: 'hi' }];
+
+function client(apiKey = token) {
+  return new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 30_000 });
+}
+
+test('chat completion', async () => {
+  const res = await client().chat.completions.create({ model: 'llama', messages });
+  assert.equal(res.choices[0].message.content, want);
+  assert.equal(res.usage.completion_tokens, tokens);
+  assert.equal(res.model, 'meta/Llama-3.1-8B');
+});
+
+test('streamed chat completion, every token and no usage unasked', async () => {
+  const stream = await client().chat.completions.create({ model: 'llama', messages, stream: true });
+  let text = '';
+  let finish = null;
+  for await (const chunk of stream) {
+    assert.equal(chunk.object, 'chat.completion.chunk');
+    assert.ok(!chunk.usage, `usage the client did not ask for: ${JSON.stringify(chunk)}`);
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? '';
+      finish = c.finish_reason ?? finish;
+    }
+  }
+  assert.equal(text, want);
+  assert.equal(finish, 'stop');
+});
+
+test('streamed chat completion with include_usage', async () => {
+  const stream = await client().chat.completions.create({
+    model: 'llama', messages, stream: true, stream_options: { include_usage: true },
+  });
+  let last;
+  for await (const chunk of stream) last = chunk;
+  assert.deepEqual(last.choices, []);
+  assert.equal(last.usage.completion_tokens, tokens);
+});
+
+test('bad token is a 401 APIError', async () => {
+  await assert.rejects(
+    client('not-a-jwt').chat.completions.create({ model: 'llama', messages }),
+    (e) => {
+      assert.ok(e instanceof OpenAI.AuthenticationError, `got ${e?.constructor?.name}: ${e}`);
+      assert.equal(e.status, 401);
+      assert.equal(e.code, 'invalid_token');
+      assert.ok(e.requestID, 'no x-request-id');
+      return true;
+    },
+  );
+});
+
+test('unknown model is a 404 APIError', async () => {
+  await assert.rejects(
+    client().chat.completions.create({ model: 'gpt-9', messages, stream: true }),
+    (e) => {
+      assert.ok(e instanceof OpenAI.NotFoundError, `got ${e?.constructor?.name}: ${e}`);
+      assert.equal(e.status, 404);
+      assert.equal(e.code, 'model_not_found');
+      assert.equal(e.param, 'model');
+      return true;
+    },
+  );
+});
+
+test('backend failure mid-stream throws, never ends cleanly', async () => {
+  const stream = await client().chat.completions.create(
+    { model: 'llama', messages, stream: true },
+    { headers: { 'X-Stub-Fault': 'drop_after=3' } },
+  );
+  let chunks = 0;
+  await assert.rejects(
+    (async () => { for await (const _ of stream) chunks++; })(),
+    (e) => {
+      assert.ok(e instanceof OpenAI.APIError, `got ${e?.constructor?.name}: ${e}`);
+      assert.equal(e.code, 'upstream_stream_error');
+      return true;
+    },
+  );
+  assert.equal(chunks, 3);
+});
