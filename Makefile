@@ -67,8 +67,8 @@ package-lambda: deps
 	@mkdir -p bin/lambda/amd64 bin/lambda/arm64
 	GOOS=linux GOARCH=amd64 $(BUILD) -o bin/lambda/amd64/bootstrap ./functions/gateway
 	GOOS=linux GOARCH=arm64 $(BUILD) -o bin/lambda/arm64/bootstrap ./functions/gateway
-	cd bin/lambda/amd64 && rm -f ../gateway-lambda-amd64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-amd64.zip bootstrap
-	cd bin/lambda/arm64 && rm -f ../gateway-lambda-arm64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-arm64.zip bootstrap
+	cd bin/lambda/amd64 && rm -f ../gateway-lambda-amd64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-amd64.zip bootstrap gateway.yaml=../../../infra/gateway.yaml
+	cd bin/lambda/arm64 && rm -f ../gateway-lambda-arm64.zip && $(GO) run ../../../scripts/cmd/zip -o ../gateway-lambda-arm64.zip bootstrap gateway.yaml=../../../infra/gateway.yaml
 	@ls -l bin/lambda/*/bootstrap bin/lambda/*.zip
 
 # make image: a multi-arch OCI image layout (scratch + CA certs + nonroot
@@ -83,6 +83,10 @@ image: deps
 # bicep syntax and consistency checks (tree-sitter-bicep under Node.js).
 bicepcheck:
 	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
+
+# Cold start: exec → healthy and exec → first streamed byte, HTTP and Lambda hosts.
+coldstart: build
+	$(GO) run ./scripts/coldstart -n 20 -gateway bin/gateway
 
 clean:
 	rm -rf bin

@@ -308,7 +308,9 @@ func TestRewriteAndCredentials(t *testing.T) {
 		defer resp.Body.Close()
 		var c struct {
 			Model string
-			Usage struct{ CompletionTokens int `json:"completion_tokens"` }
+			Usage struct {
+				CompletionTokens int `json:"completion_tokens"`
+			}
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&c); err != nil {
 			t.Fatal(err)
@@ -343,7 +345,9 @@ func TestStreamUsage(t *testing.T) {
 			t.Fatalf("client got usage it did not ask for: %s", b)
 		}
 		var sent struct {
-			StreamOptions struct{ IncludeUsage bool `json:"include_usage"` } `json:"stream_options"`
+			StreamOptions struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
 		}
 		_ = json.Unmarshal(g.Stubs[0].LastRequest().Body, &sent)
 		if !sent.StreamOptions.IncludeUsage {
@@ -515,7 +519,9 @@ func TestMidStreamFailure(t *testing.T) {
 			if strings.Contains(string(b), "[DONE]") {
 				t.Fatal("fake [DONE] after a failure")
 			}
-			var e struct{ Error struct{ Message, Type, Code string } }
+			var e struct {
+				Error struct{ Message, Type, Code string }
+			}
 			if err := json.Unmarshal([]byte(data[3]), &e); err != nil || e.Error.Message == "" {
 				t.Fatalf("last event is not an OpenAI error: %s", data[3])
 			}

@@ -33,6 +33,7 @@ type gw struct {
 	Issuer   *devissuer.Issuer
 	Stubs    []*stub.Server
 	stubURLs []string
+	stubSrvs []*httptest.Server // the stubs' servers, to cut their connections
 	logs     *syncBuffer
 	// cfgPath and env are the config file and environment the gateway
 	// runs with, so another host (lambda_test.go) can run the same.
@@ -85,7 +86,7 @@ func startGateway(t *testing.T, o options) *gw {
 	g := &gw{t: t, logs: &syncBuffer{}}
 
 	if o.share != nil {
-		g.Issuer, g.Stubs, g.stubURLs = o.share.Issuer, o.share.Stubs, o.share.stubURLs
+		g.Issuer, g.Stubs, g.stubURLs, g.stubSrvs = o.share.Issuer, o.share.Stubs, o.share.stubURLs, o.share.stubSrvs
 	} else {
 		iss, err := devissuer.New(devissuer.Options{})
 		if err != nil {
@@ -112,6 +113,7 @@ func startGateway(t *testing.T, o options) *gw {
 		t.Cleanup(func() { s.Close(); srv.Close() })
 		g.Stubs = append(g.Stubs, s)
 		g.stubURLs = append(g.stubURLs, srv.URL)
+		g.stubSrvs = append(g.stubSrvs, srv)
 	}
 	for _, u := range g.stubURLs {
 		fmt.Fprintf(&endpoints, "      - {url: %q, weight: 1, api_key_env: BACKEND_KEY}\n", u)

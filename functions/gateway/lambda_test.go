@@ -153,11 +153,7 @@ type contractCase struct {
 	name   string
 	req    func() *http.Request // a fresh request per send
 	before int                  // identical requests sent first (to drain a bucket)
-	// noRequestID marks answers given before the request path starts
-	// (health, unknown path, wrong method): shared/server sets
-	// x-request-id only in the request path.
-	noRequestID bool
-	check       func(t *testing.T, r reply)
+	check  func(t *testing.T, r reply)
 }
 
 func wantError(status int, code string) func(t *testing.T, r reply) {
@@ -215,7 +211,7 @@ func contractCases(t *testing.T, g *gw) []contractCase {
 		return `{"model":"` + fixtureModel + `"` + extra + `,"messages":[{"role":"user","content":"hi"}]}`
 	}
 	return []contractCase{
-		{name: "healthz", noRequestID: true, req: func() *http.Request { return newRequest(t, "GET", "/healthz", "", "") },
+		{name: "healthz", req: func() *http.Request { return newRequest(t, "GET", "/healthz", "", "") },
 			check: func(t *testing.T, r reply) {
 				if r.status != 200 || string(r.body) != `{"status":"ok"}` {
 					t.Fatalf("healthz %d %s", r.status, r.body)
@@ -230,9 +226,9 @@ func contractCases(t *testing.T, g *gw) []contractCase {
 		{name: "forbidden model", req: post(mint(t, g, devissuer.Claims{Tenant: "fabrikam"}), `{"model":"gpt-4o","messages":[]}`),
 			check: wantError(http.StatusNotFound, "model_not_found")},
 		{name: "malformed json", req: post(contoso, `{"model":`), check: wantError(http.StatusBadRequest, "invalid_json")},
-		{name: "unknown path", noRequestID: true, req: func() *http.Request { return newRequest(t, "POST", "/v1/nope", contoso, `{}`) },
+		{name: "unknown path", req: func() *http.Request { return newRequest(t, "POST", "/v1/nope", contoso, `{}`) },
 			check: wantError(http.StatusNotFound, "unknown_url")},
-		{name: "wrong method", noRequestID: true, req: func() *http.Request { return newRequest(t, "GET", "/v1/chat/completions", contoso, "") },
+		{name: "wrong method", req: func() *http.Request { return newRequest(t, "GET", "/v1/chat/completions", contoso, "") },
 			check: func(t *testing.T, r reply) {
 				wantError(http.StatusMethodNotAllowed, "method_not_allowed")(t, r)
 				if r.header.Get("Allow") != "POST" {
@@ -293,7 +289,7 @@ func TestTwoHostContract(t *testing.T) {
 				replies[i] = h.do(t, tc.req())
 				t.Run(h.name(), func(t *testing.T) {
 					tc.check(t, replies[i])
-					if !tc.noRequestID && replies[i].header.Get("X-Request-Id") == "" {
+					if replies[i].header.Get("X-Request-Id") == "" {
 						t.Errorf("no x-request-id")
 					}
 				})

@@ -548,8 +548,16 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 					r := b.measured(pid, func() runResult {
 						return openLoop(ctx, t, rate, false, p.ceilingWindow, p.tail, plainConns)
 					})
-					c.runs = append(c.runs, r)
 					ok := passesCeiling(r)
+					if !ok && ctx.Err() == nil {
+						// One retry: a burst of other load on a shared
+						// machine should not end the ladder.
+						r = b.measured(pid, func() runResult {
+							return openLoop(ctx, t, rate, false, p.ceilingWindow, p.tail, plainConns)
+						})
+						ok = passesCeiling(r)
+					}
+					c.runs = append(c.runs, r)
 					b.logf("ceiling %-7s %6d req/s: p99 %s, achieved %.0f/s, %d late, %d errors: %v",
 						kind, rate, ms(r.ttft.P99), r.rate, r.late, r.errCount(), ok)
 					if !ok {
@@ -583,7 +591,8 @@ func perRequest(r runResult) time.Duration {
 	return r.cpu / time.Duration(r.done)
 }
 
-// passesCeiling is a non-streaming rate held: p99 latency under the bound,
+// passesCeiling is a non-streaming rate held (a failing rung is tried
+// twice before the ladder stops): p99 latency under the bound,
 // no errors, and fewer than 1% of requests late or dropped.
 func passesCeiling(r runResult) bool {
 	return r.errCount() == 0 && r.ttft.P99 < ceilingP99 && r.late+r.dropped <= r.requests/100 && r.done > 0

@@ -207,6 +207,25 @@ func kindsString(k map[string]int) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
+// noisyShare is the share of the relay core other processes may take
+// during a run before the report warns.
+const noisyShare = 0.10
+
+// worstForeign is the largest share of the relay core other processes took
+// during a gateway or floor run.
+func (r *report) worstForeign() float64 {
+	worst := 0.0
+	for k, runs := range r.res.runs {
+		if k.target == "direct" {
+			continue
+		}
+		for _, x := range runs {
+			worst = max(worst, x.foreign)
+		}
+	}
+	return worst
+}
+
 // carried answers: how many streams does one core carry with p99 added
 // TTFT under 10 ms?
 func (r *report) carried() string {
@@ -299,6 +318,9 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		w("| %s | %s | %s |\n", v.target, v.measured, passMark(v))
 	}
 	w("\n**Streams per core:** %s\n\n", r.carry)
+	if worst := r.worstForeign(); worst > noisyShare {
+		w("**Noise warning:** other processes on this machine took up to %.0f%% of the relay core while a relay was measured (column *other load on relay core*); latency tails of those runs are the machine's as much as the relay's. Re-run `make bench` on a quiet machine before quoting them.\n\n", worst*100)
+	}
 
 	w("## Streaming, closed loop\n\nN virtual users; each opens its next stream when the last ends.\n\n")
 	w("| streams | relay | added TTFT p50 | p90 | p99 | p99.9 | max | added end p50 | end p99 | per-event p99 | streams/s | events/s | errors | CPU/event | RSS max | other load on relay core |\n")
@@ -376,7 +398,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 	}
 
 	w("## Non-streaming, open loop at %d req/s\n\nSmall JSON answers (the stub answers at once, so latency through a relay is its added latency).\n\n", res.plan.fixedRate)
-	w("| relay | latency p50 | p90 | p99 | p99.9 | max | achieved req/s | late | errors | CPU/request | RSS max |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n")
+	w("| relay | latency p50 | p90 | p99 | p99.9 | max | achieved req/s | late | errors | CPU/request | RSS max | other load on relay core |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n")
 	for _, t := range targetOrder {
 		runs := res.runs[runKey{t, "open-plain", res.plan.fixedRate}]
 		if len(runs) == 0 {
@@ -392,13 +414,13 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 			}, "%.1f µs")
 			rss = medOnly(runs, rssMiB, "%.1f MiB")
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t,
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t,
 			cell(runs, ttftP50, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P90 }), "%.2f"),
 			cell(runs, ttftP99, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P999 }), "%.2f"),
 			medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.Max }), "%.1f"),
 			medOnly(runs, func(x runResult) float64 { return x.rate }, "%.0f"),
 			medOnly(runs, func(x runResult) float64 { return float64(x.late) }, "%.0f"),
-			errSum(runs), cpu, rss)
+			errSum(runs), cpu, rss, medOnly(runs, func(x runResult) float64 { return x.foreign * 100 }, "%.0f%%"))
 	}
 	w("\nTimes in ms; %d repetition(s) of %s.\n\n", res.plan.fixedReps, res.plan.fixedWindow)
 
@@ -488,11 +510,17 @@ func (r *report) summary() string {
 		fmt.Fprintf(&b, "%-6s %s: %s\n", strings.Trim(passMark(v), "*"), v.target, v.measured)
 	}
 	fmt.Fprintln(&b, r.carry)
+	if worst := r.worstForeign(); worst > noisyShare {
+		fmt.Fprintf(&b, "NOISE: other processes took up to %.0f%% of the relay core during relay runs; re-run on a quiet machine\n", worst*100)
+	}
 	fmt.Fprintln(&b, "\n== added TTFT, median of repetitions (ms) ==")
 	fmt.Fprintf(&b, "%7s %-8s %8s %8s %8s %10s %8s\n", "streams", "relay", "p50", "p99", "end p99", "CPU/event", "RSS")
 	for _, n := range r.res.plan.levels {
 		for _, t := range targetOrder {
 			runs := r.closed(t, n)
+			if len(runs) == 0 {
+				continue
+			}
 			a, _, _ := medianOf(runs, ttftP50)
 			c, _, _ := medianOf(runs, ttftP99)
 			e, _, _ := medianOf(runs, dms(func(x runResult) time.Duration { return x.end.P99 }))

@@ -25,6 +25,9 @@ type Config struct {
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
+	// BodyReadTimeout bounds reading one request body. Default 10s; a
+	// client slower than that gets 408.
+	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout"`
 	// ShutdownGrace is how long open streams may run after SIGTERM. Default 30s.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// LogLevel is debug, info (default), warn or error.
@@ -209,6 +212,7 @@ func (c *Config) applyDefaults() {
 		c.MaxBodyBytes = 1 << 20
 	}
 	defD(&c.ShutdownGrace, 30*time.Second)
+	defD(&c.BodyReadTimeout, 10*time.Second)
 	def(&c.LogLevel, "info")
 	def(&c.Auth.TenantClaim, "tid")
 	if len(c.Auth.Algorithms) == 0 {

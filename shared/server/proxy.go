@@ -48,7 +48,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	// 3. Decode: a capped body; only model, stream and stream_options are read.
 	bufp := bodyPool.Get().(*[]byte)
 	defer putBody(bufp)
+	// A client that never finishes its body must not hold a handler: bound
+	// the read, then clear the deadline so a long stream is not cut.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(s.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
 	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
+	_ = rc.SetReadDeadline(time.Time{})
 	*bufp = raw
 	if aerr != nil {
 		s.fail(w, rec, aerr)
@@ -94,10 +99,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	defer resp.Body.Close()
 
 	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
+	// A backend that goes silent mid-body is cut off after the idle timeout.
+	idle := &idleReader{r: resp.Body, d: s.StreamIdleTimeout}
+	idle.t = time.AfterFunc(idle.d, func() { cancel(errStreamIdle) })
+	defer idle.t.Stop()
 	if body.Stream && isEventStream(resp.Header) {
-		s.relayStream(ctx, w, rec, resp, inject, cancel)
+		s.relayStream(ctx, w, rec, resp, idle, inject)
 	} else {
-		s.relayJSON(w, rec, resp)
+		s.relayJSON(w, rec, resp, idle)
 	}
 }
 
@@ -169,7 +178,7 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, stripUsage bool, cancel context.CancelCauseFunc) {
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
 	h.Del("Content-Length")
@@ -183,10 +192,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 	_ = rc.Flush()
 	rec.clientFirst = s.Now()
 
-	idle := &idleReader{r: resp.Body, d: s.StreamIdleTimeout}
-	idle.t = time.AfterFunc(idle.d, func() { cancel(errStreamIdle) })
-	res, err := s.relay.Relay(w, rc.Flush, idle, sse.Options{StripUsageChunk: stripUsage})
-	idle.t.Stop()
+	res, err := s.relay.Relay(w, rc.Flush, body, sse.Options{StripUsageChunk: stripUsage})
 	rec.bytes += res.Bytes
 	rec.events = res.Events
 	rec.setUsage(res.Usage, res.HasUsage)
@@ -250,9 +256,7 @@ func cause(err error) string {
 
 // relayJSON relays a non-streaming answer byte for byte. Bodies that fit the
 // pooled buffer are scanned for usage; larger ones are copied through.
-func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response) {
-	upstream.CopyResponseHeaders(w.Header(), resp.Header)
-	rec.status = resp.StatusCode
+func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader) {
 	bufp := copyPool.Get().(*[]byte)
 	defer copyPool.Put(bufp)
 	buf := *bufp
@@ -262,15 +266,22 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 	n, err := 0, error(nil)
 	for n < len(buf) && err == nil {
 		var m int
-		m, err = resp.Body.Read(buf[n:])
+		m, err = body.Read(buf[n:])
 		n += m
 	}
 	whole := err == io.EOF
 	if err != nil && !whole {
 		// The backend failed before the client got a byte: still a clean error.
+		if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
+			s.fail(w, rec, serverError(http.StatusGatewayTimeout, "upstream_timeout",
+				fmt.Sprintf("the backend sent nothing for %s; the response was abandoned", s.StreamIdleTimeout)))
+			return
+		}
 		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error()))
 		return
 	}
+	upstream.CopyResponseHeaders(w.Header(), resp.Header)
+	rec.status = resp.StatusCode
 	if whole {
 		if u, _, ok := sse.ParseUsage(buf[:n]); ok {
 			rec.setUsage(u, true)
@@ -283,7 +294,7 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 	rec.bytes += int64(m)
 	rec.clientFirst = s.Now()
 	if !whole {
-		c, err := io.CopyBuffer(w, resp.Body, buf)
+		c, err := io.CopyBuffer(w, struct{ io.Reader }{body}, buf)
 		rec.bytes += c
 		if err != nil {
 			rec.outcome = "upstream_body_error"
@@ -326,6 +337,10 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 			return buf, nil
 		}
 		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return buf, invalidRequest(http.StatusRequestTimeout, "request_timeout", "", "the request body did not arrive in time")
+			}
 			return buf, invalidRequest(http.StatusBadRequest, "invalid_body", "", "reading the request body failed: "+err.Error())
 		}
 	}

@@ -40,12 +40,14 @@ func (r *record) setUsage(u sse.Usage, ok bool) {
 	}
 }
 
-// begin starts a request's record and sets its x-request-id. The id is the
-// gateway's own: a caller-supplied one is never trusted into the log.
+// begin starts a request's record under the id ServeHTTP gave it.
 func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
-	rec := &record{id: newRequestID(), start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
-	w.Header()["X-Request-Id"] = []string{rec.id}
-	return rec
+	id := w.Header()["X-Request-Id"]
+	if len(id) != 1 {
+		id = []string{newRequestID()}
+		w.Header()["X-Request-Id"] = id
+	}
+	return &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
 }
 
 // fail answers with e unless the response has started, in which case the

@@ -23,6 +23,9 @@ func (s *Server) routeTable() map[string]route_ {
 // ServeHTTP dispatches by exact path, so unknown paths (404) and wrong
 // methods (405) get OpenAI's error JSON rather than ServeMux's plain text.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every response carries the gateway's own request id; a caller-supplied
+	// one is never trusted into the log.
+	w.Header()["X-Request-Id"] = []string{newRequestID()}
 	path := r.URL.Path
 	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {

@@ -50,6 +50,8 @@ type Deps struct {
 	MaxAttempts int
 	// DefaultCooldown benches an endpoint that failed without Retry-After. Default 5s.
 	DefaultCooldown time.Duration
+	// BodyReadTimeout bounds reading a request body. Default 10s.
+	BodyReadTimeout time.Duration
 	// StreamIdleTimeout ends a backend stream silent for this long. Default 2m.
 	StreamIdleTimeout time.Duration
 	// Now is the clock (default time.Now).
@@ -73,6 +75,9 @@ func New(d Deps) *Server {
 	}
 	if d.DefaultCooldown <= 0 {
 		d.DefaultCooldown = 5 * time.Second
+	}
+	if d.BodyReadTimeout <= 0 {
+		d.BodyReadTimeout = 10 * time.Second
 	}
 	if d.StreamIdleTimeout <= 0 {
 		d.StreamIdleTimeout = 2 * time.Minute

@@ -156,8 +156,12 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 			return err
 		}
 		// Keep the pending bytes at the start of buf; they are at most one
-		// partial event, usually a few hundred bytes.
-		end = copy(buf, buf[consumed:end])
+		// partial event, usually a few hundred bytes. Nothing consumed means
+		// nothing moves: a large event read in small pieces is not copied
+		// once per read.
+		if consumed > 0 {
+			end = copy(buf, buf[consumed:end])
+		}
 		switch {
 		case end > rl.max:
 			return rl.tooLarge()

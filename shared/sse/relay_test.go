@@ -15,11 +15,11 @@ import (
 func TestRelayByteIdentity(t *testing.T) {
 	t.Parallel()
 	readers := map[string]func([]byte) io.Reader{
-		"whole":         func(b []byte) io.Reader { return bytes.NewReader(b) },
-		"one byte":      func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
-		"half reads":    func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
-		"data with EOF": func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) },
-		"random chunks": func(b []byte) io.Reader { return &chunkReader{src: b, sizes: randomSizes(uint64(len(b)), 97, 700)} },
+		"whole":                     func(b []byte) io.Reader { return bytes.NewReader(b) },
+		"one byte":                  func(b []byte) io.Reader { return iotest.OneByteReader(bytes.NewReader(b)) },
+		"half reads":                func(b []byte) io.Reader { return iotest.HalfReader(bytes.NewReader(b)) },
+		"data with EOF":             func(b []byte) io.Reader { return iotest.DataErrReader(bytes.NewReader(b)) },
+		"random chunks":             func(b []byte) io.Reader { return &chunkReader{src: b, sizes: randomSizes(uint64(len(b)), 97, 700)} },
 		"empty reads between bytes": func(b []byte) io.Reader { return &chunkReader{src: b, sizes: []int{0, 1}} },
 		"one event per read": func(b []byte) io.Reader {
 			events, _ := refEvents(b)
@@ -94,21 +94,21 @@ func TestRelayUsageAndStripping(t *testing.T) {
 		},
 		{
 			name: "vllm continuous usage counted, never stripped", strip: true,
-			in:   chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
-			want: chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
+			in:    chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
+			want:  chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
 			usage: Usage{10, 4, 13}, hasUsage: true, events: 3,
 		},
 		{
 			name: "usage null only", strip: true,
-			in:   chunkContent + chunkDone, want: chunkContent + chunkDone, events: 2,
+			in: chunkContent + chunkDone, want: chunkContent + chunkDone, events: 2,
 		},
 		{
 			name: "stripped chunk first", strip: true,
-			in:   chunkUsage + chunkDone, want: chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+			in: chunkUsage + chunkDone, want: chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
 		},
 		{
 			name: "stripped chunk last", strip: true,
-			in:   chunkContent + chunkUsage, want: chunkContent, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+			in: chunkContent + chunkUsage, want: chunkContent, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
 		},
 	}
 	var r Relayer
@@ -315,9 +315,11 @@ func TestRelayErrors(t *testing.T) {
 		},
 		{
 			name: "client write error stops at once",
-			src:  func() io.Reader { return iotest.OneByteReader(strings.NewReader(chunkContent + chunkContent + chunkDone)) },
-			dst:  func() io.Writer { return &failingWriter{n: 1} },
-			is:   []error{ErrClient, errBoom}, notIs: []error{ErrUpstream}, maxRead: len(chunkContent),
+			src: func() io.Reader {
+				return iotest.OneByteReader(strings.NewReader(chunkContent + chunkContent + chunkDone))
+			},
+			dst: func() io.Writer { return &failingWriter{n: 1} },
+			is:  []error{ErrClient, errBoom}, notIs: []error{ErrUpstream}, maxRead: len(chunkContent),
 		},
 		{
 			name: "short write",

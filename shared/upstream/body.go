@@ -37,12 +37,12 @@ func (b *Body) Has(f uint8) bool { return b.present&f != 0 }
 
 // Errors returned by ParseBody; the server turns them into 400s.
 var (
-	ErrNotJSON     = errors.New("request body is not valid JSON")
-	ErrNotObject   = errors.New("request body must be a JSON object")
-	ErrModelType   = errors.New("'model' must be a string")
+	ErrNotJSON      = errors.New("request body is not valid JSON")
+	ErrNotObject    = errors.New("request body must be a JSON object")
+	ErrModelType    = errors.New("'model' must be a string")
 	ErrMissingModel = errors.New("you must provide a model parameter")
-	ErrStreamType  = errors.New("'stream' must be a boolean")
-	ErrOptionsType = errors.New("'stream_options' must be an object")
+	ErrStreamType   = errors.New("'stream' must be a boolean")
+	ErrOptionsType  = errors.New("'stream_options' must be an object")
 )
 
 // ParseBody validates b as JSON and extracts the routing fields.
