@@ -59,6 +59,7 @@ type options struct {
 	env         map[string]string
 	limiter     string // the limiter: block (default memory)
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
+	openStubs   bool   // stubs accept any credential (for Entra tokens)
 	tenants     string // YAML rows appended to tenants:
 }
 
@@ -82,7 +83,9 @@ func startGateway(t *testing.T, o options) *gw {
 	if o.stubOpts.Tokens == 0 {
 		o.stubOpts.Tokens = 8
 	}
-	o.stubOpts.APIKey = backendKey
+	if !o.openStubs {
+		o.stubOpts.APIKey = backendKey
+	}
 	g := &gw{t: t, logs: &syncBuffer{}}
 
 	if o.share != nil {

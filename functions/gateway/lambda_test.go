@@ -388,7 +388,9 @@ func TestLambdaFlushPerEvent(t *testing.T) {
 		if strings.HasPrefix(ev, "error: ") {
 			t.Fatalf("event %d: %s", k, ev)
 		}
-		if emitted := g.Stubs[0].Emitted(); emitted != int64(k) {
+		// The stub counts an event after its flush returns, so the count may
+		// still lag the event that already arrived; it may never lead.
+		if emitted := g.Stubs[0].Emitted(); emitted > int64(k) {
 			t.Fatalf("stub emitted %d events while the Runtime API holds %d", emitted, k)
 		}
 		done = strings.Contains(ev, "data: [DONE]")

@@ -62,8 +62,10 @@ func medianOf(runs []runResult, f func(runResult) float64) (med, lo, hi float64)
 }
 
 // held reports whether the machine holds a closed-loop level cleanly: the
-// direct run (load generator + stub, no relay) had no errors and its p99
-// added TTFT stayed within the plan's bound in every repetition.
+// direct run (load generator + stub, no relay) had no errors in any
+// repetition, and its median p99 added TTFT stayed within the plan's bound
+// (the median, as every figure: one repetition hit by other load on a
+// shared machine does not disqualify a level).
 func (r *results) held(level int) (bool, string) {
 	runs := r.runs[runKey{"direct", "closed", level}]
 	if len(runs) == 0 {
@@ -73,9 +75,9 @@ func (r *results) held(level int) (bool, string) {
 		if n := d.errCount(); n > 0 {
 			return false, fmt.Sprintf("direct run had %d errors", n)
 		}
-		if d.ttft.P99 > r.plan.cleanP99 {
-			return false, fmt.Sprintf("direct run p99 added TTFT %s > %s", ms(d.ttft.P99), ms(r.plan.cleanP99))
-		}
+	}
+	if m, _, _ := medianOf(runs, func(x runResult) float64 { return float64(x.ttft.P99) }); time.Duration(m) > r.plan.cleanP99 {
+		return false, fmt.Sprintf("direct run p99 added TTFT %s > %s", ms(time.Duration(m)), ms(r.plan.cleanP99))
 	}
 	return true, ""
 }

@@ -53,12 +53,15 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(s.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
 	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
-	_ = rc.SetReadDeadline(time.Time{})
 	*bufp = raw
 	if aerr != nil {
+		// The deadline stays: net/http would otherwise wait for the rest of
+		// the body after the handler returns. The connection is not reused.
+		w.Header().Set("Connection", "close")
 		s.fail(w, rec, aerr)
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	body, aerr := parseBody(raw, op)
 	if aerr != nil {
 		s.fail(w, rec, aerr)
