@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full package-lambda image bicepcheck fuzz clean
+.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full package-lambda image bicepcheck sdktest coldstart fuzz clean
 
 all: build
 
@@ -52,7 +52,7 @@ lint: staticcheck
 
 # make test: every test, with the real servers they need (redis-server and
 # the Lambda emulator are started by the tests themselves on loopback).
-test: deps tools lint build bicepcheck
+test: deps tools lint build bicepcheck sdktest
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
 	$(GO) test -tags $(TAGS) -count=1 -race -timeout 20m ./shared/sse/... ./shared/server/... ./shared/route/... ./shared/ratelimit/...
 
@@ -61,6 +61,9 @@ test-short: build
 
 fuzz:
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzRelay -fuzztime 30s
+	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzEventEnd -fuzztime 20s
+	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
+	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/upstream -run '^$$' -fuzz FuzzRewrite -fuzztime 30s
 
 package-lambda: deps
@@ -79,6 +82,16 @@ image: deps
 	GOOS=linux GOARCH=arm64 $(BUILD) -o bin/gateway-linux-arm64 ./functions/gateway
 	$(GO) run ./scripts/image -out bin/oci -bin linux/amd64=bin/gateway-linux-amd64 -bin linux/arm64=bin/gateway-linux-arm64
 	@du -sh bin/oci
+
+# The official Node SDK used by functions/gateway's TestSDKNode.
+sdktest:
+	cd scripts/sdktest && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
+bench: deps
+	$(GO) run ./scripts/bench -quick
+
+bench-full: deps
+	$(GO) run ./scripts/bench -full
 
 # bicep syntax and consistency checks (tree-sitter-bicep under Node.js).
 bicepcheck:

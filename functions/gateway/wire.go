@@ -125,6 +125,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		MaxAttempts:       cfg.Upstream.MaxAttempts,
 		DefaultCooldown:   cfg.Upstream.DefaultCooldown.D(),
 		StreamIdleTimeout: cfg.Upstream.StreamIdleTimeout.D(),
+		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
 	})
 	return &gateway{handler: h, limiter: lim}, nil
 }

@@ -25,7 +25,7 @@ const netnsEnv = "ENTRA_TEST_IN_NETNS"
 // private network namespace (unshare -n) where that address is either
 // unrouted or held by a listener of ours that never answers, the two ways a
 // non-Azure host behaves. Results are logged (go test -v) and recorded in
-// docs/azure.md.
+// the README section "Run on Azure Container Apps".
 func TestDefaultAzureCredentialCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a process in a network namespace")
