@@ -574,3 +574,16 @@ func TestBadConfigStopsBeforeListening(t *testing.T) {
 		t.Fatal("listened with a bad config")
 	}
 }
+
+// TestNonStreamingTimeoutIsNotRetried: a non-streaming answer slower than
+// response_timeout is a 504 after one attempt (the backend may still be
+// working, and paying); a streaming request past header_timeout fails over.
+func TestNonStreamingTimeoutIsNotRetried(t *testing.T) {
+	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{NonStreamDelay: 3 * time.Second},
+		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, response_timeout: 300ms, default_cooldown: 1m}\n"})
+	resp := g.post("/v1/chat/completions", g.token("contoso"), chatBody)
+	openAIError(t, resp, http.StatusGatewayTimeout, "upstream_timeout")
+	if n := g.Stubs[0].Stats().Requests + g.Stubs[1].Stats().Requests; n != 1 {
+		t.Fatalf("%d backend requests for one non-streaming timeout, want 1", n)
+	}
+}

@@ -126,6 +126,8 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		DefaultCooldown:   cfg.Upstream.DefaultCooldown.D(),
 		StreamIdleTimeout: cfg.Upstream.StreamIdleTimeout.D(),
 		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
+		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
+		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
 	})
 	return &gateway{handler: h, limiter: lim}, nil
 }
@@ -158,7 +160,6 @@ func newBackendClient(c config.Upstream) *http.Client {
 		MaxIdleConnsPerHost:   c.MaxIdleConnsPerHost,
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   c.ConnectTimeout.D(),
-		ResponseHeaderTimeout: c.HeaderTimeout.D(),
 		DisableCompression:    true,
 	}
 	return &http.Client{

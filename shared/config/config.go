@@ -74,8 +74,13 @@ type Limiter struct {
 type Upstream struct {
 	// MaxAttempts bounds endpoints tried per request before the first byte. Default 3.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
-	// HeaderTimeout bounds the wait for a backend's response headers. Default 30s.
+	// HeaderTimeout bounds the wait for a streaming backend's response
+	// headers; past it the next endpoint is tried. Default 30s.
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
+	// ResponseTimeout bounds a non-streaming answer, which a backend sends
+	// only when it is done; past it the client gets 504 and no other endpoint
+	// is tried (the first may still be working, and paying). Default 10m.
+	ResponseTimeout Duration `yaml:"response_timeout" json:"response_timeout"`
 	// ConnectTimeout bounds a TCP/TLS connect. Default 3s.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// StreamIdleTimeout ends a backend stream that sends nothing for this
@@ -233,6 +238,7 @@ func (c *Config) applyDefaults() {
 		c.Upstream.MaxAttempts = 3
 	}
 	defD(&c.Upstream.HeaderTimeout, 30*time.Second)
+	defD(&c.Upstream.ResponseTimeout, 10*time.Minute)
 	defD(&c.Upstream.ConnectTimeout, 3*time.Second)
 	defD(&c.Upstream.DefaultCooldown, 5*time.Second)
 	defD(&c.Upstream.StreamIdleTimeout, 2*time.Minute)
@@ -418,6 +424,10 @@ func (c *Config) validate(getenv func(string) string) Problems {
 		}
 		if t.Interval <= 0 {
 			add(f+".interval", "must be positive")
+		} else if float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
+			// go-limiter refills interval/requests per tick; beyond this
+			// bound a tick no longer refills the whole bucket.
+			add(f+".requests", "%d per %s is more than the token bucket can refill; use a shorter interval", t.Requests, t.Interval.D())
 		}
 	}
 	return p

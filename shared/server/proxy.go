@@ -94,11 +94,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
-	resp, err := s.send(upctx, rec, r.Header, pool, op, &body, raw, inject)
+	resp, release, err := s.send(upctx, rec, r.Header, pool, op, &body, raw, inject)
 	if err != nil {
 		s.fail(w, rec, err)
 		return
 	}
+	defer release()
 	defer resp.Body.Close()
 
 	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
@@ -113,16 +114,19 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}
 }
 
+var errHeaderTimeout = errors.New("backend header timeout")
+
 // send tries the pool's endpoints in failover order until one answers with
 // something other than a connect error, a header timeout, 429 or 5xx. It
 // never retries once a response is handed back: nothing reached the client
-// before that.
+// before that. A non-streaming answer that outlasts ResponseTimeout is a 504
+// without another attempt. release frees the attempt's context.
 func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *route.Pool, op upstream.Operation,
-	body *upstream.Body, raw []byte, inject bool) (*http.Response, error) {
+	body *upstream.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	var scratch [8]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
 	if len(order) == 0 {
-		return nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
+		return nil, nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
 			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
 			RetryAfter: wait}
 	}
@@ -136,17 +140,36 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 		rec.attempts++
 		out := body.Rewrite((*outp)[:0], raw, target.BodyModel(body.Model), inject)
 		*outp = out
-		req, err := target.NewRequest(ctx, op, body.Model, out, in)
+		actx, cancel := context.WithCancelCause(ctx)
+		req, err := target.NewRequest(actx, op, body.Model, out, in)
 		if err != nil {
+			cancel(nil)
 			last = credentialError(pool.Name, e.Name, err)
 			continue
 		}
 		req.Header.Set("X-Request-Id", rec.id)
 		rec.sent = s.Now()
+		timeout := s.HeaderTimeout
+		if !body.Stream {
+			timeout = s.ResponseTimeout
+		}
+		timer := time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
 		resp, err := s.Client.Do(req)
+		timer.Stop()
 		if err != nil {
+			timedOut := errors.Is(context.Cause(actx), errHeaderTimeout)
+			cancel(nil)
 			if ctx.Err() != nil {
-				return nil, contextError(ctx)
+				return nil, nil, contextError(ctx)
+			}
+			if timedOut {
+				s.Router.Cooldown(e, s.DefaultCooldown, false)
+				last = serverError(http.StatusGatewayTimeout, "upstream_timeout",
+					fmt.Sprintf("pool %q: the backend did not answer within %s", pool.Name, timeout))
+				if !body.Stream {
+					return nil, nil, last
+				}
+				continue
 			}
 			s.Router.Cooldown(e, s.DefaultCooldown, false)
 			last = transportError(pool.Name, err)
@@ -160,12 +183,14 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 			s.Router.Cooldown(e, ra, hard)
 			last = statusError(pool.Name, resp.StatusCode, ra, hard)
 			drain(resp.Body)
+			cancel(nil)
 			continue
 		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			// The backend refused the gateway's own credentials: the caller
 			// cannot fix that, so it is a 502, not the backend's 401.
 			drain(resp.Body)
+			cancel(nil)
 			last = serverError(http.StatusBadGateway, "upstream_auth_failed",
 				fmt.Sprintf("pool %q endpoint %s rejected the gateway's credentials (status %d)", pool.Name, e.Name, resp.StatusCode))
 			continue
@@ -173,9 +198,9 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 		rec.upstreamHeaders = s.Now()
 		rec.upstreamStatus = resp.StatusCode
 		s.Router.Healthy(e)
-		return resp, nil
+		return resp, func() { cancel(nil) }, nil
 	}
-	return nil, last
+	return nil, nil, last
 }
 
 // relayStream relays an SSE response: headers flushed at once, then every

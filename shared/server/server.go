@@ -50,6 +50,12 @@ type Deps struct {
 	MaxAttempts int
 	// DefaultCooldown benches an endpoint that failed without Retry-After. Default 5s.
 	DefaultCooldown time.Duration
+	// HeaderTimeout bounds the wait for a streaming backend's headers
+	// (then the next endpoint is tried). Default 30s.
+	HeaderTimeout time.Duration
+	// ResponseTimeout bounds a non-streaming answer (then 504, no retry).
+	// Default 10m.
+	ResponseTimeout time.Duration
 	// BodyReadTimeout bounds reading a request body. Default 10s.
 	BodyReadTimeout time.Duration
 	// StreamIdleTimeout ends a backend stream silent for this long. Default 2m.
@@ -75,6 +81,12 @@ func New(d Deps) *Server {
 	}
 	if d.DefaultCooldown <= 0 {
 		d.DefaultCooldown = 5 * time.Second
+	}
+	if d.HeaderTimeout <= 0 {
+		d.HeaderTimeout = 30 * time.Second
+	}
+	if d.ResponseTimeout <= 0 {
+		d.ResponseTimeout = 10 * time.Minute
 	}
 	if d.BodyReadTimeout <= 0 {
 		d.BodyReadTimeout = 10 * time.Second
