@@ -1,8 +1,8 @@
 package main
 
 import (
-	"io"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"

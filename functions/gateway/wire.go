@@ -153,14 +153,14 @@ func credential(ctx context.Context, p config.Pool, e config.Endpoint, getenv fu
 // be scanned as sent), no redirects (a POST body must not wander).
 func newBackendClient(c config.Upstream) *http.Client {
 	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: c.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          0,
-		MaxIdleConnsPerHost:   c.MaxIdleConnsPerHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   c.ConnectTimeout.D(),
-		DisableCompression:    true,
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: c.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        0,
+		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: c.ConnectTimeout.D(),
+		DisableCompression:  true,
 	}
 	return &http.Client{
 		Transport:     tr,
