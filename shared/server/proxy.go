@@ -47,7 +47,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 
 	// 3. Decode: a capped body; only model, stream and stream_options are read.
 	bufp := bodyPool.Get().(*[]byte)
-	defer putBody(bufp)
+	held := true // the client's body is released once the backend has its copy
+	defer func() {
+		if held {
+			putBody(bufp)
+		}
+	}()
 	// A client that never finishes its body must not hold a handler: bound
 	// the read, then clear the deadline so a long stream is not cut.
 	rc := http.NewResponseController(w)
@@ -95,6 +100,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	resp, release, err := s.send(upctx, rec, r.Header, pool, op, &body, raw, inject)
+	putBody(bufp)
+	held = false
 	if err != nil {
 		s.fail(w, rec, err)
 		return
@@ -130,16 +137,16 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
 			RetryAfter: wait}
 	}
-	outp := bodyPool.Get().(*[]byte)
-	defer putBody(outp)
 	targets := s.Targets[pool]
 	var last *apiError
 	for _, e := range order {
 		target := targets[e.Index]
 		rec.endpoint = e.Name
 		rec.attempts++
-		out := body.Rewrite((*outp)[:0], raw, target.BodyModel(body.Model), inject)
-		*outp = out
+		// Each attempt gets its own exactly sized copy: the transport may
+		// still be reading a failed attempt's body, and a stream holds its
+		// body until it ends, so a pooled buffer would pin more memory.
+		out := body.Rewrite(make([]byte, 0, len(raw)+rewriteSlack), raw, target.BodyModel(body.Model), inject)
 		actx, cancel := context.WithCancelCause(ctx)
 		req, err := target.NewRequest(actx, op, body.Model, out, in)
 		if err != nil {
@@ -337,6 +344,10 @@ var (
 	bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 	copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 )
+
+// rewriteSlack covers what a rewrite adds: a longer model name and
+// "stream_options":{"include_usage":true}.
+const rewriteSlack = 96
 
 func putBody(b *[]byte) {
 	if cap(*b) <= 64<<10 {
