@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
@@ -111,8 +112,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 
 	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle timeout.
-	idle := &idleReader{r: resp.Body, d: s.StreamIdleTimeout}
-	idle.t = time.AfterFunc(idle.d, func() { cancel(errStreamIdle) })
+	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()
 	if body.Stream && isEventStream(resp.Header) {
 		s.relayStream(ctx, w, rec, resp, idle, inject)
@@ -260,18 +260,40 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 
 var errStreamIdle = errors.New("backend stream idle")
 
-// idleReader re-arms its timer on every read that returns data, so a
-// backend that goes silent mid-stream is cut off after d.
+// idleReader notes when each read returned data; its timer, when it
+// fires, re-arms itself for what is left of the idle window, or cancels the
+// backend request if the window passed with nothing read. So a silent
+// backend is cut off after d, and a busy stream costs one clock read per
+// read instead of a timer reset per event.
 type idleReader struct {
-	r io.Reader
-	t *time.Timer
-	d time.Duration
+	r      io.Reader
+	d      time.Duration
+	last   atomic.Int64 // unix nanoseconds of the last read that returned data
+	t      *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc) *idleReader {
+	i := &idleReader{r: r, d: d, cancel: cancel}
+	i.last.Store(time.Now().UnixNano())
+	i.t = time.AfterFunc(time.Hour, i.check) // armed below: check needs i.t set
+	i.t.Reset(d)
+	return i
+}
+
+func (i *idleReader) check() {
+	silent := time.Duration(time.Now().UnixNano() - i.last.Load())
+	if silent >= i.d {
+		i.cancel(errStreamIdle)
+		return
+	}
+	i.t.Reset(i.d - silent)
 }
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
 	if n > 0 {
-		i.t.Reset(i.d)
+		i.last.Store(time.Now().UnixNano())
 	}
 	return n, err
 }
