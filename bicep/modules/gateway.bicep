@@ -125,9 +125,9 @@ resource redis 'Microsoft.Cache/redis@2024-03-01' = if (enableRedis) {
   }
 }
 
-// Entra data access for the same identity. The gateway's Redis client still
-// authenticates with the access key in REDIS_URL; this assignment is there
-// for when it sends an Entra token as the password instead. Data
+// Entra data access for the same identity: the gateway logs in to Redis
+// with the identity's object id as the username and its Entra token as the
+// password (limiter.redis_entra), so no access key is used. Data
 // Contributor allows the limiter's Lua scripts and no admin commands.
 resource redisAccess 'Microsoft.Cache/redis/accessPolicyAssignments@2024-03-01' = if (enableRedis) {
   parent: redis
@@ -147,7 +147,17 @@ var generatedConfig = {
     issuer: authIssuer
     audiences: authAudiences
   }
-  limiter: enableRedis ? { store: 'redis', redis_url_env: 'REDIS_URL' } : { store: 'memory' }
+  limiter: enableRedis
+    ? {
+        store: 'redis'
+        redis_url_env: 'REDIS_URL'
+        redis_entra: {
+          credential: 'managed-identity'
+          client_id: identity.properties.clientId
+          username: identity.properties.principalId
+        }
+      }
+    : { store: 'memory' }
   // One tenant allowed every model unless a table is given.
   tenants: empty(tenants)
     ? [{ id: 'default', models: map(items(models), m => m.key), requests: 600, interval: '1m' }]
@@ -178,8 +188,9 @@ var configSecret = empty(gatewayConfigKeyVaultSecretUri)
   ? { name: 'gateway-config', value: empty(gatewayConfig) ? string(generatedConfig) : gatewayConfig }
   : { name: 'gateway-config', keyVaultUrl: gatewayConfigKeyVaultSecretUri, identity: identity.id }
 
+// No key in the URL: the login is the identity's Entra token.
 var redisSecrets = enableRedis
-  ? [{ name: 'redis-url', value: 'rediss://:${redis.listKeys().primaryKey}@${redis.properties.hostName}:${redis.properties.sslPort}' }]
+  ? [{ name: 'redis-url', value: 'rediss://${redis.properties.hostName}:${redis.properties.sslPort}' }]
   : []
 var redisEnv = enableRedis ? [{ name: 'REDIS_URL', secretRef: 'redis-url' }] : []
 

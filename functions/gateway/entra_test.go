@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
@@ -127,4 +128,43 @@ func startGatewayWithPool(t *testing.T, poolYAML, tenants string) *gw {
 	// Start the stubs first so the extra pool can point at one.
 	base := startGateway(t, options{openStubs: true})
 	return startGateway(t, options{share: base, tenants: tenants, extra: fmt.Sprintf(poolYAML, base.stubURLs[0])})
+}
+
+// TestEntraRedisLimiter: the limiter logs in to Redis as the identity's
+// object id with its Entra token as the password (Azure Cache for Redis'
+// keyless mode), against a real redis-server whose ACL only accepts that
+// token; with policy closed, a failed login would be a 503.
+func TestEntraRedisLimiter(t *testing.T) {
+	ids := &identityEndpoint{}
+	idSrv := httptest.NewServer(ids)
+	t.Cleanup(idSrv.Close)
+	t.Setenv("IDENTITY_ENDPOINT", idSrv.URL)
+	t.Setenv("IDENTITY_HEADER", "identity-secret")
+
+	rs := redistest.Start(t)
+	const objectID = "11111111-2222-3333-4444-555555555555"
+	// The identity endpoint's first token is entra-token-1.
+	rs.Do("ACL", "SETUSER", objectID, "on", ">entra-token-1", "~*", "&*", "+@all")
+	rs.Do("ACL", "SETUSER", "default", "off")
+
+	limiter := fmt.Sprintf(`limiter:
+  store: redis
+  redis_url_env: REDIS_URL
+  failure_policy: closed
+  timeout: 2s
+  redis_entra: {credential: managed-identity, client_id: %q, username: %q}
+`, "redis-e2e-"+strconv.FormatInt(time.Now().UnixNano(), 36), objectID)
+	g := startGateway(t, options{limiter: limiter, env: map[string]string{"REDIS_URL": rs.URL()}})
+	resp := g.post("/v1/chat/completions", g.token("contoso"), chatBody)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("limiter with an Entra login: %d %s", resp.StatusCode, b)
+	}
+	if ids.requests.Load() != 1 {
+		t.Fatalf("identity endpoint asked %d times, want 1", ids.requests.Load())
+	}
+	if strings.Contains(g.logs.String(), "entra-token-") {
+		t.Fatal("a token reached the log")
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // gateway is the wired application.
@@ -63,6 +64,18 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		lc.RedisURL = getenv(cfg.Limiter.RedisURLEnv)
 		if cfg.Limiter.RedisPasswordEnv != "" {
 			lc.RedisPassword = getenv(cfg.Limiter.RedisPasswordEnv)
+		}
+		if e := cfg.Limiter.RedisEntra; e != nil {
+			cred, err := entra.New(entra.Config{Credential: e.Credential, ClientID: e.ClientID, Scope: e.Scope, Timeout: e.Timeout.D()}, log)
+			if err != nil {
+				return nil, fmt.Errorf("limiter.redis_entra: %w", err)
+			}
+			cred.Start(ctx)
+			user := e.Username
+			lc.RedisCredentials = func(ctx context.Context) (string, string, error) {
+				tok, err := cred.Token(ctx)
+				return user, tok, err
+			}
 		}
 	}
 	lim, err := ratelimit.New(lc, limits, log)

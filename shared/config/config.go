@@ -63,11 +63,23 @@ type Limiter struct {
 	RedisURLEnv string `yaml:"redis_url_env" json:"redis_url_env"`
 	// RedisPasswordEnv optionally names the env var holding the password.
 	RedisPasswordEnv string `yaml:"redis_password_env" json:"redis_password_env"`
-	KeyPrefix        string `yaml:"key_prefix" json:"key_prefix"`
+	// RedisEntra, when set, authenticates to Azure Cache for Redis / Azure
+	// Managed Redis with a Microsoft Entra ID token as the password (no key).
+	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
+	KeyPrefix  string      `yaml:"key_prefix" json:"key_prefix"`
 	// Timeout bounds one take against the store. Default 50ms.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// FailurePolicy is open or closed: what happens when the store is down.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
+}
+
+// RedisEntra is the keyless Redis login: the identity's object id as the
+// username, its token (scope https://redis.azure.com/.default) as password.
+type RedisEntra struct {
+	Entra `yaml:",inline"`
+	// Username is the identity's object (principal) id, as the Redis access
+	// policy assignment names it.
+	Username string `yaml:"username" json:"username"`
 }
 
 // Upstream tunes calls to backends.
@@ -231,6 +243,10 @@ func (c *Config) applyDefaults() {
 	defD(&c.Auth.JWKSRefreshMax, 24*time.Hour)
 	defD(&c.Auth.UnknownKIDInterval, time.Minute)
 	def(&c.Limiter.Store, "memory")
+	if e := c.Limiter.RedisEntra; e != nil {
+		def(&e.Scope, "https://redis.azure.com/.default")
+		defD(&e.Timeout, 10*time.Second)
+	}
 	def(&c.Limiter.KeyPrefix, "llmgw:")
 	defD(&c.Limiter.Timeout, 50*time.Millisecond)
 	def(&c.Limiter.FailurePolicy, "open")
@@ -322,6 +338,19 @@ func (c *Config) validate(getenv func(string) string) Problems {
 		}
 		needEnv("limiter.redis_url_env", l.RedisURLEnv)
 		needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
+		if e := l.RedisEntra; e != nil {
+			switch e.Credential {
+			case "managed-identity", "workload-identity", "azure-cli":
+			default:
+				add("limiter.redis_entra.credential", "must be managed-identity, workload-identity or azure-cli, not %q", e.Credential)
+			}
+			if e.Username == "" {
+				add("limiter.redis_entra.username", "required: the identity's object id")
+			}
+			if l.RedisPasswordEnv != "" {
+				add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
+			}
+		}
 	default:
 		add("limiter.store", "must be memory or redis, not %q", l.Store)
 	}

@@ -12,9 +12,10 @@ import (
 // a factory of stores on it. Keys are KeyPrefix + "rl:" + tenant + limit.
 func newRedisFactory(cfg Config) (storeFactory, func() error, error) {
 	client, err := redisstore.NewClient(redisstore.ClientOptions{
-		URL:      cfg.RedisURL,
-		Password: cfg.RedisPassword,
-		Timeout:  cfg.Timeout,
+		URL:         cfg.RedisURL,
+		Password:    cfg.RedisPassword,
+		Credentials: cfg.RedisCredentials,
+		Timeout:     cfg.Timeout,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis store: %w", err)

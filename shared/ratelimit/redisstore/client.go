@@ -1,6 +1,7 @@
 package redisstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -18,6 +19,11 @@ type ClientOptions struct {
 	URL string
 	// Password, when set, overrides the URL's password.
 	Password string
+	// Credentials, when set, supplies the username and password for every
+	// new connection instead: Azure Cache for Redis with Microsoft Entra ID
+	// takes the identity's object id as the username and a fresh access
+	// token as the password, so a token refresh needs no restart.
+	Credentials func(ctx context.Context) (username, password string, err error)
 	// Timeout is the budget of one limiter call. Reads, writes and waiting
 	// for a pooled connection are bounded by it (the caller's context deadline
 	// bounds them too). Default 50ms.
@@ -52,6 +58,9 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	if o.Password != "" {
 		opts.Password = o.Password
+	}
+	if o.Credentials != nil {
+		opts.CredentialsProviderContext = o.Credentials
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {

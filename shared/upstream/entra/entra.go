@@ -239,16 +239,46 @@ func jitter(d time.Duration) time.Duration {
 // concurrent callers. Errors name the credential kind and never carry a
 // token.
 func (c *Credential) Apply(ctx context.Context, h http.Header) error {
-	now := time.Now()
-	if cur := c.cur.Load(); cur.valid(now) {
+	if cur := c.cur.Load(); cur.valid(time.Now()) {
 		h["Authorization"] = []string{cur.header}
 		return nil
 	}
+	header, err := c.wait(ctx)
+	if err != nil {
+		return err
+	}
+	h["Authorization"] = []string{header}
+	return nil
+}
+
+// Token returns the cached access token, waiting as Apply does when none is
+// valid. It is for clients that send the token other than as a bearer
+// header, such as Redis, where it is the password.
+func (c *Credential) Token(ctx context.Context) (string, error) {
+	header, err := c.Header(ctx)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(header, "Bearer "), nil
+}
+
+// Header returns "Bearer <token>".
+func (c *Credential) Header(ctx context.Context) (string, error) {
+	if cur := c.cur.Load(); cur.valid(time.Now()) {
+		return cur.header, nil
+	}
+	return c.wait(ctx)
+}
+
+// wait obtains a token when none is cached: it shares one fetch with
+// concurrent callers and waits at most until ctx ends or the timeout passes.
+func (c *Credential) wait(ctx context.Context) (string, error) {
+	now := time.Now()
 	c.mu.Lock()
 	if c.inflight == nil && c.lastErr != nil && now.Sub(c.failedAt) < failureHold {
 		err := c.lastErr
 		c.mu.Unlock()
-		return err
+		return "", err
 	}
 	c.mu.Unlock()
 
@@ -258,15 +288,14 @@ func (c *Credential) Apply(ctx context.Context, h http.Header) error {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		return c.errorf("waiting for a token: %w", ctx.Err())
+		return "", c.errorf("waiting for a token: %w", ctx.Err())
 	case <-timer.C:
-		return c.errorf("no token within %s: %w", c.timeout, context.DeadlineExceeded)
+		return "", c.errorf("no token within %s: %w", c.timeout, context.DeadlineExceeded)
 	}
 	if f.err != nil {
-		return f.err
+		return "", f.err
 	}
-	h["Authorization"] = []string{f.header}
-	return nil
+	return f.header, nil
 }
 
 // startFetch returns the fetch in flight, or starts one. A refresh (from the
