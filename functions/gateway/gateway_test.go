@@ -383,25 +383,7 @@ func TestFlushPerEvent(t *testing.T) {
 	defer resp.Body.Close()
 	r := bufio.NewReader(resp.Body)
 	for k := 1; ; k++ {
-		select {
-		case step <- struct{}{}:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("stub never asked for event %d", k)
-		}
-		got := make(chan string, 1)
-		go func() {
-			ev, err := readEvent(r)
-			if err != nil {
-				ev = "error: " + err.Error()
-			}
-			got <- ev
-		}()
-		var ev string
-		select {
-		case ev = <-got:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("event %d not delivered before the stub may emit event %d: the gateway buffers", k, k+1)
-		}
+		ev := stepEvent(t, step, r, k, 10*time.Second)
 		if emitted := g.Stubs[0].Emitted(); emitted > int64(k) {
 			t.Fatalf("stub emitted %d events while the client holds %d", emitted, k)
 		}

@@ -320,3 +320,32 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+// stepEvent releases the stub's next event (step mode) and returns the
+// event the reader then gets, or "error: …" when the read fails. It fails
+// the test when the stub does not ask for the event, or when the event does
+// not arrive within d: with the stub held, only a relay that flushes per
+// event can deliver it.
+func stepEvent(t *testing.T, step chan<- struct{}, r *bufio.Reader, k int, d time.Duration) string {
+	t.Helper()
+	select {
+	case step <- struct{}{}:
+	case <-time.After(d):
+		t.Fatalf("stub never asked for event %d", k)
+	}
+	got := make(chan string, 1)
+	go func() {
+		ev, err := readEvent(r)
+		if err != nil {
+			ev = "error: " + err.Error()
+		}
+		got <- ev
+	}()
+	select {
+	case ev := <-got:
+		return ev
+	case <-time.After(d):
+		t.Fatalf("event %d not delivered before the stub may emit event %d: something buffers", k, k+1)
+		return ""
+	}
+}

@@ -366,25 +366,7 @@ func TestLambdaFlushPerEvent(t *testing.T) {
 	k := 0
 	for done := false; !done; {
 		k++
-		select {
-		case step <- struct{}{}:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("stub never asked for event %d", k)
-		}
-		got := make(chan string, 1)
-		go func() {
-			ev, err := readEvent(r)
-			if err != nil {
-				ev = "error: " + err.Error()
-			}
-			got <- ev
-		}()
-		var ev string
-		select {
-		case ev = <-got:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("event %d did not reach the Runtime API before the stub may emit event %d: a link buffers", k, k+1)
-		}
+		ev := stepEvent(t, step, r, k, 30*time.Second)
 		if strings.HasPrefix(ev, "error: ") {
 			t.Fatalf("event %d: %s", k, ev)
 		}
