@@ -129,6 +129,9 @@ func judge(t *testing.T, resp *http.Response) verdict {
 		if v.errors == 0 {
 			t.Fatalf("stream ended with neither [DONE] nor an error event: a client takes it for complete: %q", b)
 		}
+		if v.errors > 1 {
+			t.Fatalf("%d error events: the contract is one: %q", v.errors, b)
+		}
 		v.kind = "sse_error"
 		return v
 	}
@@ -367,8 +370,9 @@ var faultCases = []faultCase{
 	{name: "drop right after headers", fault: "drop_after=0", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error"},
 	{name: "drop after 1 event", fault: "drop_after=1", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error", events: 1},
 	{name: "drop after 5 events", fault: "drop_after=5", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error", events: 5},
-	{name: "error event right after headers", fault: "error_after=0", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error"},
-	{name: "error event after 3", fault: "error_after=3", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error", events: 3},
+	// The backend's own error event is relayed as it is, and is the only one.
+	{name: "error event right after headers", fault: "error_after=0", stream: true, kind: "sse_error", status: 200, code: "stub_error"},
+	{name: "error event after 3", fault: "error_after=3", stream: true, kind: "sse_error", status: 200, code: "stub_error", events: 3},
 	{name: "stall right after headers", fault: "stall_after=0", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_idle"},
 	{name: "stall after 3", fault: "stall_after=3", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_idle", events: 3},
 	// Non-streaming.

@@ -241,6 +241,11 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *re
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+	case res.EndedWithError:
+		// The backend's own error event already reached the client: one
+		// error event is the contract, not two.
+		rec.outcome = "upstream_stream_error"
+		return
 	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
 		ae = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("the backend sent nothing for %s; the stream was ended", s.StreamIdleTimeout))
 	case err != nil:

@@ -53,12 +53,15 @@ type Options struct {
 
 // Result describes what one Relay did.
 type Result struct {
-	Events     int64     // events written to the client (stripped ones excluded)
-	Bytes      int64     // bytes written to the client
-	Usage      Usage     // the last usage object seen (usage is cumulative)
-	HasUsage   bool      // a usage object was seen
-	Done       bool      // saw data: [DONE]
-	FirstWrite time.Time // when the first byte was written to dst; zero if none
+	Events   int64 // events written to the client (stripped ones excluded)
+	Bytes    int64 // bytes written to the client
+	Usage    Usage // the last usage object seen (usage is cumulative)
+	HasUsage bool  // a usage object was seen
+	Done     bool  // saw data: [DONE]
+	// EndedWithError: the last event relayed was an OpenAI error event
+	// (data: {"error"…), so the client has already been told.
+	EndedWithError bool
+	FirstWrite     time.Time // when the first byte was written to dst; zero if none
 }
 
 // Relayer relays SSE streams with pooled read buffers. It is safe for
@@ -257,13 +260,15 @@ func (rl *relay) flushIf(wrote bool) error {
 }
 
 var (
-	prefixJSONData = []byte("data: {")
-	markerDone     = []byte("[DONE]")
+	prefixJSONData  = []byte("data: {")
+	prefixErrorData = []byte(`data: {"error"`)
+	markerDone      = []byte("[DONE]")
 )
 
 // inspect records the event's usage and [DONE] and reports whether the
 // event is to be stripped.
 func (rl *relay) inspect(ev []byte) (strip bool) {
+	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
 	if !bytes.HasPrefix(ev, prefixJSONData) && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
 		return false

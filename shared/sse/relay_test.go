@@ -576,3 +576,28 @@ func slicesAllZero(s []int) bool {
 	}
 	return true
 }
+
+func TestEndedWithError(t *testing.T) {
+	tests := []struct {
+		name   string
+		stream string
+		want   bool
+	}{
+		{"ends with an error event", "data: {\"a\":1}\n\ndata: {\"error\":{\"message\":\"x\"}}\n\n", true},
+		{"error then more events", "data: {\"error\":{\"message\":\"x\"}}\n\ndata: {\"a\":1}\n\n", false},
+		{"plain stream", "data: {\"a\":1}\n\ndata: [DONE]\n\n", false},
+		{"error word in content", "data: {\"choices\":[{\"delta\":{\"content\":\"\\\"error\\\"\"}}]}\n\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r Relayer
+			res, err := r.Relay(io.Discard, nil, strings.NewReader(tt.stream), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.EndedWithError != tt.want {
+				t.Fatalf("EndedWithError = %v, want %v", res.EndedWithError, tt.want)
+			}
+		})
+	}
+}
