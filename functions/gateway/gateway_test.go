@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/syncbuf"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -541,7 +542,7 @@ func TestBadConfigStopsBeforeListening(t *testing.T) {
 	if err := writeFile(path, "listen: 127.0.0.1:0\nauth: {issuer: nope}\npools: []\n"); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	err := run(context.Background(), []string{"gateway", "-config", path}, func(string) string { return "" }, &out, &out)
 	var p config.Problems
 	if !errors.As(err, &p) {

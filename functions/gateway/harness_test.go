@@ -12,12 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
 const (
@@ -34,7 +34,7 @@ type gw struct {
 	Stubs    []*stub.Server
 	stubURLs []string
 	stubSrvs []*httptest.Server // the stubs' servers, to cut their connections
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 	// cfgPath and env are the config file and environment the gateway
 	// runs with, so another host (lambda_test.go) can run the same.
 	cfgPath string
@@ -86,7 +86,7 @@ func startGateway(t *testing.T, o options) *gw {
 	if !o.openStubs {
 		o.stubOpts.APIKey = backendKey
 	}
-	g := &gw{t: t, logs: &syncBuffer{}}
+	g := &gw{t: t, logs: &syncbuf.Buffer{}}
 
 	if o.share != nil {
 		g.Issuer, g.Stubs, g.stubURLs, g.stubSrvs = o.share.Issuer, o.share.Stubs, o.share.stubURLs, o.share.stubSrvs
@@ -284,27 +284,6 @@ func sseData(body []byte) []string {
 		}
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Lines() []string {
-	return strings.Split(strings.TrimSpace(s.String()), "\n")
 }
 
 // eventually polls cond until it holds or a generous deadline passes.

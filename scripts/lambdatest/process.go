@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
 // builds caches BuildTestBinary's work for the life of the test process:
@@ -78,7 +80,7 @@ func BuildTestBinary(t testing.TB, pkg string, tags ...string) string {
 // Process is a subprocess started by StartFunction or StartEmulator.
 type Process struct {
 	Cmd    *exec.Cmd
-	out    lockedBuffer
+	out    syncbuf.Buffer
 	exited chan struct{}
 	err    error // set before exited closes
 }
@@ -165,23 +167,6 @@ func children(pid int) []int {
 		}
 	}
 	return kids
-}
-
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // findTool looks for a go-installed tool in PATH, then in $(go env GOPATH)/bin.

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
 // Options tunes Start.
@@ -39,7 +41,7 @@ type Server struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
-	log    *lockedWriter
+	log    *syncbuf.Buffer
 }
 
 // startTimeout bounds how long a start waits for PING to answer.
@@ -132,7 +134,7 @@ func (s *Server) start() error {
 	if s.cmd != nil {
 		return errors.New("already running")
 	}
-	log := &lockedWriter{w: new(bytes.Buffer)}
+	log := &syncbuf.Buffer{}
 	cmd := exec.Command(s.bin, s.args(s.port)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -321,22 +323,4 @@ func readReply(r *bufio.Reader) error {
 		return nil
 	}
 	return fmt.Errorf("unexpected reply %q", line)
-}
-
-// lockedWriter lets the process write its log while a test reads it.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.String()
 }

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/scripts/syncbuf"
 	"github.com/llmgw/gateway/shared/ratelimit"
 )
 
@@ -22,24 +22,6 @@ func newLimiter(t testing.TB, cfg ratelimit.Config, limits []ratelimit.TenantLim
 	}
 	t.Cleanup(func() { _ = l.Close() })
 	return l
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestNewValidates(t *testing.T) {
@@ -207,7 +189,7 @@ func TestRedisPassword(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var logs syncBuffer
+			var logs syncbuf.Buffer
 			l := newLimiter(t, ratelimit.Config{Store: "redis", RedisURL: srv.URL(), RedisPassword: tc.password, Timeout: 5 * time.Second},
 				redisLimits, slog.New(slog.NewTextHandler(&logs, nil)))
 			d, err := l.Take(context.Background(), "t")
@@ -414,7 +396,7 @@ func TestDegradedLogIsRateLimited(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	srv.Stop()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	l := newLimiter(t, ratelimit.Config{Store: "redis", RedisURL: srv.URL(), RedisPassword: "pw-in-env"},
 		redisLimits, slog.New(slog.NewTextHandler(&logs, nil)))
 	for range 50 {

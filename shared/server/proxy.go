@@ -115,7 +115,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()
 	if body.Stream && isEventStream(resp.Header) {
-		s.relayStream(ctx, w, rec, resp, idle, inject)
+		s.relayStream(ctx, w, rc, rec, resp, idle, inject)
 	} else {
 		s.relayJSON(w, rec, resp, idle)
 	}
@@ -213,14 +213,13 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
 	h.Del("Content-Length")
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-	rc := http.NewResponseController(w)
 	rec.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 	rec.wroteHeader = true
