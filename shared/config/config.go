@@ -28,6 +28,14 @@ type Config struct {
 	// BodyReadTimeout bounds reading one request body. Default 10s; a
 	// client slower than that gets 408.
 	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers, from the
+	// connection's first byte. Default 10s.
+	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long. Default 60s.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default 32 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
 	// ShutdownGrace is how long open streams may run after SIGTERM. Default 30s.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// LogLevel is debug, info (default), warn or error.
@@ -146,6 +154,14 @@ type Endpoint struct {
 	// Auth is key (default) or entra (Microsoft Entra ID token, azure-openai).
 	Auth  string `yaml:"auth" json:"auth"`
 	Entra Entra  `yaml:"entra" json:"entra"`
+	// Organization and Project are sent as OpenAI-Organization and
+	// OpenAI-Project (openai kind): the account the gateway's key acts for
+	// is the operator's choice, never the caller's.
+	Organization string `yaml:"organization" json:"organization"`
+	Project      string `yaml:"project" json:"project"`
+	// CAFile is a PEM bundle of extra root CAs trusted for this endpoint
+	// (a vLLM behind a private CA); the system roots stay trusted.
+	CAFile string `yaml:"ca_file" json:"ca_file"`
 }
 
 // Entra selects the Entra ID credential explicitly: no probing chain.
@@ -230,6 +246,11 @@ func (c *Config) applyDefaults() {
 	}
 	defD(&c.ShutdownGrace, 30*time.Second)
 	defD(&c.BodyReadTimeout, 10*time.Second)
+	defD(&c.ReadHeaderTimeout, 10*time.Second)
+	defD(&c.IdleTimeout, 60*time.Second)
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = 32 << 10
+	}
 	def(&c.LogLevel, "info")
 	def(&c.Auth.TenantClaim, "tid")
 	if len(c.Auth.Algorithms) == 0 {
