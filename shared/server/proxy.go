@@ -417,7 +417,14 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 		return upstream.Body{}, invalidRequest(http.StatusBadRequest, "invalid_json", "", "request body is empty; send a JSON object")
 	}
 	b, err := upstream.ParseBody(raw)
+	var ke *upstream.KeyError
 	switch {
+	case errors.As(err, &ke):
+		code := "unknown_parameter"
+		if ke.Duplicate {
+			code = "duplicate_parameter"
+		}
+		return b, invalidRequest(http.StatusBadRequest, code, ke.Param, ke.Error())
 	case errors.Is(err, upstream.ErrMissingModel):
 		return b, invalidRequest(http.StatusBadRequest, "missing_required_parameter", "model", "you must provide a model parameter")
 	case errors.Is(err, upstream.ErrModelType):

@@ -1,14 +1,24 @@
 package upstream
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Body is what the gateway reads of a request body: only the top-level
 // fields routing and relaying need, found by a byte scan so the rest of the
 // body (the prompt) is never decoded. Spans index into the body.
+//
+// One reading for every backend: keys are compared after JSON unescaping,
+// and a key the gateway reads that appears twice (an escaped spelling or a
+// case variant counts as the same key) or only as a case variant is refused
+// (a *KeyError), because first-wins, last-wins and case-insensitive decoders
+// would each read such a body differently from the gateway.
 type Body struct {
 	Model  string
 	Stream bool
@@ -19,6 +29,10 @@ type Body struct {
 	streamOptions span // the "stream_options" value
 	includeUsage  span // the include_usage value inside stream_options
 	present       uint8
+	// modelEscaped is set when the model value holds escapes or invalid
+	// UTF-8: it is then always rewritten in its canonical spelling, so the
+	// backend reads exactly the string the gateway authorized.
+	modelEscaped bool
 }
 
 type span struct{ start, end int }
@@ -45,6 +59,50 @@ var (
 	ErrOptionsType  = errors.New("'stream_options' must be an object")
 )
 
+// KeyError refuses a body whose reading would depend on the JSON decoder:
+// a key the gateway reads appears more than once, or in another spelling
+// than its own.
+type KeyError struct {
+	Param     string // the key's canonical name, with its object: "stream_options.include_usage"
+	Got       string // the spelling found (unescaped)
+	Duplicate bool
+}
+
+func (e *KeyError) Error() string {
+	if e.Duplicate {
+		return fmt.Sprintf("'%s' appears more than once in the request body (escaped spellings and case variants count as the same key); send it once", e.Param)
+	}
+	return fmt.Sprintf("%q is not a valid parameter name; parameter names are case-sensitive: use '%s'", e.Got, e.Param)
+}
+
+// key identifies the keys the gateway reads in one object.
+type key uint8
+
+const (
+	keyOther key = iota
+	keyModel
+	keyStream
+	keyStreamOptions
+	keyMessages
+	keyPrompt
+	keyInput
+	keyIncludeUsage
+)
+
+// topKeys and optionKeys are the keys the gateway reads or rewrites, top
+// level and inside stream_options. guarded marks those whose duplicates and
+// variants are refused: what the gateway decides on. (messages, prompt and
+// input are only checked for presence; a variant of them alone is missing.)
+var (
+	topKeys    = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions, "messages": keyMessages, "prompt": keyPrompt, "input": keyInput}
+	optionKeys = map[string]key{"include_usage": keyIncludeUsage}
+	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true}
+	keyNames   = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
+		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage"}
+	topFolded    = foldedKeys(topKeys)
+	optionFolded = foldedKeys(optionKeys)
+)
+
 // ParseBody validates b as JSON and extracts the routing fields.
 func ParseBody(b []byte) (Body, error) {
 	var out Body
@@ -55,19 +113,24 @@ func ParseBody(b []byte) (Body, error) {
 	if i >= len(b) || b[i] != '{' {
 		return out, ErrNotObject
 	}
-	err := eachMember(b, i, func(key []byte, v span) error {
-		switch string(key) { // no allocation: the compiler special-cases this switch
-		case "model":
+	var seen [len(guarded)]bool
+	err := eachMember(b, i, func(raw []byte, v span) error {
+		k, err := classify(raw, topKeys, topFolded, &seen)
+		if err != nil {
+			return err
+		}
+		switch k {
+		case keyModel:
 			if b[v.start] != '"' {
 				return ErrModelType
 			}
 			out.model, out.present = v, out.present|hasModel
-			s, err := unquote(b[v.start:v.end])
+			s, escaped, err := unquote(b[v.start:v.end])
 			if err != nil {
 				return ErrModelType
 			}
-			out.Model = s
-		case "stream":
+			out.Model, out.modelEscaped = s, escaped
+		case keyStream:
 			switch string(b[v.start:v.end]) {
 			case "true":
 				out.Stream = true
@@ -75,28 +138,13 @@ func ParseBody(b []byte) (Body, error) {
 			default:
 				return ErrStreamType
 			}
-		case "stream_options":
-			if string(b[v.start:v.end]) == "null" {
-				out.streamOptions, out.present = v, out.present&^hasStreamOptions
-				return nil
-			}
-			if b[v.start] != '{' {
-				return ErrOptionsType
-			}
-			out.streamOptions, out.present = v, out.present|hasStreamOptions
-			out.includeUsage, out.IncludeUsage = span{}, false
-			return eachMember(b, v.start, func(k []byte, iv span) error {
-				if string(k) == "include_usage" {
-					out.includeUsage = iv
-					out.IncludeUsage = string(b[iv.start:iv.end]) == "true"
-				}
-				return nil
-			})
-		case "messages":
+		case keyStreamOptions:
+			return out.parseStreamOptions(b, v)
+		case keyMessages:
 			out.present |= HasMessages
-		case "prompt":
+		case keyPrompt:
 			out.present |= HasPrompt
-		case "input":
+		case keyInput:
 			out.present |= HasInput
 		}
 		return nil
@@ -110,6 +158,137 @@ func ParseBody(b []byte) (Body, error) {
 	return out, nil
 }
 
+func (out *Body) parseStreamOptions(b []byte, v span) error {
+	if string(b[v.start:v.end]) == "null" {
+		out.streamOptions = v
+		return nil
+	}
+	if b[v.start] != '{' {
+		return ErrOptionsType
+	}
+	out.streamOptions, out.present = v, out.present|hasStreamOptions
+	var seen [len(guarded)]bool
+	return eachMember(b, v.start, func(raw []byte, iv span) error {
+		k, err := classify(raw, optionKeys, optionFolded, &seen)
+		if k == keyIncludeUsage {
+			out.includeUsage = iv
+			out.IncludeUsage = string(b[iv.start:iv.end]) == "true"
+		}
+		return err
+	})
+}
+
+// classify names the key spelled raw (the bytes between its quotes) and
+// refuses a guarded key seen before or spelled other than exactly.
+func classify(raw []byte, exact map[string]key, folded map[string]key, seen *[len(guarded)]bool) (key, error) {
+	if k, ok := exact[string(raw)]; ok { // no allocation: map lookup of a converted []byte
+		return k, mark(k, string(raw), seen)
+	}
+	if plainShort(raw) { // the common case: an unrelated ASCII key
+		var buf [32]byte
+		n := 0
+		for _, c := range raw {
+			if c == '_' || c == '-' {
+				continue
+			}
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			buf[n] = c
+			n++
+		}
+		k, ok := folded[string(buf[:n])]
+		if !ok {
+			return keyOther, nil
+		}
+		return variant(k, string(raw), seen)
+	}
+	s, _, err := unquote(append(append([]byte{'"'}, raw...), '"'))
+	if err != nil {
+		return keyOther, nil // json.Valid passed: cannot happen
+	}
+	if k, ok := exact[s]; ok { // an escaped spelling of the exact key
+		return k, mark(k, s, seen)
+	}
+	k, ok := folded[fold(s)]
+	if !ok {
+		return keyOther, nil
+	}
+	return variant(k, s, seen)
+}
+
+func mark(k key, got string, seen *[len(guarded)]bool) error {
+	if int(k) >= len(guarded) || !guarded[k] {
+		return nil
+	}
+	if seen[k] {
+		return &KeyError{Param: keyNames[k], Got: got, Duplicate: true}
+	}
+	seen[k] = true
+	return nil
+}
+
+func variant(k key, got string, seen *[len(guarded)]bool) (key, error) {
+	if int(k) >= len(guarded) || !guarded[k] {
+		return keyOther, nil // a variant of a presence-only key is just another key
+	}
+	if err := mark(k, got, seen); err != nil {
+		return k, err
+	}
+	return k, &KeyError{Param: keyNames[k], Got: got}
+}
+
+// plainShort reports whether raw is printable ASCII without escapes and
+// short enough for the folding buffer.
+func plainShort(raw []byte) bool {
+	if len(raw) > 32 {
+		return false
+	}
+	for _, c := range raw {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// fold maps s to a canonical form under which two keys are equal when any
+// decoder might match them to one field: Unicode simple case folding (what
+// encoding/json's case-insensitive match uses, so 'ſ' is 's' and 'K' is
+// 'k') with '_' and '-' ignored (encoding/json/v2's case-insensitive mode).
+func fold(s string) string {
+	var sb strings.Builder
+	for _, r := range s {
+		if r == '_' || r == '-' {
+			continue
+		}
+		sb.WriteRune(foldRune(r))
+	}
+	return sb.String()
+}
+
+// foldRune is the smallest rune in r's simple case-folding orbit.
+func foldRune(r rune) rune {
+	min := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < min {
+			min = f
+		}
+	}
+	if 'A' <= min && min <= 'Z' { // the ASCII fast path folds to lower case
+		min += 'a' - 'A'
+	}
+	return min
+}
+
+func foldedKeys(m map[string]key) map[string]key {
+	out := make(map[string]key, len(m))
+	for s, k := range m {
+		out[fold(s)] = k
+	}
+	return out
+}
+
 // Rewrite appends to dst the body the backend must receive: b unchanged but
 // for the model value (when model is not empty and differs) and, when
 // injectUsage is set, stream_options.include_usage forced to true. It never
@@ -121,7 +300,10 @@ func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
 	}
 	var edits [2]edit
 	n := 0
-	if model != "" && model != p.Model {
+	if model == "" && p.modelEscaped {
+		model = p.Model
+	}
+	if model != "" && (model != p.Model || p.modelEscaped) {
 		edits[n] = edit{p.model.start, p.model.end, func(d []byte) []byte { return appendQuoted(d, model) }}
 		n++
 	}
@@ -247,17 +429,18 @@ func lastBrace(b []byte) int {
 	return i
 }
 
-func unquote(q []byte) (string, error) {
-	for _, c := range q[1 : len(q)-1] {
-		if c == '\\' {
-			var s string
-			if err := json.Unmarshal(q, &s); err != nil {
-				return "", fmt.Errorf("unquote: %w", err)
-			}
-			return s, nil
-		}
+// unquote decodes the JSON string q (with its quotes) as encoding/json
+// does; escaped reports that q is not the plain spelling of the result
+// (escapes, or invalid UTF-8 that decoding replaces with U+FFFD).
+func unquote(q []byte) (s string, escaped bool, err error) {
+	inner := q[1 : len(q)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), false, nil
 	}
-	return string(q[1 : len(q)-1]), nil
+	if err := json.Unmarshal(q, &s); err != nil {
+		return "", true, fmt.Errorf("unquote: %w", err)
+	}
+	return s, true, nil
 }
 
 func appendQuoted(d []byte, s string) []byte {
