@@ -108,15 +108,19 @@ func TestEntraKeyless(t *testing.T) {
 		}
 	})
 
-	t.Run("identity endpoint down: 502 naming the credential", func(t *testing.T) {
+	t.Run("identity endpoint down: 502, the credential named in the log only", func(t *testing.T) {
 		ids.failing.Store(true)
 		defer ids.failing.Store(false)
 		g := startGatewayWithPool(t, pool("entra-down-"+strconv.FormatInt(time.Now().UnixNano(), 36)), tenants)
 		resp := g.post("/v1/chat/completions", g.token("entra-tenant"), body)
+		id := resp.Header.Get("X-Request-Id")
 		e := openAIError(t, resp, http.StatusBadGateway, "upstream_credential_error")
 		msg, _ := e["message"].(string)
-		if !strings.Contains(msg, "managed-identity") || strings.Contains(msg, "entra-token-") {
-			t.Fatalf("message must name the credential and no token: %q", msg)
+		if strings.Contains(msg, "entra-token-") || strings.Contains(msg, "http") {
+			t.Fatalf("message must name no token and no endpoint: %q", msg)
+		}
+		if d, _ := g.accessLog(id)["error"].(string); !strings.Contains(d, "managed-identity") || strings.Contains(d, "entra-token-") {
+			t.Fatalf("access log must name the credential and no token: %q", d)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -151,7 +153,8 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 		req, err := target.NewRequest(actx, op, body.Model, out, in)
 		if err != nil {
 			cancel(nil)
-			last = credentialError(pool.Name, e.Name, err)
+			rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
+			last = credentialError(pool.Name, err)
 			continue
 		}
 		req.Header.Set("X-Request-Id", rec.id)
@@ -179,9 +182,11 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 				continue
 			}
 			s.Router.Cooldown(e, s.DefaultCooldown, false)
+			rec.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
 			last = transportError(pool.Name, err)
 			continue
 		}
+		rec.upstreamStatus = resp.StatusCode
 		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 			ra, hard := retryAfter(resp.Header, s.Now())
 			if !hard {
@@ -195,13 +200,27 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 		}
 		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 			// The backend refused the gateway's own credentials: the caller
-			// cannot fix that, so it is a 502, not the backend's 401.
+			// cannot fix that, so it is a 502, not the backend's 401. The
+			// endpoint is named in the access log, never to the caller.
 			drain(resp.Body)
 			cancel(nil)
+			rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
 			last = serverError(http.StatusBadGateway, "upstream_auth_failed",
-				fmt.Sprintf("pool %q endpoint %s rejected the gateway's credentials (status %d)", pool.Name, e.Name, resp.StatusCode))
+				fmt.Sprintf("pool %q rejected the gateway's credentials (status %d)", pool.Name, resp.StatusCode))
 			continue
 		}
+		if bad := checkAnswer(resp, body.Stream); bad != "" {
+			// A stream answered with a web page, or a body in an encoding
+			// the gateway cannot read: a backend failure, never a silent
+			// success, and another endpoint may do better.
+			s.Router.Cooldown(e, s.DefaultCooldown, false)
+			drain(resp.Body)
+			cancel(nil)
+			rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
+			last = serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool.Name, bad))
+			continue
+		}
+		decodeBody(resp)
 		rec.upstreamHeaders = s.Now()
 		rec.upstreamStatus = resp.StatusCode
 		s.Router.Healthy(e)
@@ -476,10 +495,11 @@ func limiterError(err error) *apiError {
 	return serverError(http.StatusInternalServerError, "rate_limiter_error", "the rate limiter failed")
 }
 
-func credentialError(pool, endpoint string, err error) *apiError {
-	// err names the credential that failed, never a token.
+func credentialError(pool string, err error) *apiError {
+	// err names the credential that failed, never a token; the caller is
+	// told only that the gateway's credential for the pool failed.
 	return serverError(http.StatusBadGateway, "upstream_credential_error",
-		fmt.Sprintf("pool %q endpoint %s: %v", pool, endpoint, err))
+		fmt.Sprintf("pool %q: the gateway could not obtain its backend credential; retry later", pool))
 }
 
 func transportError(pool string, err error) *apiError {
@@ -529,10 +549,69 @@ func drain(body io.ReadCloser) {
 	_ = body.Close()
 }
 
+// isEventStream reports whether h's media type is text/event-stream
+// (compared case-insensitively, parameters allowed).
 func isEventStream(h http.Header) bool {
 	ct := h.Get("Content-Type")
-	return len(ct) >= len("text/event-stream") && ct[:len("text/event-stream")] == "text/event-stream"
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
+
+// checkAnswer says what is wrong with a successful answer the gateway
+// cannot relay as it was asked for ("" = nothing): a stream must be
+// text/event-stream, and a body must be plain or gzip (the gateway never
+// asks for an encoding, and it must scan what it relays).
+func checkAnswer(resp *http.Response, stream bool) string {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return ""
+	}
+	if stream && !isEventStream(resp.Header) {
+		return fmt.Sprintf("answered a streaming request with %q, not text/event-stream", resp.Header.Get("Content-Type"))
+	}
+	switch ce := strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))); ce {
+	case "", "identity", "gzip", "x-gzip":
+	default:
+		return fmt.Sprintf("sent Content-Encoding %q, which the gateway does not decode", ce)
+	}
+	return ""
+}
+
+// decodeBody makes a gzip body plain, so that the header the client gets
+// always agrees with the bytes (the gateway scans and may append to them).
+// The gzip header is read on the first Read, not here: a stream's first
+// bytes may be a while coming.
+func decodeBody(resp *http.Response) {
+	switch strings.ToLower(strings.TrimSpace(resp.Header.Get("Content-Encoding"))) {
+	case "gzip", "x-gzip":
+		resp.Body = &gunzip{src: resp.Body}
+		resp.Header.Del("Content-Encoding")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	}
+}
+
+type gunzip struct {
+	src io.ReadCloser
+	zr  *gzip.Reader
+	err error
+}
+
+func (g *gunzip) Read(p []byte) (int, error) {
+	if g.zr == nil && g.err == nil {
+		g.zr, g.err = gzip.NewReader(g.src)
+		if g.err != nil {
+			g.err = fmt.Errorf("gzip: %w", g.err)
+		}
+	}
+	if g.err != nil {
+		return 0, g.err
+	}
+	return g.zr.Read(p)
+}
+
+func (g *gunzip) Close() error { return g.src.Close() }
 
 // setRateHeaders sets OpenAI's x-ratelimit-*-requests headers.
 func setRateHeaders(h http.Header, d ratelimit.Decision, now time.Time) {
