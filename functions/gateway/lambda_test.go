@@ -404,7 +404,8 @@ func TestLambdaDeadline(t *testing.T) {
 	const margin = 2 * time.Second
 	g := startGateway(t, options{
 		stubOpts: stub.Options{Tokens: 100000, Interval: 5 * time.Millisecond},
-		extra:    fmt.Sprintf("lambda: {deadline_margin: %s}\n", margin),
+		// min_remaining off: this invocation is short on purpose.
+		extra: fmt.Sprintf("lambda: {deadline_margin: %s, min_remaining: 0s}\n", margin),
 	})
 	rt := startFunction(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

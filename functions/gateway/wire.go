@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
@@ -29,7 +33,10 @@ func (g *gateway) close() { _ = g.limiter.Close() }
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
 // but waits for none of it.
 func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (*gateway, error) {
-	client := newBackendClient(cfg.Upstream)
+	client, err := newBackendClient(cfg)
+	if err != nil {
+		return nil, err
+	}
 
 	verifier, err := auth.New(auth.Config{
 		Issuer:             cfg.Auth.Issuer,
@@ -117,6 +124,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 			}
 			t, err := upstream.NewTarget(upstream.TargetSpec{
 				Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models, Cred: cred,
+				Organization: e.Organization, Project: e.Project,
 			})
 			if err != nil {
 				_ = lim.Close()
@@ -141,8 +149,20 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
 		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
+		Streams:           streamPolicies(cfg),
+		MinRemaining:      cfg.Lambda.MinRemaining.D(),
 	})
 	return &gateway{handler: h, limiter: lim}, nil
+}
+
+// streamPolicies is each pool's keepalive and first-token policy (config
+// has filled pool values from upstream's).
+func streamPolicies(cfg *config.Config) map[string]server.StreamPolicy {
+	m := make(map[string]server.StreamPolicy, len(cfg.Pools))
+	for _, p := range cfg.Pools {
+		m[p.Name] = server.StreamPolicy{KeepaliveInterval: p.KeepaliveInterval.D(), FirstTokenTimeout: p.FirstTokenTimeout.D()}
+	}
+	return m
 }
 
 // credential builds an endpoint's backend credential: a key from its env var
@@ -161,10 +181,78 @@ func credential(ctx context.Context, p config.Pool, e config.Endpoint, getenv fu
 	return upstream.HeaderKey{Header: "Authorization", Value: key}, nil
 }
 
-// newBackendClient is the one HTTP client for every backend: keep-alive
-// pools sized for the concurrency, no transparent gzip (an SSE stream must
-// be scanned as sent), no redirects (a POST body must not wander).
-func newBackendClient(c config.Upstream) *http.Client {
+// backendClient sends each backend request through its endpoint's
+// transport: endpoints with a ca_file have one per distinct file (its roots
+// are the system's plus the file's), every other endpoint shares one. It
+// picks by the request's host, so all endpoints on one host must name the
+// same ca_file (the config checks).
+type backendClient struct {
+	shared *http.Client
+	byHost map[string]*http.Client // hosts of endpoints with a ca_file
+}
+
+var _ server.Doer = (*backendClient)(nil)
+
+// Do implements server.Doer.
+func (b *backendClient) Do(req *http.Request) (*http.Response, error) {
+	if c, ok := b.byHost[req.URL.Host]; ok {
+		return c.Do(req)
+	}
+	return b.shared.Do(req)
+}
+
+// newBackendClient builds the clients for every backend: keep-alive pools
+// sized for the concurrency, no transparent gzip (an SSE stream must be
+// scanned as sent), no redirects (a POST body must not wander). It reads
+// each ca_file once, so a missing or empty file stops the start.
+func newBackendClient(cfg *config.Config) (*backendClient, error) {
+	b := &backendClient{shared: newHTTPClient(cfg.Upstream, nil)}
+	byFile := map[string]*http.Client{}
+	for _, p := range cfg.Pools {
+		for j, e := range p.Endpoints {
+			if e.CAFile == "" {
+				continue
+			}
+			u, err := url.Parse(e.URL)
+			if err != nil {
+				return nil, fmt.Errorf("pools[%s].endpoints[%d]: url: %w", p.Name, j, err)
+			}
+			c := byFile[e.CAFile]
+			if c == nil {
+				roots, err := rootsWith(e.CAFile)
+				if err != nil {
+					return nil, fmt.Errorf("pools[%s].endpoints[%d]: ca_file: %w", p.Name, j, err)
+				}
+				c = newHTTPClient(cfg.Upstream, roots)
+				byFile[e.CAFile] = c
+			}
+			if b.byHost == nil {
+				b.byHost = map[string]*http.Client{}
+			}
+			b.byHost[u.Host] = c
+		}
+	}
+	return b, nil
+}
+
+// rootsWith is the system's root CAs plus the PEM certificates in path.
+func rootsWith(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return roots, nil
+}
+
+// newHTTPClient is one backend client; roots nil trusts the system's CAs.
+func newHTTPClient(c config.Upstream, roots *x509.CertPool) *http.Client {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: c.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
@@ -179,6 +267,9 @@ func newBackendClient(c config.Upstream) *http.Client {
 		// small. The read side keeps its 4 KiB: under load one read then
 		// takes several queued events, and syscalls are the cost per event.
 		WriteBufferSize: 1 << 10,
+	}
+	if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
 	}
 	return &http.Client{
 		Transport:     tr,

@@ -1,6 +1,15 @@
 // Package config owns the gateway's configuration schema: loading it from a
 // YAML or JSON file, applying defaults, and validating it so that a bad config
 // stops the binary before it listens, with every problem listed by field path.
+//
+// Validation is the only one the gateway does: what Parse accepts, the parts
+// the binary wires from it (auth.New, ratelimit.New, entra.New,
+// upstream.NewTarget) accept too, so `-check` and start-up agree. A rule
+// added to one of those constructors belongs here as well.
+//
+// Numbers and durations are never negative. A zero (or absent) duration or
+// count means the default named in the field's comment; the one exception is
+// an endpoint's weight, which must be at least 1 when it is given.
 package config
 
 import (
@@ -8,19 +17,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
+// DefaultListen is the listen address when the config names none. With it,
+// $PORT makes the gateway listen on every interface (a container's port).
+const DefaultListen = "127.0.0.1:8080"
+
 // Config is the whole gateway configuration. Secrets are never inline: fields
 // ending in _env name the environment variable that holds them.
 type Config struct {
-	// Listen is the address to serve HTTP on. Default "127.0.0.1:8080";
+	// Listen is the host:port to serve HTTP on. Default DefaultListen;
 	// $PORT overrides the port (Azure Container Apps sets it).
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
@@ -51,15 +61,26 @@ type Config struct {
 
 // Auth configures JWT verification.
 type Auth struct {
-	Issuer             string   `yaml:"issuer" json:"issuer"`
-	JWKSURL            string   `yaml:"jwks_url" json:"jwks_url"`
-	Audiences          []string `yaml:"audiences" json:"audiences"`
-	TenantClaim        string   `yaml:"tenant_claim" json:"tenant_claim"`
-	Algorithms         []string `yaml:"algorithms" json:"algorithms"`
-	Leeway             Duration `yaml:"leeway" json:"leeway"`
-	MaxTokenBytes      int      `yaml:"max_token_bytes" json:"max_token_bytes"`
-	JWKSRefreshMin     Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min"`
-	JWKSRefreshMax     Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max"`
+	// Issuer is the expected "iss", an http(s) URL. Required.
+	Issuer string `yaml:"issuer" json:"issuer"`
+	// JWKSURL skips OIDC discovery. Default: discovered from Issuer.
+	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
+	// Audiences are the accepted "aud" values, none empty. Required.
+	Audiences []string `yaml:"audiences" json:"audiences"`
+	// TenantClaim names the claim holding the tenant. Default "tid".
+	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
+	// Algorithms is the allow-list. Default RS256, ES256.
+	Algorithms []string `yaml:"algorithms" json:"algorithms"`
+	// Leeway is the clock skew allowed on exp, nbf and iat. Default 30s.
+	Leeway Duration `yaml:"leeway" json:"leeway"`
+	// MaxTokenBytes refuses longer tokens unparsed. Default 8192.
+	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes"`
+	// JWKSRefreshMin and JWKSRefreshMax clamp the JWKS refresh interval.
+	// Default 5m and 24h.
+	JWKSRefreshMin Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min"`
+	JWKSRefreshMax Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max"`
+	// UnknownKIDInterval allows one JWKS refresh per interval for tokens
+	// with an unknown kid. Default 1m.
 	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval"`
 }
 
@@ -74,10 +95,12 @@ type Limiter struct {
 	// RedisEntra, when set, authenticates to Azure Cache for Redis / Azure
 	// Managed Redis with a Microsoft Entra ID token as the password (no key).
 	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
-	KeyPrefix  string      `yaml:"key_prefix" json:"key_prefix"`
+	// KeyPrefix lets several gateways share one Redis. Default "llmgw:".
+	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
 	// Timeout bounds one take against the store. Default 50ms.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
-	// FailurePolicy is open or closed: what happens when the store is down.
+	// FailurePolicy is open (default) or closed: what happens when the
+	// store is down.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 }
 
@@ -111,6 +134,18 @@ type Upstream struct {
 	DefaultCooldown Duration `yaml:"default_cooldown" json:"default_cooldown"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default 1024.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host" json:"max_idle_conns_per_host"`
+	// KeepaliveInterval: a streaming request whose backend has sent no event
+	// for this long gets the response headers and an SSE comment
+	// (": keepalive"), then one per interval, so that no proxy between the
+	// caller and the gateway cuts a long first-token wait or a long gap.
+	// Default 15s (under API Gateway's 30 s, nginx's and load balancers'
+	// 60 s, Cloudflare's 100 s, Container Apps' 240 s); 0 = off. A pool may
+	// override it.
+	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
+	// FirstTokenTimeout abandons an endpoint that answered a stream's
+	// headers but sent no event within it, and tries the next one (never on
+	// the last attempt). Default 0 = off; a pool may override it.
+	FirstTokenTimeout Duration `yaml:"first_token_timeout" json:"first_token_timeout"`
 }
 
 // Lambda tunes the AWS Lambda host.
@@ -118,14 +153,19 @@ type Lambda struct {
 	// DeadlineMargin is how long before the invocation deadline the stream is
 	// ended with an error event. Default 2s.
 	DeadlineMargin Duration `yaml:"deadline_margin" json:"deadline_margin"`
+	// MinRemaining refuses (503, Retry-After) a request whose invocation
+	// has less time left than this, rather than start it and cut it.
+	// Default 5s; 0 = off.
+	MinRemaining *Duration `yaml:"min_remaining" json:"min_remaining"`
 }
 
 // Tenant is one row of the tenant table.
 type Tenant struct {
 	ID     string   `yaml:"id" json:"id"`
 	Models []string `yaml:"models" json:"models"`
-	// Requests per Interval in the tenant's token bucket.
-	Requests uint64   `yaml:"requests" json:"requests"`
+	// Requests per Interval in the tenant's token bucket. Required.
+	Requests uint64 `yaml:"requests" json:"requests"`
+	// Interval of the token bucket. Default 1m.
 	Interval Duration `yaml:"interval" json:"interval"`
 }
 
@@ -138,12 +178,21 @@ type Pool struct {
 	// Azure deployment, or the vLLM served model name). Empty = same name.
 	Models    map[string]string `yaml:"models" json:"models"`
 	Endpoints []Endpoint        `yaml:"endpoints" json:"endpoints"`
+	// KeepaliveInterval and FirstTokenTimeout override upstream's for this
+	// pool (a reasoning model's pool may wait longer for a first token).
+	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
+	FirstTokenTimeout *Duration `yaml:"first_token_timeout" json:"first_token_timeout"`
 }
 
 // Endpoint is one backend URL in a pool.
 type Endpoint struct {
-	URL    string `yaml:"url" json:"url"`
-	Weight int    `yaml:"weight" json:"weight"`
+	// URL is the backend's base URL: http(s), no query, fragment or userinfo
+	// (credentials come from APIKeyEnv or Entra).
+	URL string `yaml:"url" json:"url"`
+	// Weight is the endpoint's share of first attempts, 1 to MaxWeight.
+	// Default 1 when absent; an explicit 0 is an error, not a default (it
+	// reads as "send nothing here", which the router cannot do).
+	Weight int `yaml:"weight" json:"weight"`
 	// APIKeyEnv names the env var holding the backend key (openai: bearer,
 	// azure-openai: api-key header). Empty = no key.
 	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env"`
@@ -155,20 +204,44 @@ type Endpoint struct {
 	Auth  string `yaml:"auth" json:"auth"`
 	Entra Entra  `yaml:"entra" json:"entra"`
 	// Organization and Project are sent as OpenAI-Organization and
-	// OpenAI-Project (openai kind): the account the gateway's key acts for
-	// is the operator's choice, never the caller's.
+	// OpenAI-Project (openai kind only): the account the gateway's key acts
+	// for is the operator's choice, never the caller's.
 	Organization string `yaml:"organization" json:"organization"`
 	Project      string `yaml:"project" json:"project"`
 	// CAFile is a PEM bundle of extra root CAs trusted for this endpoint
-	// (a vLLM behind a private CA); the system roots stay trusted.
+	// (a vLLM behind a private CA); the system roots stay trusted. It must
+	// hold at least one certificate.
 	CAFile string `yaml:"ca_file" json:"ca_file"`
+
+	// weightGiven records that the config wrote a weight, so an explicit 0
+	// is refused rather than read as the default.
+	weightGiven bool
+}
+
+// MaxWeight bounds an endpoint's weight, so a pool's total cannot overflow.
+const MaxWeight = 1_000_000
+
+// UnmarshalYAML decodes an endpoint and notes whether weight was written.
+func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
+	type plain Endpoint // no methods: no recursion
+	if err := n.Decode((*plain)(e)); err != nil {
+		return err
+	}
+	var given struct {
+		Weight *int `yaml:"weight"`
+	}
+	if err := n.Decode(&given); err == nil && given.Weight != nil {
+		e.weightGiven = true
+	}
+	return nil
 }
 
 // Entra selects the Entra ID credential explicitly: no probing chain.
 type Entra struct {
 	// Credential is managed-identity, workload-identity or azure-cli.
 	Credential string `yaml:"credential" json:"credential"`
-	// ClientID selects a user-assigned managed identity.
+	// ClientID selects a user-assigned managed identity, or the workload
+	// identity's app (default $AZURE_CLIENT_ID). Not for azure-cli.
 	ClientID string `yaml:"client_id" json:"client_id"`
 	// Scope defaults to https://cognitiveservices.azure.com/.default.
 	Scope string `yaml:"scope" json:"scope"`
@@ -182,7 +255,8 @@ type Duration time.Duration
 // D returns the standard library duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// UnmarshalYAML accepts a Go duration string.
+// UnmarshalYAML accepts a Go duration string. Its error is a *yaml.TypeError
+// so that decoding goes on and the loader can list every problem.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	var s string
 	if err := n.Decode(&s); err != nil {
@@ -190,17 +264,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration like \"500ms\" or \"1m\"", n.Line, s)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %q is not a duration like \"500ms\" or \"1m\"", n.Line, s)}}
 	}
 	*d = Duration(v)
 	return nil
-}
-
-// Problems is every validation failure in a config, by field path.
-type Problems []string
-
-func (p Problems) Error() string {
-	return "invalid config:\n  " + strings.Join(p, "\n  ")
 }
 
 // Load reads path (YAML or JSON), applies defaults and validates. getenv
@@ -213,17 +280,25 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	return Parse(b, getenv)
 }
 
-// Parse decodes b strictly (unknown fields are errors), applies defaults and
-// validates.
+// Parse decodes b strictly, applies defaults and validates. Every problem,
+// unknown fields and values of the wrong type included, is reported at once
+// by field path as Problems.
 func Parse(b []byte, getenv func(string) string) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, Problems{"parse: " + err.Error()}
 	}
+	var c Config
+	var p Problems
+	if root.Kind != 0 {
+		p = checkSchema(&root)
+		if err := root.Decode(&c); err != nil && len(p) == 0 {
+			p.add("parse", "%s", err)
+		}
+	}
 	c.applyDefaults()
-	if p := c.validate(getenv); len(p) > 0 {
+	p = append(p, p.unlessUnder(c.validate(getenv))...)
+	if len(p) > 0 {
 		return nil, p
 	}
 	return &c, nil
@@ -240,7 +315,7 @@ func (c *Config) applyDefaults() {
 			*d = Duration(v)
 		}
 	}
-	def(&c.Listen, "127.0.0.1:8080")
+	def(&c.Listen, DefaultListen)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
@@ -283,13 +358,25 @@ func (c *Config) applyDefaults() {
 		c.Upstream.MaxIdleConnsPerHost = 1024
 	}
 	defD(&c.Lambda.DeadlineMargin, 2*time.Second)
+	defP := func(d **Duration, v time.Duration) {
+		if *d == nil {
+			x := Duration(v)
+			*d = &x
+		}
+	}
+	defP(&c.Upstream.KeepaliveInterval, 15*time.Second)
+	defP(&c.Lambda.MinRemaining, 5*time.Second)
+	for i := range c.Pools {
+		defP(&c.Pools[i].KeepaliveInterval, c.Upstream.KeepaliveInterval.D())
+		defP(&c.Pools[i].FirstTokenTimeout, c.Upstream.FirstTokenTimeout.D())
+	}
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, time.Minute)
 	}
 	for i := range c.Pools {
 		for j := range c.Pools[i].Endpoints {
 			e := &c.Pools[i].Endpoints[j]
-			if e.Weight == 0 {
+			if e.Weight == 0 && !e.weightGiven {
 				e.Weight = 1
 			}
 			def(&e.Auth, "key")
@@ -303,196 +390,4 @@ func (c *Config) applyDefaults() {
 			}
 		}
 	}
-}
-
-func (c *Config) validate(getenv func(string) string) Problems {
-	var p Problems
-	add := func(field, format string, a ...any) {
-		p = append(p, field+": "+fmt.Sprintf(format, a...))
-	}
-	needEnv := func(field, name string) {
-		if name != "" && getenv(name) == "" {
-			add(field, "environment variable %s is not set", name)
-		}
-	}
-	if c.MaxBodyBytes < 0 {
-		add("max_body_bytes", "must be positive")
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		add("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
-	}
-
-	a := c.Auth
-	if a.Issuer == "" {
-		add("auth.issuer", "required")
-	} else if !isHTTPURL(a.Issuer) {
-		add("auth.issuer", "must be an http(s) URL, not %q", a.Issuer)
-	}
-	if a.JWKSURL != "" && !isHTTPURL(a.JWKSURL) {
-		add("auth.jwks_url", "must be an http(s) URL, not %q", a.JWKSURL)
-	}
-	if len(a.Audiences) == 0 {
-		add("auth.audiences", "at least one audience is required")
-	}
-	for i, alg := range a.Algorithms {
-		switch alg {
-		case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA":
-		default:
-			add(fmt.Sprintf("auth.algorithms[%d]", i), "%q is not an accepted asymmetric algorithm (none and HMAC are never accepted)", alg)
-		}
-	}
-	if a.MaxTokenBytes < 0 {
-		add("auth.max_token_bytes", "must be positive")
-	}
-	if a.JWKSRefreshMin > a.JWKSRefreshMax {
-		add("auth.jwks_refresh_min", "must not exceed auth.jwks_refresh_max")
-	}
-
-	l := c.Limiter
-	switch l.Store {
-	case "memory":
-	case "redis":
-		if l.RedisURLEnv == "" {
-			add("limiter.redis_url_env", "required when limiter.store is redis")
-		}
-		needEnv("limiter.redis_url_env", l.RedisURLEnv)
-		needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
-		if e := l.RedisEntra; e != nil {
-			switch e.Credential {
-			case "managed-identity", "workload-identity", "azure-cli":
-			default:
-				add("limiter.redis_entra.credential", "must be managed-identity, workload-identity or azure-cli, not %q", e.Credential)
-			}
-			if e.Username == "" {
-				add("limiter.redis_entra.username", "required: the identity's object id")
-			}
-			if l.RedisPasswordEnv != "" {
-				add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
-			}
-		}
-	default:
-		add("limiter.store", "must be memory or redis, not %q", l.Store)
-	}
-	if l.FailurePolicy != "open" && l.FailurePolicy != "closed" {
-		add("limiter.failure_policy", "must be open or closed, not %q", l.FailurePolicy)
-	}
-	if l.Timeout < 0 {
-		add("limiter.timeout", "must be positive")
-	}
-	if c.Upstream.MaxAttempts < 1 {
-		add("upstream.max_attempts", "must be at least 1")
-	}
-
-	models := map[string]string{} // public model → pool
-	poolNames := map[string]bool{}
-	if len(c.Pools) == 0 {
-		add("pools", "at least one pool is required")
-	}
-	for i, pl := range c.Pools {
-		f := fmt.Sprintf("pools[%d]", i)
-		if pl.Name == "" {
-			add(f+".name", "required")
-		} else if poolNames[pl.Name] {
-			add(f+".name", "duplicate pool name %q", pl.Name)
-		}
-		poolNames[pl.Name] = true
-		switch pl.Kind {
-		case "openai", "azure-openai", "vllm":
-		default:
-			add(f+".kind", "must be openai, azure-openai or vllm, not %q", pl.Kind)
-		}
-		if len(pl.Models) == 0 {
-			add(f+".models", "at least one model is required")
-		}
-		for _, m := range sortedKeys(pl.Models) {
-			if other, dup := models[m]; dup {
-				add(f+".models."+m, "model is already served by pool %q", other)
-			}
-			models[m] = pl.Name
-		}
-		if len(pl.Endpoints) == 0 {
-			add(f+".endpoints", "at least one endpoint is required")
-		} else if len(pl.Endpoints) > 64 {
-			add(f+".endpoints", "at most 64 endpoints per pool")
-		}
-		for j, e := range pl.Endpoints {
-			ef := fmt.Sprintf("%s.endpoints[%d]", f, j)
-			if !isHTTPURL(e.URL) {
-				add(ef+".url", "must be an http(s) URL, not %q", e.URL)
-			}
-			if e.Weight < 0 {
-				add(ef+".weight", "must be positive")
-			}
-			needEnv(ef+".api_key_env", e.APIKeyEnv)
-			switch e.Auth {
-			case "key":
-			case "entra":
-				if pl.Kind != "azure-openai" {
-					add(ef+".auth", "entra is only for azure-openai pools")
-				}
-				if e.APIKeyEnv != "" {
-					add(ef+".api_key_env", "must be empty when auth is entra")
-				}
-				switch e.Entra.Credential {
-				case "managed-identity", "workload-identity", "azure-cli":
-				default:
-					add(ef+".entra.credential", "must be managed-identity, workload-identity or azure-cli, not %q", e.Entra.Credential)
-				}
-			default:
-				add(ef+".auth", "must be key or entra, not %q", e.Auth)
-			}
-			if pl.Kind == "azure-openai" && e.AzureAPI != "deployments" && e.AzureAPI != "v1" {
-				add(ef+".azure_api", "must be deployments or v1, not %q", e.AzureAPI)
-			}
-		}
-	}
-
-	tenantIDs := map[string]bool{}
-	if len(c.Tenants) == 0 {
-		add("tenants", "at least one tenant is required")
-	}
-	for i, t := range c.Tenants {
-		f := fmt.Sprintf("tenants[%d]", i)
-		if t.ID == "" {
-			add(f+".id", "required")
-		} else if tenantIDs[t.ID] {
-			add(f+".id", "duplicate tenant %q", t.ID)
-		}
-		tenantIDs[t.ID] = true
-		if len(t.Models) == 0 {
-			add(f+".models", "at least one model is required")
-		}
-		for j, m := range t.Models {
-			if _, ok := models[m]; !ok {
-				add(fmt.Sprintf("%s.models[%d]", f, j), "model %q is not served by any pool", m)
-			}
-		}
-		if t.Requests == 0 {
-			add(f+".requests", "must be at least 1")
-		}
-		if t.Interval <= 0 {
-			add(f+".interval", "must be positive")
-		} else if float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
-			// go-limiter refills interval/requests per tick; beyond this
-			// bound a tick no longer refills the whole bucket.
-			add(f+".requests", "%d per %s is more than the token bucket can refill; use a shorter interval", t.Requests, t.Interval.D())
-		}
-	}
-	return p
-}
-
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

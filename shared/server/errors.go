@@ -87,3 +87,7 @@ func asAPIError(err error) *apiError {
 	}
 	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
 }
+
+func serverErrorRetry(status int, code, msg string, retry time.Duration) *apiError {
+	return &apiError{Status: status, Type: "server_error", Code: code, Message: msg, RetryAfter: retry}
+}

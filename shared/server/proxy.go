@@ -32,6 +32,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	ctx := r.Context()
+	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
+		// Lambda: the invocation ends before a request could; refuse it
+		// whole rather than start it and cut it.
+		s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "deadline_too_near",
+			"this invocation has too little time left to serve the request; retry", time.Second))
+		return
+	}
 
 	// 1. Authenticate: JWT against the issuer's cached JWKS.
 	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
@@ -102,11 +109,19 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
-	resp, release, err := s.send(upctx, rec, r.Header, pool, op, &body, raw, inject)
+	if body.Stream {
+		rec.keepalive = startKeepalive(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		defer rec.keepalive.stop()
+	}
+	resp, release, err := s.send(upctx, rec, w, r.Header, pool, op, &body, raw, inject)
 	putBody(bufp)
 	held = false
 	if err != nil {
-		s.fail(w, rec, err)
+		if rec.keepalive.stop() {
+			s.failStream(w, rc, rec, err)
+		} else {
+			s.fail(w, rec, err)
+		}
 		return
 	}
 	defer release()
@@ -130,7 +145,7 @@ var errHeaderTimeout = errors.New("backend header timeout")
 // never retries once a response is handed back: nothing reached the client
 // before that. A non-streaming answer that outlasts ResponseTimeout is a 504
 // without another attempt. release frees the attempt's context.
-func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *route.Pool, op upstream.Operation,
+func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, in http.Header, pool *route.Pool, op upstream.Operation,
 	body *upstream.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	var scratch [8]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
@@ -141,7 +156,11 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 	}
 	targets := s.Targets[pool]
 	var last *apiError
-	for _, e := range order {
+	policy := s.streamPolicy(pool)
+	for i, e := range order {
+		if last != nil && rec.keepalive.isStarted() {
+			rec.failoverAfterHeaders = true
+		}
 		target := targets[e.Index]
 		rec.endpoint = e.Name
 		rec.attempts++
@@ -222,30 +241,104 @@ func (s *Server) send(ctx context.Context, rec *record, in http.Header, pool *ro
 		}
 		decodeBody(resp)
 		rec.upstreamHeaders = s.Now()
-		rec.upstreamStatus = resp.StatusCode
+		if body.Stream && resp.StatusCode/100 == 2 {
+			// The client gets the headers now (unless a keepalive sent
+			// them), but nothing else until the first event, so an
+			// endpoint that sends none in time is abandoned for the next
+			// (never the last attempt, which only the idle timeout ends).
+			rec.keepalive.commit(func() { s.writeStreamHeader(w, rec, resp) })
+			wait, why := s.StreamIdleTimeout, errStreamIdle
+			if ftt := policy.FirstTokenTimeout; ftt > 0 && ftt < wait && i < len(order)-1 {
+				wait, why = ftt, errFirstToken
+			}
+			timer := time.AfterFunc(wait, func() { cancel(why) })
+			first, ferr := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
+			timer.Stop()
+			if ferr != nil {
+				drain(resp.Body)
+				timedOut := context.Cause(actx)
+				cancel(nil)
+				if ctx.Err() != nil {
+					return nil, nil, contextError(ctx)
+				}
+				s.Router.Cooldown(e, s.DefaultCooldown, false)
+				rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, ferr)
+				switch {
+				case errors.Is(timedOut, errFirstToken):
+					last = serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend sent no first token within %s", pool.Name, wait))
+				case errors.Is(timedOut, errStreamIdle):
+					last = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("pool %q: the backend sent nothing for %s", pool.Name, wait))
+				default:
+					last = serverError(http.StatusBadGateway, "upstream_stream_error", fmt.Sprintf("pool %q: %s", pool.Name, cause(ferr)))
+				}
+				continue
+			}
+			rec.upstreamFirst = s.Now()
+			resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
+		}
 		s.Router.Healthy(e)
 		return resp, func() { cancel(nil) }, nil
 	}
 	return nil, nil, last
 }
 
+// writeStreamHeader sends a stream's response headers: the backend's
+// relayable ones and SSE's own.
+func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *record, resp *http.Response) {
+	h := w.Header()
+	upstream.CopyResponseHeaders(h, resp.Header)
+	setSSEHeaders(h)
+	rec.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	_ = http.NewResponseController(w).Flush()
+	rec.clientFirst = s.Now()
+}
+
+// streamPolicy is pool's keepalive and first-token policy.
+func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
+	if p, ok := s.Streams[pool.Name]; ok {
+		return p
+	}
+	return s.DefaultStreams
+}
+
+// failStream ends a stream whose headers a keepalive already sent with
+// one SSE error event: the status it would have had is in the error
+// object, and no [DONE] follows.
+func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, rec *record, err error) {
+	e := asAPIError(err)
+	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
+	if e.Status == 499 {
+		return
+	}
+	ev := sse.AppendErrorEvent(nil, e.JSON())
+	if n, werr := w.Write(ev); werr == nil {
+		rec.bytes += int64(n)
+		_ = rc.Flush()
+	}
+}
+
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
 func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
-	h := w.Header()
-	upstream.CopyResponseHeaders(h, resp.Header)
-	h.Del("Content-Length")
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
-	rec.status = resp.StatusCode
-	w.WriteHeader(resp.StatusCode)
 	rec.wroteHeader = true
-	_ = rc.Flush()
-	rec.clientFirst = s.Now()
+	var dst io.Writer = w
+	flush := rc.Flush
+	if ka := rec.keepalive; ka != nil {
+		// Comments fill long gaps mid-stream too: the relay writes
+		// through the keepalive from here.
+		ka.commit(func() { s.writeStreamHeader(w, rec, resp) })
+		if rec.status == 0 { // a keepalive comment sent the headers
+			rec.status = http.StatusOK
+		}
+		dst, flush = ka, ka.flush
+	} else {
+		s.writeStreamHeader(w, rec, resp)
+	}
 
-	res, err := s.relay.Relay(w, rc.Flush, body, sse.Options{StripUsageChunk: stripUsage})
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage})
+	rec.keepalive.stop()
 	rec.bytes += res.Bytes
 	rec.events = res.Events
 	rec.setUsage(res.Usage, res.HasUsage)

@@ -76,6 +76,12 @@ type testGateway struct {
 // endpoints are the given backends, in that order.
 func newTestGateway(t *testing.T, backends ...http.Handler) *testGateway {
 	t.Helper()
+	return newTestGatewayWith(t, nil, backends...)
+}
+
+// newTestGatewayWith is newTestGateway with Deps adjusted by tune.
+func newTestGatewayWith(t *testing.T, tune func(*Deps), backends ...http.Handler) *testGateway {
+	t.Helper()
 	g := &testGateway{log: &lockedBuffer{}}
 	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
 	var targets []*upstream.Target
@@ -91,7 +97,7 @@ func newTestGateway(t *testing.T, backends ...http.Handler) *testGateway {
 		targets = append(targets, tg)
 	}
 	router := route.New([]route.PoolSpec{spec}, nil)
-	s := New(Deps{
+	d := Deps{
 		Auth:    allowAll{},
 		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),
 		Limiter: unlimited{},
@@ -99,10 +105,14 @@ func newTestGateway(t *testing.T, backends ...http.Handler) *testGateway {
 		Targets: map[*route.Pool][]*upstream.Target{router.Pool("m"): targets},
 		Client:  &http.Client{Transport: &http.Transport{DisableCompression: true}},
 		Log:     slog.New(slog.NewJSONHandler(g.log, nil)),
-		// Deterministic failover order is not needed: every test's
-		// backends either all fail or are tried until one works.
+		// Failover order is random: tests make every endpoint behave the
+		// same way, by call count, where order would matter.
 		HeaderTimeout: 5 * time.Second,
-	})
+	}
+	if tune != nil {
+		tune(&d)
+	}
+	s := New(d)
 	g.srv = httptest.NewServer(s)
 	t.Cleanup(g.srv.Close)
 	return g

@@ -13,25 +13,34 @@ import (
 // record is what one request leaves in the access log: one JSON line with
 // who, what, where, and how long. It never holds a token, key or prompt.
 type record struct {
-	id               string
-	start            time.Time
-	method, path     string
-	tenant, subject  string
-	model, pool      string
-	endpoint         string
-	stream           bool
-	attempts         int
-	status           int
-	upstreamStatus   int
-	wroteHeader      bool
-	outcome          string
-	bytes, events    int64
-	usage            sse.Usage
-	hasUsage         bool
-	sent             time.Time // request handed to the backend
-	upstreamHeaders  time.Time // backend's response headers arrived
-	clientFirst      time.Time // first byte (headers) flushed to the client
-	clientFirstEvent time.Time // first SSE event written to the client
+	id              string
+	start           time.Time
+	method, path    string
+	tenant, subject string
+	model, pool     string
+	endpoint        string
+	stream          bool
+	attempts        int
+	status          int
+	upstreamStatus  int
+	wroteHeader     bool
+	outcome         string
+	detail          string // why a backend attempt failed, for the operator only
+	// keepalive, when set, owns the stream's writes (keepalive.go);
+	// failoverAfterHeaders: an endpoint was tried after comments went out.
+	keepalive            *keepalive
+	failoverAfterHeaders bool
+	bytes, events        int64
+	usage                sse.Usage
+	hasUsage             bool
+	sent                 time.Time // request handed to the backend
+	upstreamHeaders      time.Time // backend's response headers arrived
+	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
+	clientFirst          time.Time // first byte (headers) flushed to the client
+	clientFirstEvent     time.Time // first SSE event written to the client
+	// body is the request body as boundBody watches it; nil when there is
+	// none or no connection to bound (Lambda).
+	body *watchedBody
 }
 
 func (r *record) setUsage(u sse.Usage, ok bool) {
@@ -47,7 +56,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
 		id = []string{newRequestID()}
 		w.Header()["X-Request-Id"] = id
 	}
-	return &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
+	rec := &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
+	rec.body, _ = r.Body.(*watchedBody)
+	return rec
 }
 
 // fail answers with e unless the response has started, in which case the
@@ -63,6 +74,11 @@ func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
 		return
 	}
 	rec.wroteHeader = true
+	if rec.body != nil && !rec.body.done {
+		// An answer before the body was read (a bad token, a body too
+		// large or too slow): close rather than wait for the rest.
+		w.Header()["Connection"] = []string{"close"}
+	}
 	e.write(w)
 }
 
@@ -98,7 +114,16 @@ func (s *Server) log(rec *record) {
 	}
 	// The gateway's own added time: before the backend was asked, plus
 	// between the backend's headers and the client's.
-	added := ms(rec.start, rec.sent) + ms(rec.upstreamHeaders, rec.clientFirst)
+	kaSent, kaFirst := rec.keepalive.stats()
+	from := rec.upstreamHeaders
+	if !rec.upstreamFirst.IsZero() {
+		from = rec.upstreamFirst
+	}
+	added := ms(rec.start, rec.sent) + ms(from, rec.clientFirst)
+	clientFirst := rec.clientFirst
+	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
+		clientFirst = kaFirst // a keepalive comment was the first byte
+	}
 	if rec.sent.IsZero() {
 		added = ms(rec.start, end)
 	}
@@ -116,13 +141,17 @@ func (s *Server) log(rec *record) {
 		slog.Int("status", rec.status),
 		slog.Int("upstream_status", rec.upstreamStatus),
 		slog.String("outcome", rec.outcome),
+		slog.String("error", rec.detail),
 		slog.Int64("bytes", rec.bytes),
 		slog.Int64("events", rec.events),
 		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
-		slog.Float64("client_first_byte_ms", ms(rec.start, rec.clientFirst)),
+		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
 		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
+		slog.Int("keepalives", kaSent),
+		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
+		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
 		slog.Float64("added_ms", added),
 		slog.Float64("duration_ms", ms(rec.start, end)),
 	)

@@ -60,6 +60,13 @@ type Deps struct {
 	BodyReadTimeout time.Duration
 	// StreamIdleTimeout ends a backend stream silent for this long. Default 2m.
 	StreamIdleTimeout time.Duration
+	// Streams is each pool's keepalive and first-token policy, by pool
+	// name; pools not in it get DefaultStreams.
+	Streams        map[string]StreamPolicy
+	DefaultStreams StreamPolicy
+	// MinRemaining refuses a request whose context deadline (a Lambda
+	// invocation's) is nearer than this. 0 = off.
+	MinRemaining time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

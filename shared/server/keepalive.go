@@ -1,0 +1,234 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/llmgw/gateway/shared/sse"
+)
+
+var (
+	errNoFirstEvent       = errors.New("the backend ended the stream before its first event")
+	errFirstEventTooLarge = errors.New("the backend's first event is too large")
+	errFirstToken         = errors.New("backend first-token timeout")
+)
+
+// StreamPolicy is how a pool's streams ride out long silences.
+type StreamPolicy struct {
+	// KeepaliveInterval: after this long with nothing sent to the client,
+	// the response headers (if not yet sent) and an SSE comment go out, so
+	// no proxy in between cuts the stream for idleness. 0 = off.
+	KeepaliveInterval time.Duration
+	// FirstTokenTimeout abandons an endpoint that answered a stream's
+	// headers but no event within it, for the next endpoint. It never cuts
+	// the last attempt. 0 = off.
+	FirstTokenTimeout time.Duration
+}
+
+// keepaliveComment is an SSE comment: every SSE parser ignores it, the
+// OpenAI SDKs included, and every proxy sees bytes.
+var keepaliveComment = []byte(": keepalive\n\n")
+
+// keepalive owns a stream's writes to the client: its
+// timer writes a comment whenever nothing was written for an interval,
+// and the relay writes events through it, under one mutex, so a comment
+// never lands inside an event. The headers go out with the first comment
+// or the first backend's headers, whichever comes first; from then on a
+// failure is an SSE error event (see failStream), while the endpoint may
+// still change until the first event (send).
+type keepalive struct {
+	mu      sync.Mutex
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	every   time.Duration
+	now     func() time.Time
+	t       *time.Timer
+	last    time.Time // last write to the client
+	started bool      // headers sent
+	stopped bool
+	sent    int       // comments sent
+	first   time.Time // when the first comment went out
+}
+
+// startKeepalive starts a stream's writer; every = 0 sends no comments
+// (the writer still orders the headers and the relay's writes).
+func startKeepalive(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *keepalive {
+	k := &keepalive{w: w, rc: rc, every: every, now: now, last: now()}
+	if every > 0 {
+		k.mu.Lock()
+		k.t = time.AfterFunc(every, k.fire)
+		k.mu.Unlock()
+	}
+	return k
+}
+
+func (k *keepalive) fire() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.stopped {
+		return
+	}
+	now := k.now()
+	if quiet := now.Sub(k.last); quiet < k.every {
+		k.t.Reset(k.every - quiet)
+		return
+	}
+	if !k.started {
+		setSSEHeaders(k.w.Header())
+		k.w.WriteHeader(http.StatusOK)
+		k.started = true
+	}
+	if _, err := k.w.Write(keepaliveComment); err != nil {
+		k.stopped = true // the client is gone; the request's context ends it
+		return
+	}
+	_ = k.rc.Flush()
+	k.sent++
+	if k.first.IsZero() {
+		k.first = now
+	}
+	k.last = now
+	k.t.Reset(k.every)
+}
+
+// commit hands the stream to a backend's answer: writeHeader runs unless a
+// comment already sent the headers. It reports whether it ran.
+func (k *keepalive) commit(writeHeader func()) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.started {
+		return false
+	}
+	writeHeader()
+	k.started = true
+	k.last = k.now()
+	return true
+}
+
+// Write writes one or more whole events (the relay never writes less).
+func (k *keepalive) Write(p []byte) (int, error) {
+	k.mu.Lock()
+	n, err := k.w.Write(p)
+	k.last = k.now()
+	k.mu.Unlock()
+	return n, err
+}
+
+func (k *keepalive) flush() error {
+	k.mu.Lock()
+	err := k.rc.Flush()
+	k.mu.Unlock()
+	return err
+}
+
+// stop ends the comments; the caller owns the writer again. It reports
+// whether the headers were sent, and is safe on a nil keepalive.
+func (k *keepalive) stop() (started bool) {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.stopped = true
+	if k.t != nil {
+		k.t.Stop()
+	}
+	return k.started
+}
+
+// isStarted reports whether the headers went out (a nil keepalive never
+// sends them).
+func (k *keepalive) isStarted() bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.started
+}
+
+// stats is what the access log records; call it after stop.
+func (k *keepalive) stats() (sent int, first time.Time) {
+	if k == nil {
+		return 0, time.Time{}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.sent, k.first
+}
+
+func setSSEHeaders(h http.Header) {
+	h.Del("Content-Length")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+}
+
+// firstEvent reads src until it holds a whole event that is not only
+// comments (a backend's own keepalives are not a first token), and returns
+// everything read. max bounds what it holds.
+func firstEvent(src io.Reader, max int) ([]byte, error) {
+	buf := make([]byte, 0, 4<<10)
+	scanned := 0
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= max {
+				return buf, errFirstEventTooLarge
+			}
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		for {
+			end, ok := sse.EventEnd(buf[scanned:], false)
+			if !ok {
+				break
+			}
+			ev := buf[scanned : scanned+end]
+			scanned += end
+			if !commentOnly(ev) {
+				return buf, nil
+			}
+		}
+		if err == io.EOF {
+			return buf, errNoFirstEvent
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// commentOnly reports whether an event holds nothing but comment lines and
+// blank lines.
+func commentOnly(ev []byte) bool {
+	start := 0
+	for i := 0; i <= len(ev); i++ {
+		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
+			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}
+
+// prefixed reads prefix, then r: the first event, read before the stream
+// was committed, followed by the rest.
+type prefixed struct {
+	prefix []byte
+	io.ReadCloser
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.ReadCloser.Read(b)
+}
