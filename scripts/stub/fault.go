@@ -28,7 +28,10 @@ var ErrBadFault = errors.New("stub: bad fault")
 //
 // The event counts N of DropAfter, ErrorAfter and StallAfter count the
 // SSE events written before the fault: a chat stream's first event is the
-// role chunk, the next ones are tokens. A count at or past the stream's end
+// role chunk, the next ones are tokens (with n choices, every choice's
+// role chunk, then each token position for every choice); a Responses
+// stream's are response.created, response.in_progress, then the message's
+// opening events and the deltas (see respStream). A count at or past the stream's end
 // never triggers. On a non-streaming answer DropAfter and StallAfter cut
 // the JSON body in half instead, and ErrorAfter does nothing.
 type Fault struct {
@@ -51,7 +54,8 @@ type Fault struct {
 	// the connection, so the client reads io.ErrUnexpectedEOF.
 	DropAfter int
 	// ErrorAfter, when positive, streams that many events, then an SSE
-	// error event (`data: {"error":{...}}`), and ends without [DONE].
+	// error event (`data: {"error":{...}}`), and ends without [DONE]; a
+	// Responses stream gets OpenAI's `event: error` instead.
 	ErrorAfter int
 	// StallAfter, when positive, streams that many events and then goes
 	// silent, with the connection open, until the client goes away: the

@@ -54,6 +54,33 @@ func mustPost(t testing.TB, ts *httptest.Server, path, body string, headers ...s
 	return resp
 }
 
+// do sends a request with a method (body may be empty) and returns the
+// status and body.
+func do(t *testing.T, ts *httptest.Server, method, path, body string, headers ...string) (int, []byte) {
+	t.Helper()
+	resp, b := doResp(t, ts, method, path, body, headers...)
+	return resp.StatusCode, b
+}
+
+// doResp is do returning the whole response, its body read and closed.
+func doResp(t *testing.T, ts *httptest.Server, method, path, body string, headers ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	resp, err := ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return resp, readAll(t, resp)
+}
+
 // events reads SSE data payloads until the body ends; err is the read
 // error that ended it, nil at a clean EOF.
 type sseReader struct{ r *bufio.Reader }

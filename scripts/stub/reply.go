@@ -5,46 +5,46 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 )
 
-// tokenText is the content of every token; a response's text is
-// strings.Repeat(tokenText, completion_tokens), streamed or not.
-const tokenText = " tok"
+// maxChoices is the largest n a chat or completion request may ask for,
+// as OpenAI's.
+const maxChoices = 128
 
-// request is the part of a request body the stub reads.
+// request is the part of a chat or completion request body the stub reads.
+// Fields it does not read (user, temperature, ...) are accepted and
+// ignored, as a backend does.
 type request struct {
 	Model               string `json:"model"`
 	Stream              bool   `json:"stream"`
+	N                   *int   `json:"n"`
 	MaxTokens           int    `json:"max_tokens"`
 	MaxCompletionTokens int    `json:"max_completion_tokens"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	Input      json.RawMessage `json:"input"`      // embeddings
-	Dimensions int             `json:"dimensions"` // embeddings
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	return io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 }
 
-func decodeRequest(w http.ResponseWriter, body []byte) (request, bool) {
-	var req request
-	if err := json.Unmarshal(body, &req); err != nil {
+// decodeJSON decodes body into v, or answers 400 and reports false.
+func decodeJSON(w http.ResponseWriter, body []byte, v any) bool {
+	if err := json.Unmarshal(body, v); err != nil {
 		writeError(w, http.StatusBadRequest, "stub: request body is not valid JSON: "+err.Error(), "invalid_request_error", "")
-		return request{}, false
+		return false
 	}
-	return req, true
+	return true
 }
 
 // modelOf is the model a response names: the request's, else the Azure
 // deployment, else the first of Options.Models.
-func (s *Server) modelOf(req request, rt route) string {
+func (s *Server) modelOf(model string, rt route) string {
 	switch {
-	case req.Model != "":
-		return req.Model
+	case model != "":
+		return model
 	case rt.deployment != "":
 		return rt.deployment
 	}
@@ -63,26 +63,42 @@ type answer struct {
 	id           string
 	created      int64 // Unix seconds
 	model        string
-	chat         bool // chat.completion, else text_completion
-	tokens       int
+	chat         bool   // chat.completion, else text_completion
+	n            int    // choices
+	tokens       int    // per choice
 	finish       string // "stop", or "length" when max_tokens cut it
 	promptTokens int
 	includeUsage bool
+	sp           *speech
+	seed         uint64 // of the text, per speech.seedOf
 }
 
+// completionTokens is the usage.completion_tokens: all choices together.
+func (a answer) completionTokens() int { return max(a.n, 1) * a.tokens }
+
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, rt route, f Fault, sh shape, arrived time.Time) {
-	req, ok := decodeRequest(w, body)
-	if !ok {
+	var req request
+	if !decodeJSON(w, body, &req) {
 		return
 	}
 	a := answer{
 		created:      arrived.Unix(),
-		model:        s.modelOf(req, rt),
+		model:        s.modelOf(req.Model, rt),
 		chat:         rt.kind == kindChat,
+		n:            1,
 		tokens:       sh.tokens,
 		finish:       "stop",
 		promptTokens: s.promptTokens(body),
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
+		sp:           s.speech,
+		seed:         s.speech.seedOf(body),
+	}
+	if req.N != nil {
+		if *req.N < 1 || *req.N > maxChoices {
+			writeParamError(w, http.StatusBadRequest, "stub: n must be 1 to "+strconv.Itoa(maxChoices)+", got "+strconv.Itoa(*req.N), "invalid_request_error", "n", "")
+			return
+		}
+		a.n = *req.N
 	}
 	for _, limit := range []int{req.MaxTokens, req.MaxCompletionTokens} {
 		if limit > 0 && limit < a.tokens {
@@ -132,6 +148,33 @@ type completion struct {
 // whole answers a non-streaming request: a chat.completion or a
 // text_completion JSON, after Options.NonStreamDelay.
 func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault) {
+	c := completion{
+		ID:      a.id,
+		Object:  "text_completion",
+		Created: a.created,
+		Model:   a.model,
+		Choices: make([]choice, a.n),
+		Usage:   usage{a.promptTokens, a.completionTokens(), a.promptTokens + a.completionTokens()},
+	}
+	if a.chat {
+		c.Object = "chat.completion"
+	}
+	for i := range c.Choices {
+		text := a.sp.text(a.seed, i, a.tokens)
+		c.Choices[i] = choice{Index: i, FinishReason: a.finish}
+		if a.chat {
+			c.Choices[i].Message = &message{Role: "assistant", Content: text}
+		} else {
+			c.Choices[i].Text = &text
+		}
+	}
+	s.writeWhole(w, r, f, c)
+}
+
+// writeWhole writes v as a non-streaming JSON answer after
+// Options.NonStreamDelay; a DropAfter or StallAfter fault cuts the body in
+// half (the declared length, half of it, then the fault).
+func (s *Server) writeWhole(w http.ResponseWriter, r *http.Request, f Fault, v any) {
 	if d := s.opts.NonStreamDelay; d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
@@ -143,22 +186,7 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 			panic(http.ErrAbortHandler)
 		}
 	}
-	text := strings.Repeat(tokenText, a.tokens)
-	c := completion{
-		ID:      a.id,
-		Object:  "text_completion",
-		Created: a.created,
-		Model:   a.model,
-		Choices: []choice{{FinishReason: a.finish}},
-		Usage:   usage{a.promptTokens, a.tokens, a.promptTokens + a.tokens},
-	}
-	if a.chat {
-		c.Object = "chat.completion"
-		c.Choices[0].Message = &message{Role: "assistant", Content: text}
-	} else {
-		c.Choices[0].Text = &text
-	}
-	out, err := json.Marshal(c)
+	out, err := json.Marshal(v)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "stub: "+err.Error(), "server_error", "")
 		return
@@ -169,7 +197,6 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 		_, _ = w.Write(out)
 		return
 	}
-	// A truncated body: the declared length, half of it, then the fault.
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
 	_, _ = w.Write(out[:len(out)/2])
 	if err := http.NewResponseController(w).Flush(); err != nil {
@@ -180,54 +207,6 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 		return
 	}
 	panic(http.ErrAbortHandler)
-}
-
-// embeddings answers with one small constant vector per input.
-func (s *Server) embeddings(w http.ResponseWriter, body []byte, rt route) {
-	req, ok := decodeRequest(w, body)
-	if !ok {
-		return
-	}
-	inputs := 1
-	var list []json.RawMessage
-	if json.Unmarshal(req.Input, &list) == nil && len(list) > 0 {
-		// A list of strings is several inputs; a list of numbers is one
-		// tokenized input.
-		if t := strings.TrimSpace(string(list[0])); strings.HasPrefix(t, `"`) || strings.HasPrefix(t, `[`) {
-			inputs = len(list)
-		}
-	}
-	dims := req.Dimensions
-	if dims <= 0 || dims > 4096 {
-		dims = 8
-	}
-	prompt := s.promptTokens(body)
-	out := make([]byte, 0, 64+inputs*(48+dims*6))
-	out = append(out, `{"object":"list","data":[`...)
-	for i := range inputs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, `{"object":"embedding","index":`...)
-		out = strconv.AppendInt(out, int64(i), 10)
-		out = append(out, `,"embedding":[`...)
-		for d := range dims {
-			if d > 0 {
-				out = append(out, ',')
-			}
-			out = append(out, "0.125"...)
-		}
-		out = append(out, "]}"...)
-	}
-	out = append(out, `],"model":`...)
-	out = appendJSONString(out, s.modelOf(req, rt))
-	out = append(out, `,"usage":{"prompt_tokens":`...)
-	out = strconv.AppendInt(out, int64(prompt), 10)
-	out = append(out, `,"total_tokens":`...)
-	out = strconv.AppendInt(out, int64(prompt), 10)
-	out = append(out, "}}\n"...)
-	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(out)
 }
 
 func (s *Server) models(w http.ResponseWriter) {
@@ -257,7 +236,16 @@ type apiError struct {
 
 // writeError answers with OpenAI's error JSON; an empty code is null.
 func writeError(w http.ResponseWriter, status int, msg, typ, code string) {
+	writeParamError(w, status, msg, typ, "", code)
+}
+
+// writeParamError is writeError with the error's param, the request field
+// at fault; an empty param is null.
+func writeParamError(w http.ResponseWriter, status int, msg, typ, param, code string) {
 	e := apiError{Message: msg, Type: typ}
+	if param != "" {
+		e.Param = &param
+	}
 	if code != "" {
 		e.Code = &code
 	}

@@ -13,14 +13,29 @@ const (
 	kindEmbeddings
 	kindModels
 	kindHealth
+	kindResponses          // POST responses: create
+	kindResponse           // GET or DELETE responses/{id}
+	kindResponseCancel     // POST responses/{id}/cancel
+	kindResponseInputItems // GET responses/{id}/input_items
 )
 
 // route is what a path asks for.
 type route struct {
 	kind       kind
-	method     string
+	allow      string // the methods it answers, as the Allow header lists them
 	azure      bool   // an /openai/... path: api-key auth is accepted
 	deployment string // the {deployment} of /openai/deployments/{deployment}/...
+	id         string // the {id} of responses/{id}...
+}
+
+// allows reports whether method is one of rt.allow.
+func (rt route) allows(method string) bool {
+	for m := range strings.SplitSeq(rt.allow, ", ") {
+		if m == method {
+			return true
+		}
+	}
+	return false
 }
 
 // parseRoute maps every path shape the stub answers:
@@ -36,10 +51,18 @@ type route struct {
 //	POST /openai/v1/completions
 //	POST /openai/v1/embeddings
 //	GET  /openai/v1/models
+//	POST /v1/responses                                        OpenAI Responses API
+//	GET  /v1/responses/{id}                                   (DELETE too)
+//	POST /v1/responses/{id}/cancel
+//	GET  /v1/responses/{id}/input_items
+//	POST /openai/v1/responses                                 Azure OpenAI v1 API, as /v1/responses
+//	GET  /openai/v1/responses/{id}                            (DELETE too)
+//	POST /openai/v1/responses/{id}/cancel
+//	GET  /openai/v1/responses/{id}/input_items
 //	GET  /health                                              vLLM's health check
 func parseRoute(path string) (route, bool) {
 	if path == "/health" {
-		return route{kind: kindHealth, method: http.MethodGet}, true
+		return route{kind: kindHealth, allow: http.MethodGet}, true
 	}
 	var rt route
 	rest, ok := strings.CutPrefix(path, "/v1/")
@@ -57,7 +80,7 @@ func parseRoute(path string) (route, bool) {
 			rt.deployment, rest = dep, op
 		}
 	}
-	rt.method = http.MethodPost
+	rt.allow = http.MethodPost
 	switch rest {
 	case "chat/completions":
 		rt.kind = kindChat
@@ -66,7 +89,37 @@ func parseRoute(path string) (route, bool) {
 	case "embeddings":
 		rt.kind = kindEmbeddings
 	case "models":
-		rt.kind, rt.method = kindModels, http.MethodGet
+		rt.kind, rt.allow = kindModels, http.MethodGet
+	case "responses":
+		if rt.deployment != "" {
+			return route{}, false
+		}
+		rt.kind = kindResponses
+	default:
+		return parseResponseRoute(rt, rest)
+	}
+	return rt, true
+}
+
+// parseResponseRoute maps responses/{id}, responses/{id}/cancel and
+// responses/{id}/input_items, which only the OpenAI and Azure v1 paths have.
+func parseResponseRoute(rt route, rest string) (route, bool) {
+	rest, ok := strings.CutPrefix(rest, "responses/")
+	if !ok || rt.deployment != "" {
+		return route{}, false
+	}
+	id, op, slash := strings.Cut(rest, "/")
+	if id == "" || slash && op == "" {
+		return route{}, false
+	}
+	rt.id = id
+	switch op {
+	case "":
+		rt.kind, rt.allow = kindResponse, http.MethodGet+", "+http.MethodDelete
+	case "cancel":
+		rt.kind = kindResponseCancel
+	case "input_items":
+		rt.kind, rt.allow = kindResponseInputItems, http.MethodGet
 	default:
 		return route{}, false
 	}

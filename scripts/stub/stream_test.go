@@ -338,17 +338,23 @@ func TestStepClose(t *testing.T) {
 }
 
 func TestAppendEventNoAlloc(t *testing.T) {
-	var tm templates
-	tm.render(answer{id: "chatcmpl-stub-1", model: "m", chat: true, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true, created: 1})
-	buf := make([]byte, 0, 512)
-	allocs := testing.AllocsPerRun(100, func() {
-		for i := range tm.count() {
-			ev, _ := tm.at(i)
-			buf = tm.appendEvent(buf[:0], ev, time.Now().UnixNano())
+	for _, a := range []answer{
+		{id: "chatcmpl-stub-1", model: "m", chat: true, n: 1, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true, created: 1},
+		{id: "chatcmpl-stub-2", model: "m", chat: true, n: 3, tokens: 9, finish: "stop", includeUsage: true, sp: newSpeech(true), seed: 7},
+		{id: "cmpl-stub-3", model: "m", n: 2, tokens: 9, finish: "length", sp: newSpeech(true), seed: 1},
+	} {
+		var tm templates
+		tm.render(a)
+		buf := make([]byte, 0, 512)
+		allocs := testing.AllocsPerRun(100, func() {
+			for i := range tm.count() {
+				ev, c, k := tm.at(i)
+				buf = tm.appendEvent(buf[:0], ev, c, k, time.Now().UnixNano())
+			}
+		})
+		if allocs != 0 {
+			t.Fatalf("%s: %v allocations per stream of events, want 0", a.id, allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per stream of events, want 0", allocs)
 	}
 }
 
@@ -385,8 +391,8 @@ func TestEventBytes(t *testing.T) {
 				t.Fatalf("count %d, want %d", tm.count(), len(tc.want))
 			}
 			for i, want := range tc.want {
-				ev, _ := tm.at(i)
-				if got := string(tm.appendEvent(nil, ev, 42)); got != want {
+				ev, c, k := tm.at(i)
+				if got := string(tm.appendEvent(nil, ev, c, k, 42)); got != want {
 					t.Errorf("event %d:\n got %s\nwant %s", i, got, want)
 				}
 			}

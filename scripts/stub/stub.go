@@ -1,15 +1,21 @@
 // Package stub is a model backend for tests and benchmarks. It answers the
-// OpenAI, Azure OpenAI and vLLM path shapes, and streams like a loaded
-// vLLM: the first token TTFT after the request arrives, then one token per
-// Interval. Faults (error statuses, hangs, dropped and stalled streams,
-// reset connections) are injected per request by the FaultHeader, or for
-// every request by Server.SetFault.
+// OpenAI, Azure OpenAI and vLLM path shapes (chat completions, completions,
+// embeddings, models, and OpenAI's Responses API with stored responses),
+// and streams like a loaded vLLM: the first token TTFT after the request
+// arrives, then one token per Interval. Faults (error statuses, hangs,
+// dropped and stalled streams, reset connections) are injected per request
+// by the FaultHeader, or for every request by Server.SetFault.
 //
 // It is built to be cheap because the benchmark drives 1,500 concurrent
-// streams through it on a few cores: a stream runs on its handler's
-// goroutine with one timer, its events are pre-rendered per request, and
-// an event costs one append of a template, one strconv.AppendInt, one write
-// and one flush, with no allocation and no encoding/json.
+// streams through it on a few cores: a chat or completion stream runs on
+// its handler's goroutine with one timer, its events are pre-rendered per
+// request, and an event costs a few appends of a template, one
+// strconv.AppendInt, one write and one flush, with no allocation and no
+// encoding/json. Responses API streams, off the benchmark's path, encode
+// each event with encoding/json.
+//
+// What the stub received is kept for assertions: Server.LastRequest and
+// Server.Requests (the last 64).
 package stub
 
 import (
@@ -75,6 +81,11 @@ type Options struct {
 	// Models is the list GET /v1/models returns, and the model of a
 	// request that names none. Empty means []string{DefaultModel}.
 	Models []string
+	// Prose, when true, answers with readable English: words of a few
+	// fixed sentences, one word a token, the starting sentence chosen by
+	// a hash of the request body (the same request gets the same text).
+	// False repeats " tok" per token, which tests count on.
+	Prose bool
 	// Step, when set, puts every stream in step mode: each event (role,
 	// token, finish, usage and [DONE] alike) is written only after a
 	// receive from Step, and TTFT and Interval are ignored. With several
@@ -88,6 +99,7 @@ type Server struct {
 	opts    Options
 	tokens  int
 	created int64 // the "created" of the models in /v1/models
+	speech  *speech
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -102,9 +114,13 @@ type Server struct {
 
 	bufs sync.Pool // of *streamBufs
 
-	mu    sync.Mutex
-	fault Fault
-	last  RecordedRequest
+	responses responseStore
+
+	mu     sync.Mutex
+	fault  Fault
+	recent [historySize]RecordedRequest // a ring: the newest at (seen-1) % historySize
+	seen   int                          // requests recorded
+	kept   int                          // body bytes in recent
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -127,6 +143,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		tokens:  tokens,
 		created: time.Now().Unix(),
+		speech:  newSpeech(opts.Prose),
 		done:    make(chan struct{}),
 	}
 }
@@ -147,7 +164,7 @@ type Stats struct {
 	Streams       int64 // streaming responses started (status 200 sent)
 	ActiveStreams int64 // streams now open
 	Canceled      int64 // streams whose client went away (or Close) before the end
-	Completed     int64 // streams that wrote data: [DONE]
+	Completed     int64 // streams that wrote data: [DONE], or a Responses stream's last event
 	Events        int64 // SSE events written and flushed, all streams (as Emitted)
 }
 
@@ -189,15 +206,50 @@ type RecordedRequest struct {
 	Auth string
 }
 
+// historySize is how many requests Requests returns at most, and
+// historyBodies the most body bytes they keep together: older bodies
+// beyond it are dropped (nil), the newest is always kept.
+const (
+	historySize   = 64
+	historyBodies = 16 << 20
+)
+
 // LastRequest returns the most recent request, with every fault and error
 // answer included; the zero value before the first.
 func (s *Server) LastRequest() RecordedRequest {
 	s.mu.Lock()
-	last := s.last
+	var last RecordedRequest
+	if s.seen > 0 {
+		last = s.recent[(s.seen-1)%historySize]
+	}
 	s.mu.Unlock()
-	last.Header = last.Header.Clone()
-	last.Body = bytes.Clone(last.Body)
-	return last
+	return last.clone()
+}
+
+// Requests returns the most recent requests, oldest first: all of them up
+// to the last 64, with every fault and error answer included, so that a
+// test that sends several requests can check each (e.g. that no Responses
+// request carried stream_options). Bodies are kept up to 16 MiB in all; an
+// older request's Body beyond that is nil.
+func (s *Server) Requests() []RecordedRequest {
+	s.mu.Lock()
+	n := min(s.seen, historySize)
+	out := make([]RecordedRequest, n)
+	for i := range out {
+		out[i] = s.recent[(s.seen-n+i)%historySize]
+	}
+	s.mu.Unlock()
+	for i := range out {
+		out[i] = out[i].clone()
+	}
+	return out
+}
+
+// clone copies what the caller may change.
+func (rec RecordedRequest) clone() RecordedRequest {
+	rec.Header = rec.Header.Clone()
+	rec.Body = bytes.Clone(rec.Body)
+	return rec
 }
 
 // SetFault makes f apply to the requests that arrive after it, until the
@@ -258,8 +310,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case !found:
 		writeError(w, http.StatusNotFound, "stub: no route for "+r.URL.Path, "invalid_request_error", "unknown_url")
 		return
-	case r.Method != rt.method:
-		w.Header().Set("Allow", rt.method)
+	case !rt.allows(r.Method):
+		w.Header().Set("Allow", rt.allow)
 		writeError(w, http.StatusMethodNotAllowed, "stub: "+r.Method+" not allowed on "+r.URL.Path, "invalid_request_error", "method_not_supported")
 		return
 	case rt.deployment != "" && r.URL.Query().Get("api-version") == "":
@@ -277,6 +329,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.models(w)
 	case kindEmbeddings:
 		s.embeddings(w, body, rt)
+	case kindResponses:
+		s.createResponse(w, r, body, rt, f, shape, arrived)
+	case kindResponse:
+		s.response(w, r, rt)
+	case kindResponseCancel:
+		s.cancelResponse(w, rt)
+	case kindResponseInputItems:
+		s.inputItems(w, r, rt)
 	default:
 		s.complete(w, r, body, rt, f, shape, arrived)
 	}
@@ -403,7 +463,16 @@ func (s *Server) record(r *http.Request, body []byte, auth, deployment string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.last = rec
+	slot := &s.recent[s.seen%historySize]
+	s.kept += len(rec.Body) - len(slot.Body)
+	*slot = rec
+	s.seen++
+	// Drop the oldest bodies past historyBodies, never the newest.
+	for i := max(s.seen-historySize, 0); s.kept > historyBodies && i < s.seen-1; i++ {
+		old := &s.recent[i%historySize]
+		s.kept -= len(old.Body)
+		old.Body = nil
+	}
 }
 
 // credential returns which credential r carries, for RecordedRequest.Auth.

@@ -17,7 +17,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = tm.appendEvent(buf[:0], evToken, 1_700_000_000_000_000_000)
+		buf = tm.appendEvent(buf[:0], evToken, 0, 1, 1_700_000_000_000_000_000)
 	}
 	b.SetBytes(int64(len(buf)))
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 )
 
 type modelObject struct {
@@ -33,14 +32,13 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 }
 
 // getModel answers GET /v1/models/{model}.
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request, id string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	models, ok := s.principalTenant(w, r, rec)
 	if !ok {
 		return
 	}
-	id := strings.TrimPrefix(r.URL.Path, "/v1/models/")
 	rec.model = id
 	for _, m := range models {
 		if m == id {

@@ -25,10 +25,10 @@ import (
 // path reads top to bottom in serveProxy; each step is a call into the
 // package that owns it.
 func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, op) }
+	return func(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, op, "") }
 }
 
-func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation) {
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation, deployment string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	ctx := r.Context()
@@ -40,22 +40,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
-	// 1. Authenticate: JWT against the issuer's cached JWKS.
-	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
-	if err != nil {
-		s.fail(w, rec, authError(err))
-		return
-	}
-	rec.tenant, rec.subject = p.Tenant, p.Subject
-
-	// 2. Tenant: the in-process table from config.
-	t := s.Tenants.Lookup(p.Tenant)
-	if t == nil {
-		s.fail(w, rec, tenantNotAllowed(p.Tenant))
-		return
-	}
-
-	// 3. Decode: a capped body; only model, stream and stream_options are read.
+	// 1. Read: a capped body, bounded in time, scanned for the fields the
+	// gateway decides on. It is read before the token is checked only so
+	// the access log can say what a refused caller asked for (stream or
+	// not); nothing in it is acted on before step 4.
 	bufp := bodyPool.Get().(*[]byte)
 	held := true // the client's body is released once the backend has its copy
 	defer func() {
@@ -77,9 +65,32 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 	_ = rc.SetReadDeadline(time.Time{})
-	body, aerr := parseBody(raw, op)
-	if aerr != nil {
-		s.fail(w, rec, aerr)
+	if deployment != "" { // Azure's deployment route: the path names the model
+		if withModel, err := upstream.WithModel(make([]byte, 0, len(raw)+len(deployment)+16), raw, deployment); err == nil {
+			raw = withModel
+		}
+	}
+	body, perr := parseBody(raw, op) // acted on after the tenant check
+	rec.stream = body.Stream
+
+	// 2. Authenticate: JWT against the issuer's cached JWKS.
+	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
+	if err != nil {
+		s.fail(w, rec, authError(err))
+		return
+	}
+	rec.tenant, rec.subject = p.Tenant, p.Subject
+
+	// 3. Tenant: the in-process table from config.
+	t := s.Tenants.Lookup(p.Tenant)
+	if t == nil {
+		s.fail(w, rec, tenantNotAllowed(p.Tenant))
+		return
+	}
+
+	// 4. Decode: only the fields the gateway decides on (upstream.Body).
+	if perr != nil {
+		s.fail(w, rec, perr)
 		return
 	}
 	rec.model, rec.stream = body.Model, body.Stream
@@ -90,7 +101,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}
 	rec.pool = pool.Name
 
-	// 4. Limit: one token from the tenant's bucket.
+	// 5. Limit: one token from the tenant's bucket.
 	d, err := s.Limiter.Take(ctx, t.ID)
 	if err != nil {
 		s.fail(w, rec, limiterError(err))
@@ -105,7 +116,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
-	// 5. Route and rewrite: model → pool → endpoint, failover before the first byte.
+	// 6. Route and rewrite: model → pool → endpoint, failover before the first byte.
 	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
@@ -127,7 +138,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	defer release()
 	defer resp.Body.Close()
 
-	// 6. Relay: SSE event by event with a flush each, or the JSON as sent.
+	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle timeout.
 	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"io"
 	"net/http"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -26,31 +30,121 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Every response carries the gateway's own request id; a caller-supplied
 	// one is never trusted into the log.
 	w.Header()["X-Request-Id"] = []string{newRequestID()}
-	path := r.URL.Path
+	s.boundBody(w, r)
+	if strings.HasPrefix(r.URL.Path, "/openai/") {
+		s.serveAzure(w, r)
+		return
+	}
+	s.dispatch(w, r, r.URL.Path)
+}
+
+// dispatch serves path (the request's own, or the OpenAI path an Azure
+// v1 route stands for).
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
 	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
-		rt, ok = route_{http.MethodGet: s.getModel}, true
+		id := path[len("/v1/models/"):]
+		rt, ok = route_{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.getModel(w, r, id) }}, true
 	}
 	if !ok {
-		invalidRequest(http.StatusNotFound, "unknown_url", "",
-			"Unknown request URL: "+r.Method+" "+path+". Please check the URL for typos.").write(w)
+		s.notFound(w, r)
 		return
 	}
 	h, ok := rt[r.Method]
 	if !ok {
-		allow := ""
+		methods := make([]string, 0, len(rt))
 		for m := range rt {
-			if allow != "" {
-				allow += ", "
-			}
-			allow += m
+			methods = append(methods, m)
 		}
-		w.Header().Set("Allow", allow)
-		invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "",
-			"Method "+r.Method+" is not allowed on "+path+"; use "+allow+".").write(w)
+		sort.Strings(methods)
+		s.methodNotAllowed(w, r, strings.Join(methods, ", "))
 		return
 	}
+	if r.Method != http.MethodPost {
+		closeUnread(w, r) // only the proxied POSTs read a body
+	}
 	h(w, r)
+}
+
+// notFound answers a path the gateway does not serve, with its access-log
+// line: a misconfigured client is what an operator needs to find.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	closeUnread(w, r)
+	s.fail(w, rec, invalidRequest(http.StatusNotFound, "unknown_url", "",
+		"Unknown request URL: "+r.Method+" "+r.URL.Path+". Please check the URL for typos."))
+}
+
+// methodNotAllowed answers a wrong method, listing the allowed ones.
+func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	w.Header().Set("Allow", allow)
+	closeUnread(w, r)
+	s.fail(w, rec, invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "",
+		"Method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+allow+"."))
+}
+
+// boundBody bounds the reading of a request's body from the moment its
+// headers are in, before authentication, so that a caller without a token
+// cannot hold a connection by announcing a body and going silent (DESIGN:
+// every connection bounded from its first byte). http.Server bounds the
+// rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
+//
+// The read deadline is BodyReadTimeout from now. It also bounds what
+// net/http does after the handler returns with a body unread: it reads up
+// to 256 KiB more to reuse the connection, and without a deadline a silent
+// client kept that read, and so the answer, waiting forever. A handler that
+// reads the whole body clears the deadline (proxy.go), since a later read
+// error would cancel the request's context and cut a long stream.
+//
+// A request without a body gets no deadline: nothing is read until it is
+// done, and net/http's own background read must not time out under a slow
+// handler. On Lambda there is no connection: SetReadDeadline reports
+// http.ErrNotSupported, and nothing else here applies.
+//
+// A chunked request is answered with Connection: close: net/http accepts
+// Transfer-Encoding together with Content-Length (it drops the latter, and
+// the handler cannot tell), and RFC 9112 §6.1 then requires the server to
+// close the connection after responding, against request smuggling.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) != nil {
+		return
+	}
+	if r.ContentLength < 0 {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	r.Body = &watchedBody{ReadCloser: r.Body}
+}
+
+// watchedBody notes whether a request body was read to its end, so that an
+// early answer can close a connection whose body is still unread instead of
+// letting net/http wait for it.
+type watchedBody struct {
+	io.ReadCloser
+	done bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+// closeUnread marks the response Connection: close when the request's body
+// (on a connection boundBody bounded) has not been read to its end: the
+// client may still be sending it, or may never, and the bytes that follow
+// cannot be trusted to start the next request.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if b, ok := r.Body.(*watchedBody); ok && !b.done {
+		w.Header()["Connection"] = []string{"close"}
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

@@ -447,3 +447,27 @@ func appendQuoted(d []byte, s string) []byte {
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(d, q...)
 }
+
+// WithModel appends to dst the body b with its top-level model set to
+// model: the value replaced when there is one, a member inserted first when
+// there is none. Azure's deployment routes name the model in the path; the
+// body must then say the same, so the gateway and the backend cannot read
+// two models. Errors are ParseBody's, but for a missing model.
+func WithModel(dst, b []byte, model string) ([]byte, error) {
+	p, err := ParseBody(b)
+	if err != nil && !errors.Is(err, ErrMissingModel) {
+		return nil, err
+	}
+	if p.Has(hasModel) {
+		dst = append(dst, b[:p.model.start]...)
+		dst = appendQuoted(dst, model)
+		return append(dst, b[p.model.end:]...), nil
+	}
+	open := firstBrace(b) + 1
+	dst = append(dst, b[:open]...)
+	dst = appendQuoted(append(dst, `"model":`...), model)
+	if skipWS(b, open) != lastBrace(b) {
+		dst = append(dst, ',')
+	}
+	return append(dst, b[open:]...), nil
+}

@@ -43,7 +43,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	backend := stub.New(stub.Options{APIKey: demoBackendKey, Name: "stub",
+	backend := stub.New(stub.Options{APIKey: demoBackendKey, Name: "stub", Prose: true,
 		Models: []string{"gpt-4o-prod", "gpt-4o-mini-2024-07-18", "o4-mini", "meta-llama/Llama-3.1-8B-Instruct"}})
 	stubSrv, err := serve(*stubAddr, backend)
 	if err != nil {

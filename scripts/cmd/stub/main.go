@@ -1,6 +1,6 @@
 // Command stub serves the stub model backend (package scripts/stub) as a
 // separate process, for `make run` and the benchmark: OpenAI, Azure OpenAI
-// and vLLM paths, streaming like a loaded vLLM.
+// and vLLM paths (the Responses API included), streaming like a loaded vLLM.
 //
 //	go run ./scripts/cmd/stub -addr 127.0.0.1:9100 -ttft 90ms -interval 14ms -tokens 128
 //
@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	name := fs.String("name", "", "value of the "+stub.NameHeader+" response header")
 	nonStreamDelay := fs.Duration("non-stream-delay", 0, "delay of non-streaming answers")
 	models := fs.String("models", stub.DefaultModel, "comma-separated model ids for /v1/models")
+	prose := fs.Bool("prose", false, `answer with English sentences, one word a token (default: " tok" per token)`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		APIKey:         *apiKey,
 		NonStreamDelay: *nonStreamDelay,
 		Models:         strings.Split(*models, ","),
+		Prose:          *prose,
 	})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

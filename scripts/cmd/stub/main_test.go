@@ -82,6 +82,20 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 }
 
+func TestRunProse(t *testing.T) {
+	t.Parallel()
+	url, _ := startRun(t, "-addr", "127.0.0.1:0", "-tokens", "6", "-prose")
+	resp, err := http.Post(url+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","messages":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || strings.Contains(string(body), " tok") || !strings.Contains(string(body), `"completion_tokens":6`) {
+		t.Fatalf("status %d, err %v: %s", resp.StatusCode, err, body)
+	}
+}
+
 // TestRunStopsWithHungRequest checks that a stop is not held up by a
 // request that a hang fault holds.
 func TestRunStopsWithHungRequest(t *testing.T) {

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// The Azure OpenAI front door: applications written for Azure OpenAI (the
+// AzureOpenAI client classes, LangChain's AzureChatOpenAI) change only
+// their endpoint and credential to come through the gateway.
+//
+//   - /openai/deployments/{deployment}/{chat/completions|completions|embeddings}
+//     ?api-version=YYYY-MM-DD[-preview]: {deployment} is the gateway's public
+//     model name; the body's model is set to it before the allow-list check.
+//     api-version is checked, not forwarded: each backend gets its own.
+//   - /openai/v1/…: OpenAI's shape, served as /v1/….
+//
+// The caller's JWT may come as Authorization: Bearer or, on these routes,
+// in the api-key header (the AzureOpenAI class with apiKey). Everything
+// after that is the one request path.
+
+// azureOps maps a deployment route's operation suffix to the operation.
+var azureOps = map[string]upstream.Operation{
+	"chat/completions": upstream.ChatCompletions,
+	"completions":      upstream.Completions,
+	"embeddings":       upstream.Embeddings,
+}
+
+// serveAzure answers every path under /openai/.
+func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") == "" {
+		if key := r.Header.Get("Api-Key"); key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	path := r.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/openai/v1/"); ok {
+		s.dispatch(w, r, "/v1/"+rest)
+		return
+	}
+	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
+	deployment, opPath, _ := strings.Cut(rest, "/")
+	op, known := azureOps[opPath]
+	if !ok || deployment == "" || !known {
+		s.notFound(w, r)
+		return
+	}
+	if r.Method != http.MethodPost {
+		s.methodNotAllowed(w, r, "POST")
+		return
+	}
+	if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
+		rec := s.begin(w, r)
+		defer s.finish(w, rec)
+		s.fail(w, rec, aerr)
+		return
+	}
+	s.serveProxy(w, r, op, deployment)
+}
+
+// checkAPIVersion accepts Azure's date-shaped versions: 2024-10-21,
+// 2025-01-01-preview.
+func checkAPIVersion(v string) *apiError {
+	if v == "" {
+		return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "api-version",
+			"missing required query parameter 'api-version' (for example api-version=2024-10-21)")
+	}
+	date, suffix, _ := strings.Cut(v, "-preview")
+	ok := len(date) == 10 && date[4] == '-' && date[7] == '-' && suffix == "" && !strings.HasSuffix(v, "-preview-preview")
+	for i := 0; ok && i < len(date); i++ {
+		if i != 4 && i != 7 && (date[i] < '0' || date[i] > '9') {
+			ok = false
+		}
+	}
+	if !ok {
+		return invalidRequest(http.StatusBadRequest, "invalid_api_version", "api-version",
+			"api-version "+quote(v)+" is not a version like 2024-10-21 or 2025-01-01-preview")
+	}
+	return nil
+}
+
+func quote(s string) string {
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return "'" + s + "'"
+}
