@@ -210,3 +210,23 @@ func readCaseInsensitive(raw []byte) (reading, error) {
 	}
 	return r, nil
 }
+
+func TestWithModel(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"replaces", `{"model":"a","messages":[]}`, `{"model":"dep","messages":[]}`},
+		{"inserts first", `{"messages":[]}`, `{"model":"dep","messages":[]}`},
+		{"empty object", `{ }`, `{"model":"dep" }`},
+		{"empty model", `{"model":"","input":"x"}`, `{"model":"dep","input":"x"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := WithModel(nil, []byte(tt.body), "dep")
+			if err != nil || string(got) != tt.want {
+				t.Fatalf("got %s, %v; want %s", got, err, tt.want)
+			}
+		})
+	}
+	if _, err := WithModel(nil, []byte(`{"model":"a","Model":"b"}`), "dep"); err == nil {
+		t.Fatal("a body with a model variant was accepted")
+	}
+}
