@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"time"
 
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
@@ -72,7 +71,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		if err != nil {
 			host = ""
 		}
-		if cfg.Listen == "127.0.0.1:8080" { // the default: a container must listen on every interface
+		if cfg.Listen == config.DefaultListen { // a container must listen on every interface
 			host = ""
 		}
 		addr = net.JoinHostPort(host, port)
@@ -81,11 +80,17 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Every connection is bounded from its first byte, with a token or
+	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
+	// beyond, and net/http closes), the body by the handler's read deadline
+	// (server.Server, body_read_timeout), a kept-alive connection between
+	// requests by IdleTimeout. No ReadTimeout or WriteTimeout: they would
+	// cut long streams.
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
+		IdleTimeout:       cfg.IdleTimeout.D(),
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String())

@@ -61,6 +61,7 @@ var (
 	errNotBearer  = invalid("authorization scheme is not Bearer", nil)
 	errEmptyToken = invalid("bearer token is empty", nil)
 	errTooLarge   = invalid("token is too large", nil)
+	errCritical   = invalid(`token has critical header parameters ("crit") the gateway does not understand`, nil)
 )
 
 // Principal is who a verified token speaks for.
@@ -157,6 +158,13 @@ func (v *Verifier) Verify(ctx context.Context, authorizationHeader string) (Prin
 	if err != nil {
 		return Principal{}, v.classify(token, err)
 	}
+	// RFC 7515 §4.1.11: a token whose "crit" names extensions the recipient
+	// does not understand must be refused. The gateway understands none, and
+	// an empty or malformed "crit" is itself invalid, so its mere presence
+	// refuses the token.
+	if _, ok := token.Header["crit"]; ok {
+		return Principal{}, errCritical
+	}
 	p, err := v.principal(claims)
 	if err != nil {
 		return Principal{}, err
@@ -237,18 +245,75 @@ func (v *Verifier) classify(token *jwt.Token, err error) error {
 		{keyfunc.ErrKeyfunc, "signing key does not match token"},
 		{jwt.ErrTokenSignatureInvalid, "token signature is invalid"},
 		{jwt.ErrTokenUnverifiable, "token is unverifiable"},
-		{jwt.ErrTokenRequiredClaimMissing, `token is missing required claim "exp"`},
+		{jwt.ErrTokenRequiredClaimMissing, ""},
 		{jwt.ErrTokenExpired, "token is expired"},
 		{jwt.ErrTokenNotValidYet, "token is not valid yet"},
 		{jwt.ErrTokenUsedBeforeIssued, "token is issued in the future"},
 		{jwt.ErrTokenInvalidIssuer, "issuer not accepted"},
 		{jwt.ErrTokenInvalidAudience, "audience not accepted"},
-		{jwt.ErrInvalidType, "token claim has an invalid type"},
+		{jwt.ErrInvalidType, ""},
 	}
 	for _, r := range reasons {
-		if errors.Is(err, r.target) {
-			return invalid(r.reason, err)
+		if !errors.Is(err, r.target) {
+			continue
 		}
+		reason := r.reason
+		switch r.target {
+		case jwt.ErrTokenRequiredClaimMissing:
+			reason = missingClaimReason(token)
+		case jwt.ErrInvalidType:
+			reason = `token claim "` + mistypedClaim(token) + `" has an invalid type`
+		}
+		return invalid(reason, err)
 	}
 	return invalid("token is invalid", err)
+}
+
+// claimsOf returns the token's claims, or nil.
+func claimsOf(token *jwt.Token) jwt.MapClaims {
+	if token == nil {
+		return nil
+	}
+	c, _ := token.Claims.(jwt.MapClaims)
+	return c
+}
+
+// missingClaimReason names the required claim a token lacks, in the
+// validator's order: the library's error says only "required claim missing".
+// exp is required by WithExpirationRequired; aud and iss because the
+// Verifier expects values for them (empty counts as absent).
+func missingClaimReason(token *jwt.Token) string {
+	c := claimsOf(token)
+	if _, ok := c["exp"]; !ok {
+		return `token is missing required claim "exp"`
+	}
+	if aud, err := c.GetAudience(); err == nil && (len(aud) == 0 || len(aud) == 1 && aud[0] == "") {
+		switch c["aud"].(type) {
+		case nil, string, []any:
+			return `token is missing required claim "aud"`
+		}
+		// The library reads an aud that is neither a string nor a list
+		// (a number, an object) as absent.
+		return `token claim "aud" has an invalid type`
+	}
+	return `token is missing required claim "iss"`
+}
+
+// mistypedClaim names the first registered claim whose JSON type is wrong
+// (a time that is not a number, an aud list with a non-string).
+func mistypedClaim(token *jwt.Token) string {
+	c := claimsOf(token)
+	if _, err := c.GetExpirationTime(); err != nil {
+		return "exp"
+	}
+	if _, err := c.GetNotBefore(); err != nil {
+		return "nbf"
+	}
+	if _, err := c.GetIssuedAt(); err != nil {
+		return "iat"
+	}
+	if _, err := c.GetAudience(); err != nil {
+		return "aud"
+	}
+	return "iss"
 }

@@ -193,7 +193,7 @@ func TestVerifyRejectsBadTokens(t *testing.T) {
 		{"empty tenant", bearer(good(devissuer.Claims{Extra: map[string]any{"tid": ""}})), `tenant claim "tid" missing`},
 		{"tenant not a string", bearer(good(devissuer.Claims{Extra: map[string]any{"tid": 42}})), `tenant claim "tid" is not a string`},
 		{"sub not a string", bearer(good(devissuer.Claims{Extra: map[string]any{"sub": 7}})), `subject claim "sub" is not a string`},
-		{"exp not a number", bearer(good(devissuer.Claims{Extra: map[string]any{"exp": "tomorrow"}})), "token claim has an invalid type"},
+		{"exp not a number", bearer(good(devissuer.Claims{Extra: map[string]any{"exp": "tomorrow"}})), `token claim "exp" has an invalid type`},
 		{"garbage", "Bearer not-a-jwt", "token is malformed"},
 		{"garbage three parts", "Bearer a.b.c", "token is malformed"},
 		{"empty header", "", "missing authorization header"},

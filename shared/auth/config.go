@@ -10,7 +10,12 @@ import (
 
 // Config says which tokens a Verifier accepts and how it keeps its signing keys
 // fresh. Only Issuer and Audiences are required; every other zero value means
-// the default named in the field's comment.
+// the default named in the field's comment; a negative duration or
+// MaxTokenBytes is an error.
+//
+// The gateway's config package checks these same rules, with field paths,
+// before New runs (so that -check and start-up agree): a rule added here
+// belongs in its validateAuth too.
 type Config struct {
 	// Issuer is the expected "iss" claim, an absolute http(s) URL. Required.
 	Issuer string

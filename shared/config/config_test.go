@@ -1,9 +1,14 @@
 package config
 
 import (
+	"encoding/pem"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -45,7 +50,7 @@ func TestDefaults(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"listen", c.Listen == "127.0.0.1:8080"},
+		{"listen", c.Listen == DefaultListen},
 		{"max_body_bytes", c.MaxBodyBytes == 1<<20},
 		{"tenant_claim", c.Auth.TenantClaim == "tid"},
 		{"algorithms", strings.Join(c.Auth.Algorithms, ",") == "RS256,ES256"},
@@ -55,6 +60,9 @@ func TestDefaults(t *testing.T) {
 		{"upstream.max_attempts", c.Upstream.MaxAttempts == 3},
 		{"tenant interval", c.Tenants[0].Interval.D() == time.Minute},
 		{"endpoint weight", c.Pools[0].Endpoints[0].Weight == 1},
+		{"read_header_timeout", c.ReadHeaderTimeout.D() == 10*time.Second},
+		{"idle_timeout", c.IdleTimeout.D() == 60*time.Second},
+		{"max_header_bytes", c.MaxHeaderBytes == 32<<10},
 	}
 	for _, ck := range checks {
 		if !ck.ok {
@@ -77,26 +85,112 @@ func TestJSONAccepted(t *testing.T) {
 }
 
 func TestProblems(t *testing.T) {
+	dir := t.TempDir()
+	caPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caPEM, selfSignedPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	endpoint := func(extra string) string {
+		return strings.Replace(minimal, `{url: "http://127.0.0.1:8000"}`, `{url: "http://127.0.0.1:8000", `+extra+`}`, 1)
+	}
+	kind := func(k, cfg string) string { return strings.Replace(cfg, "kind: vllm", "kind: "+k, 1) }
+	withURL := func(u string) string { return strings.Replace(minimal, "http://127.0.0.1:8000", u, 1) }
 	tests := []struct {
 		name  string
 		cfg   string
 		env   map[string]string
 		wants []string // each must appear in the error
+		not   []string // none may appear
 	}{
 		{name: "empty", cfg: ``, wants: []string{"auth.issuer: required", "auth.audiences", "pools: at least one", "tenants: at least one"}},
-		{name: "unknown field", cfg: minimal + "\nbogus: 1\n", wants: []string{"field bogus not found"}},
-		{name: "bad duration", cfg: minimal + "\nshutdown_grace: soon\n", wants: []string{`"soon" is not a duration`}},
+		{name: "unknown field", cfg: minimal + "\nbogus: 1\n", wants: []string{"bogus: unknown field (line 10)"}},
+		{name: "unknown fields everywhere, all at once",
+			cfg: strings.Replace(endpoint("foo: 1"), "audiences: [gw]", "audiences: [gw], isuer: x", 1) +
+				"limiter: {store: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u, bar: 2}}\n" +
+				"upstream: {retries: 3}\n",
+			env: map[string]string{"R": "redis://x"},
+			wants: []string{"auth.isuer: unknown field", "pools[0].endpoints[0].foo: unknown field",
+				"limiter.redis_entra.bar: unknown field", "upstream.retries: unknown field"},
+			not: []string{"not found in type"}},
+		{name: "unknown field in JSON", cfg: `{"auth":{"issuer":"https://i.example","audiences":["gw"],"leway":"1s"}}`,
+			wants: []string{"auth.leway: unknown field", "pools: at least one"}},
+		{name: "key written twice", cfg: minimal + "listen: \"127.0.0.1:1\"\nlisten: \"127.0.0.1:2\"\n", wants: []string{"listen: written twice (lines 9 and 10)"}, not: []string{"required"}},
+		{name: "wrong type names the field", cfg: minimal + "\nmax_body_bytes: lots\n",
+			wants: []string{"max_body_bytes: cannot unmarshal !!str `lots` into int64 (line 10)"}},
+		{name: "list where a mapping belongs", cfg: strings.Replace(minimal, `auth: {issuer: "https://issuer.example", audiences: [gw]}`, "auth: [a, b]", 1), wants: []string{"auth: must be a mapping of fields, not a list"},
+			not: []string{"auth.issuer", "auth.audiences"}},
+		{name: "not a mapping at all", cfg: "42", wants: []string{"(top level): must be a mapping of fields"}, not: []string{"required"}},
+		{name: "aliases expanding past the node budget",
+			cfg:   "auth: {issuer: x, algorithms: &a [" + strings.Repeat("RS256, ", 400) + "RS256]}\ntenants: [" + strings.Repeat("{models: *a}, ", 400) + "{}]\n",
+			wants: []string{"parse: document too large (more than 65536 nodes, aliases expanded)"}},
+		{name: "merge cycle", cfg: minimal + "upstream: &u {<<: *u}\nlambda: {<<: &l [*l]}\n",
+			wants: []string{"upstream: << merges a mapping into itself", "lambda: << must merge a mapping or a list of mappings"}},
+		{name: "bad duration", cfg: minimal + "\nshutdown_grace: soon\n", wants: []string{`shutdown_grace: "soon" is not a duration like "500ms" or "1m" (line 10)`}},
+		{name: "negative leeway", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], leeway: -1s", 1), wants: []string{"auth.leeway: must not be negative, got -1s"}},
+		{name: "listen without port", cfg: minimal + "listen: localhost\n", wants: []string{`listen: must be host:port`}},
+		{name: "listen with a named port", cfg: minimal + "listen: \"127.0.0.1:http\"\n", wants: []string{`listen: port must be a number from 0 to 65535, not "http"`}},
+		{name: "listen port out of range", cfg: minimal + "listen: \":70000\"\n", wants: []string{`listen: port must be a number`}},
+		{name: "listen host with a space", cfg: minimal + "listen: \"my host:80\"\n", wants: []string{`listen: host "my host" is not`}},
+		{name: "negative sizes", cfg: minimal + "max_header_bytes: -1\nmax_body_bytes: -2\nupstream: {max_attempts: -1, max_idle_conns_per_host: -4}\n",
+			wants: []string{"max_header_bytes: must not be negative, got -1", "max_body_bytes: must not be negative, got -2",
+				"upstream.max_attempts: must not be negative", "upstream.max_idle_conns_per_host: must not be negative"}},
+		{name: "negative max_token_bytes", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], max_token_bytes: -1", 1),
+			wants: []string{"auth.max_token_bytes: must not be negative"}},
+		{name: "weight 0", cfg: endpoint("weight: 0"), wants: []string{"pools[0].endpoints[0].weight: must be at least 1"}},
+		{name: "weight 0 in JSON", cfg: `{"auth":{"issuer":"https://i.example","audiences":["gw"]},"tenants":[{"id":"t","models":["m"],"requests":5}],
+			"pools":[{"name":"p","kind":"vllm","models":{"m":""},"endpoints":[{"url":"https://a.example","weight":0}]}]}`,
+			wants: []string{"pools[0].endpoints[0].weight: must be at least 1"}},
+		{name: "weight negative", cfg: endpoint("weight: -2"), wants: []string{"pools[0].endpoints[0].weight: must not be negative, got -2"},
+			not: []string{"at least 1"}},
+		{name: "weight too large", cfg: endpoint("weight: 1000000000000"), wants: []string{"pools[0].endpoints[0].weight: must be at most 1000000"}},
+		{name: "url with query", cfg: withURL("http://127.0.0.1:8000/v1?api-version=1"), wants: []string{"pools[0].endpoints[0].url: must not have a query"}},
+		{name: "url with fragment", cfg: withURL("http://127.0.0.1:8000/#x"), wants: []string{"pools[0].endpoints[0].url: must not have a fragment"}},
+		{name: "url with userinfo", cfg: withURL("http://user:secret@127.0.0.1:8000"), wants: []string{"pools[0].endpoints[0].url: must not carry credentials"},
+			not: []string{"secret"}},
+		{name: "organization on vllm", cfg: endpoint("organization: org-1"), wants: []string{"pools[0].endpoints[0].organization: only for openai pools, not vllm"}},
+		{name: "project on azure-openai", cfg: kind("azure-openai", endpoint("project: proj-1")), wants: []string{"pools[0].endpoints[0].project: only for openai pools, not azure-openai"}},
+		{name: "organization with a line break", cfg: kind("openai", endpoint(`organization: "org\r\nX-Evil: 1"`)),
+			wants: []string{"pools[0].endpoints[0].organization: must be a printable header value"}},
+		{name: "ca_file a directory", cfg: endpoint(fmt.Sprintf("ca_file: %q", dir)), wants: []string{"pools[0].endpoints[0].ca_file: " + dir + " is not a regular file"}},
+		{name: "ca_file missing", cfg: endpoint(fmt.Sprintf("ca_file: %q", filepath.Join(dir, "nope.pem"))), wants: []string{"pools[0].endpoints[0].ca_file: cannot read"}},
+		{name: "ca_file not PEM", cfg: endpoint(fmt.Sprintf("ca_file: %q", notPEM)), wants: []string{"pools[0].endpoints[0].ca_file: " + notPEM + " holds no PEM certificate"}},
+		{name: "two trusts on one host", cfg: minimal + fmt.Sprintf(`  - {name: p2, kind: vllm, models: {m2: x}, endpoints: [{url: "https://127.0.0.1:8000/v2", ca_file: %q}]}`, caPEM) + "\n",
+			wants: []string{`pools[1].endpoints[0].ca_file: "` + caPEM + `" differs from pools[0].endpoints[0].ca_file "" on the same host 127.0.0.1:8000`}},
+		{name: "organization with surrounding space", cfg: kind("openai", endpoint(`organization: " org-1"`)),
+			wants: []string{"pools[0].endpoints[0].organization: must be a printable header value"}},
+		{name: "empty audience", cfg: strings.Replace(minimal, "audiences: [gw]", `audiences: [gw, ""]`, 1), wants: []string{"auth.audiences[1]: must not be empty"}},
 		{name: "hmac alg", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], algorithms: [HS256, none]", 1),
 			wants: []string{`auth.algorithms[0]: "HS256"`, `auth.algorithms[1]: "none"`}},
+		{name: "refresh min above max", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], jwks_refresh_max: 1m", 1),
+			wants: []string{"auth.jwks_refresh_min: must not exceed auth.jwks_refresh_max (5m0s > 1m0s)"}},
 		{name: "unknown model in tenant", cfg: strings.Replace(minimal, "models: [m1]", "models: [m1, nope]", 1), wants: []string{`tenants[0].models[1]: model "nope" is not served`}},
-		{name: "missing env", cfg: strings.Replace(minimal, `{url: "http://127.0.0.1:8000"}`, `{url: "http://127.0.0.1:8000", api_key_env: VLLM_KEY}`, 1),
+		{name: "missing env", cfg: endpoint("api_key_env: VLLM_KEY"),
 			wants: []string{"pools[0].endpoints[0].api_key_env: environment variable VLLM_KEY is not set"}},
 		{name: "bad kind and url", cfg: strings.Replace(strings.Replace(minimal, "kind: vllm", "kind: bedrock", 1), "http://127.0.0.1:8000", "ftp://x", 1),
 			wants: []string{`pools[0].kind: must be openai, azure-openai or vllm, not "bedrock"`, `pools[0].endpoints[0].url`}},
 		{name: "redis without url", cfg: minimal + "\nlimiter: {store: redis, failure_policy: maybe}\n", wants: []string{"limiter.redis_url_env: required", "limiter.failure_policy"}},
-		{name: "entra on vllm", cfg: strings.Replace(minimal, `{url: "http://127.0.0.1:8000"}`, `{url: "http://127.0.0.1:8000", auth: entra}`, 1),
+		{name: "redis interval finer than a microsecond", cfg: strings.Replace(minimal, "requests: 10}", "requests: 10, interval: 1500ns}", 1) +
+			"limiter: {store: redis, redis_url_env: R}\n", env: map[string]string{"R": "redis://x"},
+			wants: []string{"tenants[0].interval: must be a whole number of microseconds with limiter.store redis"}},
+		{name: "entra on vllm", cfg: endpoint("auth: entra"),
 			wants: []string{"pools[0].endpoints[0].auth: entra is only for azure-openai", "pools[0].endpoints[0].entra.credential"}},
+		{name: "entra settings with key auth", cfg: endpoint("entra: {credential: managed-identity}"),
+			wants: []string{"pools[0].endpoints[0].entra: only used with auth: entra"}},
+		{name: "azure-cli with client_id", cfg: kind("azure-openai", endpoint("auth: entra, entra: {credential: azure-cli, client_id: abc}")),
+			wants: []string{"pools[0].endpoints[0].entra.client_id: not used by the Azure CLI"}},
+		{name: "workload identity without its environment", cfg: kind("azure-openai", endpoint("auth: entra, entra: {credential: workload-identity}")),
+			wants: []string{"pools[0].endpoints[0].entra.credential: environment variable AZURE_TENANT_ID is not set",
+				"pools[0].endpoints[0].entra.credential: environment variable AZURE_FEDERATED_TOKEN_FILE is not set",
+				"pools[0].endpoints[0].entra.client_id: environment variable AZURE_CLIENT_ID is not set"}},
+		{name: "redis_entra with memory store", cfg: minimal + "limiter: {redis_entra: {credential: managed-identity, username: u}}\n",
+			wants: []string{"limiter.redis_entra: only used with limiter.store redis"}},
 		{name: "duplicate model", cfg: minimal + `  - {name: p2, kind: openai, models: {m1: x}, endpoints: [{url: "http://a.example"}]}` + "\n", wants: []string{`pools[1].models.m1: model is already served by pool "p1"`}},
+		{name: "every problem at once", cfg: strings.Replace(minimal, `issuer: "https://issuer.example", `, "", 1) + "bogus: 1\nlisten: nope\nshutdown_grace: -1s\n",
+			wants: []string{"bogus: unknown field", "auth.issuer: required", "listen: must be host:port", "shutdown_grace: must not be negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,13 +198,145 @@ func TestProblems(t *testing.T) {
 			if err == nil {
 				t.Fatal("accepted a bad config")
 			}
+			var p Problems
+			if !errors.As(err, &p) {
+				t.Fatalf("error is not Problems: %v", err)
+			}
 			for _, w := range tt.wants {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error does not mention %q:\n%v", w, err)
 				}
 			}
+			for _, n := range tt.not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("error mentions %q:\n%v", n, err)
+				}
+			}
+			for _, line := range p {
+				if field, _, ok := strings.Cut(line, ": "); !ok || field == "" || strings.Contains(field, " ") && field != "(top level)" {
+					t.Errorf("problem %q does not start with a field path", line)
+				}
+			}
 		})
 	}
+}
+
+// TestNegativeDurations covers every Duration field in the schema: each
+// negative one is reported by its field path. The list is checked against
+// the schema by reflection, so a new duration field needs a case here.
+func TestNegativeDurations(t *testing.T) {
+	entraEndpoint := strings.Replace(strings.Replace(minimal, "kind: vllm", "kind: azure-openai", 1),
+		`{url: "http://127.0.0.1:8000"}`, `{url: "http://127.0.0.1:8000", auth: entra, entra: {credential: managed-identity, timeout: -1s}}`, 1)
+	top := func(field string) string { return minimal + field + ": -1s\n" }
+	in := func(section, field string) string { return minimal + section + ": {" + field + ": -1s}\n" }
+	cases := map[string]string{
+		"body_read_timeout":                   top("body_read_timeout"),
+		"read_header_timeout":                 top("read_header_timeout"),
+		"idle_timeout":                        top("idle_timeout"),
+		"shutdown_grace":                      top("shutdown_grace"),
+		"auth.leeway":                         strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], leeway: -1s", 1),
+		"auth.jwks_refresh_min":               strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], jwks_refresh_min: -1s", 1),
+		"auth.jwks_refresh_max":               strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], jwks_refresh_max: -1s", 1),
+		"auth.unknown_kid_interval":           strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], unknown_kid_interval: -1s", 1),
+		"limiter.timeout":                     in("limiter", "timeout"),
+		"limiter.redis_entra.timeout":         minimal + "limiter: {store: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u, timeout: -1s}}\n",
+		"upstream.header_timeout":             in("upstream", "header_timeout"),
+		"upstream.response_timeout":           in("upstream", "response_timeout"),
+		"upstream.connect_timeout":            in("upstream", "connect_timeout"),
+		"upstream.stream_idle_timeout":        in("upstream", "stream_idle_timeout"),
+		"upstream.default_cooldown":           in("upstream", "default_cooldown"),
+		"lambda.deadline_margin":              in("lambda", "deadline_margin"),
+		"lambda.min_remaining":                in("lambda", "min_remaining"),
+		"upstream.keepalive_interval":         in("upstream", "keepalive_interval"),
+		"upstream.first_token_timeout":        in("upstream", "first_token_timeout"),
+		"pools[0].keepalive_interval":         strings.Replace(minimal, "kind: vllm", "kind: vllm\n    keepalive_interval: -1s", 1),
+		"pools[0].first_token_timeout":        strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: -1s", 1),
+		"tenants[0].interval":                 strings.Replace(minimal, "requests: 10}", "requests: 10, interval: -1s}", 1),
+		"pools[0].endpoints[0].entra.timeout": entraEndpoint,
+	}
+	for _, path := range durationPaths(reflect.TypeFor[Config](), "") {
+		if _, ok := cases[path]; !ok {
+			t.Errorf("duration field %s has no case", path)
+		}
+	}
+	for path, cfg := range cases {
+		t.Run(path, func(t *testing.T) {
+			_, err := Parse([]byte(cfg), env(map[string]string{"R": "redis://x"}))
+			want := path + ": must not be negative, got -1s"
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("want %q, got %v", want, err)
+			}
+		})
+	}
+}
+
+// durationPaths lists the schema's Duration fields, "[0]" for list items.
+func durationPaths(t reflect.Type, path string) []string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return durationPaths(t.Elem(), path)
+	case reflect.Slice:
+		return durationPaths(t.Elem(), path+"[0]")
+	}
+	var out []string
+	if t == reflect.TypeFor[Duration]() {
+		return []string{path}
+	}
+	if t.Kind() == reflect.Struct {
+		eachField(t, path, func(_ int, f reflect.StructField, p string) {
+			out = append(out, durationPaths(f.Type, p)...)
+		})
+	}
+	return out
+}
+
+func TestEndpointOptions(t *testing.T) {
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, selfSignedPEM(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := strings.Replace(strings.Replace(minimal, "kind: vllm", "kind: openai", 1), `{url: "http://127.0.0.1:8000"}`,
+		fmt.Sprintf(`{url: "https://127.0.0.1:8000/base/", weight: 5, organization: org-1, project: proj-1, ca_file: %q}`, caFile), 1)
+	c, err := Parse([]byte(cfg), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Pools[0].Endpoints[0]
+	if e.Weight != 5 || e.Organization != "org-1" || e.Project != "proj-1" || e.CAFile != caFile {
+		t.Fatalf("endpoint = %+v", e)
+	}
+}
+
+// TestAnchorsAndMergeKeys: YAML's own reuse features pass the schema check,
+// and a merged mapping is checked like any other.
+func TestAnchorsAndMergeKeys(t *testing.T) {
+	cfg := `
+auth: {issuer: "https://issuer.example", audiences: [gw]}
+tenants: [{id: t1, models: [m1, m2], requests: 10}]
+pools:
+  - {name: p1, kind: vllm, models: {m1: ""}, endpoints: [&ep {url: "http://127.0.0.1:8000", weight: 2}]}
+  - {name: p2, kind: vllm, models: {m2: ""}, endpoints: [*ep, {<<: *ep, weight: 3}]}
+`
+	c, err := Parse([]byte(cfg), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, m := c.Pools[1].Endpoints[0].Weight, c.Pools[1].Endpoints[1].Weight; a != 2 || m != 3 {
+		t.Fatalf("aliased weight = %d, merged weight = %d; want 2 and 3", a, m)
+	}
+	bad := strings.Replace(cfg, "weight: 2}", "weight: 2, colour: red}", 1)
+	_, err = Parse([]byte(bad), env(nil))
+	for _, w := range []string{"pools[0].endpoints[0].colour: unknown field", "pools[1].endpoints[0].colour: unknown field", "pools[1].endpoints[1].colour: unknown field"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("want %q, got %v", w, err)
+		}
+	}
+}
+
+func selfSignedPEM(t *testing.T) []byte {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -126,6 +352,9 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(`{"auth":{"issuer":"https://i"}}`))
 	f.Add([]byte("tenants: [{id: a}]\npools: [{name: p, endpoints: [{}]}]"))
+	f.Add([]byte("a: &x {b: 1}\nc: [*x, *x, {<<: *x}]\nauth: {issuer: x, issuer: y}\nlisten: 1"))
+	f.Add([]byte(`{"pools":[{"endpoints":[{"weight":0,"url":"http://u:p@h/?q#f"}]}],"x":1}`))
+	f.Add([]byte("auth: &a {<<: [*a, {<<: *a}]}\npools: [&p {<<: [*p]}]"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b, env(nil))
 		if err != nil {

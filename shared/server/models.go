@@ -3,6 +3,8 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/llmgw/gateway/shared/tenant"
 )
 
 type modelObject struct {
@@ -21,11 +23,12 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	models := t.Models
 	list := struct {
 		Object string        `json:"object"`
 		Data   []modelObject `json:"data"`
-	}{Object: "list", Data: make([]modelObject, 0, len(t))}
-	for _, m := range t {
+	}{Object: "list", Data: make([]modelObject, 0, len(models))}
+	for _, m := range models {
 		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
 	}
 	s.writeJSON(w, rec, list)
@@ -35,10 +38,11 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request) {
 func (s *Server) getModel(w http.ResponseWriter, r *http.Request, id string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
-	models, ok := s.principalTenant(w, r, rec)
+	t, ok := s.principalTenant(w, r, rec)
 	if !ok {
 		return
 	}
+	models := t.Models
 	rec.model = id
 	for _, m := range models {
 		if m == id {
@@ -49,8 +53,9 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, id string) {
 	s.fail(w, rec, modelNotFound(id))
 }
 
-// principalTenant authenticates and returns the tenant's model list.
-func (s *Server) principalTenant(w http.ResponseWriter, r *http.Request, rec *record) ([]string, bool) {
+// principalTenant authenticates the caller and finds its tenant; on
+// failure it has answered.
+func (s *Server) principalTenant(w http.ResponseWriter, r *http.Request, rec *record) (*tenant.Tenant, bool) {
 	p, err := s.Auth.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		s.fail(w, rec, authError(err))
@@ -62,7 +67,7 @@ func (s *Server) principalTenant(w http.ResponseWriter, r *http.Request, rec *re
 		s.fail(w, rec, tenantNotAllowed(p.Tenant))
 		return nil, false
 	}
-	return t.Models, true
+	return t, true
 }
 
 func (s *Server) writeJSON(w http.ResponseWriter, rec *record, v any) {

@@ -31,6 +31,7 @@ func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation, deployment string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
+	rec.op = op
 	ctx := r.Context()
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
@@ -101,23 +102,29 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}
 	rec.pool = pool.Name
 
-	// 5. Limit: one token from the tenant's bucket.
-	d, err := s.Limiter.Take(ctx, t.ID)
-	if err != nil {
-		s.fail(w, rec, limiterError(err))
-		return
+	if op == upstream.Responses {
+		for _, tg := range s.Targets[pool] {
+			if !tg.SupportsResponses() {
+				s.fail(w, rec, invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
+					fmt.Sprintf("model %q is served on a surface without the Responses API", body.Model)))
+				return
+			}
+		}
+		if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
+			s.fail(w, rec, aerr)
+			return
+		}
 	}
-	now := s.Now()
-	setRateHeaders(w.Header(), d, now)
-	if !d.Allowed {
-		s.fail(w, rec, &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
-			Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", t.ID, d.Limit),
-			RetryAfter: d.Reset.Sub(now)})
+
+	// 5. Limit: one token from the tenant's bucket.
+	if !s.take(ctx, w, rec, t.ID) {
 		return
 	}
 
 	// 6. Route and rewrite: model → pool → endpoint, failover before the first byte.
-	inject := body.Stream && !body.IncludeUsage && op != upstream.Embeddings
+	// Responses streams carry usage in response.completed: never inject
+	// stream_options there (Azure refuses it).
+	inject := body.Stream && !body.IncludeUsage && (op == upstream.ChatCompletions || op == upstream.Completions)
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
@@ -160,6 +167,15 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 	body *upstream.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	var scratch [8]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
+	if rec.pin != "" {
+		// A stored response lives on one endpoint: only it can answer.
+		order, wait = order[:0], 0
+		for _, e := range pool.Endpoints {
+			if e.Name == rec.pin {
+				order = append(order, e)
+			}
+		}
+	}
 	if len(order) == 0 {
 		return nil, nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
 			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
@@ -285,6 +301,9 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 				continue
 			}
 			rec.upstreamFirst = s.Now()
+			if op == upstream.Responses {
+				s.remember(rec, first, true)
+			}
 			resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
 		}
 		s.Router.Healthy(e)
@@ -303,6 +322,29 @@ func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *record, resp *htt
 	w.WriteHeader(resp.StatusCode)
 	_ = http.NewResponseController(w).Flush()
 	rec.clientFirst = s.Now()
+}
+
+// take takes one request token from the tenant's bucket and sets the
+// x-ratelimit-*-requests headers; on a refusal it has answered.
+func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string) bool {
+	d, err := s.Limiter.Take(ctx, tenantID)
+	if err != nil {
+		if ctx.Err() != nil { // the client left during the take: not the limiter's failure
+			s.fail(w, rec, contextError(ctx))
+			return false
+		}
+		s.fail(w, rec, limiterError(err))
+		return false
+	}
+	now := s.Now()
+	setRateHeaders(w.Header(), d, now)
+	if !d.Allowed {
+		s.fail(w, rec, &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+			Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", tenantID, d.Limit),
+			RetryAfter: d.Reset.Sub(now)})
+		return false
+	}
+	return true
 }
 
 // streamPolicy is pool's keepalive and first-token policy.
@@ -470,6 +512,9 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 		if u, _, ok := sse.ParseUsage(buf[:n]); ok {
 			rec.setUsage(u, true)
 		}
+		if rec.op == upstream.Responses && resp.StatusCode/100 == 2 && resp.Request.Method == http.MethodPost {
+			s.remember(rec, buf[:n], false)
+		}
 		w.Header().Set("Content-Length", strconv.Itoa(n))
 	}
 	w.WriteHeader(resp.StatusCode)
@@ -554,6 +599,8 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "model", err.Error())
 	case errors.Is(err, upstream.ErrStreamType):
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
+	case errors.Is(err, upstream.ErrPreviousType):
+		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "previous_response_id", err.Error())
 	case errors.Is(err, upstream.ErrOptionsType):
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
 	case err != nil:
@@ -561,6 +608,8 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 	}
 	need, field := upstream.HasMessages, "messages"
 	switch op {
+	case upstream.Responses:
+		return b, nil // input may be absent (a prompt template, a continued response)
 	case upstream.Completions:
 		need, field = upstream.HasPrompt, "prompt"
 	case upstream.Embeddings:

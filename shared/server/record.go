@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // record is what one request leaves in the access log: one JSON line with
@@ -30,6 +31,8 @@ type record struct {
 	// failoverAfterHeaders: an endpoint was tried after comments went out.
 	keepalive            *keepalive
 	failoverAfterHeaders bool
+	op                   upstream.Operation
+	pin                  string // the endpoint a stored response lives on ("" = any)
 	bytes, events        int64
 	usage                sse.Usage
 	hasUsage             bool

@@ -20,6 +20,7 @@ func (s *Server) routeTable() map[string]route_ {
 		"/v1/chat/completions": {http.MethodPost: s.proxy(upstream.ChatCompletions)},
 		"/v1/completions":      {http.MethodPost: s.proxy(upstream.Completions)},
 		"/v1/embeddings":       {http.MethodPost: s.proxy(upstream.Embeddings)},
+		"/v1/responses":        {http.MethodPost: s.proxy(upstream.Responses)},
 		"/v1/models":           {http.MethodGet: s.listModels},
 	}
 }
@@ -41,6 +42,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // dispatch serves path (the request's own, or the OpenAI path an Azure
 // v1 route stands for).
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
+	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok {
+		s.serveStored(w, r, rest)
+		return
+	}
+	if path == "/v1/responses" && isWebSocket(r) {
+		s.refuseWebSocket(w, r)
+		return
+	}
 	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -67,6 +68,11 @@ type Deps struct {
 	// MinRemaining refuses a request whose context deadline (a Lambda
 	// invocation's) is nearer than this. 0 = off.
 	MinRemaining time.Duration
+	// Affinity records where stored Responses live (default: in memory).
+	Affinity Affinity
+	// ResponseTTL is how long a stored response's record is kept: the
+	// backend's retention. Default 30 days (OpenAI's).
+	ResponseTTL time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -103,6 +109,12 @@ func New(d Deps) *Server {
 	}
 	if d.Now == nil {
 		d.Now = time.Now
+	}
+	if d.Affinity == nil {
+		d.Affinity = affinity.NewMemory(0, d.Now)
+	}
+	if d.ResponseTTL <= 0 {
+		d.ResponseTTL = 30 * 24 * time.Hour
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)

@@ -260,6 +260,7 @@ func (rl *relay) flushIf(wrote bool) error {
 }
 
 var (
+	prefixEvent     = []byte("event: ")
 	prefixJSONData  = []byte("data: {")
 	prefixErrorData = []byte(`data: {"error"`)
 	markerDone      = []byte("[DONE]")
@@ -269,6 +270,9 @@ var (
 // event is to be stripped.
 func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
+	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses API
+		rl.namedEvent(ev)
+	}
 	if !bytes.HasPrefix(ev, prefixJSONData) && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
 		return false
@@ -279,6 +283,22 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 	}
 	rl.res.Usage, rl.res.HasUsage = u, true
 	return usageOnly && rl.strip
+}
+
+// namedEvent notes the Responses API's terminal events: a stream ends
+// after response.completed, .incomplete or .failed (there is no [DONE]),
+// and an error event is the backend telling the client itself.
+func (rl *relay) namedEvent(ev []byte) {
+	name := ev[len(prefixEvent):]
+	if i := bytes.IndexAny(name, "\r\n"); i >= 0 {
+		name = name[:i]
+	}
+	switch string(bytes.TrimSpace(name)) {
+	case "response.completed", "response.incomplete", "response.failed":
+		rl.res.Done = true
+	case "error":
+		rl.res.EndedWithError = true
+	}
 }
 
 // AppendErrorEvent appends an SSE event carrying errorJSON as its data, the

@@ -80,23 +80,23 @@ func TestRelayUsageAndStripping(t *testing.T) {
 		{
 			name: "usage-only chunk stripped and counted", strip: true,
 			in:   chunkContent + chunkContent + chunkUsage + chunkDone,
-			want: chunkContent + chunkContent + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+			want: chunkContent + chunkContent + chunkDone, usage: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, hasUsage: true, events: 3,
 		},
 		{
 			name: "usage-only chunk kept without StripUsageChunk",
 			in:   chunkContent + chunkUsage + chunkDone,
-			want: chunkContent + chunkUsage + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+			want: chunkContent + chunkUsage + chunkDone, usage: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, hasUsage: true, events: 3,
 		},
 		{
 			name: "azure prompt_filter_results chunk is not stripped", strip: true,
 			in:   chunkAzure + chunkContent + chunkUsage + chunkDone,
-			want: chunkAzure + chunkContent + chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 3,
+			want: chunkAzure + chunkContent + chunkDone, usage: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, hasUsage: true, events: 3,
 		},
 		{
 			name: "vllm continuous usage counted, never stripped", strip: true,
 			in:    chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
 			want:  chunkVLLM + strings.Replace(chunkVLLM, `"completion_tokens":3`, `"completion_tokens":4`, 1) + chunkDone,
-			usage: Usage{10, 4, 13}, hasUsage: true, events: 3,
+			usage: Usage{PromptTokens: 10, CompletionTokens: 4, TotalTokens: 13}, hasUsage: true, events: 3,
 		},
 		{
 			name: "usage null only", strip: true,
@@ -104,11 +104,11 @@ func TestRelayUsageAndStripping(t *testing.T) {
 		},
 		{
 			name: "stripped chunk first", strip: true,
-			in: chunkUsage + chunkDone, want: chunkDone, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+			in: chunkUsage + chunkDone, want: chunkDone, usage: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, hasUsage: true, events: 1,
 		},
 		{
 			name: "stripped chunk last", strip: true,
-			in: chunkContent + chunkUsage, want: chunkContent, usage: Usage{400, 128, 528}, hasUsage: true, events: 1,
+			in: chunkContent + chunkUsage, want: chunkContent, usage: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, hasUsage: true, events: 1,
 		},
 	}
 	var r Relayer
@@ -483,7 +483,7 @@ func TestRelayConcurrent(t *testing.T) {
 			switch {
 			case err != nil:
 				errs <- err
-			case !res.Done || res.Usage != (Usage{400, 128, 528}):
+			case !res.Done || res.Usage != (Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}):
 				errs <- fmt.Errorf("stream %d: result %+v", i, res)
 			case i%2 == 1 && !bytes.Equal(out.Bytes(), stream):
 				errs <- fmt.Errorf("stream %d: bytes differ", i)
@@ -597,6 +597,36 @@ func TestEndedWithError(t *testing.T) {
 			}
 			if res.EndedWithError != tt.want {
 				t.Fatalf("EndedWithError = %v, want %v", res.EndedWithError, tt.want)
+			}
+		})
+	}
+}
+
+// TestRelayResponsesStream: a Responses API stream (named events, no
+// [DONE]) is done at response.completed, counted from its usage, and an
+// error event is the backend's own.
+func TestRelayResponsesStream(t *testing.T) {
+	created := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n"
+	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n"
+	done := "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":5,\"output_tokens\":1,\"total_tokens\":6}}}\n\n"
+	errEv := "event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\"}\n\n"
+	for _, tt := range []struct {
+		name, in      string
+		done, errored bool
+	}{
+		{"completed", created + delta + done, true, false},
+		{"cut", created + delta, false, false},
+		{"error event", created + errEv, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var out strings.Builder
+			var r Relayer
+			res, err := r.Relay(&out, nil, strings.NewReader(tt.in), Options{})
+			if err != nil || out.String() != tt.in || res.Done != tt.done || res.EndedWithError != tt.errored {
+				t.Fatalf("err %v done %v errored %v out %q", err, res.Done, res.EndedWithError, out.String())
+			}
+			if tt.done && (res.Usage.PromptTokens != 5 || res.Usage.CompletionTokens != 1) {
+				t.Fatalf("usage %+v", res.Usage)
 			}
 		})
 	}

@@ -2,8 +2,13 @@ package sse
 
 import "bytes"
 
-// Usage holds an OpenAI usage object's token counts.
-type Usage struct{ PromptTokens, CompletionTokens, TotalTokens int64 }
+// Usage holds an OpenAI usage object's token counts: Chat Completions'
+// prompt/completion tokens or the Responses API's input/output tokens, with
+// their cached and reasoning details.
+type Usage struct {
+	PromptTokens, CompletionTokens, TotalTokens int64
+	CachedTokens, ReasoningTokens               int64
+}
 
 var (
 	keyUsage   = []byte(`"usage"`)
@@ -132,12 +137,25 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 		i = skipWS(b, i+1)
 		var dst *int64
 		switch string(key) {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens":
 			dst = &u.PromptTokens
-		case "completion_tokens":
+		case "completion_tokens", "output_tokens":
 			dst = &u.CompletionTokens
 		case "total_tokens":
 			dst = &u.TotalTokens
+		case "cached_tokens":
+			dst = &u.CachedTokens
+		case "reasoning_tokens":
+			dst = &u.ReasoningTokens
+		case "prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details":
+			if i < len(b) && b[i] == '{' {
+				d, ok := parseUsageObject(b[i:])
+				if !ok {
+					return Usage{}, false
+				}
+				u.CachedTokens = max(u.CachedTokens, d.CachedTokens)
+				u.ReasoningTokens = max(u.ReasoningTokens, d.ReasoningTokens)
+			}
 		}
 		if dst != nil {
 			n, next, ok := parseInt(b, i)

@@ -16,24 +16,25 @@ func TestParseUsage(t *testing.T) {
 		ok        bool
 	}{
 		{name: "usage null", in: chunkContent},
-		{name: "usage-only chunk", in: chunkUsage, want: Usage{400, 128, 528}, usageOnly: true, ok: true},
+		{name: "usage-only chunk", in: chunkUsage, want: Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}, usageOnly: true, ok: true},
 		{name: "azure prompt filter chunk", in: chunkAzure},
-		{name: "vllm continuous usage", in: chunkVLLM, want: Usage{10, 3, 13}, ok: true},
+		{name: "vllm continuous usage", in: chunkVLLM, want: Usage{PromptTokens: 10, CompletionTokens: 3, TotalTokens: 13}, ok: true},
 		{name: "DONE", in: chunkDone},
 		{name: "comment", in: ": ping\n\n"},
-		{name: "whitespace around colon and braces", in: `data: {"choices" : [ ] , "usage" : { "prompt_tokens" : 1 , "completion_tokens" :2,"total_tokens": 3 } }` + "\n\n", want: Usage{1, 2, 3}, usageOnly: true, ok: true},
-		{name: "nested details skipped", in: `data: {"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":9,"audio_tokens":[1,{"x":"}"}]},"prompt_tokens":5,"completion_tokens":6,"total_tokens":11,"completion_tokens_details":{"reasoning_tokens":7}}}` + "\n\n", want: Usage{5, 6, 11}, usageOnly: true, ok: true},
-		{name: "usage before choices", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2},"choices":[]}` + "\n\n", want: Usage{1, 1, 2}, usageOnly: true, ok: true},
-		{name: "no choices key", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}` + "\n\n", want: Usage{1, 1, 2}, ok: true},
+		{name: "whitespace around colon and braces", in: `data: {"choices" : [ ] , "usage" : { "prompt_tokens" : 1 , "completion_tokens" :2,"total_tokens": 3 } }` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, usageOnly: true, ok: true},
+		{name: "responses completed", in: "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":2},\"output_tokens\":8,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":20}}}\n\n", want: Usage{PromptTokens: 12, CompletionTokens: 8, TotalTokens: 20, CachedTokens: 2, ReasoningTokens: 3}, ok: true},
+		{name: "nested details read", in: `data: {"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":9,"audio_tokens":[1,{"x":"}"}]},"prompt_tokens":5,"completion_tokens":6,"total_tokens":11,"completion_tokens_details":{"reasoning_tokens":7}}}` + "\n\n", want: Usage{PromptTokens: 5, CompletionTokens: 6, TotalTokens: 11, CachedTokens: 9, ReasoningTokens: 7}, usageOnly: true, ok: true},
+		{name: "usage before choices", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2},"choices":[]}` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, usageOnly: true, ok: true},
+		{name: "no choices key", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, ok: true},
 		{name: "usage word in content is not a key", in: `data: {"choices":[{"delta":{"content":"usage"}}],"usage":null}` + "\n\n"},
 		{name: "escaped quoted usage in content", in: `data: {"choices":[{"delta":{"content":"\"usage\":{\"prompt_tokens\":1}"}}],"usage":null}` + "\n\n"},
-		{name: "null usage then object elsewhere", in: `data: {"x":{"usage":null},"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0,"total_tokens":2}}` + "\n\n", want: Usage{2, 0, 2}, usageOnly: true, ok: true},
+		{name: "null usage then object elsewhere", in: `data: {"x":{"usage":null},"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0,"total_tokens":2}}` + "\n\n", want: Usage{PromptTokens: 2, CompletionTokens: 0, TotalTokens: 2}, usageOnly: true, ok: true},
 		{name: "float count is not ok", in: `data: {"usage":{"prompt_tokens":1.5}}` + "\n\n"},
 		{name: "overflow is not ok", in: `data: {"usage":{"prompt_tokens":99999999999999999999}}` + "\n\n"},
 		{name: "truncated object is not ok", in: `data: {"usage":{"prompt_tokens":1,`},
 		{name: "empty usage object", in: `data: {"choices":[],"usage":{}}` + "\n\n", usageOnly: true, ok: true},
 		{name: "choices with whitespace but not empty", in: `data: {"choices":[ {} ],"usage":{"total_tokens":1}}` + "\n\n", want: Usage{TotalTokens: 1}, ok: true},
-		{name: "CRLF event", in: "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\r\n\r\n", want: Usage{3, 4, 7}, usageOnly: true, ok: true},
+		{name: "CRLF event", in: "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\r\n\r\n", want: Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}, usageOnly: true, ok: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -24,6 +24,9 @@ type Body struct {
 	Stream bool
 	// IncludeUsage is stream_options.include_usage as the client sent it.
 	IncludeUsage bool
+	// PreviousResponseID is the Responses API's previous_response_id: the
+	// stored response this one continues, which lives on one endpoint.
+	PreviousResponseID string
 
 	model         span // the "model" value (with quotes)
 	streamOptions span // the "stream_options" value
@@ -57,6 +60,7 @@ var (
 	ErrMissingModel = errors.New("you must provide a model parameter")
 	ErrStreamType   = errors.New("'stream' must be a boolean")
 	ErrOptionsType  = errors.New("'stream_options' must be an object")
+	ErrPreviousType = errors.New("'previous_response_id' must be a string")
 )
 
 // KeyError refuses a body whose reading would depend on the JSON decoder:
@@ -87,6 +91,7 @@ const (
 	keyPrompt
 	keyInput
 	keyIncludeUsage
+	keyPreviousResponse
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -94,11 +99,12 @@ const (
 // variants are refused: what the gateway decides on. (messages, prompt and
 // input are only checked for presence; a variant of them alone is missing.)
 var (
-	topKeys    = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions, "messages": keyMessages, "prompt": keyPrompt, "input": keyInput}
+	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
+		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse}
 	optionKeys = map[string]key{"include_usage": keyIncludeUsage}
-	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true}
+	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true}
 	keyNames   = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
-		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage"}
+		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id"}
 	topFolded    = foldedKeys(topKeys)
 	optionFolded = foldedKeys(optionKeys)
 )
@@ -140,6 +146,18 @@ func ParseBody(b []byte) (Body, error) {
 			}
 		case keyStreamOptions:
 			return out.parseStreamOptions(b, v)
+		case keyPreviousResponse:
+			if string(b[v.start:v.end]) == "null" {
+				return nil
+			}
+			if b[v.start] != '"' {
+				return ErrPreviousType
+			}
+			s, _, err := unquote(b[v.start:v.end])
+			if err != nil {
+				return ErrPreviousType
+			}
+			out.PreviousResponseID = s
 		case keyMessages:
 			out.present |= HasMessages
 		case keyPrompt:

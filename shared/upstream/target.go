@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,6 +22,7 @@ const (
 	ChatCompletions Operation = iota
 	Completions
 	Embeddings
+	Responses
 )
 
 // suffix is the operation's path below the API root.
@@ -30,6 +32,8 @@ func (o Operation) suffix() string {
 		return "/completions"
 	case Embeddings:
 		return "/embeddings"
+	case Responses:
+		return "/responses"
 	default:
 		return "/chat/completions"
 	}
@@ -75,6 +79,11 @@ type Target struct {
 	wire wire
 	// Models maps public model names to the backend's names.
 	Models map[string]string
+	// fixed holds the headers from config sent on every request
+	// (OpenAI-Organization, OpenAI-Project); forward the caller headers the
+	// operator allowed beyond Accept.
+	fixed   http.Header
+	forward []string
 }
 
 // TargetSpec describes a Target for NewTarget.
@@ -85,6 +94,17 @@ type TargetSpec struct {
 	AzureAPI   string // azure-openai: deployments | v1
 	Models     map[string]string
 	Cred       Credential
+	// Organization and Project (openai kind) are sent as OpenAI-Organization
+	// and OpenAI-Project: which account and project the gateway's key acts
+	// for is the operator's choice, so the caller's values never pass. The
+	// config checks them (kind, a valid header value).
+	Organization string
+	Project      string
+	// Forward names caller headers forwarded as sent, beyond the built-in
+	// allow-list (see NewRequest). Default none. Names that carry
+	// credentials, pick an account, an encoding or a framing, or claim an
+	// identity are refused (see neverForward).
+	Forward []string
 }
 
 // NewTarget validates spec and builds the target.
@@ -108,6 +128,27 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	default:
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
 	}
+	if spec.Organization != "" {
+		t.fixed = http.Header{"Openai-Organization": {spec.Organization}}
+	}
+	if spec.Project != "" {
+		if t.fixed == nil {
+			t.fixed = http.Header{}
+		}
+		t.fixed["Openai-Project"] = []string{spec.Project}
+	}
+	for _, name := range spec.Forward {
+		k := http.CanonicalHeaderKey(name)
+		if k == "" || !validHeaderName(k) {
+			return nil, fmt.Errorf("forward: %q is not a header name", name)
+		}
+		if neverForward(k) {
+			return nil, fmt.Errorf("forward: %s is never forwarded from a caller", k)
+		}
+		if k != "Accept" {
+			t.forward = append(t.forward, k)
+		}
+	}
 	return t, nil
 }
 
@@ -120,18 +161,53 @@ func (t *Target) BackendModel(public string) string {
 }
 
 // NewRequest builds the backend request. body is the already rewritten body
-// (see Body.Rewrite with BodyModel). in is the client's request: only its
-// end-to-end headers are copied, never its credentials or cookies.
+// (see Body.Rewrite with BodyModel). in is the client's request header.
+//
+// Headers reach a backend by allow-list, never by deny-list: a caller must
+// not pick the account, project, encoding or identity the backend sees. A
+// backend request carries exactly
+//   - Content-Type: application/json (the gateway sent the body it checked);
+//   - Accept, as the caller sent it (a media type; never Accept-Encoding:
+//     a compressed SSE stream could not be scanned per event);
+//   - the endpoint's credential (Cred), never the caller's;
+//   - OpenAI-Organization and OpenAI-Project from the endpoint's config;
+//   - the caller headers named in TargetSpec.Forward;
+//   - what the server and transport add: X-Request-Id (the gateway's own
+//     id), Host, Content-Length, User-Agent.
+//
+// Everything else a caller sends stays at the gateway: credentials and
+// cookies, OpenAI-Organization and OpenAI-Project, X-Forwarded-* and
+// Forwarded, Content-Encoding, Expect, hop-by-hop headers, X-Ms-* and any
+// other vendor header.
 func (t *Target) NewRequest(ctx context.Context, op Operation, public string, body []byte, in http.Header) (*http.Request, error) {
-	backend := t.BackendModel(public)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.wire.url(t.Base, op, backend), bytes.NewReader(body))
+	return t.newRequest(ctx, http.MethodPost, t.wire.url(t.Base, op, t.BackendModel(public)), body, in)
+}
+
+// newRequest builds a backend request with exactly the allowed headers.
+func (t *Target) newRequest(ctx context.Context, method, url string, body []byte, in http.Header) (*http.Request, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, fmt.Errorf("build backend request: %w", err)
 	}
-	copyRequestHeaders(req.Header, in)
-	req.Header["Content-Type"] = []string{"application/json"}
+	h := req.Header
+	h["Content-Type"] = []string{"application/json"}
+	if v := in["Accept"]; len(v) > 0 {
+		h["Accept"] = v
+	}
+	for _, k := range t.forward {
+		if v := in[k]; len(v) > 0 {
+			h[k] = v
+		}
+	}
+	for k, v := range t.fixed {
+		h[k] = v
+	}
 	if t.Cred != nil {
-		if err := t.Cred.Apply(ctx, req.Header); err != nil {
+		if err := t.Cred.Apply(ctx, h); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrCredential, err)
 		}
 	}
@@ -144,25 +220,31 @@ func (t *Target) BodyModel(public string) string {
 	return t.wire.bodyModel(t.BackendModel(public))
 }
 
-// dropRequest lists headers never forwarded to a backend: hop-by-hop headers
-// (RFC 9110 §7.6.1), the caller's credentials and cookies, and those the
-// transport must set itself (Accept-Encoding: a compressed SSE stream could
-// not be scanned per event).
-var dropRequest = map[string]bool{
-	"Authorization": true, "Cookie": true, "Api-Key": true, "Proxy-Authorization": true,
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Host": true, "Content-Length": true,
-	"Accept-Encoding": true, "Forwarded": true, "X-Forwarded-For": true,
+// neverForward reports whether a caller's header k (canonical) must never
+// reach a backend, even when an operator lists it in TargetSpec.Forward:
+// credentials and cookies (RFC 9110 §11), hop-by-hop and framing headers
+// (RFC 9110 §7.6.1, RFC 9112 §6), those that pick an encoding, account or
+// project, and those that claim a client identity the gateway did not
+// check.
+func neverForward(k string) bool {
+	switch k {
+	case "Authorization", "Proxy-Authorization", "Cookie", "Api-Key",
+		"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Host", "Content-Length", "Content-Type", "Content-Encoding", "Accept-Encoding", "Expect",
+		"Openai-Organization", "Openai-Project", "X-Request-Id", "Forwarded", "X-Real-Ip":
+		return true
+	}
+	return strings.HasPrefix(k, "X-Forwarded-")
 }
 
-func copyRequestHeaders(dst, src http.Header) {
-	connection := src["Connection"]
-	for k, vv := range src {
-		if dropRequest[k] || listed(connection, k) {
-			continue
+func validHeaderName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
 		}
-		dst[k] = vv
 	}
+	return true
 }
 
 // dropResponse lists backend response headers not relayed: hop-by-hop ones,

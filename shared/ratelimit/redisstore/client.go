@@ -19,11 +19,18 @@ type ClientOptions struct {
 	URL string
 	// Password, when set, overrides the URL's password.
 	Password string
-	// Credentials, when set, supplies the username and password for every
-	// new connection instead: Azure Cache for Redis with Microsoft Entra ID
-	// takes the identity's object id as the username and a fresh access
-	// token as the password, so a token refresh needs no restart.
+	// Credentials, when set, supplies the username and password instead:
+	// Azure Managed Redis and Azure Cache for Redis with Microsoft Entra ID
+	// take the identity's object id as the username and an access token as
+	// the password. A new connection logs in with the current credentials,
+	// and every open connection sends AUTH again when they change (a token
+	// refresh), so no connection outlives the token it logged in with and no
+	// restart is needed. It is asked every CredentialsInterval while
+	// connections are open; it should answer from memory.
 	Credentials func(ctx context.Context) (username, password string, err error)
+	// CredentialsInterval is how often Credentials is asked for a change.
+	// Default DefaultCredentialsInterval.
+	CredentialsInterval time.Duration
 	// Timeout is the budget of one limiter call. Reads, writes and waiting
 	// for a pooled connection are bounded by it (the caller's context deadline
 	// bounds them too). Default 50ms.
@@ -40,7 +47,9 @@ type ClientOptions struct {
 //   - context deadlines bound socket reads and writes;
 //   - MinIdleConns 0, so nothing is dialed before it is needed (cold start);
 //   - no CLIENT SETINFO and no maintenance-notification handshake, so a new
-//     connection costs the dial, TLS and HELLO/AUTH only.
+//     connection costs the dial, TLS and HELLO/AUTH only;
+//   - with Credentials, streaming credentials: open connections re-AUTH when
+//     the password changes (see ClientOptions.Credentials).
 //
 // The default pool (10 per GOMAXPROCS) suits a single-core replica.
 func NewClient(o ClientOptions) (*redis.Client, error) {
@@ -58,9 +67,6 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	if o.Password != "" {
 		opts.Password = o.Password
-	}
-	if o.Credentials != nil {
-		opts.CredentialsProviderContext = o.Credentials
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
@@ -85,6 +91,15 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	if opts.PoolTimeout == 0 {
 		opts.PoolTimeout = timeout
+	}
+	if o.Credentials != nil {
+		interval := o.CredentialsInterval
+		if interval <= 0 {
+			interval = DefaultCredentialsInterval
+		}
+		// A new connection waits for its first login no longer than a take
+		// may take; Warm and the background poll wait up to DialTimeout.
+		opts.StreamingCredentialsProvider = newCredentialStream(o.Credentials, interval, timeout, opts.DialTimeout)
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.DisableIdentity = true

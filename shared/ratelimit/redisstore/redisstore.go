@@ -210,6 +210,15 @@ func (s *Store) Burst(ctx context.Context, key string, tokens uint64) error {
 // Warm loads the scripts into Redis, which also dials a connection, so that
 // the first Take is a single EVALSHA round trip.
 func (s *Store) Warm(ctx context.Context) error {
+	// With streaming credentials, wait for the first token here, where the
+	// budget is the dial timeout, rather than in a take's.
+	if c, ok := s.client.(interface{ Options() *redis.Options }); ok {
+		if cs, ok := c.Options().StreamingCredentialsProvider.(*credentialStream); ok {
+			if err := cs.prime(ctx); err != nil {
+				return fmt.Errorf("redisstore: warm: %w", err)
+			}
+		}
+	}
 	for _, sc := range []*redis.Script{takeScript, setScript, burstScript} {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return fmt.Errorf("redisstore: warm: %w", err)

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/shared/config"
+)
+
+// checkBase is a valid config; the cases below each break one thing.
+const checkBase = `listen: 127.0.0.1:0
+auth: {issuer: "https://issuer.example", audiences: [gw]}
+tenants: [{id: t1, models: [m1, m2], requests: 10}]
+pools:
+  - name: p1
+    kind: vllm
+    models: {m1: served}
+    endpoints: [{url: "http://127.0.0.1:9"}]
+  - name: p2
+    kind: openai
+    models: {m2: ""}
+    endpoints: [{url: "https://127.0.0.1:10"}]
+`
+
+// badConfigs are configs that start-up used to reject (with exit status 1
+// and no field path) or run with a silently changed meaning; -check must
+// now refuse each with its field path.
+func badConfigs(t *testing.T) map[string]struct{ cfg, want string } {
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	caFile := testCAFile(t)
+	vllmEndpoint := func(s string) string {
+		return strings.Replace(checkBase, `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", `+s+`}`, 1)
+	}
+	return map[string]struct{ cfg, want string }{
+		"negative leeway":       {strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw], leeway: -1s", 1), "auth.leeway: must not be negative"},
+		"empty audience":        {strings.Replace(checkBase, "audiences: [gw]", `audiences: [gw, ""]`, 1), "auth.audiences[1]: must not be empty"},
+		"unparsable listen":     {strings.Replace(checkBase, "listen: 127.0.0.1:0", "listen: localhost", 1), "listen: must be host:port"},
+		"negative connect":      {checkBase + "upstream: {connect_timeout: -1s}\n", "upstream.connect_timeout: must not be negative"},
+		"negative header":       {checkBase + "upstream: {header_timeout: -3s}\n", "upstream.header_timeout: must not be negative"},
+		"negative header bytes": {checkBase + "max_header_bytes: -1\n", "max_header_bytes: must not be negative"},
+		"weight 0":              {vllmEndpoint("weight: 0"), "pools[0].endpoints[0].weight: must be at least 1"},
+		"url with query":        {strings.Replace(checkBase, "http://127.0.0.1:9", "http://127.0.0.1:9/?a=1", 1), "pools[0].endpoints[0].url: must not have a query"},
+		"organization on vllm":  {vllmEndpoint("organization: org-1"), "pools[0].endpoints[0].organization: only for openai pools"},
+		"ca_file not PEM":       {vllmEndpoint(fmt.Sprintf("ca_file: %q", notPEM)), "pools[0].endpoints[0].ca_file:"},
+		"unknown field":         {strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw], leway: 1s", 1), "auth.leway: unknown field"},
+		"two trusts on one host": {strings.Replace(checkBase, `{url: "https://127.0.0.1:10"}`, fmt.Sprintf(`{url: "https://127.0.0.1:9", ca_file: %q}`, caFile), 1),
+			"pools[1].endpoints[0].ca_file: "},
+		"azure-cli with a client": {strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: azure-cli, client_id: x}}`, 1), "pools[0].endpoints[0].entra.client_id"},
+	}
+}
+
+// TestCheckAndStartAgree: -check and start-up run the same validation, so
+// both refuse each bad config with the same field path and config.Problems
+// (which main maps to exit status 2), and start-up never listens.
+func TestCheckAndStartAgree(t *testing.T) {
+	for name, tc := range badConfigs(t) {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := writeFile(path, tc.cfg); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{{"gateway", "-check", "-config", path}, {"gateway", "-config", path}} {
+				var out syncbuf.Buffer
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := run(ctx, args, func(string) string { return "" }, &out, &out)
+				cancel()
+				var p config.Problems
+				if !errors.As(err, &p) {
+					t.Fatalf("%v: want config.Problems, got %v", args, err)
+				}
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("%v: error does not name %q:\n%v", args, tc.want, err)
+				}
+				if strings.Contains(out.String(), "listening") || strings.Contains(out.String(), "config ok") {
+					t.Fatalf("%v: went on with a bad config:\n%s", args, out.String())
+				}
+			}
+		})
+	}
+}
+
+// TestCheckExitStatus runs main itself (the test binary, re-executed) on a
+// bad config: exit status 2, the field path on stderr.
+func TestCheckExitStatus(t *testing.T) {
+	if path := os.Getenv("GATEWAY_CHECK_TEST_CONFIG"); path != "" {
+		os.Args = []string{"gateway", "-check", "-config", path}
+		main()
+		os.Exit(0)
+	}
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := writeFile(path, checkBase+"upstream: {connect_timeout: -1s}\n"); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCheckExitStatus$")
+	cmd.Env = append(os.Environ(), "GATEWAY_CHECK_TEST_CONFIG="+path)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Fatalf("exit = %v, want status 2; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "upstream.connect_timeout: must not be negative") {
+		t.Fatalf("output lacks the field path:\n%s", out)
+	}
+}
+
+// TestAcceptedConfigsWire: configs at the edge of what -check accepts (zero
+// meaning default, the smallest weights and intervals, the optional endpoint
+// fields) are accepted by every constructor start-up calls too.
+func TestAcceptedConfigsWire(t *testing.T) {
+	caFile := testCAFile(t)
+	edges := map[string]string{
+		"zero durations mean default": checkBase + "shutdown_grace: 0s\nidle_timeout: 0s\nupstream: {connect_timeout: 0s, header_timeout: 0s}\nlimiter: {timeout: 0s}\n",
+		"explicit weight 1 and max":   strings.Replace(checkBase, `[{url: "http://127.0.0.1:9"}]`, `[{url: "http://127.0.0.1:9", weight: 1}, {url: "http://127.0.0.1:11", weight: 1000000}]`, 1),
+		"openai organization, project, ca_file": strings.Replace(checkBase, `[{url: "https://127.0.0.1:10"}]`,
+			fmt.Sprintf(`[{url: "https://127.0.0.1:10/v1", organization: org-1, project: proj-1, ca_file: %q}]`, caFile), 1),
+		"listen on every interface":    strings.Replace(checkBase, "listen: 127.0.0.1:0", `listen: ":0"`, 1),
+		"auth limits":                  strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw, other], algorithms: [EdDSA, PS512], jwks_refresh_min: 1m, jwks_refresh_max: 1m, leeway: 1ns", 1),
+		"redis store, interval in µs":  strings.Replace(checkBase, "requests: 10}", "requests: 10, interval: 1500us}", 1) + "limiter: {store: redis, redis_url_env: R}\n",
+		"managed identity with client": strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: managed-identity, client_id: x}}`, 1),
+	}
+	getenv := func(k string) string { return map[string]string{"R": "redis://127.0.0.1:1"}[k] }
+	for name, cfg := range edges {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := writeFile(path, cfg); err != nil {
+				t.Fatal(err)
+			}
+			var out syncbuf.Buffer
+			if err := run(context.Background(), []string{"gateway", "-check", "-config", path}, getenv, &out, &out); err != nil {
+				t.Fatalf("-check: %v", err)
+			}
+			c, err := config.Load(path, getenv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			gw, err := wire(ctx, c, getenv, slog.New(slog.DiscardHandler))
+			if err != nil {
+				t.Fatalf("-check accepted a config start-up refuses: %v", err)
+			}
+			gw.close()
+		})
+	}
+}
+
+// testCAFile is a PEM file holding one certificate.
+func testCAFile(t *testing.T) string {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	return writeCertPEM(t, srv)
+}

@@ -1,0 +1,303 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Period is the span of a token quota. Periods follow UTC calendar
+// boundaries: a day quota resets at 00:00 UTC, a month quota at 00:00 UTC
+// on the first of the month.
+type Period uint8
+
+// Quota periods. PeriodNone is the zero value: no quota.
+const (
+	PeriodNone Period = iota
+	PeriodDay
+	PeriodMonth
+)
+
+func (p Period) String() string {
+	switch p {
+	case PeriodDay:
+		return "day"
+	case PeriodMonth:
+		return "month"
+	}
+	return "none"
+}
+
+// ParsePeriod reads "day" or "month" (the config spelling).
+func ParsePeriod(s string) (Period, error) {
+	switch s {
+	case "day":
+		return PeriodDay, nil
+	case "month":
+		return PeriodMonth, nil
+	}
+	return PeriodNone, fmt.Errorf("budget: quota period %q: want \"day\" or \"month\"", s)
+}
+
+// Limits is one tenant's token budget. Every limit counts prompt plus
+// completion tokens; a zero field is no limit.
+type Limits struct {
+	// TokensPerMinute caps the tokens charged to one UTC calendar minute
+	// (a fixed window; see the package doc for its semantics).
+	TokensPerMinute int64
+	// TokenQuota caps the tokens charged to one QuotaPeriod.
+	TokenQuota int64
+	// QuotaPeriod is the quota's span; required when TokenQuota is set.
+	QuotaPeriod Period
+	// MaxOutputTokens caps the output of every request, whatever the
+	// client asks. It is applied by Ledger (the stores ignore it).
+	MaxOutputTokens int64
+}
+
+// Enforced reports whether l limits anything a store keeps.
+func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 }
+
+func (l Limits) validate() []error {
+	var errs []error
+	if l.TokensPerMinute < 0 {
+		errs = append(errs, fmt.Errorf("tokens_per_minute %d: must not be negative", l.TokensPerMinute))
+	}
+	if l.TokenQuota < 0 {
+		errs = append(errs, fmt.Errorf("token_quota %d: must not be negative", l.TokenQuota))
+	}
+	if l.TokenQuota > 0 && l.QuotaPeriod != PeriodDay && l.QuotaPeriod != PeriodMonth {
+		errs = append(errs, errors.New("token_quota needs a period (day or month)"))
+	}
+	if l.MaxOutputTokens < 0 {
+		errs = append(errs, fmt.Errorf("max_output_tokens %d: must not be negative", l.MaxOutputTokens))
+	}
+	for _, n := range []int64{l.TokensPerMinute, l.TokenQuota} {
+		if n > MaxTokens {
+			errs = append(errs, fmt.Errorf("limit %d exceeds %d, the largest count a store holds exactly", n, int64(MaxTokens)))
+		}
+	}
+	return errs
+}
+
+// MaxTokens is the largest limit or amount a store accepts: Lua's numbers
+// are doubles, exact for integers below 2^53.
+const MaxTokens = 1 << 53
+
+// Limit names the limit that refused a reservation.
+type Limit uint8
+
+// Limits that refuse.
+const (
+	LimitNone  Limit = iota
+	LimitTPM         // tokens per minute: 429 rate_limit_exceeded
+	LimitQuota       // token quota: 429 insufficient_quota
+)
+
+// Code is the OpenAI error code for a refusal by k: "rate_limit_exceeded"
+// for the per-minute limit, "insufficient_quota" for the quota, "" for none.
+func (k Limit) Code() string {
+	switch k {
+	case LimitTPM:
+		return "rate_limit_exceeded"
+	case LimitQuota:
+		return "insufficient_quota"
+	}
+	return ""
+}
+
+func (k Limit) String() string {
+	switch k {
+	case LimitTPM:
+		return "tokens_per_minute"
+	case LimitQuota:
+		return "token_quota"
+	}
+	return "none"
+}
+
+// Window is one limit's state after an operation. Limit 0 means the limit
+// is not configured (the other fields are then zero).
+type Window struct {
+	Limit int64
+	// Used is the tokens charged to the current window, reservations
+	// included. It may exceed Limit only through overruns (a backend that
+	// ignored the output cap) or estimate mode.
+	Used int64
+	// Remaining is max(0, Limit-Used).
+	Remaining int64
+	// Reset is when the current window ends (x-ratelimit-reset-tokens,
+	// Retry-After).
+	Reset time.Time
+}
+
+// NewWindow returns the window of a limit with used tokens charged, ending
+// at reset; the zero Window when limit is 0 (not configured).
+func NewWindow(limit, used int64, reset time.Time) Window {
+	if limit <= 0 {
+		return Window{}
+	}
+	return Window{Limit: limit, Used: used, Remaining: max(0, limit-used), Reset: reset}
+}
+
+// Decision is the outcome of a reservation.
+type Decision struct {
+	// Allowed reports whether the request may be forwarded.
+	Allowed bool
+	// Granted is the tokens reserved: at least the request's minimum, at
+	// most its want. Zero in estimate mode.
+	Granted int64
+	// Requested is the minimum that was asked for, for the refusal message
+	// ("requested N, limit L"): a Requested above a Window's Limit can never
+	// be granted, however long the caller waits.
+	Requested int64
+	// RefusedBy names the limit that refused; LimitNone when allowed. When
+	// both would refuse, the quota is named: waiting a minute does not help.
+	RefusedBy Limit
+	// TPM and Quota are the two limits' windows after this operation.
+	TPM, Quota Window
+	// Held reports that the request id already had a reservation: a live
+	// one is returned unchanged and nothing new is reserved (an idempotent
+	// retry); an id whose lease has expired is not reserved again (Allowed
+	// false, RefusedBy LimitNone: request ids must be unique).
+	Held bool
+	// Degraded reports that the store failed and the failure policy decided
+	// without a reservation: its usage is not counted, and its Settle is a
+	// no-op (the caller may skip it).
+	Degraded bool
+
+	// OutputCap is the output cap per choice to write into the request
+	// (max_completion_tokens, max_tokens or max_output_tokens); 0 when the
+	// request needs no cap. Set by Ledger; a Store leaves it zero.
+	OutputCap int64
+	// RewriteCap reports that OutputCap differs from what the client sent
+	// (or the client sent none), so the body must be rewritten.
+	RewriteCap bool
+}
+
+// Refusal is the window of the limit that refused (zero when allowed).
+func (d Decision) Refusal() Window {
+	switch d.RefusedBy {
+	case LimitTPM:
+		return d.TPM
+	case LimitQuota:
+		return d.Quota
+	}
+	return Window{}
+}
+
+// Settlement is the outcome of settling a reservation.
+type Settlement struct {
+	// Found reports that this call settled the reservation. False for an id
+	// never reserved, already settled (a second Settle is a no-op) or whose
+	// expiry record is gone.
+	Found bool
+	// Expired reports that the lease had run out before this settle: the
+	// reservation's tokens had already returned, and Actual was charged now.
+	Expired bool
+	// Reserved is what the reservation held; Actual what was settled.
+	Reserved, Actual int64
+	// Refunded is the tokens given back (Reserved-Actual when positive and
+	// the lease had not expired); Overrun the tokens charged beyond the
+	// reservation. Where the reservation's window had ended, a refund goes
+	// nowhere and an overrun is charged to the current window.
+	Refunded, Overrun int64
+}
+
+// NewSettlement returns the settlement of a reservation of reserved tokens
+// settled with actual tokens (KeepReserved already resolved); expired when
+// its lease had run out, so that its tokens had returned already.
+func NewSettlement(expired bool, reserved, actual int64) Settlement {
+	s := Settlement{Found: true, Expired: expired, Reserved: reserved, Actual: actual}
+	held := reserved
+	if expired {
+		held = 0
+	}
+	if delta := actual - held; delta < 0 {
+		s.Refunded = -delta
+	} else {
+		s.Overrun = delta
+	}
+	return s
+}
+
+// KeepReserved as the actual amount of a Settle charges exactly what was
+// reserved: for a request whose usage was never reported.
+const KeepReserved int64 = -1
+
+// Request is what a Store needs for one reservation.
+type Request struct {
+	// Limits are the tenant's limits (MaxOutputTokens is ignored).
+	Limits Limits
+	// Min is the least the request can run with; the reservation is
+	// refused when less than Min is left in any limit. Want is the most it
+	// may take. The grant is min(Want, left), or Want when no limit is set.
+	// Estimate mode asks Min 1, Want 0: refuse only when nothing is left.
+	Min, Want int64
+	// Lease is how long the reservation lives unsettled before its tokens
+	// return (and, after that, how long its expiry record lets a late
+	// Settle charge the actual usage).
+	Lease time.Duration
+}
+
+// Validate reports a request a store must not run.
+func (r Request) Validate() error {
+	if r.Min < 0 || r.Want < 0 || r.Min > MaxTokens || r.Want > MaxTokens {
+		return fmt.Errorf("budget: reservation min %d, want %d: out of range", r.Min, r.Want)
+	}
+	if r.Lease <= 0 {
+		return fmt.Errorf("budget: lease %s must be positive", r.Lease)
+	}
+	return nil
+}
+
+// Store keeps reservations and window counters. Both operations are atomic
+// and, for a remote store, one round trip. Errors are store failures only,
+// never refusals.
+type Store interface {
+	// Reserve reserves up to r.Want tokens for request id of tenant; see
+	// Request. Reserving an id that already holds a live reservation
+	// returns it (Held) without reserving again.
+	Reserve(ctx context.Context, tenant, id string, r Request) (Decision, error)
+	// Settle ends id's reservation with the tokens actually used (or
+	// KeepReserved): the difference is refunded or charged exactly once,
+	// however many times or how concurrently Settle is called.
+	Settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error)
+}
+
+// windowOf returns the index of the window of kind p that holds t (minutes
+// since the epoch for the per-minute window, PeriodNone; days since the
+// epoch for PeriodDay; months since year 0 for PeriodMonth). The Redis
+// scripts compute the same from Redis TIME.
+func windowOf(t time.Time, p Period) int64 {
+	switch p {
+	case PeriodDay:
+		return floorDiv(t.Unix(), 86400)
+	case PeriodMonth:
+		u := t.UTC()
+		return int64(u.Year())*12 + int64(u.Month()) - 1
+	default:
+		return floorDiv(t.Unix(), 60)
+	}
+}
+
+// windowEnd returns when window idx of kind p ends.
+func windowEnd(idx int64, p Period) time.Time {
+	switch p {
+	case PeriodDay:
+		return time.Unix((idx+1)*86400, 0)
+	case PeriodMonth:
+		y, m := floorDiv(idx, 12), idx-floorDiv(idx, 12)*12 // m in 0..11
+		return time.Date(int(y), time.Month(m+2), 1, 0, 0, 0, 0, time.UTC)
+	default:
+		return time.Unix((idx+1)*60, 0)
+	}
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && (a < 0) != (b < 0) {
+		q--
+	}
+	return q
+}

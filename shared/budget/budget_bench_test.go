@@ -1,0 +1,86 @@
+package budget_test
+
+import (
+	"bytes"
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/shared/budget"
+)
+
+// BenchmarkMemoryReserveSettle is one request's budget cost on the memory
+// store: a Reserve and its Settle.
+func BenchmarkMemoryReserveSettle(b *testing.B) {
+	s := budget.NewMemory(nil)
+	ctx := context.Background()
+	req := budget.Request{
+		Limits: budget.Limits{TokensPerMinute: 1 << 50, TokenQuota: 1 << 50, QuotaPeriod: budget.PeriodMonth},
+		Min:    100, Want: 4196, Lease: 15 * time.Minute,
+	}
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = "req-" + strconv.Itoa(i)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		id := ids[i%len(ids)]
+		i++
+		if d, err := s.Reserve(ctx, "t", id, req); err != nil || !d.Allowed {
+			b.Fatalf("%+v, %v", d, err)
+		}
+		if _, err := s.Settle(ctx, "t", id, 300); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLedgerReserveSettle adds the Ledger's arithmetic on top.
+func BenchmarkLedgerReserveSettle(b *testing.B) {
+	l, err := budget.New(budget.Config{}, []budget.TenantBudget{
+		{Tenant: "t", Limits: budget.Limits{TokensPerMinute: 1 << 50, TokenQuota: 1 << 50, QuotaPeriod: budget.PeriodDay}},
+	}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	ask := budget.Ask{PromptBound: 120, ClientCap: 256}
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, err := l.Reserve(ctx, "t", "req", ask); err != nil || !d.Allowed {
+			b.Fatalf("%+v, %v", d, err)
+		}
+		if _, err := l.Settle(ctx, "t", "req", 300); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPromptBound is the byte scan on realistic bodies and on a large
+// one (a 100 KiB document in one message).
+func BenchmarkPromptBound(b *testing.B) {
+	big := []byte(`{"model":"gpt-4o","messages":[{"role":"system","content":"Summarise."},{"role":"user","content":"` +
+		string(bytes.Repeat([]byte(`The quick brown fox jumps over the lazy dog.\n`), 100<<10/46)) + `"}]}`)
+	cases := []struct {
+		name string
+		body []byte
+	}{
+		{"short_chat", readFixture(b, "short_chat.json")},
+		{"multi_turn", readFixture(b, "multi_turn.json")},
+		{"tools", readFixture(b, "tools.json")},
+		{"code_escapes", readFixture(b, "code_escapes.json")},
+		{"chinese", readFixture(b, "chinese.json")},
+		{"100KiB", big},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				budget.PromptBound(c.body, budget.FormatChat)
+			}
+		})
+	}
+}

@@ -1,0 +1,326 @@
+package budget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Modes accepted in Config.Mode.
+const (
+	ModeStrict   = "strict"
+	ModeEstimate = "estimate"
+)
+
+// Failure policies accepted in Config.FailurePolicy.
+const (
+	PolicyOpen   = "open"
+	PolicyClosed = "closed"
+)
+
+// Defaults for the zero values of Config.
+const (
+	DefaultLease         = 15 * time.Minute
+	DefaultOutputTokens  = 4096
+	DefaultTimeout       = 50 * time.Millisecond
+	DefaultSettleTimeout = time.Second
+)
+
+// ErrUnavailable is returned when the store failed or timed out and the
+// request may not go ahead without it: the failure policy is closed, or the
+// tenant has a quota (a quota always fails closed). The server answers 503.
+var ErrUnavailable = errors.New("budget: store unavailable")
+
+// Config tunes a Ledger. Its zero value is valid: strict mode, 15-minute
+// leases, fail open.
+type Config struct {
+	// Mode is "strict" (the default) or "estimate".
+	//
+	// Strict reserves an upper bound of the request's tokens (the prompt
+	// bound plus the output cap it writes into the request) before the
+	// request is forwarded and refunds the difference when it settles, so a
+	// budget is never overshot while backends honour the cap.
+	//
+	// Estimate reserves nothing: it refuses only a tenant that is already
+	// at or over a limit and charges the usage when the request settles. It
+	// overshoots by at most the usage of the requests in flight when the
+	// limit was reached.
+	Mode string
+
+	// Lease is how long a reservation may stay unsettled (a replica killed
+	// mid-stream never settles): then its tokens return. Set it to the
+	// longest a request may live. A settle up to one more Lease after the
+	// expiry still charges the actual usage. Default 15m.
+	Lease time.Duration
+
+	// DefaultOutputTokens is the output reserved per choice (and written
+	// as the cap) in strict mode when neither the client nor the tenant
+	// caps the output. Default 4096.
+	DefaultOutputTokens int64
+
+	// MinOutputTokens is the least output per choice worth forwarding a
+	// request for in strict mode: with less left the request is refused.
+	// Default 1.
+	MinOutputTokens int64
+
+	// Timeout bounds one Reserve against a remote store. Default 50ms.
+	Timeout time.Duration
+
+	// SettleTimeout bounds one Settle against a remote store. Settle runs
+	// after the response, so it may wait longer; a settle that fails leaves
+	// the reservation to its lease. Default 1s.
+	SettleTimeout time.Duration
+
+	// FailurePolicy decides a reservation the store could not answer:
+	// "open" (the default) forwards the request uncounted (Decision.Degraded,
+	// its output still capped), "closed" refuses it with ErrUnavailable. A
+	// tenant with a TokenQuota always fails closed: a quota is spend.
+	FailurePolicy string
+}
+
+// TenantBudget is one tenant's limits.
+type TenantBudget struct {
+	Tenant string
+	Limits
+}
+
+// Stats is a snapshot of a Ledger's counters.
+type Stats struct {
+	Reserves, Refused, Degraded, StoreErrors uint64
+	Settles, Overruns, LateSettles           uint64
+	SettleErrors                             uint64
+}
+
+// Ledger applies per-tenant token budgets on the request path: Reserve
+// before forwarding, Settle (or Keep) once the usage is known. It is safe
+// for concurrent use.
+type Ledger struct {
+	cfg     Config
+	store   Store
+	remote  bool
+	closed  bool
+	tenants map[string]Limits
+
+	reserves, refused, degraded, storeErrors atomic.Uint64
+	settles, overruns, late, settleErrors    atomic.Uint64
+}
+
+// New validates cfg and tenants (reporting every problem at once) and
+// returns a Ledger on store; a nil store is a new Memory store. It does no
+// I/O.
+func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
+	var errs []error
+	cfg.Mode = oneOf(cfg.Mode, "mode", &errs, ModeStrict, ModeEstimate)
+	cfg.FailurePolicy = oneOf(cfg.FailurePolicy, "failure policy", &errs, PolicyOpen, PolicyClosed)
+	orDefault(&cfg.Lease, DefaultLease, "lease", &errs)
+	orDefault(&cfg.Timeout, DefaultTimeout, "timeout", &errs)
+	orDefault(&cfg.SettleTimeout, DefaultSettleTimeout, "settle timeout", &errs)
+	orDefault(&cfg.DefaultOutputTokens, DefaultOutputTokens, "default output tokens", &errs)
+	orDefault(&cfg.MinOutputTokens, 1, "min output tokens", &errs)
+	if cfg.Lease > 0 && cfg.Lease%time.Microsecond != 0 {
+		errs = append(errs, fmt.Errorf("lease %s: must be whole microseconds (Redis TIME resolution)", cfg.Lease))
+	}
+	l := &Ledger{
+		cfg:     cfg,
+		store:   store,
+		closed:  cfg.FailurePolicy == PolicyClosed,
+		tenants: make(map[string]Limits, len(tenants)),
+	}
+	for i, tb := range tenants {
+		if tb.Tenant == "" {
+			errs = append(errs, fmt.Errorf("budget %d: empty tenant", i))
+		} else if _, dup := l.tenants[tb.Tenant]; dup {
+			errs = append(errs, fmt.Errorf("budget %d: tenant %q listed twice", i, tb.Tenant))
+		}
+		for _, err := range tb.Limits.validate() {
+			errs = append(errs, fmt.Errorf("budget %d (tenant %q): %w", i, tb.Tenant, err))
+		}
+		l.tenants[tb.Tenant] = tb.Limits
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("budget: invalid config: %w", errors.Join(errs...))
+	}
+	if l.store == nil {
+		l.store = NewMemory(nil)
+	}
+	_, local := l.store.(*Memory)
+	l.remote = !local
+	return l, nil
+}
+
+// oneOf returns v, or the first of choices (the default) when v is empty,
+// and records an error when v is none of them.
+func oneOf(v, name string, errs *[]error, choices ...string) string {
+	if v == "" {
+		return choices[0]
+	}
+	for _, c := range choices {
+		if v == c {
+			return v
+		}
+	}
+	*errs = append(*errs, fmt.Errorf("%s %q: want one of %q", name, v, choices))
+	return v
+}
+
+// orDefault sets a zero *v to def and records an error for a negative one.
+func orDefault[T int64 | time.Duration](v *T, def T, name string, errs *[]error) {
+	switch {
+	case *v == 0:
+		*v = def
+	case *v < 0:
+		*errs = append(*errs, fmt.Errorf("%s %v: must not be negative", name, *v))
+	}
+}
+
+// Limits returns tenant's limits; ok is false for a tenant without any.
+func (l *Ledger) Limits(tenant string) (lim Limits, ok bool) {
+	lim, ok = l.tenants[tenant]
+	return lim, ok
+}
+
+// Reserve decides whether request id of tenant may be forwarded, reserving
+// its tokens in strict mode, and returns the output cap to write into the
+// request (Decision.OutputCap, RewriteCap). A refusal is Allowed=false with
+// a nil error; RefusedBy.Code() is the OpenAI error code.
+//
+// The reservation in strict mode is one atomic store operation asking for
+// Min = bound + choices*MinOutputTokens and Want = bound + choices*output,
+// where output is OutputWant of the client's and tenant's caps; the grant
+// g is the most that is left up to Want, and the output cap written is
+// GrantedOutput(g): what the grant leaves after the prompt bound.
+//
+// A tenant without token limits costs no store call. Errors: ErrUnavailable
+// (store failed, policy closed or tenant has a quota), the caller's context
+// error when ctx ended, or a Request validation error.
+func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decision, error) {
+	lim := l.tenants[tenant]
+	strict := l.cfg.Mode == ModeStrict
+	n := ask.choices()
+	out := int64(0)
+	if !ask.NoOutput {
+		def := int64(0) // estimate mode writes no cap of its own
+		if strict {
+			def = l.cfg.DefaultOutputTokens
+		}
+		out = OutputWant(ask.ClientCap, lim.MaxOutputTokens, def)
+	}
+	if !lim.Enforced() {
+		d := Decision{Allowed: true}
+		if !ask.NoOutput {
+			d.OutputCap, d.RewriteCap = OutputCap(ask.ClientCap, lim.MaxOutputTokens, 0)
+		}
+		return d, nil
+	}
+	req := Request{Limits: lim, Lease: l.cfg.Lease, Min: 1}
+	if strict {
+		bound := max(ask.PromptBound, 0)
+		minOut := min(l.cfg.MinOutputTokens, out)
+		req.Min = satAdd(bound, satMul(n, minOut))
+		req.Want = satAdd(bound, satMul(n, out))
+		if ask.NoOutput || req.Min == 0 {
+			req.Min = max(req.Min, 1)
+		}
+	}
+	l.reserves.Add(1)
+	d, err := l.reserve(ctx, tenant, id, req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Decision{}, fmt.Errorf("budget: reserve: %w", context.Cause(ctx))
+		}
+		l.storeErrors.Add(1)
+		l.degraded.Add(1)
+		d = Decision{Requested: req.Min, Degraded: true}
+		if l.closed || lim.TokenQuota > 0 {
+			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
+		}
+		d.Allowed = true
+		if !ask.NoOutput {
+			d.OutputCap, d.RewriteCap = OutputCap(ask.ClientCap, lim.MaxOutputTokens, out)
+		}
+		return d, nil
+	}
+	if !d.Allowed {
+		l.refused.Add(1)
+		return d, nil
+	}
+	if !ask.NoOutput {
+		budget := int64(0)
+		if strict {
+			budget = max(1, GrantedOutput(d.Granted, max(ask.PromptBound, 0), n))
+		}
+		d.OutputCap, d.RewriteCap = OutputCap(ask.ClientCap, lim.MaxOutputTokens, budget)
+	}
+	return d, nil
+}
+
+func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (Decision, error) {
+	if !l.remote {
+		return l.store.Reserve(ctx, tenant, id, req)
+	}
+	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	return l.store.Reserve(tctx, tenant, id, req)
+}
+
+// Settle ends request id's reservation with the tokens it actually used
+// (prompt plus completion, as the backend reported them): the reservation
+// minus actual is refunded, or an overrun charged, exactly once. It is
+// detached from ctx's cancellation (a client that hung up is exactly when
+// a settle must still happen) and bounded by SettleTimeout instead. A
+// tenant without token limits costs no store call.
+func (l *Ledger) Settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error) {
+	if actual < 0 {
+		actual = 0
+	}
+	return l.settle(ctx, tenant, id, actual)
+}
+
+// Keep settles request id charging exactly what was reserved: for a request
+// whose usage was never reported (the reservation is the best bound known).
+func (l *Ledger) Keep(ctx context.Context, tenant, id string) (Settlement, error) {
+	return l.settle(ctx, tenant, id, KeepReserved)
+}
+
+func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error) {
+	if lim := l.tenants[tenant]; !lim.Enforced() {
+		return Settlement{}, nil
+	}
+	var s Settlement
+	var err error
+	if l.remote {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.SettleTimeout)
+		s, err = l.store.Settle(tctx, tenant, id, actual)
+		cancel()
+	} else {
+		s, err = l.store.Settle(ctx, tenant, id, actual)
+	}
+	if err != nil {
+		l.settleErrors.Add(1)
+		return s, fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
+	}
+	l.settles.Add(1)
+	if s.Overrun > 0 {
+		l.overruns.Add(1)
+	}
+	if s.Expired {
+		l.late.Add(1)
+	}
+	return s, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (l *Ledger) Stats() Stats {
+	return Stats{
+		Reserves:     l.reserves.Load(),
+		Refused:      l.refused.Load(),
+		Degraded:     l.degraded.Load(),
+		StoreErrors:  l.storeErrors.Load(),
+		Settles:      l.settles.Load(),
+		Overruns:     l.overruns.Load(),
+		LateSettles:  l.late.Load(),
+		SettleErrors: l.settleErrors.Load(),
+	}
+}

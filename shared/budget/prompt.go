@@ -1,0 +1,723 @@
+package budget
+
+import (
+	"bytes"
+	"unicode/utf8"
+)
+
+// Format is the API a request body is written for.
+type Format uint8
+
+// Request formats.
+const (
+	FormatChat        Format = iota // /v1/chat/completions
+	FormatCompletions               // /v1/completions
+	FormatEmbeddings                // /v1/embeddings: no output tokens
+	FormatResponses                 // /v1/responses
+)
+
+// Ask is what one request asks of a budget, read from its body by Scanner.
+type Ask struct {
+	// PromptBound is a bound provably at least the prompt tokens the
+	// backend will count (see Scanner.Ask for the proof and its premises).
+	PromptBound int64
+	// Choices is the number of completions generated (n, or best_of for
+	// /v1/completions, whichever is larger); 0 means 1. Every choice may
+	// produce the output cap.
+	Choices int64
+	// ClientCap is the client's output cap per choice, the largest of
+	// max_completion_tokens, max_tokens and max_output_tokens present; 0
+	// when none is.
+	ClientCap int64
+	// NoOutput marks a request without output tokens (embeddings).
+	NoOutput bool
+	// Unbounded marks a prompt that includes content the body does not
+	// hold: a file, an earlier response or conversation, a hosted tool's
+	// results. PromptBound covers only the body; the rest is charged when
+	// the request settles, so such a request can overshoot a strict budget
+	// by its hidden prompt.
+	Unbounded bool
+}
+
+func (a Ask) choices() int64 { return max(a.Choices, 1) }
+
+// DefaultImageTokens bounds one image part when Scanner.ImageTokens is
+// zero: the largest per-image charge OpenAI publishes for its vision
+// models (gpt-4o-mini at high detail: 2,833 + 5,667 for each of at most 8
+// 512-pixel tiles = 48,169). Deployments whose vision models charge less
+// (gpt-4o, gpt-4.1: at most 85 + 8*170 = 1,445) set ImageTokens to keep
+// strict reservations for images small.
+const DefaultImageTokens = 48169
+
+// The template allowances of the bound (see Scanner.Ask).
+const (
+	requestAllowance = 32 // once per request
+	objectAllowance  = 4  // per JSON object in the counted members
+	stringAllowance  = 1  // per string value
+)
+
+// Scanner reads request bodies for budgets. Its zero value is ready.
+type Scanner struct {
+	// ImageTokens bounds the prompt tokens of one image part. Default
+	// DefaultImageTokens.
+	ImageTokens int64
+}
+
+// PromptBound returns Scanner{}.Ask(body, f).PromptBound: a bound provably
+// at least the prompt tokens the backend counts for body.
+func PromptBound(body []byte, f Format) int {
+	return int(Scanner{}.Ask(body, f).PromptBound)
+}
+
+// Ask reads body (a JSON object, already validated) in one byte scan,
+// without decoding or allocating, and returns its prompt bound, choices and
+// output cap.
+//
+// The bound. It holds for every tokenizer whose tokens each cover at least
+// one byte of the text they encode: OpenAI's byte-level BPEs (r50k, p50k,
+// cl100k, o200k), and the BPE and SentencePiece-with-byte-fallback
+// tokenizers of the models vLLM serves. For those, a text of L UTF-8 bytes
+// is at most L tokens, however it is split or concatenated; what a chat
+// template adds beyond the request's own text is special tokens and a few
+// separator bytes per message. So the prompt the backend renders has at
+// most
+//
+//	Σ UTF-8 bytes of the counted text          (tokens cover ≥ 1 byte)
+//	+ 1 per string value                       (a BOS or SentencePiece
+//	                                            dummy-prefix token per
+//	                                            separately encoded text)
+//	+ 4 per JSON object in the counted members (the special tokens and
+//	                                            separators around a message,
+//	                                            content part, tool call or
+//	                                            tool definition: OpenAI
+//	                                            counts 3 per message + 1
+//	                                            per name)
+//	+ 32 per request                           (BOS, the reply priming of
+//	                                            3, a tools preamble)
+//	+ ImageTokens per image part
+//
+// tokens. The counted text is: every string value of every top-level
+// member except those that never reach the prompt (model, stream, n,
+// temperature, max_tokens, user, metadata, stop, logit_bias, ...); the
+// keys too outside messages, prompt, input and instructions (in tools and
+// response_format the keys are schema property names the template
+// renders); and the literal bytes of numbers, true, false and null. String
+// lengths are after JSON unescaping ("\u00e9" is 2 bytes, not 6), with
+// invalid UTF-8 counted as the 3-byte U+FFFD a decoder substitutes. An
+// image's URL or base64 data is not text and is replaced by ImageTokens.
+//
+// Premises the proof rests on, beyond the tokenizer property: the
+// backend's template adds at most the allowances above (true of OpenAI's
+// published counting and of ChatML, Llama 3 and Harmony templates), and
+// the prompt holds nothing the body does not (Ask.Unbounded marks bodies
+// that reference files, stored responses or hosted tools).
+//
+// Tightness: English prose averages about 4 bytes per token, so the bound
+// is about 4x the true count for long text and more for short messages,
+// where the allowances dominate; see the package tests for measured ratios.
+func (sc Scanner) Ask(body []byte, f Format) Ask {
+	s := scan{b: body, f: f}
+	a := Ask{NoOutput: f == FormatEmbeddings}
+	img := sc.ImageTokens
+	if img <= 0 {
+		img = DefaultImageTokens
+	}
+	i := skipWS(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		// Not an object: the server refuses it before any budget; count
+		// every byte so that the bound still holds.
+		a.PromptBound = int64(len(body))*(objectAllowance+stringAllowance) + requestAllowance
+		return a
+	}
+	i++
+	var kb [32]byte
+	for {
+		i = skipWS(body, i)
+		if i >= len(body) || body[i] == '}' {
+			break
+		}
+		if body[i] == ',' {
+			i++
+			continue
+		}
+		if body[i] != '"' {
+			s.malformed = true
+			break
+		}
+		ks := i
+		ke := skipString(body, i)
+		i = skipWS(body, ke)
+		if i >= len(body) || body[i] != ':' {
+			s.malformed = true
+			break
+		}
+		i = skipWS(body, i+1)
+		if i >= len(body) {
+			s.malformed = true
+			break
+		}
+		switch key := keyName(body[ks:ke], &kb); classify(key, f) {
+		case memberSkip:
+			i = skipValue(body, i)
+		case memberChoices:
+			if v, ok := intValue(body, i); ok {
+				a.Choices = max(a.Choices, v)
+			}
+			i = skipValue(body, i)
+		case memberCap:
+			if v, ok := intValue(body, i); ok && v > 0 {
+				a.ClientCap = max(a.ClientCap, v)
+			}
+			i = skipValue(body, i)
+		case memberPrompt:
+			i, _ = s.value(i, false, 0)
+		case memberUnbounded:
+			if !isNull(body, i) {
+				s.unbounded = true
+			}
+			i, _ = s.value(i, true, 0)
+		case memberResponsesPrompt:
+			// /v1/responses "prompt" is a reference to a stored template.
+			s.unbounded = true
+			i, _ = s.value(i, true, 0)
+		case memberTools:
+			i = s.tools(i)
+		default:
+			s.n += keyLen(body, ks, ke)
+			i, _ = s.value(i, true, 0)
+		}
+	}
+	if s.malformed {
+		s.n += int64(len(body)) * (objectAllowance + stringAllowance)
+	}
+	a.PromptBound = satAdd(satAdd(s.n, requestAllowance), satMul(s.images, img))
+	a.Unbounded = s.unbounded
+	return a
+}
+
+// scan accumulates the bound over one body.
+type scan struct {
+	b         []byte
+	f         Format
+	n         int64 // tokens counted
+	images    int64
+	unbounded bool
+	malformed bool
+}
+
+// maxDepth bounds the recursion; encoding/json (whose Valid the server
+// runs first) refuses deeper nesting anyway.
+const maxDepth = 10000
+
+// value counts the JSON value at s.b[i] and returns the index after it and,
+// for an object, the span of its "type" member's string value.
+func (s *scan) value(i int, keys bool, depth int) (end int, typ []byte) {
+	b := s.b
+	if i >= len(b) {
+		return i, nil
+	}
+	switch b[i] {
+	case '"':
+		n, e := strLen(b, i)
+		s.n += n + stringAllowance
+		return e, nil
+	case '{':
+		return s.object(i, keys, depth+1)
+	case '[':
+		if depth >= maxDepth {
+			s.malformed = true
+			return skipValue(b, i), nil
+		}
+		i++
+		for {
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, nil
+			}
+			switch b[i] {
+			case ']':
+				return i + 1, nil
+			case ',':
+				i++
+				continue
+			}
+			next, _ := s.value(i, keys, depth+1)
+			if next <= i {
+				s.malformed = true
+				return skipValue(b, i), nil
+			}
+			i = next
+		}
+	default:
+		e := skipValue(b, i)
+		s.n += int64(e - i)
+		return e, nil
+	}
+}
+
+// object counts the object at s.b[i]=='{'. Inside the prompt members
+// (keys false) it recognizes image parts (their URL or data replaced by
+// one image's tokens) and file parts (unbounded; their data not counted).
+func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
+	b := s.b
+	if depth >= maxDepth {
+		s.malformed = true
+		return skipValue(b, i), nil
+	}
+	var kb [32]byte
+	image := false
+	i++
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, typ
+		}
+		switch b[i] {
+		case '}':
+			s.n += objectAllowance
+			if image {
+				s.images++
+			}
+			return i + 1, typ
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			s.malformed = true
+			return skipValue(b, i), typ
+		}
+		ks := i
+		ke := skipString(b, i)
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			s.malformed = true
+			return i, typ
+		}
+		i = skipWS(b, i+1)
+		if i >= len(b) {
+			return i, typ
+		}
+		key := keyName(b[ks:ke], &kb)
+		if keys {
+			s.n += keyLen(b, ks, ke)
+		} else {
+			switch string(key) {
+			case "image_url":
+				image = true
+				i = skipValue(b, i)
+				continue
+			case "file", "file_data":
+				s.unbounded = true
+				i = skipValue(b, i)
+				continue
+			}
+		}
+		vs := i
+		i, _ = s.value(i, keys, depth)
+		if string(key) == "type" && b[vs] == '"' {
+			typ = b[vs+1 : max(vs+1, i-1)]
+			if !keys {
+				switch string(typ) {
+				case "image_url", "input_image", "image":
+					image = true
+				case "file", "input_file":
+					s.unbounded = true
+				}
+			}
+		}
+	}
+}
+
+// tools counts the tools member, keys included, and marks the request
+// unbounded for a hosted tool (web or file search, code interpreter...),
+// whose results the backend adds to the prompt.
+func (s *scan) tools(i int) int {
+	b := s.b
+	s.n += int64(len(`"tools"`) - 2)
+	if b[i] != '[' {
+		end, _ := s.value(i, true, 0)
+		return end
+	}
+	i++
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i
+		}
+		switch b[i] {
+		case ']':
+			return i + 1
+		case ',':
+			i++
+			continue
+		}
+		next, typ := s.value(i, true, 1)
+		if b[i] == '{' && string(typ) != "function" && string(typ) != "custom" {
+			s.unbounded = true
+		}
+		if next <= i {
+			s.malformed = true
+			return skipValue(b, i)
+		}
+		i = next
+	}
+}
+
+// Top-level member classes.
+const (
+	memberCounted = iota
+	memberSkip
+	memberChoices
+	memberCap
+	memberPrompt
+	memberUnbounded
+	memberResponsesPrompt
+	memberTools
+)
+
+// classify names what a top-level key means for the budget. Keys compare
+// case-insensitively (some backends decode so), which only ever skips or
+// recognizes a member that no backend reads as prompt text, or takes the
+// largest of n or cap variants.
+func classify(key []byte, f Format) int {
+	if len(key) == 0 || len(key) > len("max_completion_tokens") {
+		return memberCounted
+	}
+	var lb [24]byte
+	lk := lb[:len(key)]
+	for i, c := range key {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		lk[i] = c
+	}
+	switch string(lk) {
+	case "n", "best_of":
+		return memberChoices
+	case "max_tokens", "max_completion_tokens", "max_output_tokens":
+		return memberCap
+	case "messages", "input", "instructions", "suffix":
+		return memberPrompt
+	case "prompt":
+		if f == FormatResponses {
+			return memberResponsesPrompt
+		}
+		return memberPrompt
+	case "tools":
+		return memberTools
+	case "previous_response_id", "conversation", "web_search_options":
+		return memberUnbounded
+	case "model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
+		"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+		"logprobs", "top_logprobs", "user", "seed", "metadata", "store", "service_tier",
+		"parallel_tool_calls", "reasoning_effort", "stop", "encoding_format",
+		"dimensions", "echo", "safety_identifier", "prompt_cache_key", "truncation",
+		"include", "background", "verbosity", "max_tool_calls":
+		return memberSkip
+	}
+	return memberCounted
+}
+
+// keyName returns the key of the quoted JSON string q, unescaped into kb
+// when it has escapes; nil when it does not fit kb (no key of interest is
+// that long) or has a non-ASCII escape.
+func keyName(q []byte, kb *[32]byte) []byte {
+	if len(q) < 2 {
+		return nil
+	}
+	raw := q[1 : len(q)-1]
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
+	}
+	n := 0
+	for i := 0; i < len(raw); i++ {
+		if n == len(kb) {
+			return nil
+		}
+		c := raw[i]
+		if c == '\\' && i+1 < len(raw) {
+			i++
+			switch raw[i] {
+			case 'u':
+				if i+4 >= len(raw) {
+					return nil
+				}
+				cp, ok := hex4(raw[i+1 : i+5])
+				if !ok || cp >= utf8.RuneSelf {
+					return nil
+				}
+				c = byte(cp)
+				i += 4
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			default:
+				c = raw[i]
+			}
+		}
+		kb[n] = c
+		n++
+	}
+	return kb[:n]
+}
+
+// keyLen is the unescaped length of the key quoted at b[ks:ke].
+func keyLen(b []byte, ks, ke int) int64 {
+	n, _ := strLen(b[:ke], ks)
+	return n
+}
+
+// strLen returns the UTF-8 length of the JSON string starting at b[i]=='"'
+// after unescaping, and the index after its closing quote. It runs in
+// linear time whatever the escapes.
+func strLen(b []byte, i int) (n int64, end int) {
+	i++
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return n + textLen(b[i:]), len(b)
+		}
+		q += i
+		for i < q {
+			bs := bytes.IndexByte(b[i:q], '\\')
+			if bs < 0 {
+				n += textLen(b[i:q])
+				i = q
+				break
+			}
+			n += textLen(b[i : i+bs])
+			i += bs
+			adv, add := escapeLen(b, i)
+			n += add
+			i += adv
+		}
+		if i == q {
+			return n, q + 1
+		}
+		// The quote at q was escaped (\"): the string goes on.
+	}
+}
+
+// escapeLen reads the escape at b[i]=='\\' and returns its length in the
+// JSON text and in UTF-8 once decoded. A surrogate pair is one 4-byte code
+// point; a lone surrogate decodes to U+FFFD (3 bytes).
+func escapeLen(b []byte, i int) (adv int, n int64) {
+	if i+1 >= len(b) {
+		return 1, 1
+	}
+	if b[i+1] != 'u' {
+		return 2, 1
+	}
+	if i+6 > len(b) {
+		return len(b) - i, int64(len(b) - i)
+	}
+	cp, ok := hex4(b[i+2 : i+6])
+	switch {
+	case !ok:
+		return 2, 1
+	case cp < 0x80:
+		return 6, 1
+	case cp < 0x800:
+		return 6, 2
+	case 0xD800 <= cp && cp < 0xDC00:
+		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+			if lo, ok := hex4(b[i+8 : i+12]); ok && 0xDC00 <= lo && lo < 0xE000 {
+				return 12, 4
+			}
+		}
+		return 6, 3
+	default: // the rest of the BMP, lone low surrogates included (U+FFFD)
+		return 6, 3
+	}
+}
+
+func hex4(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// textLen is the UTF-8 length of raw string bytes once decoded: each
+// invalid byte becomes U+FFFD (3 bytes), as encoding/json and Python's
+// errors="replace" decode it.
+func textLen(t []byte) int64 {
+	if utf8.Valid(t) {
+		return int64(len(t))
+	}
+	var n int64
+	for len(t) > 0 {
+		r, size := utf8.DecodeRune(t)
+		if r == utf8.RuneError && size == 1 {
+			n += 3
+		} else {
+			n += int64(size)
+		}
+		t = t[size:]
+	}
+	return n
+}
+
+// intValue reads an integer for n, best_of or a cap: a JSON number whose
+// value is integral (2, 2.0, 1e1), or a string holding one (lax decoders
+// accept "2"). ok is false for null and for anything else. Values saturate
+// at MaxTokens, and a string with escapes reads as MaxTokens (the
+// conservative reading of what a lax decoder might make of it).
+func intValue(b []byte, i int) (int64, bool) {
+	if i >= len(b) {
+		return 0, false
+	}
+	if b[i] == '"' {
+		e := skipString(b, i)
+		inner := b[i+1 : max(i+1, e-1)]
+		if bytes.IndexByte(inner, '\\') >= 0 {
+			return MaxTokens, true
+		}
+		return parseInteger(bytes.TrimSpace(inner))
+	}
+	return parseInteger(b[i:skipValue(b, i)])
+}
+
+// parseInteger parses a JSON number that must have an integral value.
+func parseInteger(t []byte) (int64, bool) {
+	i := 0
+	if i < len(t) && (t[i] == '-' || t[i] == '+') {
+		if t[i] == '-' {
+			return 0, false
+		}
+		i++
+	}
+	var mant int64
+	digits, frac, sat := 0, 0, false
+	for ; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
+		if mant > MaxTokens {
+			sat = true
+			continue
+		}
+		mant = mant*10 + int64(t[i]-'0')
+		digits++
+	}
+	if i < len(t) && t[i] == '.' {
+		for i++; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
+			if mant > MaxTokens {
+				sat = true
+				continue
+			}
+			mant = mant*10 + int64(t[i]-'0')
+			frac++
+			digits++
+		}
+	}
+	exp := 0
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		i++
+		neg := false
+		if i < len(t) && (t[i] == '-' || t[i] == '+') {
+			neg = t[i] == '-'
+			i++
+		}
+		for ; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
+			if exp < 1000 {
+				exp = exp*10 + int(t[i]-'0')
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	if i != len(t) || digits == 0 {
+		return 0, false
+	}
+	if sat {
+		return MaxTokens, true
+	}
+	for e := exp - frac; e != 0; {
+		if e > 0 {
+			if mant > MaxTokens/10 {
+				return MaxTokens, true
+			}
+			mant *= 10
+			e--
+		} else {
+			if mant%10 != 0 {
+				return 0, false // not integral
+			}
+			mant /= 10
+			e++
+		}
+	}
+	return min(mant, MaxTokens), true
+}
+
+func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string starting at b[i]=='"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the JSON value starting at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
+			i++
+		}
+		return i
+	}
+}

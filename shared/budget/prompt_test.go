@@ -1,0 +1,430 @@
+package budget_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/shared/budget"
+)
+
+// boundFixtures are realistic request bodies in testdata/bound with the
+// prompt tokens OpenAI counts for them, measured with the o200k_base
+// (gpt-4o, o-series) and cl100k_base (gpt-4, gpt-3.5) tokenizers and the
+// counting rules of OpenAI's cookbook ("How to count tokens with
+// tiktoken": 3 tokens per message, 1 per name, 3 for the reply priming,
+// and its function-definition formula for tools). cookbook.json is the
+// cookbook's own example (129 tokens with cl100k).
+var boundFixtures = []struct {
+	file          string
+	format        budget.Format
+	o200k, cl100k int64
+}{
+	{"short_chat.json", budget.FormatChat, 25, 25},
+	{"cookbook.json", budget.FormatChat, 124, 129},
+	{"long_english.json", budget.FormatChat, 174, 175},
+	{"multi_turn.json", budget.FormatChat, 136, 137},
+	{"code_escapes.json", budget.FormatChat, 71, 72},
+	{"tools.json", budget.FormatChat, 93, 94},
+	{"chinese.json", budget.FormatChat, 30, 45},
+	{"escaped_unicode.json", budget.FormatChat, 32, 40},
+	{"emoji.json", budget.FormatChat, 106, 113},
+	{"completions.json", budget.FormatCompletions, 17, 17},
+	{"embeddings.json", budget.FormatEmbeddings, 27, 27},
+}
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "bound", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestPromptBoundHolds checks the bound against real token counts and logs
+// how tight it is (bound / true tokens).
+func TestPromptBoundHolds(t *testing.T) {
+	t.Parallel()
+	for _, fx := range boundFixtures {
+		t.Run(fx.file, func(t *testing.T) {
+			t.Parallel()
+			body := readFixture(t, fx.file)
+			bound := int64(budget.PromptBound(body, fx.format))
+			truth := max(fx.o200k, fx.cl100k)
+			if bound < truth {
+				t.Fatalf("bound %d < %d tokens", bound, truth)
+			}
+			t.Logf("body %4d bytes, bound %4d, o200k %3d (%.1fx), cl100k %3d (%.1fx)",
+				len(body), bound, fx.o200k, float64(bound)/float64(fx.o200k), fx.cl100k, float64(bound)/float64(fx.cl100k))
+		})
+	}
+}
+
+func TestPromptBoundCases(t *testing.T) {
+	t.Parallel()
+	const base = 32 // per request
+	msg := func(content string) string {
+		return `{"model":"m","messages":[{"role":"user","content":` + content + `}]}`
+	}
+	// one message: object 4, role "user" 4+1, content +1
+	const one = base + 4 + 5 + 1
+	for _, tc := range []struct {
+		name   string
+		body   string
+		format budget.Format
+		want   int64
+	}{
+		{"ascii", msg(`"hello"`), budget.FormatChat, one + 5},
+		{"escapes count decoded", msg(`"a\nb\"c\\d\/"`), budget.FormatChat, one + 8},
+		{"\\u00e9 is 2 bytes", msg(`"caf\u00e9"`), budget.FormatChat, one + 5},
+		{"raw é is 2 bytes", msg(`"café"`), budget.FormatChat, one + 5},
+		{"\\u20ac is 3 bytes", msg(`"\u20ac"`), budget.FormatChat, one + 3},
+		{"surrogate pair is 4 bytes", msg(`"\ud83d\ude00"`), budget.FormatChat, one + 4},
+		{"lone surrogates are U+FFFD", msg(`"\ud83d\u0041\ude00"`), budget.FormatChat, one + 3 + 1 + 3},
+		{"invalid UTF-8 is U+FFFD", msg("\"a\xffb\""), budget.FormatChat, one + 5},
+		{"non-prompt members are skipped", `{"model":"a-very-long-model-name","messages":[],"temperature":0.7,"user":"someone@example.com","metadata":{"k":"vvvvvvvvvv"},"stop":["\n\n"],"logit_bias":{"1234":-100},"seed":42,"stream":true,"stream_options":{"include_usage":true},"n":2,"max_tokens":100}`, budget.FormatChat, base},
+		{"unknown members count keys and literals", `{"model":"m","foo":{"bar":[1,true,null]}}`, budget.FormatChat, base + 3 + 4 + 3 + 1 + 4 + 4},
+		{"tools count schema keys", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`, budget.FormatChat,
+			// "tools" 5; the element: type 4+9, function 8 + {name 4+2,
+			// parameters 10 + {type 4+7, properties 10 + {city 4 + {type
+			// 4+7, +4}, +4}, +4}, +4}, +4
+			base + 98},
+		{"image url replaced by image tokens", msg(`[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}}]`),
+			// the message 4 + role 5; parts: text {4+5+3}, image {4+10} + image tokens
+			budget.FormatChat, base + 4 + 5 + 12 + 14 + budget.DefaultImageTokens},
+		{"responses input_image", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/x.png"}]}]}`,
+			budget.FormatResponses, base + 4 + 5 + 4 + 12 + budget.DefaultImageTokens},
+		{"completions prompt array", `{"model":"m","prompt":["ab","cd"],"suffix":"x"}`, budget.FormatCompletions, base + 3 + 3 + 2},
+		{"token ids count their digits", `{"model":"m","input":[[1234,5]]}`, budget.FormatEmbeddings, base + 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := int64(budget.PromptBound([]byte(tc.body), tc.format)); got != tc.want {
+				t.Errorf("PromptBound = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestAskFields(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		body   string
+		format budget.Format
+		want   budget.Ask // PromptBound ignored
+	}{
+		{"nothing", `{"model":"m","messages":[]}`, budget.FormatChat, budget.Ask{}},
+		{"n and max_tokens", `{"model":"m","n":3,"max_tokens":100}`, budget.FormatChat, budget.Ask{Choices: 3, ClientCap: 100}},
+		{"largest cap wins", `{"max_tokens":100,"max_completion_tokens":300}`, budget.FormatChat, budget.Ask{ClientCap: 300}},
+		{"duplicates: largest wins", `{"n":2,"n":5,"n":1}`, budget.FormatChat, budget.Ask{Choices: 5}},
+		{"case variants", `{"N":4,"Max_Tokens":77}`, budget.FormatChat, budget.Ask{Choices: 4, ClientCap: 77}},
+		{"escaped key", `{"\u006e":6,"max_\u0074okens":12}`, budget.FormatChat, budget.Ask{Choices: 6, ClientCap: 12}},
+		{"lax numbers", `{"n":"3","max_tokens":2.0e2}`, budget.FormatChat, budget.Ask{Choices: 3, ClientCap: 200}},
+		{"not integers", `{"n":2.5,"max_tokens":null,"max_completion_tokens":-4}`, budget.FormatChat, budget.Ask{}},
+		{"escaped number string saturates", `{"n":"\u0032"}`, budget.FormatChat, budget.Ask{Choices: budget.MaxTokens}},
+		{"huge saturates", `{"max_tokens":1e300}`, budget.FormatChat, budget.Ask{ClientCap: budget.MaxTokens}},
+		{"best_of", `{"prompt":"x","n":2,"best_of":5}`, budget.FormatCompletions, budget.Ask{Choices: 5}},
+		{"embeddings have no output", `{"input":"x"}`, budget.FormatEmbeddings, budget.Ask{NoOutput: true}},
+		{"file part", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, budget.FormatChat, budget.Ask{Unbounded: true}},
+		{"previous response", `{"input":"x","previous_response_id":"resp_1"}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
+		{"null previous response", `{"input":"x","previous_response_id":null}`, budget.FormatResponses, budget.Ask{}},
+		{"stored prompt", `{"prompt":{"id":"pmpt_1"}}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
+		{"hosted tool", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
+		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, budget.FormatResponses, budget.Ask{}},
+		{"web search options", `{"messages":[],"web_search_options":{}}`, budget.FormatChat, budget.Ask{Unbounded: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := budget.Scanner{}.Ask([]byte(tc.body), tc.format)
+			got.PromptBound = 0
+			if got != tc.want {
+				t.Errorf("Ask = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPromptBoundDoesNotAllocate(t *testing.T) {
+	for _, fx := range boundFixtures {
+		body := readFixture(t, fx.file)
+		if n := testing.AllocsPerRun(100, func() { budget.PromptBound(body, fx.format) }); n != 0 {
+			t.Errorf("%s: %.1f allocations", fx.file, n)
+		}
+	}
+}
+
+// TestPromptBoundMatchesDecoder compares the byte scan with a reference
+// that decodes the body with encoding/json and applies the documented rule,
+// on the fixtures and on random bodies.
+func TestPromptBoundMatchesDecoder(t *testing.T) {
+	t.Parallel()
+	for _, fx := range boundFixtures {
+		checkReference(t, readFixture(t, fx.file), fx.format)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		checkReference(t, randomBody(rng), budget.Format(rng.IntN(4)))
+	}
+}
+
+func FuzzPromptBound(f *testing.F) {
+	for _, fx := range boundFixtures {
+		f.Add(readFixture(f, fx.file), uint8(fx.format))
+	}
+	f.Add([]byte(`{"messages":[{"content":"\ud800\udc00\ud800x"}],"n":"7"}`), uint8(0))
+	f.Add([]byte(`{"input":[{"type":"input_image","image_url":"x"}],"tools":[{"type":"x"}]}`), uint8(3))
+	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
+		a := budget.Scanner{}.Ask(body, budget.Format(format%4)) // must not panic on anything
+		if a.PromptBound < 32 {
+			t.Fatalf("bound %d below the request allowance", a.PromptBound)
+		}
+		if json.Valid(body) {
+			checkReference(t, body, budget.Format(format%4))
+		}
+	})
+}
+
+func checkReference(t *testing.T, body []byte, f budget.Format) {
+	t.Helper()
+	want, err := referenceAsk(body, f)
+	if err != nil {
+		return // not an object: the server refuses it first
+	}
+	got := budget.Scanner{}.Ask(body, f)
+	if got.PromptBound != want.PromptBound || got.Unbounded != want.Unbounded {
+		t.Fatalf("body %s (format %d): scan %+v, reference %+v", body, f, got, want)
+	}
+}
+
+// referenceAsk is the documented rule over encoding/json's tokens.
+func referenceAsk(body []byte, f budget.Format) (budget.Ask, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return budget.Ask{}, errors.New("not an object")
+	}
+	r := &ref{dec: dec}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return budget.Ask{}, err
+		}
+		key := tok.(string)
+		switch lk := asciiLower(key); {
+		case oneOf(lk, "n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens",
+			"model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
+			"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
+			"logprobs", "top_logprobs", "user", "seed", "metadata", "store", "service_tier",
+			"parallel_tool_calls", "reasoning_effort", "stop", "encoding_format",
+			"dimensions", "echo", "safety_identifier", "prompt_cache_key", "truncation",
+			"include", "background", "verbosity", "max_tool_calls"):
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return budget.Ask{}, err
+			}
+		case oneOf(lk, "messages", "input", "instructions", "suffix") || (lk == "prompt" && f != budget.FormatResponses):
+			r.value(false)
+		case lk == "prompt":
+			r.unbounded = true
+			r.value(true)
+		case oneOf(lk, "previous_response_id", "conversation", "web_search_options"):
+			if r.value(true) != "null" {
+				r.unbounded = true
+			}
+		case lk == "tools":
+			r.n += int64(len(key))
+			tok, _ := dec.Token()
+			if tok != json.Delim('[') {
+				r.scalarOrOpen(tok, true)
+				break
+			}
+			for dec.More() {
+				if typ := r.value(true); typ != "function" && typ != "custom" && typ != "scalar" && typ != "null" {
+					r.unbounded = true
+				}
+			}
+			_, _ = dec.Token()
+		default:
+			r.n += int64(len(key))
+			r.value(true)
+		}
+	}
+	return budget.Ask{PromptBound: r.n + 32 + r.images*budget.DefaultImageTokens, Unbounded: r.unbounded}, r.err
+}
+
+type ref struct {
+	dec       *json.Decoder
+	n, images int64
+	unbounded bool
+	err       error
+}
+
+// value counts one value; it returns an object's "type" string ("" when it
+// has none), "scalar" for a scalar and "null" for null.
+func (r *ref) value(keys bool) string {
+	tok, err := r.dec.Token()
+	if err != nil {
+		r.err = err
+		return ""
+	}
+	return r.scalarOrOpen(tok, keys)
+}
+
+func (r *ref) scalarOrOpen(tok json.Token, keys bool) string {
+	switch v := tok.(type) {
+	case string:
+		r.n += int64(len(v)) + 1
+	case json.Number:
+		r.n += int64(len(v))
+	case bool:
+		r.n += int64(len(fmt.Sprint(v)))
+	case nil:
+		r.n += 4
+		return "null"
+	case json.Delim:
+		if v == '[' {
+			for r.dec.More() {
+				r.value(keys)
+			}
+			_, _ = r.dec.Token()
+			return "scalar" // not an object: no type
+		}
+		typ, image := "", false
+		for r.dec.More() {
+			kt, _ := r.dec.Token()
+			key := kt.(string)
+			if keys {
+				r.n += int64(len(key))
+			} else if key == "image_url" || key == "file" || key == "file_data" {
+				if key == "image_url" {
+					image = true
+				} else {
+					r.unbounded = true
+				}
+				var raw json.RawMessage
+				_ = r.dec.Decode(&raw)
+				continue
+			}
+			vt, _ := r.dec.Token()
+			s, isString := vt.(string)
+			r.scalarOrOpen(vt, keys)
+			if key == "type" && isString {
+				typ = s
+				if !keys {
+					switch s {
+					case "image_url", "input_image", "image":
+						image = true
+					case "file", "input_file":
+						r.unbounded = true
+					}
+				}
+			}
+		}
+		_, _ = r.dec.Token()
+		r.n += 4
+		if image {
+			r.images++
+		}
+		return typ
+	}
+	return "scalar"
+}
+
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}, s)
+}
+
+func oneOf(s string, set ...string) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}
+
+// randomBody builds a random request-shaped JSON object: known and unknown
+// members, nested parts, escapes, non-ASCII and invalid UTF-8.
+func randomBody(rng *rand.Rand) []byte {
+	var b bytes.Buffer
+	keys := []string{"model", "messages", "input", "prompt", "tools", "n", "max_tokens", "temperature",
+		"metadata", "response_format", "previous_response_id", "Stream", "x", "type", "image_url", "file", "text", "content", "role"}
+	var value func(depth int)
+	str := func() {
+		b.WriteByte('"')
+		for range rng.IntN(12) {
+			switch rng.IntN(12) {
+			case 0:
+				b.WriteString(`\n`)
+			case 1:
+				fmt.Fprintf(&b, `\u%04x`, rng.IntN(0x10000))
+			case 2:
+				b.WriteString("é€😀")
+			case 3:
+				b.WriteByte(0xff)
+			case 4:
+				b.WriteString(`\"`)
+			case 5:
+				b.WriteString([]string{"image_url", "input_image", "file", "function", "web_search"}[rng.IntN(5)])
+			default:
+				b.WriteByte(byte('a' + rng.IntN(26)))
+			}
+		}
+		b.WriteByte('"')
+	}
+	value = func(depth int) {
+		switch k := rng.IntN(7); {
+		case k == 0 || depth > 4:
+			str()
+		case k == 1:
+			fmt.Fprint(&b, []string{"12", "-3.5e2", "true", "false", "null", "0"}[rng.IntN(6)])
+		case k <= 3:
+			b.WriteByte('[')
+			for i := range rng.IntN(4) {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				value(depth + 1)
+			}
+			b.WriteByte(']')
+		default:
+			b.WriteByte('{')
+			for i := range rng.IntN(4) {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				if rng.IntN(3) == 0 {
+					str()
+				} else {
+					fmt.Fprintf(&b, "%q", keys[rng.IntN(len(keys))])
+				}
+				b.WriteString(" : ")
+				value(depth + 1)
+			}
+			b.WriteByte('}')
+		}
+	}
+	b.WriteByte('{')
+	for i := range rng.IntN(6) {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%q:", keys[rng.IntN(len(keys))])
+		value(0)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

@@ -1,0 +1,142 @@
+// Package redisbudget is a budget.Store kept in Redis, so that every replica
+// of the gateway (and every replica after a scale to zero) draws on one
+// token budget per tenant. With ratelimit/redisstore it is the only code
+// that imports the Redis client; it can share that package's client
+// (redisstore.NewClient), whose timeouts and no-retry policy suit it.
+//
+// Reserve and Settle are each one atomic Lua script, one round trip
+// (EVALSHA; EVAL once after the server's script cache was emptied). The
+// scripts run budget.Memory's algorithm step for step with Redis TIME as
+// the clock, so replicas with skewed clocks agree on windows and leases.
+// The conformance tests of package budgettest hold both stores to it.
+//
+// A tenant's three keys share the hash tag {prefix+tenant}, so Redis
+// Cluster keeps them in one slot and the scripts can touch them together.
+// Every key has a TTL: the windows hash lives until its latest window ends,
+// the records until every lease and window they refer to has ended. Idle
+// tenants cost nothing.
+package redisbudget
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/redis/go-redis/v9"
+)
+
+var _ budget.Store = (*Store)(nil)
+
+// DefaultKeyPrefix prefixes every key when Config.KeyPrefix is empty.
+const DefaultKeyPrefix = "llmgw:budget:"
+
+// Config tunes a Store.
+type Config struct {
+	// KeyPrefix prefixes every key, so several gateways can share one
+	// Redis. Default DefaultKeyPrefix.
+	KeyPrefix string
+	// Now, when set, replaces Redis TIME as the scripts' clock. It exists
+	// for tests that cross windows and leases without waiting; production
+	// leaves it nil so that every replica reads Redis's one clock.
+	Now func() time.Time
+}
+
+// Client is what the store needs of a Redis client: *redis.Client,
+// *redis.ClusterClient, *redis.Ring and every redis.UniversalClient.
+type Client interface {
+	redis.Scripter
+}
+
+// Store is a budget.Store in Redis. It does not own the client.
+type Store struct {
+	client Client
+	prefix string
+	now    func() time.Time
+}
+
+// New returns a Store on client. It does no I/O.
+func New(client Client, cfg Config) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("redisbudget: nil client")
+	}
+	if cfg.KeyPrefix == "" {
+		cfg.KeyPrefix = DefaultKeyPrefix
+	}
+	return &Store{client: client, prefix: cfg.KeyPrefix, now: cfg.Now}, nil
+}
+
+// Keys returns tenant's keys: windows, records and deadlines (for
+// operators and tests).
+func (s *Store) Keys(tenant string) []string {
+	tag := "{" + s.prefix + tenant + "}"
+	return []string{tag + ":w", tag + ":r", tag + ":d"}
+}
+
+func (s *Store) nowArg() string {
+	if s.now == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.now().UnixMicro(), 10)
+}
+
+// Reserve implements budget.Store.
+func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request) (budget.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return budget.Decision{}, err
+	}
+	lim := r.Limits
+	period := 0
+	if lim.TokenQuota > 0 {
+		period = int(lim.QuotaPeriod)
+	}
+	res, err := reserveScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id,
+		r.Min, r.Want, lim.TokensPerMinute, lim.TokenQuota, period, r.Lease.Microseconds()).Int64Slice()
+	if err != nil {
+		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", err)
+	}
+	if len(res) != 7 {
+		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
+	}
+	status := res[0]
+	d := budget.Decision{
+		Allowed:   status == 1 || status == 2,
+		Held:      status == 2 || status == 3,
+		Granted:   res[1],
+		RefusedBy: budget.Limit(res[2]),
+		Requested: r.Min,
+		TPM:       budget.NewWindow(lim.TokensPerMinute, res[3], time.Unix(res[5], 0)),
+	}
+	if lim.TokenQuota > 0 {
+		d.Quota = budget.NewWindow(lim.TokenQuota, res[4], time.Unix(res[6], 0))
+	}
+	return d, nil
+}
+
+// Settle implements budget.Store.
+func (s *Store) Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error) {
+	res, err := settleScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id, actual).Int64Slice()
+	if err != nil {
+		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
+	}
+	if len(res) == 0 || res[0] == 0 {
+		return budget.Settlement{}, nil
+	}
+	if len(res) != 3 {
+		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: unexpected reply of %d values", len(res))
+	}
+	return budget.NewSettlement(res[0] == 2, res[1], res[2]), nil
+}
+
+// Warm loads the scripts into Redis, which also dials a connection, so
+// that the first Reserve is a single EVALSHA round trip.
+func (s *Store) Warm(ctx context.Context) error {
+	for _, sc := range []*redis.Script{reserveScript, settleScript} {
+		if err := sc.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("redisbudget: warm: %w", err)
+		}
+	}
+	return nil
+}

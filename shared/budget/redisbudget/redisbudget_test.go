@@ -1,0 +1,255 @@
+package redisbudget_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/budget/budgettest"
+	"github.com/llmgw/gateway/shared/budget/redisbudget"
+	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/redis/go-redis/v9"
+)
+
+// newClient returns a client of srv closed at the end of the test, with the
+// limiter's tuning (no retries) and the given timeout.
+func newClient(t testing.TB, srv *redistest.Server, timeout time.Duration) *redis.Client {
+	t.Helper()
+	c, err := redisstore.NewClient(redisstore.ClientOptions{URL: srv.URL(), Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+var prefixes atomic.Int64
+
+// uniquePrefix keeps parallel tests on one server apart.
+func uniquePrefix() string { return fmt.Sprintf("t%d:", prefixes.Add(1)) }
+
+func newStore(t testing.TB, c redisbudget.Client, now func() time.Time) *redisbudget.Store {
+	t.Helper()
+	s, err := redisbudget.New(c, redisbudget.Config{KeyPrefix: uniquePrefix(), Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConformance runs the shared store semantics on a real redis-server,
+// with the scripts' clock set by the tests (the Now seam), so minutes, days,
+// months and leases pass without waiting.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	budgettest.Run(t, func(t *testing.T, now func() time.Time) budget.Store {
+		return newStore(t, client, now)
+	})
+}
+
+// TestRedisTime runs on Redis's own clock: windows and resets come from
+// TIME, and a short lease expires in real time.
+func TestRedisTime(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv, 5*time.Second), nil)
+	ctx := context.Background()
+	lim := budget.Limits{TokensPerMinute: 100, TokenQuota: 1000, QuotaPeriod: budget.PeriodMonth}
+
+	before := time.Now()
+	d, err := s.Reserve(ctx, "a", "1", budget.Request{Limits: lim, Min: 10, Want: 80, Lease: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Allowed || d.Granted != 80 || d.TPM.Remaining != 20 || d.Quota.Remaining != 920 {
+		t.Fatalf("%+v", d)
+	}
+	// loopback Redis shares this machine's clock
+	if wantTPM := before.Truncate(time.Minute).Add(time.Minute); d.TPM.Reset.Sub(wantTPM).Abs() > time.Minute {
+		t.Errorf("tpm reset %s, want about %s", d.TPM.Reset, wantTPM)
+	}
+	u := before.UTC()
+	if wantQ := time.Date(u.Year(), u.Month()+1, 1, 0, 0, 0, 0, time.UTC); !d.Quota.Reset.Equal(wantQ) && before.Add(time.Minute).Month() == before.Month() {
+		t.Errorf("quota reset %s, want %s", d.Quota.Reset, wantQ)
+	}
+
+	time.Sleep(400 * time.Millisecond) // the lease ends
+	d, err = s.Reserve(ctx, "a", "2", budget.Request{Limits: lim, Min: 0, Want: 0, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Quota.Used != 0 {
+		t.Fatalf("expired reservation still counted: %+v", d)
+	}
+	st, err := s.Settle(ctx, "a", "1", 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Expired || st.Overrun != 30 {
+		t.Fatalf("late settle %+v", st)
+	}
+}
+
+// TestKeys checks the hash tag (one Cluster slot per tenant) and that every
+// key has a TTL.
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	s, err := redisbudget.New(client, redisbudget.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	keys := s.Keys("acme")
+	for _, k := range keys {
+		if k[:len("{llmgw:budget:acme}:")] != "{llmgw:budget:acme}:" {
+			t.Errorf("key %q lacks the tenant hash tag", k)
+		}
+	}
+	lim := budget.Limits{TokensPerMinute: 100, TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}
+	if _, err := s.Reserve(ctx, "acme", "1", budget.Request{Limits: lim, Min: 1, Want: 10, Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		ttl, err := client.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl <= 0 || ttl > 25*time.Hour+2*time.Minute {
+			t.Errorf("key %s: ttl %s", k, ttl)
+		}
+	}
+	// After the settle the records are gone; the windows stay until the
+	// quota day ends.
+	if _, err := s.Settle(ctx, "acme", "1", 5); err != nil {
+		t.Fatal(err)
+	}
+	n, err := client.Exists(ctx, keys[1], keys[2]).Result()
+	if err != nil || n != 0 {
+		t.Errorf("records left after settle: %d, %v", n, err)
+	}
+}
+
+// TestScriptCacheFlushed: after SCRIPT FLUSH (a restart, a failover) the
+// store falls back to EVAL and goes on.
+func TestScriptCacheFlushed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	s := newStore(t, newClient(t, srv, 5*time.Second), nil)
+	ctx := context.Background()
+	if err := s.Warm(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Do("SCRIPT", "FLUSH")
+	lim := budget.Limits{TokensPerMinute: 100}
+	if d, err := s.Reserve(ctx, "a", "1", budget.Request{Limits: lim, Min: 1, Want: 5, Lease: time.Minute}); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	srv.Do("SCRIPT", "FLUSH")
+	if st, err := s.Settle(ctx, "a", "1", 1); err != nil || st.Refunded != 4 {
+		t.Fatalf("%+v, %v", st, err)
+	}
+}
+
+// TestFailurePolicy stops Redis under a Ledger: a TPM-only tenant follows
+// the policy, a tenant with a quota always fails closed, and no call waits
+// longer than the timeout.
+func TestFailurePolicy(t *testing.T) {
+	t.Parallel()
+	tenants := []budget.TenantBudget{
+		{Tenant: "tpm", Limits: budget.Limits{TokensPerMinute: 1000, MaxOutputTokens: 200}},
+		{Tenant: "quota", Limits: budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}},
+	}
+	ask := budget.Ask{PromptBound: 50}
+	for _, tc := range []struct {
+		policy    string
+		tpmOpen   bool
+		howToFail string
+	}{
+		{budget.PolicyOpen, true, "stop"},
+		{budget.PolicyClosed, false, "stop"},
+		{budget.PolicyOpen, true, "pause"},
+	} {
+		t.Run(tc.policy+" "+tc.howToFail, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			const timeout = 100 * time.Millisecond
+			s := newStore(t, newClient(t, srv, timeout), nil)
+			l, err := budget.New(budget.Config{FailurePolicy: tc.policy, Timeout: timeout, SettleTimeout: timeout}, tenants, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if d, err := l.Reserve(ctx, "tpm", "warm", ask); err != nil || !d.Allowed || d.Degraded {
+				t.Fatalf("healthy: %+v, %v", d, err)
+			}
+			switch tc.howToFail {
+			case "stop":
+				srv.Stop()
+			case "pause":
+				srv.Pause(2 * time.Second)
+			}
+			start := time.Now()
+			d, err := l.Reserve(ctx, "tpm", "1", ask)
+			if took := time.Since(start); took > 5*timeout {
+				t.Errorf("reserve took %s with a %s timeout", took, timeout)
+			}
+			if tc.tpmOpen {
+				if err != nil || !d.Allowed || !d.Degraded || d.OutputCap != 200 || !d.RewriteCap {
+					t.Errorf("tpm tenant, policy open: %+v, %v", d, err)
+				}
+			} else if !errors.Is(err, budget.ErrUnavailable) || d.Allowed || !d.Degraded {
+				t.Errorf("tpm tenant, policy closed: %+v, %v", d, err)
+			}
+			d, err = l.Reserve(ctx, "quota", "2", ask)
+			if !errors.Is(err, budget.ErrUnavailable) || d.Allowed {
+				t.Errorf("quota tenant: %+v, %v (a quota fails closed)", d, err)
+			}
+			if _, err := l.Settle(ctx, "tpm", "warm", 10); !errors.Is(err, budget.ErrUnavailable) {
+				t.Errorf("settle with the store down: %v", err)
+			}
+			if st := l.Stats(); st.StoreErrors != 2 || st.SettleErrors != 1 {
+				t.Errorf("stats %+v", st)
+			}
+		})
+	}
+}
+
+// TestSharedAcrossReplicas: two stores (two replicas, two pools) on one
+// Redis draw on one budget, and either may settle the other's reservation.
+func TestSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	prefix := uniquePrefix()
+	var stores [2]*redisbudget.Store
+	for i := range stores {
+		s, err := redisbudget.New(newClient(t, srv, 5*time.Second), redisbudget.Config{KeyPrefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	ctx := context.Background()
+	lim := budget.Limits{TokenQuota: 100, QuotaPeriod: budget.PeriodDay}
+	req := budget.Request{Limits: lim, Min: 60, Want: 60, Lease: time.Minute}
+	if d, err := stores[0].Reserve(ctx, "a", "1", req); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+	if d, err := stores[1].Reserve(ctx, "a", "2", req); err != nil || d.Allowed || d.RefusedBy != budget.LimitQuota {
+		t.Fatalf("second replica overshot: %+v, %v", d, err)
+	}
+	if st, err := stores[1].Settle(ctx, "a", "1", 10); err != nil || st.Refunded != 50 {
+		t.Fatalf("%+v, %v", st, err)
+	}
+	if d, err := stores[1].Reserve(ctx, "a", "2", req); err != nil || !d.Allowed {
+		t.Fatalf("%+v, %v", d, err)
+	}
+}

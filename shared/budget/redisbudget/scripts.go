@@ -1,0 +1,242 @@
+package redisbudget
+
+import "github.com/redis/go-redis/v9"
+
+// The scripts run budget.Memory's algorithm step for step in Redis, with
+// Redis TIME as the clock. Per tenant, three keys in one hash slot:
+//
+//	KEYS[1] windows       hash: tw tu (minute window, used), qp qw qu
+//	                      (quota period kind 0/1/2, window, used)
+//	KEYS[2] records       hash: request id → "L|granted|tw|qp|qw|lease µs"
+//	                      (a live reservation) or "X|..." (its expiry record)
+//	KEYS[3] deadlines     zset: request id → lease end (live) or end of the
+//	                      expiry record, µs
+//
+// ARGV[1] is "" (use Redis TIME) or a Unix time in µs: a test seam so the
+// conformance tests can cross minutes, days and months without waiting.
+//
+// Numbers: Lua numbers are doubles, exact for integers below 2^53. Unix µs
+// (~1.8e15), token counts (capped at 2^53 in Go) and window indexes stay
+// below it; floor(a/b) of such integers is exact. Numbers are written with
+// %.0f so no digits are lost to Lua's %.14g tostring.
+//
+// Every key the scripts touch is in KEYS, so Redis Cluster routes them.
+// redis.replicate_commands lets Redis < 5 write after the non-deterministic
+// TIME; Redis >= 5 does this by default and the call is a no-op.
+const prelude = `
+if redis.replicate_commands then redis.replicate_commands() end
+local KW, KR, KD = KEYS[1], KEYS[2], KEYS[3]
+local now
+if ARGV[1] ~= '' then
+  now = tonumber(ARGV[1])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local sec = math.floor(now / 1000000)
+local floor = math.floor
+local function f(n) return string.format('%.0f', n) end
+
+-- UTC calendar: H. Hinnant's civil_from_days and days_from_civil.
+local function civil(z)
+  z = z + 719468
+  local era = floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = floor((doe - floor(doe / 1460) + floor(doe / 36524) - floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + floor(yoe / 4) - floor(yoe / 100))
+  local mp = floor((5 * doy + 2) / 153)
+  local m = mp < 10 and mp + 3 or mp - 9
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return y, m
+end
+local function first(y, m) -- days from the epoch to y-m-01
+  if m <= 2 then y = y - 1 end
+  local era = floor(y / 400)
+  local yoe = y - era * 400
+  local mp = m > 2 and m - 3 or m + 9
+  local doe = yoe * 365 + floor(yoe / 4) - floor(yoe / 100) + floor((153 * mp + 2) / 5)
+  return era * 146097 + doe - 719468
+end
+-- widx: the index of the window of kind p (0 minute, 1 day, 2 month) that
+-- holds now; wend: when window idx of kind p ends, Unix seconds.
+local function widx(p)
+  if p == 1 then return floor(sec / 86400) end
+  if p == 2 then
+    local y, m = civil(floor(sec / 86400))
+    return y * 12 + m - 1
+  end
+  return floor(sec / 60)
+end
+local function wend(idx, p)
+  if p == 1 then return (idx + 1) * 86400 end
+  if p == 2 then
+    local y = floor((idx + 1) / 12)
+    return first(y, idx + 1 - y * 12 + 1) * 86400
+  end
+  return (idx + 1) * 60
+end
+
+local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu')
+local tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
+local qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
+local dirty, rolled = false, false
+
+-- roll: move to the windows holding now, never back; a reservation with a
+-- quota of another period restarts the quota window.
+local function roll(p, quota)
+  local c = math.max(widx(0), tw)
+  if c ~= tw then tw, tu, dirty, rolled = c, 0, true, true end
+  if quota and p ~= qp then qp, qw, qu, dirty, rolled = p, widx(p), 0, true, true end
+  if qp ~= 0 then
+    c = math.max(widx(qp), qw)
+    if c ~= qw then qw, qu, dirty, rolled = c, 0, true, true end
+  end
+end
+
+local function dec(v)
+  local st, g, a, b, c, l = string.match(v, '^(%a)|(%-?%d+)|(%-?%d+)|(%d+)|(%-?%d+)|(%d+)$')
+  return st, tonumber(g), tonumber(a), tonumber(b), tonumber(c), tonumber(l)
+end
+local function enc(st, g, a, b, c, l)
+  return st .. '|' .. f(g) .. '|' .. f(a) .. '|' .. f(b) .. '|' .. f(c) .. '|' .. f(l)
+end
+
+-- apply: add delta (a refund when negative) for a record's windows: into
+-- the window it was charged to while that is current; else a refund is
+-- dropped and a charge goes to the current window.
+local function apply(delta, rtw, rqp, rqw)
+  if delta == 0 then return end
+  if rtw >= 0 then
+    if rtw == tw then
+      tu = math.max(0, tu + delta)
+      dirty = true
+    elseif delta > 0 then
+      tu = tu + delta
+      dirty = true
+    end
+  end
+  if rqw >= 0 and qp ~= 0 then
+    if rqp == qp and rqw == qw then
+      qu = math.max(0, qu + delta)
+      dirty = true
+    elseif delta > 0 then
+      qu = qu + delta
+      dirty = true
+    end
+  end
+end
+
+-- sweep: a live reservation past its lease returns its tokens and becomes
+-- an expiry record until one more lease has passed (counted from the lease
+-- end, not from this sweep, so the records' TTL always covers it); an
+-- expiry record past its end goes.
+local function sweep()
+  local due = redis.call('ZRANGEBYSCORE', KD, '-inf', f(now), 'WITHSCORES', 'LIMIT', 0, 1000)
+  for i = 1, #due, 2 do
+    local id = due[i]
+    local v = redis.call('HGET', KR, id)
+    local st, g, a, b, c, l
+    if v then st, g, a, b, c, l = dec(v) end
+    if st == 'L' then
+      apply(-g, a, b, c)
+      redis.call('HSET', KR, id, enc('X', g, a, b, c, l))
+      redis.call('ZADD', KD, f(tonumber(due[i + 1]) + l), id)
+    else
+      redis.call('HDEL', KR, id)
+      redis.call('ZREM', KD, id)
+    end
+  end
+end
+
+-- save writes the windows back; they live until the later window ends
+-- (an absolute time that changes only when a window rolls).
+local function save()
+  if not dirty then return end
+  redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu))
+  if not rolled then return end
+  local e = wend(tw, 0)
+  if qp ~= 0 then e = math.max(e, wend(qw, qp)) end
+  redis.call('PEXPIRE', KW, math.max(0, e * 1000 - floor(now / 1000)) + 60000)
+end
+`
+
+// reserveScript: ARGV now, id, min, want, tokens per minute, quota, period
+// (0 none, 1 day, 2 month), lease µs. Returns {status, granted, refused by
+// (0, 1 TPM, 2 quota), tpm used, quota used, tpm reset s, quota reset s};
+// status 0 refused, 1 reserved, 2 held (live), 3 held (expired).
+var reserveScript = redis.NewScript(prelude + `
+local id = ARGV[2]
+local mn, want = tonumber(ARGV[3]), tonumber(ARGV[4])
+local tpm, quota, p, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+roll(p, quota > 0)
+sweep()
+local function reply(status, g, by)
+  save()
+  local qe = 0
+  if qp ~= 0 then qe = wend(qw, qp) end
+  return {status, g, by, tu, qu, wend(tw, 0), qe}
+end
+local v = redis.call('HGET', KR, id)
+if v then
+  local st, g = dec(v)
+  if st == 'L' then return reply(2, g, 0) end
+  return reply(3, 0, 0)
+end
+if quota > 0 and quota - qu < mn then return reply(0, 0, 2) end
+if tpm > 0 and tpm - tu < mn then return reply(0, 0, 1) end
+local g = want
+if tpm > 0 then g = math.min(g, tpm - tu) end
+if quota > 0 then g = math.min(g, quota - qu) end
+local rtw, rqp, rqw = -1, 0, -1
+if tpm > 0 then
+  tu = tu + g
+  rtw = tw
+  dirty = true
+end
+if quota > 0 then
+  qu = qu + g
+  rqp, rqw = qp, qw
+  dirty = true
+end
+redis.call('HSET', KR, id, enc('L', g, rtw, rqp, rqw, lease))
+redis.call('ZADD', KD, f(now + lease), id)
+-- Records outlive every deadline they hold (an expiry record ends at most
+-- two leases after its reservation) and every window they may still refund
+-- into, so a reservation never settled always returns its tokens. The
+-- expiry is max(now + 2 leases, end of the windows) + 1 minute: it only
+-- grows from one reservation to the next (unless the lease or the quota
+-- period is changed), so it is set without reading the old one.
+local ttl = 2 * math.ceil(lease / 1000)
+ttl = math.max(ttl, wend(tw, 0) * 1000 - floor(now / 1000))
+if qp ~= 0 then ttl = math.max(ttl, wend(qw, qp) * 1000 - floor(now / 1000)) end
+ttl = ttl + 60000
+redis.call('PEXPIRE', KR, ttl)
+redis.call('PEXPIRE', KD, ttl)
+return reply(1, g, 0)
+`)
+
+// settleScript: ARGV now, id, actual (-1: what was reserved). Returns {0}
+// for no record, else {1 live or 2 expired, reserved, actual}.
+var settleScript = redis.NewScript(prelude + `
+local id = ARGV[2]
+roll(0, false)
+sweep()
+local v = redis.call('HGET', KR, id)
+if not v then
+  save()
+  return {0}
+end
+local st, g, a, b, c = dec(v)
+local actual = tonumber(ARGV[3])
+if actual < 0 then actual = g end
+local held = g
+if st == 'X' then held = 0 end
+apply(actual - held, a, b, c)
+redis.call('HDEL', KR, id)
+redis.call('ZREM', KD, id)
+save()
+local status = 1
+if st == 'X' then status = 2 end
+return {status, g, actual}
+`)

@@ -1,0 +1,435 @@
+package config
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Problems is every validation failure in a config, each "field.path:
+// message".
+type Problems []string
+
+func (p Problems) Error() string {
+	return "invalid config:\n  " + strings.Join(p, "\n  ")
+}
+
+func (p *Problems) add(field, format string, a ...any) {
+	*p = append(*p, field+": "+fmt.Sprintf(format, a...))
+}
+
+// unlessUnder returns the problems in q whose field is not at or below a
+// field p already reports: a value that did not decode is left zero, and
+// "required" on top of "cannot unmarshal" would only be noise.
+func (p Problems) unlessUnder(q Problems) Problems {
+	var out Problems
+next:
+	for _, s := range q {
+		field, _, _ := strings.Cut(s, ": ")
+		for _, have := range p {
+			f, _, _ := strings.Cut(have, ": ")
+			if f == topLevel || field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[") {
+				continue next
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// checker collects problems; getenv resolves the env vars secrets live in.
+type checker struct {
+	getenv func(string) string
+	p      Problems
+}
+
+func (ck *checker) add(field, format string, a ...any) { ck.p.add(field, format, a...) }
+
+func (ck *checker) needEnv(field, name string) {
+	if name != "" && ck.getenv(name) == "" {
+		ck.add(field, "environment variable %s is not set", name)
+	}
+}
+
+// uniqueName reports a name that is empty or already in seen, and adds it.
+func (ck *checker) uniqueName(seen map[string]bool, field, name, what string) {
+	if name == "" {
+		ck.add(field, "required")
+	} else if seen[name] {
+		ck.add(field, "duplicate %s %q", what, name)
+	}
+	seen[name] = true
+}
+
+// validate returns every problem with c, defaults applied. It is the one
+// validation: the constructors the gateway wires from c must accept what
+// it accepts (see the package comment).
+func (c *Config) validate(getenv func(string) string) Problems {
+	ck := &checker{getenv: getenv}
+	validateNonNegative(ck, reflect.ValueOf(c).Elem(), "")
+	validateServer(ck, c)
+	validateAuth(ck, &c.Auth)
+	validateLimiter(ck, &c.Limiter)
+	models := validatePools(ck, c.Pools)
+	validateTenants(ck, c.Tenants, models, c.Limiter.Store)
+	return ck.p
+}
+
+// validateNonNegative reports every negative duration and signed count,
+// wherever it is: none has a meaning below zero, and each constructor
+// downstream would otherwise refuse it, take its default, or misbehave
+// (a negative connect timeout fails every dial).
+func validateNonNegative(ck *checker, v reflect.Value, path string) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			validateNonNegative(ck, v.Elem(), path)
+		}
+	case reflect.Struct:
+		eachField(v.Type(), path, func(i int, _ reflect.StructField, p string) {
+			validateNonNegative(ck, v.Field(i), p)
+		})
+	case reflect.Slice:
+		for i := range v.Len() {
+			validateNonNegative(ck, v.Index(i), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.Int() < 0 {
+			if v.Type() == reflect.TypeFor[Duration]() {
+				ck.add(path, "must not be negative, got %s", Duration(v.Int()).D())
+			} else {
+				ck.add(path, "must not be negative, got %d", v.Int())
+			}
+		}
+	}
+}
+
+// validateServer checks the top-level (HTTP server) fields.
+func validateServer(ck *checker, c *Config) {
+	host, port, err := net.SplitHostPort(c.Listen)
+	switch {
+	case err != nil:
+		ck.add("listen", "must be host:port (e.g. %q or \":8080\"), not %q", DefaultListen, c.Listen)
+	case !isPort(port):
+		ck.add("listen", "port must be a number from 0 to 65535, not %q", port)
+	case !isHost(host):
+		ck.add("listen", "host %q is not an IP address or host name", host)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		ck.add("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
+	}
+}
+
+// validateAuth mirrors auth.Config's rules (auth.New), field by field.
+func validateAuth(ck *checker, a *Auth) {
+	if a.Issuer == "" {
+		ck.add("auth.issuer", "required")
+	} else if !isHTTPURL(a.Issuer) {
+		ck.add("auth.issuer", "must be an http(s) URL, not %q", a.Issuer)
+	}
+	if a.JWKSURL != "" && !isHTTPURL(a.JWKSURL) {
+		ck.add("auth.jwks_url", "must be an http(s) URL, not %q", a.JWKSURL)
+	}
+	if len(a.Audiences) == 0 {
+		ck.add("auth.audiences", "at least one audience is required")
+	}
+	for i, aud := range a.Audiences {
+		if aud == "" {
+			ck.add(fmt.Sprintf("auth.audiences[%d]", i), "must not be empty")
+		}
+	}
+	for i, alg := range a.Algorithms {
+		switch alg {
+		case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA":
+		default:
+			ck.add(fmt.Sprintf("auth.algorithms[%d]", i), "%q is not an accepted asymmetric algorithm (none and HMAC are never accepted)", alg)
+		}
+	}
+	if a.JWKSRefreshMin > a.JWKSRefreshMax {
+		ck.add("auth.jwks_refresh_min", "must not exceed auth.jwks_refresh_max (%s > %s)", a.JWKSRefreshMin.D(), a.JWKSRefreshMax.D())
+	}
+}
+
+// validateLimiter mirrors ratelimit.Config's rules (ratelimit.New).
+func validateLimiter(ck *checker, l *Limiter) {
+	switch l.Store {
+	case "memory":
+		if l.RedisEntra != nil {
+			ck.add("limiter.redis_entra", "only used with limiter.store redis")
+		}
+	case "redis":
+		if l.RedisURLEnv == "" {
+			ck.add("limiter.redis_url_env", "required when limiter.store is redis")
+		}
+		ck.needEnv("limiter.redis_url_env", l.RedisURLEnv)
+		ck.needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
+		if e := l.RedisEntra; e != nil {
+			validateEntra(ck, "limiter.redis_entra", e.Entra)
+			if e.Username == "" {
+				ck.add("limiter.redis_entra.username", "required: the identity's object id")
+			}
+			if l.RedisPasswordEnv != "" {
+				ck.add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
+			}
+		}
+	default:
+		ck.add("limiter.store", "must be memory or redis, not %q", l.Store)
+	}
+	if l.FailurePolicy != "open" && l.FailurePolicy != "closed" {
+		ck.add("limiter.failure_policy", "must be open or closed, not %q", l.FailurePolicy)
+	}
+}
+
+// validateEntra mirrors entra.New: it fails at start-up on an unknown
+// credential, on client_id with the Azure CLI, and on a workload identity
+// without the variables the workload identity webhook sets.
+func validateEntra(ck *checker, path string, e Entra) {
+	switch e.Credential {
+	case "managed-identity":
+	case "workload-identity":
+		for _, v := range []string{"AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE"} {
+			ck.needEnv(path+".credential", v)
+		}
+		if e.ClientID == "" {
+			ck.needEnv(path+".client_id", "AZURE_CLIENT_ID")
+		}
+	case "azure-cli":
+		if e.ClientID != "" {
+			ck.add(path+".client_id", "not used by the Azure CLI credential; remove it")
+		}
+	default:
+		ck.add(path+".credential", "must be managed-identity, workload-identity or azure-cli, not %q", e.Credential)
+	}
+}
+
+// validatePools checks the pools and returns which pool serves each model.
+func validatePools(ck *checker, pools []Pool) map[string]string {
+	models := map[string]string{} // public model → pool
+	names := map[string]bool{}
+	trust := map[string]caOwner{} // endpoint host → its ca_file
+	if len(pools) == 0 {
+		ck.add("pools", "at least one pool is required")
+	}
+	for i, pl := range pools {
+		f := fmt.Sprintf("pools[%d]", i)
+		ck.uniqueName(names, f+".name", pl.Name, "pool name")
+		switch pl.Kind {
+		case "openai", "azure-openai", "vllm":
+		default:
+			ck.add(f+".kind", "must be openai, azure-openai or vllm, not %q", pl.Kind)
+		}
+		if len(pl.Models) == 0 {
+			ck.add(f+".models", "at least one model is required")
+		}
+		for _, m := range sortedKeys(pl.Models) {
+			if other, dup := models[m]; dup {
+				ck.add(f+".models."+m, "model is already served by pool %q", other)
+			}
+			models[m] = pl.Name
+		}
+		if len(pl.Endpoints) == 0 {
+			ck.add(f+".endpoints", "at least one endpoint is required")
+		} else if len(pl.Endpoints) > 64 {
+			ck.add(f+".endpoints", "at most 64 endpoints per pool")
+		}
+		for j, e := range pl.Endpoints {
+			ef := fmt.Sprintf("%s.endpoints[%d]", f, j)
+			validateEndpoint(ck, ef, pl.Kind, &e)
+			validateOneTrustPerHost(ck, trust, ef, e)
+		}
+	}
+	return models
+}
+
+// validateEndpoint checks one endpoint of a pool of the given kind.
+func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
+	validateEndpointURL(ck, f+".url", e.URL)
+	if e.weightGiven && e.Weight == 0 {
+		ck.add(f+".weight", "must be at least 1 (omit it for the default, 1)")
+	} else if e.Weight > MaxWeight {
+		ck.add(f+".weight", "must be at most %d", MaxWeight)
+	}
+	ck.needEnv(f+".api_key_env", e.APIKeyEnv)
+	switch e.Auth {
+	case "key":
+		if e.Entra != (Entra{}) {
+			ck.add(f+".entra", "only used with auth: entra")
+		}
+	case "entra":
+		if kind != "azure-openai" {
+			ck.add(f+".auth", "entra is only for azure-openai pools")
+		}
+		if e.APIKeyEnv != "" {
+			ck.add(f+".api_key_env", "must be empty when auth is entra")
+		}
+		validateEntra(ck, f+".entra", e.Entra)
+	default:
+		ck.add(f+".auth", "must be key or entra, not %q", e.Auth)
+	}
+	if kind == "azure-openai" && e.AzureAPI != "deployments" && e.AzureAPI != "v1" {
+		ck.add(f+".azure_api", "must be deployments or v1, not %q", e.AzureAPI)
+	}
+	for _, h := range []struct{ field, value string }{{"organization", e.Organization}, {"project", e.Project}} {
+		switch {
+		case h.value == "":
+		case kind != "openai":
+			ck.add(f+"."+h.field, "only for openai pools, not %s", kind)
+		case !isHeaderValue(h.value):
+			ck.add(f+"."+h.field, "must be a printable header value without line breaks or surrounding spaces")
+		}
+	}
+	if e.CAFile != "" {
+		validateCAFile(ck, f+".ca_file", e.CAFile)
+	}
+}
+
+// caOwner is the first endpoint seen on a host, and the ca_file it names.
+type caOwner struct{ field, caFile string }
+
+// validateOneTrustPerHost: the backend client picks a TLS trust by the
+// request's host, so every endpoint on one host (host:port) must name the
+// same ca_file, or none.
+func validateOneTrustPerHost(ck *checker, trust map[string]caOwner, field string, e Endpoint) {
+	u, err := url.Parse(e.URL)
+	if err != nil || u.Host == "" {
+		return // reported by validateEndpointURL
+	}
+	first, seen := trust[u.Host]
+	if !seen {
+		trust[u.Host] = caOwner{field, e.CAFile}
+		return
+	}
+	if first.caFile != e.CAFile {
+		ck.add(field+".ca_file", "%q differs from %s.ca_file %q on the same host %s: one host has one trust", e.CAFile, first.field, first.caFile, u.Host)
+	}
+}
+
+// validateEndpointURL: a backend base URL is http(s) with a host. Its query
+// and fragment would be lost or mangled when the request path is joined, and
+// credentials in it would be logged with the endpoint's name.
+func validateEndpointURL(ck *checker, field, raw string) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		ck.add(field, "must be an http(s) URL, not %q", raw)
+		return
+	}
+	if u.User != nil {
+		ck.add(field, "must not carry credentials (user:password@); use api_key_env")
+	}
+	if strings.Contains(raw, "?") {
+		ck.add(field, "must not have a query (?…)")
+	}
+	if strings.Contains(raw, "#") {
+		ck.add(field, "must not have a fragment (#…)")
+	}
+}
+
+// validateCAFile: the bundle must exist and hold at least one certificate,
+// or the endpoint's TLS would fail on every request.
+func validateCAFile(ck *checker, field, path string) {
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		ck.add(field, "%s is not a regular file", path)
+		return
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		ck.add(field, "cannot read: %v", err)
+		return
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		ck.add(field, "%s holds no PEM certificate", path)
+	}
+}
+
+// validateTenants checks the tenant table against the pools' models; the
+// store decides what a bucket's interval may be.
+func validateTenants(ck *checker, tenants []Tenant, models map[string]string, store string) {
+	ids := map[string]bool{}
+	if len(tenants) == 0 {
+		ck.add("tenants", "at least one tenant is required")
+	}
+	for i, t := range tenants {
+		f := fmt.Sprintf("tenants[%d]", i)
+		ck.uniqueName(ids, f+".id", t.ID, "tenant")
+		if len(t.Models) == 0 {
+			ck.add(f+".models", "at least one model is required")
+		}
+		for j, m := range t.Models {
+			if _, ok := models[m]; !ok {
+				ck.add(fmt.Sprintf("%s.models[%d]", f, j), "model %q is not served by any pool", m)
+			}
+		}
+		if t.Requests == 0 {
+			ck.add(f+".requests", "must be at least 1")
+		}
+		if t.Interval <= 0 {
+			continue // negative: reported by validateNonNegative
+		}
+		if float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
+			// go-limiter refills interval/requests per tick; beyond this
+			// bound a tick no longer refills the whole bucket.
+			ck.add(f+".requests", "%d per %s is more than the token bucket can refill; use a shorter interval", t.Requests, t.Interval.D())
+		}
+		if store == "redis" && t.Interval.D().Microseconds()*1000 != t.Interval.D().Nanoseconds() {
+			ck.add(f+".interval", "must be a whole number of microseconds with limiter.store redis (Redis TIME resolution), not %s", t.Interval.D())
+		}
+	}
+}
+
+func isPort(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 16)
+	return err == nil
+}
+
+// isHost accepts what a listen address may name: nothing (every
+// interface), an IP address (with an IPv6 zone) or a DNS name.
+func isHost(s string) bool {
+	if s == "" {
+		return true
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// isHeaderValue reports whether s can be sent as an HTTP header value as
+// written (RFC 9110 §5.5: visible characters, inner spaces and tabs), the
+// rule upstream.NewTarget applies.
+func isHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return s == strings.TrimSpace(s)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,236 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// The Responses API's stored responses. POST /v1/responses is the one
+// request path (proxy.go, with op Responses); what is particular to it is
+// here: a stored response lives only on the endpoint that created it, and
+// one backend key serves every tenant, so the gateway records each
+// response id's endpoint and tenant (Affinity), sends follow-ups there
+// without failover, and refuses them to every other tenant.
+
+// Affinity remembers where stored responses live (shared/affinity).
+type Affinity interface {
+	Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error
+	Get(ctx context.Context, id string) (affinity.Owner, bool, error)
+	Delete(ctx context.Context, id string) error
+}
+
+// affinityTimeout bounds one affinity store call on the request path.
+const affinityTimeout = time.Second
+
+// pinPrevious resolves a request's previous_response_id: the endpoint it
+// must go to, or an error. An id with no record (never seen, or expired)
+// goes by normal routing and the backend answers for it.
+func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, pool *route.Pool, id string) *apiError {
+	if id == "" {
+		return nil
+	}
+	o, ok, err := s.lookup(ctx, id)
+	if err != nil {
+		// Without the record the gateway cannot tell whose id it is.
+		return serverErrorRetry(http.StatusServiceUnavailable, "affinity_unavailable",
+			"the gateway cannot look up previous_response_id right now; retry shortly", time.Second)
+	}
+	switch {
+	case !ok:
+		return nil
+	case o.Tenant != tenantID:
+		return invalidRequest(http.StatusNotFound, "previous_response_not_found", "previous_response_id",
+			fmt.Sprintf("Previous response with id '%s' not found.", id))
+	case o.Pool != pool.Name:
+		return invalidRequest(http.StatusBadRequest, "invalid_value", "previous_response_id",
+			fmt.Sprintf("previous response '%s' was created with model %q, served elsewhere than %q; continue it with a model of the same pool", id, o.Model, rec.model))
+	}
+	rec.pin = o.Endpoint
+	return nil
+}
+
+func (s *Server) lookup(ctx context.Context, id string) (affinity.Owner, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, affinityTimeout)
+	defer cancel()
+	return s.Affinity.Get(ctx, id)
+}
+
+// remember records that the response id in answer (a JSON Response, or a
+// stream's first event, response.created) lives where rec was served.
+func (s *Server) remember(rec *record, answer []byte, stream bool) {
+	id := responseID(answer, stream)
+	if id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
+	defer cancel()
+	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
+	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); err != nil {
+		s.Log.Warn("response affinity not recorded: follow-ups will be routed normally", "request_id", rec.id, "err", err)
+	}
+}
+
+// responseID reads a Response's id: the top-level "id" of a JSON answer,
+// or response.id in a stream's first event. One small decode per request.
+func responseID(answer []byte, stream bool) string {
+	if !stream {
+		var r struct {
+			ID     string `json:"id"`
+			Object string `json:"object"`
+		}
+		if json.Unmarshal(answer, &r) != nil || r.Object != "response" {
+			return ""
+		}
+		return r.ID
+	}
+	for _, line := range bytes.Split(answer, []byte("\n")) {
+		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
+		if !ok {
+			continue
+		}
+		var ev struct {
+			Response struct {
+				ID string `json:"id"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(bytes.TrimSpace(data), &ev) == nil && ev.Response.ID != "" {
+			return ev.Response.ID
+		}
+	}
+	return ""
+}
+
+// storedRoutes are the routes on one stored response, by what follows
+// /v1/responses/{id}, and their methods.
+var storedRoutes = map[string][]string{
+	"":             {http.MethodGet, http.MethodDelete},
+	"/cancel":      {http.MethodPost},
+	"/input_items": {http.MethodGet},
+}
+
+// serveStored answers /v1/responses/{id}[/cancel|/input_items]: only for
+// the tenant that created the response, only at the endpoint that has it.
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string) {
+	id, sub, _ := strings.Cut(rest, "/")
+	if sub != "" {
+		sub = "/" + sub
+	}
+	methods, ok := storedRoutes[sub]
+	if !ok || id == "" {
+		s.notFound(w, r)
+		return
+	}
+	if !contains(methods, r.Method) {
+		s.methodNotAllowed(w, r, strings.Join(methods, ", "))
+		return
+	}
+	closeUnread(w, r) // these routes take no body
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	ctx := r.Context()
+	t, ok := s.principalTenant(w, r, rec)
+	if !ok {
+		return
+	}
+	notFound := invalidRequest(http.StatusNotFound, "not_found", "", fmt.Sprintf("Response with id '%s' not found.", id))
+	o, found, err := s.lookup(ctx, id)
+	switch {
+	case err != nil:
+		s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "affinity_unavailable",
+			"the gateway cannot look up the response right now; retry shortly", time.Second))
+		return
+	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
+		s.fail(w, rec, notFound)
+		return
+	}
+	rec.model, rec.pool, rec.endpoint = o.Model, o.Pool, o.Endpoint
+	pool := s.Router.Pool(o.Model)
+	target := s.targetFor(pool, o.Endpoint)
+	if target == nil {
+		s.fail(w, rec, notFound) // the endpoint left the config
+		return
+	}
+	if !s.take(ctx, w, rec, t.ID) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.ResponseTimeout)
+	defer cancel()
+	req, err := target.NewStoredRequest(ctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
+	if err != nil {
+		rec.detail = err.Error()
+		s.fail(w, rec, credentialError(o.Pool, err))
+		return
+	}
+	req.Header.Set("X-Request-Id", rec.id)
+	rec.attempts, rec.sent = 1, s.Now()
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil && r.Context().Err() != nil {
+			s.fail(w, rec, contextError(r.Context()))
+			return
+		}
+		rec.detail = err.Error()
+		s.fail(w, rec, transportError(o.Pool, err))
+		return
+	}
+	defer resp.Body.Close()
+	rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
+	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
+		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
+		_ = s.Affinity.Delete(dctx, id)
+		dcancel()
+	}
+	decodeBody(resp)
+	s.relayJSON(w, rec, resp, resp.Body)
+}
+
+// targetFor is pool's target for the endpoint named name, or nil.
+func (s *Server) targetFor(pool *route.Pool, name string) *upstream.Target {
+	if pool == nil {
+		return nil
+	}
+	for _, e := range pool.Endpoints {
+		if e.Name == name {
+			return s.Targets[pool][e.Index]
+		}
+	}
+	return nil
+}
+
+// refuseWebSocket answers a WebSocket upgrade to /v1/responses at once:
+// 426 is what OpenAI's clients (Codex) take as "no WebSocket here, use
+// HTTP", without retrying the upgrade.
+func (s *Server) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	closeUnread(w, r)
+	s.fail(w, rec, invalidRequest(http.StatusUpgradeRequired, "websocket_not_supported", "",
+		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)"))
+}
+
+func isWebSocket(r *http.Request) bool {
+	for _, v := range r.Header.Values("Upgrade") {
+		if strings.EqualFold(strings.TrimSpace(v), "websocket") {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
