@@ -139,10 +139,12 @@ pools:
   - name: pool-a
     kind: vllm
     models: {llama: meta/Llama-3.1-8B, gpt-4o-mini: ""}
+    forward_headers: [X-Stub-Fault, X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
 %s  - name: azure
     kind: azure-openai
     models: {gpt-4o: gpt-4o-prod}
+    forward_headers: [X-Stub-Fault, X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
 %s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, o.tenants, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)

@@ -344,8 +344,10 @@ type faultCase struct {
 	name   string
 	fault  string // stub.ParseFault syntax
 	stream bool
-	// before says the fault strikes before the backend's response headers:
-	// with a second endpoint the gateway must fail over to it.
+	// before says the fault strikes before the backend's first event (its
+	// headers, or a stream that ends or stalls before any event): with a
+	// second endpoint the gateway must fail over to it. Only comments and
+	// headers have reached the client then, never content.
 	before bool
 	// What the client gets with only the faulty endpoint (see verdict).
 	kind   string
@@ -366,14 +368,15 @@ var faultCases = []faultCase{
 	{name: "429", fault: "status=429", stream: true, before: true, kind: "json_error", status: 429, code: "upstream_rate_limited"},
 	{name: "429 with Retry-After", fault: "status=429,retry_after=7", stream: true, before: true, kind: "json_error", status: 429, code: "upstream_rate_limited"},
 	{name: "400 is the caller's", fault: "status=400", stream: true, kind: "json_error", status: 400},
-	// After the headers: the client already has a 200, so an SSE error event.
-	{name: "drop right after headers", fault: "drop_after=0", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error"},
+	// After the headers: the client already has a 200, so an SSE error event;
+	// before the first event another endpoint may still serve it.
+	{name: "drop right after headers", fault: "drop_after=0", stream: true, before: true, kind: "sse_error", status: 200, code: "upstream_stream_error"},
 	{name: "drop after 1 event", fault: "drop_after=1", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error", events: 1},
 	{name: "drop after 5 events", fault: "drop_after=5", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_error", events: 5},
 	// The backend's own error event is relayed as it is, and is the only one.
 	{name: "error event right after headers", fault: "error_after=0", stream: true, kind: "sse_error", status: 200, code: "stub_error"},
 	{name: "error event after 3", fault: "error_after=3", stream: true, kind: "sse_error", status: 200, code: "stub_error", events: 3},
-	{name: "stall right after headers", fault: "stall_after=0", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_idle"},
+	{name: "stall right after headers", fault: "stall_after=0", stream: true, before: true, kind: "sse_error", status: 200, code: "upstream_stream_idle"},
 	{name: "stall after 3", fault: "stall_after=3", stream: true, kind: "sse_error", status: 200, code: "upstream_stream_idle", events: 3},
 	// Non-streaming.
 	{name: "json 503", fault: "status=503", before: true, kind: "json_error", status: 502, code: "upstream_error"},

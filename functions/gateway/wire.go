@@ -12,9 +12,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -26,9 +30,17 @@ import (
 type gateway struct {
 	handler http.Handler
 	limiter *ratelimit.Limiter
+	// state is the Redis client for shared state other than the request
+	// buckets (stored-response affinity); nil with the memory store.
+	state *redis.Client
 }
 
-func (g *gateway) close() { _ = g.limiter.Close() }
+func (g *gateway) close() {
+	_ = g.limiter.Close()
+	if g.state != nil {
+		_ = g.state.Close()
+	}
+}
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
 // but waits for none of it.
@@ -124,7 +136,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 			}
 			t, err := upstream.NewTarget(upstream.TargetSpec{
 				Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models, Cred: cred,
-				Organization: e.Organization, Project: e.Project,
+				Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
 			})
 			if err != nil {
 				_ = lim.Close()
@@ -132,6 +144,21 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 			}
 			targets[pool] = append(targets[pool], t)
 		}
+	}
+
+	var state *redis.Client
+	var aff server.Affinity // nil: in memory, per process
+	if cfg.Limiter.Store == "redis" {
+		// A client of its own: these calls may take longer than a take's
+		// tight budget.
+		state, err = redisstore.NewClient(redisstore.ClientOptions{
+			URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials, Timeout: stateTimeout,
+		})
+		if err != nil {
+			_ = lim.Close()
+			return nil, fmt.Errorf("limiter: %w", err)
+		}
+		aff = redisaffinity.New(state, cfg.Limiter.KeyPrefix)
 	}
 
 	h := server.New(server.Deps{
@@ -150,10 +177,14 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
 		Streams:           streamPolicies(cfg),
+		Affinity:          aff,
 		MinRemaining:      cfg.Lambda.MinRemaining.D(),
 	})
-	return &gateway{handler: h, limiter: lim}, nil
+	return &gateway{handler: h, limiter: lim, state: state}, nil
 }
+
+// stateTimeout bounds one call for shared state other than a take.
+const stateTimeout = time.Second
 
 // streamPolicies is each pool's keepalive and first-token policy (config
 // has filled pool values from upstream's).

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,18 +63,50 @@ type plan struct {
 	coldStarts int
 	cleanP99   time.Duration // a level is held when the direct run's p99 added TTFT is at most this
 
-	phases map[string]bool // nil: all of closed, open, plain, ceiling, cold
+	// The syscall count: sysStreams streams, sysConc at a time, through
+	// each relay with a tracer attached.
+	sysConc, sysStreams int
+
+	// The GC table: the gateway at gcLevel streams under each setting.
+	gcLevel    int
+	gcReps     int
+	gcSettings []gcSetting
+
+	phases map[string]bool // nil: every phase
 }
+
+// gcSetting is one GOGC/GOMEMLIMIT combination the GC table measures.
+type gcSetting struct {
+	name string   // as the table shows it
+	env  []string // added to the gateway's environment
+}
+
+// gcSettings are the combinations measured: the gateway's default (GOGC
+// 50, set in main unless GOGC is in the environment), lower and higher
+// targets, and a memory limit instead of a ratio.
+var gcSettings = []gcSetting{
+	{"GOGC=50 (default)", nil},
+	{"GOGC=25", []string{"GOGC=25"}},
+	{"GOGC=100", []string{"GOGC=100"}},
+	{"GOGC=200", []string{"GOGC=200"}},
+	{"GOGC=100, GOMEMLIMIT=40MiB", []string{"GOGC=100", "GOMEMLIMIT=40MiB"}},
+	{"GOGC=off, GOMEMLIMIT=64MiB", []string{"GOGC=off", "GOMEMLIMIT=64MiB"}},
+}
+
+// allPhases are the phases in the order they run.
+var allPhases = []string{"closed", "syscalls", "gc", "open", "plain", "ceiling", "cold"}
 
 // phase reports whether the plan runs the named phase.
 func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name] }
 
 func quickPlan() plan {
 	return plan{
-		name: "quick", levels: []int{100, 500}, reps: 3,
+		name: "quick", levels: []int{100, 300, 500}, reps: 2,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
 		fixedRate: 3000, fixedReps: 1, fixedWindow: 2 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
+		sysConc: 100, sysStreams: 200,
+		gcLevel: 500, gcReps: 1, gcSettings: gcSettings,
 	}
 }
 
@@ -86,6 +119,8 @@ func fullPlan() plan {
 		ceilingWindow:   3 * time.Second,
 		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
 		coldStarts: 15, cleanP99: 5 * time.Millisecond,
+		sysConc: 100, sysStreams: 500,
+		gcLevel: 500, gcReps: 3, gcSettings: gcSettings,
 	}
 }
 
@@ -103,7 +138,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	reps := fs.Int("reps", 0, "override the repetitions per level")
 	window := fs.Duration("window", 0, "override the measured window per run")
 	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
-	phases := fs.String("phases", "", "run only these phases, comma-separated: closed, open, plain, ceiling, cold (a partial report)")
+	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -137,12 +172,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if *phases != "" {
 		p.phases = map[string]bool{}
 		for f := range strings.SplitSeq(*phases, ",") {
-			switch f = strings.TrimSpace(f); f {
-			case "closed", "open", "plain", "ceiling", "cold":
-				p.phases[f] = true
-			default:
+			f = strings.TrimSpace(f)
+			if !slices.Contains(allPhases, f) {
 				return fmt.Errorf("-phases: unknown phase %q", f)
 			}
+			p.phases[f] = true
 		}
 	}
 
@@ -164,7 +198,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	fmt.Fprintln(stdout, "bench:", cpus.describe())
 	fmt.Fprintln(stdout, "bench: the gateway runs with log_level warn (no per-request access log)")
 
-	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now()}
+	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now(), nginx: findNginx()}
+	if b.nginx.bin == "" {
+		fmt.Fprintln(stdout, "bench: nginx peer skipped:", b.nginx.why)
+	} else {
+		fmt.Fprintln(stdout, "bench: nginx peer:", b.nginx.bin, b.nginx.version)
+	}
 	defer b.procs.stopAll()
 	b.bins, err = build(ctx, root, *gatewayBin != "", stdout)
 	if err != nil {
@@ -246,6 +285,7 @@ type bench struct {
 	bins  binaries
 	log   io.Writer
 	began time.Time
+	nginx nginxPeer
 
 	stubAddr, issuerURL string
 	token               string
@@ -328,6 +368,7 @@ pools:
   - name: stub
     kind: openai
     models: {bench-model: ""}
+    forward_headers: [X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - {url: "http://%s"}
 `, listen, b.issuerURL, b.issuerURL, b.stubAddr)
@@ -337,21 +378,22 @@ pools:
 
 // relay is a started relay under test.
 type relay struct {
-	kind    string // gateway or floor
+	kind    string // gateway, floor or nginx
 	proc    *proc
 	t0      time.Time
 	tgt     *target
 	idleRSS int64
 }
 
-// startRelay starts the gateway or the floor on the relay core with
-// GOMAXPROCS=1, waits until it answers, and reads its idle RSS.
-func (b *bench) startRelay(ctx context.Context, kind string, conns int) (*relay, error) {
+// startRelay starts the gateway, the floor or nginx on the relay core (the
+// Go relays with GOMAXPROCS=1, and extra in their environment), waits
+// until it answers, and reads its idle RSS.
+func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []string) (*relay, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	env := []string{"GOMAXPROCS=1"}
+	env := append([]string{"GOMAXPROCS=1"}, extra...)
 	var pr *proc
 	var t0 time.Time
 	switch kind {
@@ -366,6 +408,18 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int) (*relay,
 		}
 	case "floor":
 		pr, t0, err = b.procs.start("floor", b.cpus.relay, env, nil, b.bins.floor, "-listen", addr, "-backend", "http://"+b.stubAddr)
+		if err != nil {
+			return nil, err
+		}
+	case "nginx":
+		if b.nginx.bin == "" {
+			return nil, errors.New(b.nginx.why)
+		}
+		path, err := writeNginxConfig(b.tmp, addr, b.stubAddr, conns)
+		if err != nil {
+			return nil, err
+		}
+		pr, t0, err = b.procs.start("nginx", b.cpus.relay, nil, nil, b.nginx.bin, "-p", filepath.Dir(path), "-c", path)
 		if err != nil {
 			return nil, err
 		}
@@ -418,11 +472,26 @@ func (b *bench) warm(ctx context.Context, t *target) error {
 	return nil
 }
 
-var targetOrder = []string{"direct", "floor", "gateway"}
+// targetOrder is every target in the order tables list them; nginx runs
+// only where it is installed.
+var targetOrder = []string{"direct", "floor", "nginx", "gateway"}
+
+// targets is targetOrder less what this machine cannot run.
+func (b *bench) targets() []string {
+	if b.nginx.bin != "" {
+		return targetOrder
+	}
+	return slices.DeleteFunc(slices.Clone(targetOrder), func(t string) bool { return t == "nginx" })
+}
 
 // withTarget runs f against a fresh target of kind: the stub directly, or
 // a relay started for f and stopped after it. For relays f gets the PID.
 func (b *bench) withTarget(ctx context.Context, kind string, conns int, res *results, f func(t *target, pid int) error) error {
+	return b.withTargetEnv(ctx, kind, conns, nil, res, f)
+}
+
+// withTargetEnv is withTarget with extra environment for a Go relay.
+func (b *bench) withTargetEnv(ctx context.Context, kind string, conns int, env []string, res *results, f func(t *target, pid int) error) error {
 	if kind == "direct" {
 		t := b.directTarget(conns)
 		defer t.close()
@@ -431,12 +500,14 @@ func (b *bench) withTarget(ctx context.Context, kind string, conns int, res *res
 		}
 		return f(t, 0)
 	}
-	r, err := b.startRelay(ctx, kind, conns)
+	r, err := b.startRelay(ctx, kind, conns, env)
 	if err != nil {
 		return err
 	}
 	defer b.stopRelay(r)
-	res.idleRSS[kind] = append(res.idleRSS[kind], r.idleRSS)
+	if env == nil {
+		res.idleRSS[kind] = append(res.idleRSS[kind], r.idleRSS)
+	}
 	if err := b.warm(ctx, r.tgt); err != nil {
 		return err
 	}
@@ -479,12 +550,14 @@ func (b *bench) measured(pid int, load func() runResult) runResult {
 func (b *bench) measure(ctx context.Context) (*results, error) {
 	p := b.plan
 	res := newResults(p, b.cpus)
+	res.nginx = b.nginx
+	res.targets = b.targets()
 	maxLevel := 0
 	for _, l := range p.levels {
 		maxLevel = max(maxLevel, l)
 	}
 	for rep := 1; rep <= p.reps && p.phase("closed"); rep++ {
-		for _, kind := range targetOrder {
+		for _, kind := range b.targets() {
 			err := b.withTarget(ctx, kind, maxLevel, res, func(t *target, pid int) error {
 				for _, n := range p.levels {
 					if err := ctx.Err(); err != nil {
@@ -503,11 +576,22 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 
+	if p.phase("syscalls") && p.sysStreams > 0 {
+		if err := b.syscalls(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+	if p.phase("gc") && len(p.gcSettings) > 0 {
+		if err := b.gcTable(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+
 	for _, rate := range p.openStreamRates {
 		if !p.phase("open") {
 			break
 		}
-		for _, kind := range targetOrder {
+		for _, kind := range b.targets() {
 			conns := rate * 4 // ~2 s streams, room for a stall
 			err := b.withTarget(ctx, kind, conns, res, func(t *target, pid int) error {
 				r := b.measured(pid, func() runResult { return openLoop(ctx, t, rate, true, p.openWindow, p.tail, conns) })
@@ -524,7 +608,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 
 	plainConns := 4096
 	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
-		for _, kind := range targetOrder {
+		for _, kind := range b.targets() {
 			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
 				r := b.measured(pid, func() runResult {
 					return openLoop(ctx, t, p.fixedRate, false, p.fixedWindow, p.tail, plainConns)
@@ -541,7 +625,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	}
 
 	if len(p.ceilingRates) > 0 && p.phase("ceiling") {
-		for _, kind := range targetOrder {
+		for _, kind := range b.targets() {
 			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
 				c := ceilingResult{target: kind}
 				for _, rate := range p.ceilingRates {

@@ -197,6 +197,7 @@ pools:
   - name: stub
     kind: vllm
     models: {llama: ""}
+    forward_headers: [X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY}
 `, issURL, audience, stubURL)

@@ -9,8 +9,9 @@ import (
 )
 
 // FaultHeader is the request header that injects a fault into one request,
-// in the syntax ParseFault reads. The gateway forwards ordinary headers, so
-// end-to-end tests can steer a single attempt without touching the stub.
+// in the syntax ParseFault reads. A gateway whose pool lists it in
+// forward_headers passes it on, so end-to-end tests can steer a single
+// attempt without touching the stub.
 const FaultHeader = "X-Stub-Fault"
 
 // AfterHeaders, as Fault.DropAfter, Fault.ErrorAfter or Fault.StallAfter,

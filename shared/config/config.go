@@ -178,6 +178,11 @@ type Pool struct {
 	// Azure deployment, or the vLLM served model name). Empty = same name.
 	Models    map[string]string `yaml:"models" json:"models"`
 	Endpoints []Endpoint        `yaml:"endpoints" json:"endpoints"`
+	// ForwardHeaders names caller headers passed to this pool's backends as
+	// sent, beyond the built-in allow-list (a backend's own feature flags);
+	// credentials, hop-by-hop, encoding, account and identity headers are
+	// refused (upstream.CheckForward).
+	ForwardHeaders []string `yaml:"forward_headers" json:"forward_headers"`
 	// KeepaliveInterval and FirstTokenTimeout override upstream's for this
 	// pool (a reasoning model's pool may wait longer for a first token).
 	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // Problems is every validation failure in a config, each "field.path:
@@ -240,6 +242,11 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 			ck.add(f+".endpoints", "at least one endpoint is required")
 		} else if len(pl.Endpoints) > 64 {
 			ck.add(f+".endpoints", "at most 64 endpoints per pool")
+		}
+		for j, h := range pl.ForwardHeaders {
+			if err := upstream.CheckForward(h); err != nil {
+				ck.add(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%v", err)
+			}
 		}
 		for j, e := range pl.Endpoints {
 			ef := fmt.Sprintf("%s.endpoints[%d]", f, j)

@@ -138,14 +138,10 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 		t.fixed["Openai-Project"] = []string{spec.Project}
 	}
 	for _, name := range spec.Forward {
-		k := http.CanonicalHeaderKey(name)
-		if k == "" || !validHeaderName(k) {
-			return nil, fmt.Errorf("forward: %q is not a header name", name)
+		if err := CheckForward(name); err != nil {
+			return nil, fmt.Errorf("forward: %w", err)
 		}
-		if neverForward(k) {
-			return nil, fmt.Errorf("forward: %s is never forwarded from a caller", k)
-		}
-		if k != "Accept" {
+		if k := http.CanonicalHeaderKey(name); k != "Accept" {
 			t.forward = append(t.forward, k)
 		}
 	}
@@ -218,6 +214,19 @@ func (t *Target) newRequest(ctx context.Context, method, url string, body []byte
 // ("" = leave the client's value).
 func (t *Target) BodyModel(public string) string {
 	return t.wire.bodyModel(t.BackendModel(public))
+}
+
+// CheckForward says why a caller's header may not be forwarded by config
+// (nil: it may). Config validation and NewTarget share it.
+func CheckForward(name string) error {
+	k := http.CanonicalHeaderKey(name)
+	if k == "" || !validHeaderName(k) {
+		return fmt.Errorf("%q is not a header name", name)
+	}
+	if neverForward(k) {
+		return fmt.Errorf("%s is never forwarded from a caller", k)
+	}
+	return nil
 }
 
 // neverForward reports whether a caller's header k (canonical) must never
