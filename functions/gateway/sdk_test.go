@@ -366,10 +366,13 @@ func TestSDKNode(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
 		t.Fatalf("scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
 	}
-	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}})
+	// Two endpoints (stored Responses must find theirs) and a short
+	// keepalive interval (a slow first token brings comments).
+	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{Tokens: 12},
+		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs")
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs", "clients.test.mjs")
 	cmd.Dir = dir
 	cmd.Env = append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "EXPECT_TOKENS=12")
 	out, err := cmd.CombinedOutput()
