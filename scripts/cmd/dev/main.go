@@ -87,6 +87,16 @@ curl -N %[1]s/v1/chat/completions \
   -H "Content-Type: application/json" \
   -d '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
 
+The Responses API (named events; continue with "previous_response_id"):
+
+curl -N %[1]s/v1/responses \
+  -H "Authorization: Bearer %[4]s" \
+  -H "Content-Type: application/json" \
+  -d '{"model":"o4-mini","stream":true,"input":"Hello!"}'
+
+An Azure OpenAI client: endpoint %[1]s, the token as its api key,
+deployment = a model name (e.g. gpt-4o), any date-shaped api-version.
+
 More tokens: curl 'http://%[3]s/mint?tenant=fabrikam&sub=me&aud=llm-gateway'
 Ctrl-C stops everything.
 
