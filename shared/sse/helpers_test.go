@@ -30,6 +30,18 @@ func openAIStream(n int) []byte {
 	return b.Bytes()
 }
 
+// responsesStream is a Responses API stream: response.created, n text
+// deltas, response.completed with usage; named events and no [DONE].
+func responsesStream(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: response.created\ndata: {\"type\":\"response.created\",\"sequence_number\":0,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"in_progress\",\"model\":\"gpt-4o-mini\",\"output\":[],\"usage\":null}}\n\n")
+	for i := range n {
+		fmt.Fprintf(&b, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"sequence_number\":%d,\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\" token%d\",\"logprobs\":[]}\n\n", i+1, i)
+	}
+	fmt.Fprintf(&b, "event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":%d,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"status\":\"completed\",\"usage\":{\"input_tokens\":400,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens\":%d,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":%d}}}\n\n", n+1, n, 400+n)
+	return b.Bytes()
+}
+
 // refEventEnd is EventEnd written the obvious way, one byte at a time, as
 // the oracle for tests and fuzzing.
 func refEventEnd(b []byte, atEOF bool) (int, bool) {

@@ -19,15 +19,20 @@ import (
 func BenchmarkRelay(b *testing.B) {
 	stream := openAIStream(128)
 	events, _ := refEvents(stream)
+	resp := responsesStream(128)
+	respEvents, _ := refEvents(resp)
 	cases := []struct {
-		name  string
-		src   func() io.Reader
-		strip bool
+		name   string
+		src    func() io.Reader
+		strip  bool
+		stream []byte
 	}{
 		{name: "one event per read", src: perEvent(events)},
 		{name: "one event per read strip usage", src: perEvent(events), strip: true},
 		{name: "buffered", src: whole(stream)},
 		{name: "buffered strip usage", src: whole(stream), strip: true},
+		{name: "responses one event per read", src: perEvent(respEvents), stream: resp},
+		{name: "responses buffered", src: whole(resp), stream: resp},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -42,8 +47,12 @@ func BenchmarkRelay(b *testing.B) {
 				}
 			}
 			relayOnce() // warm the pool
+			perOp, nEvents := stream, len(events)
+			if c.stream != nil {
+				perOp, nEvents = c.stream, len(respEvents)
+			}
 			b.ReportAllocs()
-			b.SetBytes(int64(len(stream)))
+			b.SetBytes(int64(len(perOp)))
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
 			cpu0 := processCPU()
@@ -55,7 +64,7 @@ func BenchmarkRelay(b *testing.B) {
 			}
 			cpu := processCPU() - cpu0
 			runtime.ReadMemStats(&after)
-			n := float64(ops * len(events))
+			n := float64(ops * nEvents)
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/event")
 			b.ReportMetric(float64(cpu.Nanoseconds())/n, "cpu-ns/event")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/event")
