@@ -13,6 +13,8 @@ func (a azureDeployments) url(base *url.URL, op Operation, deployment string) st
 
 func (azureDeployments) bodyModel(string) string { return "" }
 
+func (azureDeployments) keyHeader() string { return "Api-Key" }
+
 // azureV1 is Azure OpenAI's v1 surface (/openai/v1/...): OpenAI's shape with
 // the deployment name as the body's model.
 type azureV1 struct{}
@@ -22,3 +24,5 @@ func (azureV1) url(base *url.URL, op Operation, _ string) string {
 }
 
 func (azureV1) bodyModel(deployment string) string { return deployment }
+
+func (azureV1) keyHeader() string { return "Api-Key" }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -27,10 +28,19 @@ type Body struct {
 	// PreviousResponseID is the Responses API's previous_response_id: the
 	// stored response this one continues, which lives on one endpoint.
 	PreviousResponseID string
+	// N and BestOf are the choices asked for (n; best_of of legacy
+	// completions); 0 when absent or null.
+	N, BestOf int64
+	// Caps are the output caps the client sent, by CapField; 0 when absent
+	// or null. Token budgets reserve for the largest and rewrite them all
+	// (RewriteWith), so that every backend reads one cap whichever field
+	// it honours.
+	Caps [numCaps]int64
 
-	model         span // the "model" value (with quotes)
-	streamOptions span // the "stream_options" value
-	includeUsage  span // the include_usage value inside stream_options
+	caps          [numCaps]span // the cap fields' values; end 0 = absent
+	model         span          // the "model" value (with quotes)
+	streamOptions span          // the "stream_options" value
+	includeUsage  span          // the include_usage value inside stream_options
 	present       uint8
 	// modelEscaped is set when the model value holds escapes or invalid
 	// UTF-8: it is then always rewritten in its canonical spelling, so the
@@ -39,6 +49,31 @@ type Body struct {
 }
 
 type span struct{ start, end int }
+
+// CapField names an output-cap field of a request body.
+type CapField uint8
+
+// The output-cap fields: Chat Completions' max_completion_tokens (and its
+// deprecated max_tokens, which legacy completions and some backends read),
+// and the Responses API's max_output_tokens.
+const (
+	MaxTokens CapField = iota
+	MaxCompletionTokens
+	MaxOutputTokens
+	numCaps
+)
+
+var capNames = [numCaps]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
+
+func (f CapField) String() string { return capNames[f] }
+
+// ClientCap is the largest output cap the client sent (0: none): what a
+// backend may generate per choice, whichever cap field it reads.
+func (b *Body) ClientCap() int64 { return max(b.Caps[0], b.Caps[1], b.Caps[2]) }
+
+// Choices is the number of completions the request generates: the larger
+// of n and best_of, at least 1.
+func (b *Body) Choices() int64 { return max(b.N, b.BestOf, 1) }
 
 // presence bits for the fields the server must check.
 const (
@@ -62,6 +97,27 @@ var (
 	ErrOptionsType  = errors.New("'stream_options' must be an object")
 	ErrPreviousType = errors.New("'previous_response_id' must be a string")
 )
+
+// maxCount is the largest n, best_of or output cap read; larger values
+// read as it (2^53: the largest integer every JSON decoder reads exactly).
+const maxCount = 1 << 53
+
+// IntError refuses a count (n, best_of, an output cap) that is not a
+// positive JSON integer or null: decoders would read a string, a fraction
+// or an exponent differently, and a cap the gateway cannot read it cannot
+// enforce.
+type IntError struct {
+	Param string
+	// BelowMin: an integer below 1; else not an integer at all.
+	BelowMin bool
+}
+
+func (e *IntError) Error() string {
+	if e.BelowMin {
+		return fmt.Sprintf("Invalid '%s': integer below minimum value. Expected a value >= 1.", e.Param)
+	}
+	return fmt.Sprintf("Invalid type for '%s': expected an integer (or null).", e.Param)
+}
 
 // KeyError refuses a body whose reading would depend on the JSON decoder:
 // a key the gateway reads appears more than once, or in another spelling
@@ -92,6 +148,11 @@ const (
 	keyInput
 	keyIncludeUsage
 	keyPreviousResponse
+	keyN
+	keyBestOf
+	keyMaxTokens
+	keyMaxCompletionTokens
+	keyMaxOutputTokens
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -100,11 +161,15 @@ const (
 // input are only checked for presence; a variant of them alone is missing.)
 var (
 	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
-		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse}
+		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
+		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
+		"max_output_tokens": keyMaxOutputTokens}
 	optionKeys = map[string]key{"include_usage": keyIncludeUsage}
-	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true}
-	keyNames   = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
-		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id"}
+	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
+		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true}
+	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
+		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
+		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens"}
 	topFolded    = foldedKeys(topKeys)
 	optionFolded = foldedKeys(optionKeys)
 )
@@ -158,6 +223,20 @@ func ParseBody(b []byte) (Body, error) {
 				return ErrPreviousType
 			}
 			out.PreviousResponseID = s
+		case keyN, keyBestOf, keyMaxTokens, keyMaxCompletionTokens, keyMaxOutputTokens:
+			n, err := count(b[v.start:v.end], keyNames[k])
+			if err != nil {
+				return err
+			}
+			switch k {
+			case keyN:
+				out.N = n
+			case keyBestOf:
+				out.BestOf = n
+			default:
+				c := CapField(k - keyMaxTokens)
+				out.Caps[c], out.caps[c] = n, v
+			}
 		case keyMessages:
 			out.present |= HasMessages
 		case keyPrompt:
@@ -174,6 +253,35 @@ func ParseBody(b []byte) (Body, error) {
 		return out, ErrMissingModel
 	}
 	return out, nil
+}
+
+// count reads the value of a count field: a JSON integer of at least 1
+// (no fraction, no exponent; saturating at maxCount) or null (0).
+func count(v []byte, param string) (int64, error) {
+	if string(v) == "null" {
+		return 0, nil
+	}
+	neg := len(v) > 0 && v[0] == '-'
+	digits := v
+	if neg {
+		digits = v[1:]
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, &IntError{Param: param}
+		}
+		if n < maxCount {
+			n = n*10 + int64(c-'0')
+		}
+	}
+	if len(digits) == 0 {
+		return 0, &IntError{Param: param}
+	}
+	if neg || n < 1 {
+		return 0, &IntError{Param: param, BelowMin: true}
+	}
+	return min(n, maxCount), nil
 }
 
 func (out *Body) parseStreamOptions(b []byte, v span) error {
@@ -312,12 +420,37 @@ func foldedKeys(m map[string]key) map[string]key {
 // injectUsage is set, stream_options.include_usage forced to true. It never
 // reorders or re-encodes anything else.
 func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
+	return p.RewriteWith(dst, b, Changes{Model: model, InjectUsage: injectUsage})
+}
+
+// Changes is what RewriteWith changes in a body.
+type Changes struct {
+	// Model, when not empty and different, replaces the model value.
+	Model string
+	// InjectUsage forces stream_options.include_usage to true.
+	InjectUsage bool
+	// OutputCap, when positive, caps the output per choice: every cap
+	// field present (max_tokens, max_completion_tokens, max_output_tokens)
+	// that is null or larger is set to it, and when none is present,
+	// CapField is added after the model. So every backend reads a cap of
+	// at most OutputCap, whichever of the fields it honours.
+	OutputCap int64
+	// CapField is the field added when the body has none: the one the
+	// backend's wire format reads (Target.CapField).
+	CapField CapField
+}
+
+// RewriteWith appends to dst the body b with c applied, in one pass over
+// b: only the model value, include_usage and the output caps change;
+// nothing else is reordered or re-encoded.
+func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 	type edit struct {
 		at, end int
 		with    func([]byte) []byte
 	}
-	var edits [2]edit
+	var edits [2 + numCaps]edit
 	n := 0
+	model := c.Model
 	if model == "" && p.modelEscaped {
 		model = p.Model
 	}
@@ -325,7 +458,7 @@ func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
 		edits[n] = edit{p.model.start, p.model.end, func(d []byte) []byte { return appendQuoted(d, model) }}
 		n++
 	}
-	if injectUsage && !p.IncludeUsage {
+	if c.InjectUsage && !p.IncludeUsage {
 		switch {
 		case p.includeUsage.end > 0: // present but false/null
 			edits[n] = edit{p.includeUsage.start, p.includeUsage.end, func(d []byte) []byte { return append(d, "true"...) }}
@@ -353,8 +486,37 @@ func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
 		}
 		n++
 	}
-	if n == 2 && edits[1].at < edits[0].at {
-		edits[0], edits[1] = edits[1], edits[0]
+	if oc := c.OutputCap; oc > 0 {
+		capValue := func(d []byte) []byte { return strconv.AppendInt(d, oc, 10) }
+		present := false
+		for f, v := range p.caps {
+			if v.end == 0 {
+				continue
+			}
+			present = true
+			if p.Caps[f] == 0 || p.Caps[f] > oc { // null, or more than the cap
+				edits[n] = edit{v.start, v.end, capValue}
+				n++
+			}
+		}
+		if !present && p.Has(hasModel) {
+			// After the model, which every accepted body has: never the
+			// first member, never beside the closing brace another edit
+			// may append to.
+			field := c.CapField
+			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte {
+				d = append(append(append(d, `,"`...), capNames[field]...), `":`...)
+				return capValue(d)
+			}}
+			n++
+		}
+	}
+	// In order of position; no two edits overlap, and the one insertion at
+	// the model's end sorts after the model's own edit.
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && edits[j].at < edits[j-1].at; j-- {
+			edits[j], edits[j-1] = edits[j-1], edits[j]
+		}
 	}
 	last := 0
 	for _, e := range edits[:n] {

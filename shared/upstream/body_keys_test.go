@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 )
@@ -34,7 +35,14 @@ func TestParseBodyOneReading(t *testing.T) {
 		{name: "include_usage variant", body: `{"model":"m","stream_options":{"Include_Usage":true}}`, param: "stream_options.include_usage"},
 		{name: "nested keys are not ours", body: `{"model":"m","messages":[{"model":"x","Model":"y","stream":1}],"metadata":{"model":"z"}}`, model: "m"},
 		{name: "messages twice is the backend's business", body: `{"model":"m","messages":[],"messages":[]}`, model: "m"},
-		{name: "unrelated keys", body: `{"model":"m","messages":[],"temperature":1,"MaxTokens":3,"a_very_long_unrelated_key_name_beyond_32":1}`, model: "m"},
+		{name: "unrelated keys", body: `{"model":"m","messages":[],"temperature":1,"MaxTokenz":3,"a_very_long_unrelated_key_name_beyond_32":1}`, model: "m"},
+		{name: "max_tokens twice", body: `{"model":"m","max_tokens":10,"max_tok\u0065ns":100000}`, param: "max_tokens", duplicate: true},
+		{name: "camel-case cap variant", body: `{"model":"m","maxTokens":100000}`, param: "max_tokens"},
+		{name: "cap variant beside the cap", body: `{"model":"m","max_completion_tokens":5,"Max_Completion_Tokens":100000}`, param: "max_completion_tokens", duplicate: true},
+		{name: "n variant", body: `{"model":"m","n":1,"N":128}`, param: "n", duplicate: true},
+		{name: "best_of twice", body: `{"model":"m","prompt":"x","best_of":1,"best_of":20}`, param: "best_of", duplicate: true},
+		{name: "max_output_tokens dash variant", body: `{"model":"m","max-output-tokens":10}`, param: "max_output_tokens"},
+		{name: "nested caps are not ours", body: `{"model":"m","metadata":{"max_tokens":"x","N":1},"messages":[]}`, model: "m"},
 		{name: "long underscored variant", body: `{"model":"m","m________________________________o_d_e_l":"x"}`, param: "model", duplicate: true},
 	}
 	for _, tt := range tests {
@@ -84,12 +92,16 @@ type reading struct {
 	model        string
 	stream       bool
 	includeUsage bool
+	n, bestOf    int64
+	caps         [numCaps]int64 // 0: absent or null
 }
 
 // FuzzOneReading is the differential proof: for any body the gateway
-// accepts, its reading of model, stream and include_usage equals what
+// accepts, its reading of model, stream, include_usage, n, best_of and the
+// output caps, with the rewrite's changes applied, equals what
 // encoding/json reads from the body it forwards, under first-wins,
-// last-wins and case-insensitive key precedence.
+// last-wins and case-insensitive key precedence. With an output cap, that
+// means every decoder reads every cap field at or below it.
 func FuzzOneReading(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"gpt-4o-mini","messages":[],"mod\u0065l":"gpt-4o-prod"}`,
@@ -103,19 +115,41 @@ func FuzzOneReading(f *testing.F) {
 		`{"model":"\ud83d\ude00","stream":true,"ſtream":false}`,
 		`{"model":1}`, `{"model":"m","stream":"true"}`, `[]`, `{"model":"m"`,
 		"{\"model\":\"\xff\",\"prompt\":\"x\"}",
+		`{"model":"m","max_tokens":100,"max_tok\u0065ns":5}`,
+		`{"model":"m","max_completion_tokens":null,"n":2,"messages":[]}`,
+		`{"model":"m","max_tokens":300,"max_completion_tokens":20,"N":3}`,
+		`{"model":"m","max_output_tokens":1e3}`,
+		`{"model":"m","best_of":4,"prompt":"x","max_tokens":"7"}`,
+		`{"max_output_tokens":9007199254740993,"model":"m"}`,
 	} {
-		f.Add(s, "", false)
-		f.Add(s, "renamed", true)
+		f.Add(s, "", false, int64(0), uint8(0))
+		f.Add(s, "renamed", true, int64(50), uint8(1))
 	}
-	f.Fuzz(func(t *testing.T, body, rename string, inject bool) {
+	f.Fuzz(func(t *testing.T, body, rename string, inject bool, outCap int64, field uint8) {
 		b, err := ParseBody([]byte(body))
 		if err != nil || !utf8.ValidString(rename) { // renames come from validated config
 			return
 		}
-		out := b.Rewrite(nil, []byte(body), rename, inject)
-		want := reading{model: b.Model, stream: b.Stream, includeUsage: b.IncludeUsage || inject}
+		if outCap < 0 || outCap > maxCount { // caps come from budget.Ledger: positive, at most 2^53
+			outCap = 0
+		}
+		cf := CapField(field % uint8(numCaps))
+		out := b.RewriteWith(nil, []byte(body), Changes{Model: rename, InjectUsage: inject, OutputCap: outCap, CapField: cf})
+		want := reading{model: b.Model, stream: b.Stream, includeUsage: b.IncludeUsage || inject, n: b.N, bestOf: b.BestOf, caps: b.Caps}
 		if rename != "" {
 			want.model = rename
+		}
+		if outCap > 0 {
+			present := false
+			for f := range want.caps {
+				present = present || b.caps[f].end > 0
+				if b.caps[f].end > 0 && (want.caps[f] == 0 || want.caps[f] > outCap) {
+					want.caps[f] = outCap
+				}
+			}
+			if !present {
+				want.caps[cf] = outCap
+			}
 		}
 		for name, read := range map[string]func([]byte) (reading, error){
 			"first-wins": readFirstWins, "last-wins": readLastWins, "case-insensitive": readCaseInsensitive,
@@ -178,6 +212,20 @@ func readPrecedence(raw []byte, first bool) (reading, error) {
 	}
 	s, _ := pick(raw, "stream", first)
 	r.stream = string(s) == "true"
+	for f, name := range capNames {
+		v, _ := pick(raw, name, first)
+		if r.caps[f], err = readCount(v); err != nil {
+			return r, err
+		}
+	}
+	nv, _ := pick(raw, "n", first)
+	if r.n, err = readCount(nv); err != nil {
+		return r, err
+	}
+	bv, _ := pick(raw, "best_of", first)
+	if r.bestOf, err = readCount(bv); err != nil {
+		return r, err
+	}
 	if o, _ := pick(raw, "stream_options", first); len(o) > 0 && o[0] == '{' {
 		iu, err := pick(o, "include_usage", first)
 		if err != nil {
@@ -191,6 +239,27 @@ func readPrecedence(raw []byte, first bool) (reading, error) {
 func readFirstWins(raw []byte) (reading, error) { return readPrecedence(raw, true) }
 func readLastWins(raw []byte) (reading, error)  { return readPrecedence(raw, false) }
 
+// readCount reads a count as a decoder into an integer field does: absent
+// and null are 0; values beyond 2^53 read as 2^53 (the gateway's
+// saturation; decoders would read them exactly or refuse them).
+func readCount(v json.RawMessage) (int64, error) {
+	if len(v) == 0 {
+		return 0, nil
+	}
+	var n *json.Number
+	if err := json.Unmarshal(v, &n); err != nil {
+		return 0, err
+	}
+	if n == nil {
+		return 0, nil
+	}
+	u, err := strconv.ParseUint(n.String(), 10, 64)
+	if errors.Is(err, strconv.ErrRange) {
+		return maxCount, nil
+	}
+	return int64(min(u, maxCount)), err
+}
+
 // readCaseInsensitive is encoding/json's own struct decoding: keys match
 // fields case-insensitively, the last match wins.
 func readCaseInsensitive(raw []byte) (reading, error) {
@@ -200,11 +269,29 @@ func readCaseInsensitive(raw []byte) (reading, error) {
 		StreamOptions *struct {
 			IncludeUsage json.RawMessage `json:"include_usage"`
 		} `json:"stream_options"`
+		N                   json.RawMessage `json:"n"`
+		BestOf              json.RawMessage `json:"best_of"`
+		MaxTokens           json.RawMessage `json:"max_tokens"`
+		MaxCompletionTokens json.RawMessage `json:"max_completion_tokens"`
+		MaxOutputTokens     json.RawMessage `json:"max_output_tokens"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return reading{}, err
 	}
 	r := reading{model: v.Model, stream: string(v.Stream) == "true"}
+	var err error
+	for i, raw := range []json.RawMessage{v.MaxTokens, v.MaxCompletionTokens, v.MaxOutputTokens, v.N, v.BestOf} {
+		dst := &r.n
+		switch {
+		case i < int(numCaps):
+			dst = &r.caps[i]
+		case i == 4:
+			dst = &r.bestOf
+		}
+		if *dst, err = readCount(raw); err != nil {
+			return r, err
+		}
+	}
 	if v.StreamOptions != nil {
 		r.includeUsage = string(v.StreamOptions.IncludeUsage) == "true"
 	}

@@ -30,6 +30,9 @@ func TestParseBody(t *testing.T) {
 		{name: "model number", body: `{"model":4}`, err: ErrModelType},
 		{name: "stream string", body: `{"model":"m","stream":"yes"}`, err: ErrStreamType},
 		{name: "options array", body: `{"model":"m","stream_options":[]}`, err: ErrOptionsType},
+		{name: "counts", body: `{"model":"m","n":3,"max_tokens":100,"max_completion_tokens":null,"max_output_tokens":7}`, want: Body{Model: "m", N: 3, Caps: [numCaps]int64{100, 0, 7}}},
+		{name: "best_of", body: `{"model":"m","prompt":"x","best_of":4,"n":2}`, want: Body{Model: "m", N: 2, BestOf: 4}, has: HasPrompt},
+		{name: "huge cap saturates", body: `{"model":"m","max_tokens":123456789012345678901234567890}`, want: Body{Model: "m", Caps: [numCaps]int64{maxCount}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,13 +43,82 @@ func TestParseBody(t *testing.T) {
 			if tt.err != nil {
 				return
 			}
-			if got.Model != tt.want.Model || got.Stream != tt.want.Stream || got.IncludeUsage != tt.want.IncludeUsage {
+			if got.Model != tt.want.Model || got.Stream != tt.want.Stream || got.IncludeUsage != tt.want.IncludeUsage ||
+				got.N != tt.want.N || got.BestOf != tt.want.BestOf || got.Caps != tt.want.Caps {
 				t.Fatalf("got %+v, want %+v", got, tt.want)
 			}
 			for _, f := range []uint8{HasMessages, HasPrompt, HasInput} {
 				if got.Has(f) != (tt.has&f != 0) {
 					t.Fatalf("Has(%d) = %v", f, got.Has(f))
 				}
+			}
+		})
+	}
+}
+
+// TestParseBodyCounts: n, best_of and the output caps are positive JSON
+// integers or null; anything a decoder could read another way is refused.
+func TestParseBodyCounts(t *testing.T) {
+	tests := []struct {
+		body, param string
+		belowMin    bool
+	}{
+		{`{"model":"m","max_tokens":"100"}`, "max_tokens", false},
+		{`{"model":"m","max_completion_tokens":10.5}`, "max_completion_tokens", false},
+		{`{"model":"m","max_output_tokens":1e3}`, "max_output_tokens", false},
+		{`{"model":"m","max_tokens":100.0}`, "max_tokens", false},
+		{`{"model":"m","n":true}`, "n", false},
+		{`{"model":"m","best_of":[1]}`, "best_of", false},
+		{`{"model":"m","max_tokens":0}`, "max_tokens", true},
+		{`{"model":"m","n":-1}`, "n", true},
+		{`{"model":"m","max_tokens":-0}`, "max_tokens", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			_, err := ParseBody([]byte(tt.body))
+			var ie *IntError
+			if !errors.As(err, &ie) || ie.Param != tt.param || ie.BelowMin != tt.belowMin {
+				t.Fatalf("err = %v, want an IntError for %s (below min %v)", err, tt.param, tt.belowMin)
+			}
+		})
+	}
+}
+
+// TestRewriteCap: the output cap replaces every cap field above it (or
+// null), adds the wire format's field after the model when the body has
+// none, and leaves smaller caps and everything else as sent.
+func TestRewriteCap(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		c    Changes
+		want string
+	}{
+		{name: "insert after model", body: `{"model":"m","messages":[]}`, c: Changes{OutputCap: 50, CapField: MaxCompletionTokens},
+			want: `{"model":"m","max_completion_tokens":50,"messages":[]}`},
+		{name: "insert max_tokens, model renamed", body: `{"messages":[],"model":"m"}`, c: Changes{Model: "served", OutputCap: 7, CapField: MaxTokens},
+			want: `{"messages":[],"model":"served","max_tokens":7}`},
+		{name: "insert max_output_tokens with usage injected", body: `{"model":"m","stream":true}`, c: Changes{InjectUsage: true, OutputCap: 16, CapField: MaxOutputTokens},
+			want: `{"model":"m","max_output_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`},
+		{name: "replace larger", body: `{"model":"m","max_tokens": 4096 ,"messages":[]}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
+			want: `{"model":"m","max_tokens": 100 ,"messages":[]}`},
+		{name: "replace null", body: `{"model":"m","max_completion_tokens":null}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
+			want: `{"model":"m","max_completion_tokens":100}`},
+		{name: "keep smaller", body: `{"model":"m","max_completion_tokens":10}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
+			want: `{"model":"m","max_completion_tokens":10}`},
+		{name: "each field on its own", body: `{"max_tokens":500,"model":"m","max_completion_tokens":20,"max_output_tokens":null}`, c: Changes{Model: "x", OutputCap: 100, CapField: MaxTokens},
+			want: `{"max_tokens":100,"model":"x","max_completion_tokens":20,"max_output_tokens":100}`},
+		{name: "no cap", body: `{"model":"m","max_tokens":500}`, c: Changes{CapField: MaxTokens},
+			want: `{"model":"m","max_tokens":500}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := ParseBody([]byte(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(b.RewriteWith(nil, []byte(tt.body), tt.c)); got != tt.want {
+				t.Fatalf("got  %s\nwant %s", got, tt.want)
 			}
 		})
 	}
@@ -85,22 +157,30 @@ func TestRewrite(t *testing.T) {
 }
 
 // FuzzRewrite checks that a rewrite of any accepted body is valid JSON that
-// differs from the original only in model and include_usage.
+// differs from the original only in model, include_usage and the output
+// caps.
 func FuzzRewrite(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi \"x\" }"}]}`,
 		`{"model":"m","stream":true,"stream_options":{"include_usage":false,"y":[1,{"z":"}"}]}}`,
 		` { "model" : "a\\b" , "stream_options" : { } } `,
 		`{"stream_options":{},"model":"m"}`,
+		`{"model":"m","max_tokens":300,"max_output_tokens":null,"stream_options":{}}`,
+		`{"max_completion_tokens":5,"model":"m"}`,
 	} {
-		f.Add(s, "renamed", true)
+		f.Add(s, "renamed", true, int64(0), uint8(0))
+		f.Add(s, "", true, int64(40), uint8(2))
 	}
-	f.Fuzz(func(t *testing.T, body, model string, inject bool) {
+	f.Fuzz(func(t *testing.T, body, model string, inject bool, outCap int64, field uint8) {
 		b, err := ParseBody([]byte(body))
 		if err != nil || !utf8.ValidString(model) { // model names come from validated config
 			return
 		}
-		out := b.Rewrite(nil, []byte(body), model, inject)
+		if outCap < 0 || outCap > maxCount {
+			outCap = 0
+		}
+		cf := CapField(field % uint8(numCaps))
+		out := b.RewriteWith(nil, []byte(body), Changes{Model: model, InjectUsage: inject, OutputCap: outCap, CapField: cf})
 		var before, after map[string]any
 		if err := json.Unmarshal([]byte(body), &before); err != nil {
 			t.Fatalf("accepted invalid JSON: %v", err)
@@ -119,8 +199,22 @@ func FuzzRewrite(f *testing.F) {
 			opts["include_usage"] = true
 			before["stream_options"] = opts
 		}
+		if outCap > 0 {
+			present := false
+			for f, name := range capNames {
+				if v, ok := before[name]; ok {
+					present = true
+					if n, _ := v.(float64); v == nil || b.Caps[f] > outCap || n > float64(outCap) {
+						before[name] = float64(outCap)
+					}
+				}
+			}
+			if !present {
+				before[capNames[cf]] = float64(outCap)
+			}
+		}
 		if !reflect.DeepEqual(before, after) {
-			t.Fatalf("rewrite changed more than model/include_usage:\nin  %s\nout %s", body, out)
+			t.Fatalf("rewrite changed more than model/include_usage/caps:\nin  %s\nout %s", body, out)
 		}
 	})
 }

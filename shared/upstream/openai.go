@@ -11,3 +11,5 @@ func (openAI) url(base *url.URL, op Operation, _ string) string {
 }
 
 func (openAI) bodyModel(backend string) string { return backend }
+
+func (openAI) keyHeader() string { return "Authorization" }

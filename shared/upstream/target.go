@@ -70,7 +70,14 @@ type wire interface {
 	url(base *url.URL, op Operation, backendModel string) string
 	// bodyModel is the model value to write into the body ("" = unchanged).
 	bodyModel(backendModel string) string
+	// keyHeader is the header an api key goes in ("Authorization" is sent
+	// as a bearer token).
+	keyHeader() string
 }
+
+// Kinds lists the backend kinds NewTarget builds; config validation takes
+// it from here, so a new kind is its wire file plus its case in NewTarget.
+func Kinds() []string { return []string{"openai", "azure-openai", "vllm"} }
 
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
@@ -93,7 +100,10 @@ type TargetSpec struct {
 	APIVersion string // azure-openai
 	AzureAPI   string // azure-openai: deployments | v1
 	Models     map[string]string
-	Cred       Credential
+	// Cred is the endpoint's credential; when nil and APIKey is set, the key
+	// is sent the way the kind takes it (bearer, or Azure's api-key).
+	Cred   Credential
+	APIKey string
 	// Organization and Project (openai kind) are sent as OpenAI-Organization
 	// and OpenAI-Project: which account and project the gateway's key acts
 	// for is the operator's choice, so the caller's values never pass. The
@@ -128,6 +138,9 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	default:
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
 	}
+	if t.Cred == nil && spec.APIKey != "" {
+		t.Cred = HeaderKey{Header: t.wire.keyHeader(), Value: spec.APIKey}
+	}
 	if spec.Organization != "" {
 		t.fixed = http.Header{"Openai-Organization": {spec.Organization}}
 	}
@@ -146,6 +159,30 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 		}
 	}
 	return t, nil
+}
+
+// CapField is the output-cap field op's body carries on this endpoint
+// when the gateway must add one (token budgets): max_output_tokens for the
+// Responses API; max_tokens for legacy completions, for vLLM (which
+// ignores fields it does not know, and knows max_completion_tokens only
+// since 0.6) and for Azure api-versions before 2024-09-01; else
+// max_completion_tokens (OpenAI's reasoning models refuse max_tokens).
+func (t *Target) CapField(op Operation) CapField {
+	switch op {
+	case Responses:
+		return MaxOutputTokens
+	case Completions:
+		return MaxTokens
+	}
+	switch w := t.wire.(type) {
+	case vllm:
+		return MaxTokens
+	case azureDeployments:
+		if v := w.apiVersion; len(v) >= 10 && v[:10] < "2024-09-01" {
+			return MaxTokens
+		}
+	}
+	return MaxCompletionTokens
 }
 
 // BackendModel is the backend's name for a public model.

@@ -11,3 +11,5 @@ func (vllm) url(base *url.URL, op Operation, _ string) string {
 }
 
 func (vllm) bodyModel(backend string) string { return backend }
+
+func (vllm) keyHeader() string { return "Authorization" }
