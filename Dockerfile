@@ -1,20 +1,36 @@
-# syntax=docker/dockerfile:1
-FROM --platform=$BUILDPLATFORM golang:1.26 AS build
-ARG TARGETOS TARGETARCH
+# The gateway's container image: the static binary on scratch, run as the
+# nonroot user, with a CA bundle. `make image` writes the same image without a
+# container engine (scripts/image); scripts/image/dockerfile checks that the
+# two agree and that this file parses.
+#
+# It builds with BuildKit, the legacy builder and ACR Tasks (`azd deploy`
+# with remoteBuild): no FROM takes --platform, because ACR's dependency
+# scanner cannot read the flag (Azure/acr#697), and there is no `# syntax=`
+# line, so BuildKit uses its built-in frontend and fetches nothing extra.
+FROM golang:1.26 AS build
+# BuildKit sets TARGETARCH to the platform being built, and this stage runs
+# as that platform (emulated on a host of another one); the legacy builder
+# and ACR leave it empty, and Go builds for the stage's own architecture.
+# No default here: a default would override BuildKit's value.
+ARG TARGETARCH
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o /out/gateway ./functions/gateway \
- && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > /out/passwd
+RUN CGO_ENABLED=0 GOOS=linux GOARCH="${TARGETARCH:-$(go env GOARCH)}" \
+    go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o /rootfs/gateway ./functions/gateway \
+ && mkdir -p /rootfs/etc/ssl/certs /rootfs/home/nonroot /rootfs/tmp \
+ && cp /etc/ssl/certs/ca-certificates.crt /rootfs/etc/ssl/certs/ca-certificates.crt \
+ && printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' > /rootfs/etc/passwd \
+ && printf 'root:x:0:\nnonroot:x:65532:\n' > /rootfs/etc/group \
+ && chmod 0700 /rootfs/home/nonroot \
+ && chmod 1777 /rootfs/tmp
 
 FROM scratch
-COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-COPY --from=build /out/passwd /etc/passwd
-COPY --from=build /out/gateway /gateway
+COPY --from=build /rootfs/ /
+COPY --from=build --chown=65532:65532 /rootfs/home/ /home/
 USER 65532:65532
-ENV PORT=8080
+WORKDIR /
+ENV PORT=8080 SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt
 EXPOSE 8080
 ENTRYPOINT ["/gateway"]
-```

@@ -1,6 +1,8 @@
 // The gateway on Azure Container Apps, ready for `azd up` (azure.yaml at the
 // repository root points here). Subscription scope, as azd expects: it makes
-// the resource group and deploys modules/gateway.bicep into it.
+// the resource group and deploys modules/gateway.bicep into it. Every
+// parameter is set from an azd environment variable in main.parameters.json;
+// an unset variable leaves the default below.
 targetScope = 'subscription'
 
 @minLength(1)
@@ -15,21 +17,26 @@ param location string
 @description('Name of the existing Azure OpenAI (or AI Services) account the gateway calls with its managed identity.')
 param openAiAccountName string
 
-@description('Resource group of that account. Default: the one this deployment creates.')
-param openAiResourceGroup string = ''
+@minLength(1)
+@description('Resource group of that account. Required: an existing account is never in the group this deployment creates.')
+param openAiResourceGroup string
 
-@description('Public model name → Azure deployment name, for the generated config.')
+@description('Public model name → Azure deployment name.')
 param models object = {
   'gpt-4o-mini': 'gpt-4o-mini'
 }
 
-@description('JWT issuer the gateway trusts (auth.issuer). Required unless gatewayConfig or gatewayConfigKeyVaultSecretUri is given: the gateway refuses to start without it.')
-param authIssuer string = ''
+@description('Directory (tenant) ID of the Entra tenant that holds the API\'s app registration and issues its tokens. Default: the subscription\'s directory.')
+param entraTenantId string = tenant().tenantId
 
-@description('JWT audiences the gateway accepts (auth.audiences).')
-param authAudiences array = ['api://llm-gateway']
+@minLength(1)
+@description('Application (client) ID of the API\'s app registration: the aud of its v2.0 access tokens.')
+param apiClientId string
 
-@description('Tenant table for the generated config: [{id, models, requests, interval}]. Empty: one tenant "default" with every model at 600 requests a minute.')
+@description('Application ID URI of the API (the aud of v1.0 tokens, and the scope prefix). Default: api://{apiClientId}.')
+param apiAppIdUri string = ''
+
+@description('Tenant table: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people. Default: the API\'s directory, every model, 600 requests a minute.')
 param tenants array = []
 
 @secure()
@@ -39,17 +46,21 @@ param gatewayConfig string = ''
 @description('Key Vault secret URI holding the complete gateway config; wins over gatewayConfig.')
 param gatewayConfigKeyVaultSecretUri string = ''
 
-@description('Name of a Key Vault in the new resource group whose secrets the app may read (Key Vault Secrets User for the identity). Empty: none.')
+@description('Name of an existing Key Vault whose secrets the app may read (Key Vault Secrets User for the identity). Empty: none.')
 param keyVaultName string = ''
+
+@description('Resource group of that vault. Default: the gateway\'s resource group.')
+param keyVaultResourceGroup string = ''
 
 @description('Extra env vars from Key Vault: [{env, secretUri}], e.g. backend keys named by api_key_env.')
 param keyVaultEnv array = []
 
-@description('Container image. azd deploy replaces it with the image it builds; the placeholder only lets the first provision succeed.')
-param gatewayImage string = 'mcr.microsoft.com/azuredocs/containerapps-helloworld:latest'
+@description('The gateway image azd deployed (SERVICE_GATEWAY_IMAGE_NAME), kept by later provisions. Empty: a placeholder until the first azd deploy.')
+param gatewayImageName string = ''
 
 @minValue(1)
 @maxValue(300)
+@description('Most replicas.')
 param maxReplicas int = 10
 
 @description('Concurrent requests (open streams included) per replica before another replica starts.')
@@ -58,10 +69,14 @@ param concurrentRequests int = 200
 @description('vCPUs per replica. Consumption profile: memory must be twice this in Gi.')
 param cpu string = '1.0'
 
+@description('Memory per replica.')
 param memory string = '2Gi'
 
-@description('Add Azure Cache for Redis for the shared rate-limit store.')
+@description('Add Azure Managed Redis for the shared rate-limit store.')
 param enableRedis bool = false
+
+@description('Azure Managed Redis SKU.')
+param redisSku string = 'Balanced_B0'
 
 var tags = { 'azd-env-name': environmentName }
 
@@ -72,32 +87,36 @@ resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
 }
 
 module gateway 'modules/gateway.bicep' = {
-  name: 'gateway'
+  name: 'gateway-${environmentName}'
   scope: rg
   params: {
     environmentName: environmentName
     location: location
     tags: tags
     openAiAccountName: openAiAccountName
-    openAiResourceGroup: empty(openAiResourceGroup) ? rg.name : openAiResourceGroup
+    openAiResourceGroup: openAiResourceGroup
     models: models
-    authIssuer: authIssuer
-    authAudiences: authAudiences
+    entraTenantId: entraTenantId
+    apiClientId: apiClientId
+    apiAppIdUri: apiAppIdUri
     tenants: tenants
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
     keyVaultName: keyVaultName
+    keyVaultResourceGroup: keyVaultResourceGroup
     keyVaultEnv: keyVaultEnv
-    gatewayImage: gatewayImage
+    gatewayImageName: gatewayImageName
     maxReplicas: maxReplicas
     concurrentRequests: concurrentRequests
     cpu: cpu
     memory: memory
     enableRedis: enableRedis
+    redisSku: redisSku
   }
 }
 
 output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_CONTAINER_REGISTRY_ENDPOINT string = gateway.outputs.registryLoginServer
-output AZURE_CLIENT_ID string = gateway.outputs.identityClientId
+output GATEWAY_IDENTITY_CLIENT_ID string = gateway.outputs.identityClientId
+output GATEWAY_AUTH_ISSUER string = gateway.outputs.authIssuer
 output GATEWAY_URL string = gateway.outputs.url

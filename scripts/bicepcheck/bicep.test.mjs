@@ -157,6 +157,28 @@ const runGo = fs.readdirSync(path.join(root, 'functions/gateway'))
   .join('\n');
 const routesGo = fs.readFileSync(path.join(root, 'shared/server/routes.go'), 'utf8');
 
+// replacePairs walks a chain of replace(text, 'placeholder', value) calls and
+// returns placeholder → the value's source text, innermost first; the chain
+// may start from another var.
+function replacePairs(file, node, out = new Map()) {
+  if (node?.type === 'identifier' && file.vars.has(node.text)) return replacePairs(file, file.vars.get(node.text), out);
+  if (node?.type !== 'call_expression' || node.childForFieldName('function').text !== 'replace') return out;
+  const [inner, from, to] = node.childForFieldName('arguments').namedChildren;
+  replacePairs(file, inner, out);
+  out.set(unquote(from), to.text);
+  return out;
+}
+const configTemplatePath = path.join(bicepDir, 'modules', 'gateway-config.json');
+const configTemplate = fs.readFileSync(configTemplatePath, 'utf8');
+const configPairs = replacePairs(gw, gw.vars.get('generatedConfig'));
+
+// The parameters file and the README's Azure section (up to the next
+// second-level heading).
+const paramsFile = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.parameters.json'), 'utf8')).parameters;
+const paramEnv = new Map(Object.entries(paramsFile).map(([k, v]) => [k, String(v.value).match(/^\$\{([A-Z0-9_]+)\}$/)?.[1]]));
+const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
+const azureSection = readme.slice(readme.indexOf('## Run on Azure Container Apps'), readme.indexOf('\n## ', readme.indexOf('## Run on Azure Container Apps') + 1));
+
 test('every bicep file parses without errors', () => {
   assert.ok(Object.keys(files).length >= 3, 'bicep files found');
   for (const [name, f] of Object.entries(files)) {
@@ -195,13 +217,17 @@ test('probes hit the gateway health route on its port', () => {
   }
 });
 
-test('every env var the binary needs is set', () => {
-  for (const name of ['GATEWAY_CONFIG', 'PORT']) {
-    assert.match(runGo, new RegExp(`getenv\\("${name}"\\)`), `functions/gateway reads ${name}`);
-    assert.ok(env.has(name), `container env sets ${name}`);
-  }
-  // Container Apps sets CONTAINER_APP_PORT, not PORT: the template sets it.
-  assert.equal(String(gw.value(env.get('PORT'))), String(imagePort));
+test('the gateway listens on the port the ingress targets', () => {
+  assert.match(runGo, /getenv\("GATEWAY_CONFIG"\)/, 'functions/gateway reads GATEWAY_CONFIG');
+  assert.ok(env.has('GATEWAY_CONFIG'), 'container env sets GATEWAY_CONFIG');
+  // serveHTTP: $PORT, else $CONTAINER_APP_PORT (Container Apps sets it to
+  // the ingress target port). The image sets PORT; the template sets neither,
+  // so one statement holds: the container listens on the target port.
+  assert.match(runGo, /getenv\("PORT"\)[\s\S]*getenv\("CONTAINER_APP_PORT"\)/, 'functions/gateway reads PORT, then CONTAINER_APP_PORT');
+  assert.ok(!env.has('PORT') && !env.has('CONTAINER_APP_PORT'), 'the template leaves PORT to the image and CONTAINER_APP_PORT to the platform');
+  const imageEnvPort = fs.readFileSync(path.join(root, 'scripts/image/layout.go'), 'utf8').match(/"PORT=" \+ Port/);
+  assert.ok(imageEnvPort, 'scripts/image sets PORT to its exposed port');
+  assert.equal(gw.value(prop(at(appProps, 'configuration.ingress'), 'targetPort')), imagePort);
 });
 
 test('GATEWAY_CONFIG names the file the secret volume mounts', () => {
@@ -225,8 +251,11 @@ test('one identity: the app runs as it, AZURE_CLIENT_ID is its client id, the ro
   const mod = gw.modules.find((m) => m.file === 'openai-access.bicep');
   assert.ok(mod, 'gateway.bicep calls openai-access.bicep');
   assert.equal(at(mod.body, 'params.principalId').text, `${id}.properties.principalId`);
-  // The generated config's entra client_id is the same identity.
-  assert.match(gw.vars.get('generatedConfig').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
+  // The generated config's entra client_id (backend and Redis) and the Redis
+  // username are the same identity.
+  assert.equal(configPairs.get('__IDENTITY_CLIENT_ID__'), `${id}.properties.clientId`);
+  assert.match(gw.vars.get('limiter').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
+  assert.match(gw.vars.get('limiter').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
   // Registry pulls and Key Vault references use it too.
   for (const r of items(at(appProps, 'configuration.registries'))) {
     assert.equal(prop(r, 'identity').text, `${id}.id`);
@@ -267,4 +296,97 @@ test('azd: azure.yaml, parameters file and the service tag agree', () => {
     if (def === null) assert.ok(params[name], `required param ${name} missing from main.parameters.json`);
   }
   for (const out of ['GATEWAY_URL', 'AZURE_CONTAINER_REGISTRY_ENDPOINT']) assert.ok(main.outputs.has(out), `output ${out}`);
+});
+
+test('every main.parameters.json entry is a main.bicep parameter and the reverse, each from one azd variable', () => {
+  assert.deepEqual([...paramEnv.keys()].sort(), [...main.params.keys()].sort());
+  for (const [name, v] of paramEnv) {
+    // A bare ${VAR}: azd leaves the parameter out while VAR is unset, so the
+    // bicep default applies (a ${VAR=} default would pass '' instead).
+    assert.ok(v, `${name}: want "\${VAR}", got ${JSON.stringify(paramsFile[name].value)}`);
+  }
+  assert.equal(paramEnv.get('gatewayImageName'), 'SERVICE_GATEWAY_IMAGE_NAME', 'azd feeds the deployed image back');
+  assert.equal(paramEnv.get('environmentName'), 'AZURE_ENV_NAME');
+  assert.equal(paramEnv.get('location'), 'AZURE_LOCATION');
+});
+
+test('the README names every azd variable the parameters read, and every one it tells users to set is wired', () => {
+  assert.ok(azureSection.length > 1000, 'README has the Azure section');
+  const wired = new Set(paramEnv.values());
+  for (const v of wired) assert.match(azureSection, new RegExp(`\\b${v}\\b`), `README's Azure section does not mention ${v}`);
+  const told = [...azureSection.matchAll(/azd env set ([A-Z0-9_]+)/g)].map((m) => m[1]);
+  assert.ok(told.length >= 3, 'README tells users what to set');
+  for (const v of told) assert.ok(wired.has(v), `README says "azd env set ${v}", but no parameter reads it`);
+});
+
+test('the config template: valid JSON, every placeholder filled by gateway.bicep and nothing else', () => {
+  const doc = JSON.parse(configTemplate);
+  assert.equal(Number(doc.listen.split(':').pop()), imagePort, 'listen port = the image port');
+  const inTemplate = new Set([...configTemplate.matchAll(/__[A-Z_]+__/g)].map((m) => m[0]));
+  const filled = [...configPairs.keys()];
+  assert.deepEqual(filled.map((p) => p.replaceAll('"', '')).sort(), [...inTemplate].sort());
+  for (const p of filled) assert.ok(configTemplate.includes(p), `${p} is not in the template as written`);
+  // A placeholder replaced with its quotes takes JSON (string() of an array
+  // or object); one replaced without them takes text inside a JSON string.
+  for (const [ph, value] of configPairs) {
+    assert.equal(ph.startsWith('"'), value.startsWith('string('), `${ph} ← ${value}`);
+  }
+  assert.match(gw.vars.get('configSecret').text, /generatedConfig/);
+  assert.match(main.params.get('entraTenantId')?.text ?? '', /tenant\(\)\.tenantId/, 'the directory defaults to the subscription\'s');
+  assert.match(gw.vars.get('authIssuer').text, /environment\(\)\.authentication\.loginEndpoint\}\$\{entraTenantId\}\/v2\.0/, 'Entra v2.0 issuer');
+  assert.match(gw.vars.get('authAudiences').text, /^\[apiClientId, /, 'the client ID (v2.0 aud) is an audience');
+});
+
+test('the image: azd feeds the deployed one back; the placeholder serves the same port and probes', () => {
+  assert.equal(main.value(main.params.get('gatewayImageName')), '');
+  assert.equal(prop(container, 'image').text, 'image');
+  assert.match(gw.vars.get('image').text, /^empty\(gatewayImageName\) \? placeholderImage : gatewayImageName$/);
+  // azd deploy replaces only the image, so the placeholder must listen on
+  // the target port and answer the health probes: images known to.
+  const known = { 'mcr.microsoft.com/dotnet/samples:aspnetapp': { port: 8080, health: '/healthz' } };
+  const ph = known[gw.value(gw.vars.get('placeholderImage'))];
+  assert.ok(ph, `placeholder ${gw.value(gw.vars.get('placeholderImage'))} is not known to serve port ${imagePort}`);
+  assert.equal(ph.port, imagePort);
+  assert.equal(ph.health, gw.value(gw.vars.get('healthPath')));
+  // No probe or port depends on which image runs.
+  assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /gatewayImageName|placeholder/);
+});
+
+test('optional pieces declare nothing when off; deployments are unique per environment', () => {
+  for (const [name, f] of Object.entries(files)) {
+    for (const d of f.tree.rootNode.namedChildren) {
+      assert.doesNotMatch(d.text, /^resource\s+\w+\s+'[^']+'\s+existing\s*=\s*if\b/, `${name}: a conditional existing resource still has its name evaluated`);
+    }
+    for (const m of f.modules) {
+      const n = prop(m.body, 'name');
+      assert.ok(n?.type === 'string' && /\$\{(token|environmentName)\}/.test(n.text), `${name}: module ${m.name} name ${n?.text} is not unique per environment`);
+    }
+  }
+  const kv = gw.modules.find((m) => m.file === 'keyvault-access.bicep');
+  assert.ok(kv, 'Key Vault access is a module');
+  assert.match(gw.tree.rootNode.text, /module keyVaultAccess 'keyvault-access\.bicep' = if \(!empty\(keyVaultName\)\)/);
+  assert.equal(main.params.get('openAiResourceGroup'), null, 'openAiResourceGroup is required (no default)');
+  assert.equal(at(gw.modules.find((m) => m.file === 'openai-access.bicep').body, 'scope').text, 'resourceGroup(openAiResourceGroup)');
+});
+
+test('Redis is Azure Managed Redis with Entra access for the app identity, keys off', () => {
+  const types = gw.resources.map((r) => r.type.split('@')[0]);
+  assert.ok(!types.includes('Microsoft.Cache/redis'), 'no Azure Cache for Redis (being retired)');
+  const cluster = gw.resource('Microsoft.Cache/redisEnterprise');
+  const db = gw.resource('Microsoft.Cache/redisEnterprise/databases');
+  const apa = gw.resource('Microsoft.Cache/redisEnterprise/databases/accessPolicyAssignments');
+  assert.equal(prop(db.body, 'parent').text, cluster.name);
+  assert.equal(prop(apa.body, 'parent').text, db.name);
+  assert.match(gw.value(prop(apa.body, 'name')), /^[A-Za-z0-9]{1,60}$/);
+  assert.equal(gw.value(at(apa.body, 'properties.accessPolicyName')), 'default');
+  assert.equal(at(apa.body, 'properties.user.objectId').text, `${identity.name}.properties.principalId`);
+  assert.equal(gw.value(at(db.body, 'properties.accessKeysAuthentication')), 'Disabled');
+  assert.equal(gw.value(at(db.body, 'properties.clusteringPolicy')), 'EnterpriseCluster', 'one endpoint for a non-cluster client');
+  assert.match(gw.vars.get('redisSecrets').text, /rediss:\/\//);
+});
+
+test('the README links the Dockerfile instead of copying it', () => {
+  assert.doesNotMatch(readme, /```dockerfile/);
+  assert.match(azureSection, /\]\(Dockerfile\)/);
+  assert.doesNotMatch(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'), /^```/m);
 });

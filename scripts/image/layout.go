@@ -1,4 +1,13 @@
-package main
+// Package image writes the gateway's multi-arch container image as an OCI
+// image layout directory, without a container engine: an index of one
+// manifest per architecture, each on scratch with the static binary at
+// /gateway, the build machine's CA bundle, and an /etc/passwd that names the
+// nonroot user 65532. scripts/cmd/image is its command line (`make image`).
+//
+// The layout is reproducible: file times are fixed (Options.Created, the
+// Unix epoch by default), entries are sorted, gzip carries no name or time,
+// so the same inputs give the same digests.
+package image
 
 import (
 	"archive/tar"

@@ -1,4 +1,4 @@
-package main
+package image
 
 import (
 	"archive/tar"
@@ -238,30 +238,6 @@ func TestBuildRejects(t *testing.T) {
 				t.Fatalf("Build = %v, want an error containing %q", err, tt.want)
 			}
 		})
-	}
-}
-
-func TestRunFlags(t *testing.T) {
-	f := newFixture(t)
-	var stdout, stderr bytes.Buffer
-	args := []string{"image", "-out", f.opts.Out, "-ca", f.ca}
-	for _, b := range f.opts.Binaries {
-		args = append(args, "-bin", b.OS+"/"+b.Arch+"="+b.Path)
-	}
-	env := func(k string) string {
-		if k == "SOURCE_DATE_EPOCH" {
-			return "1700000000"
-		}
-		return ""
-	}
-	if err := run(args, env, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\n%s", err, stderr.String())
-	}
-	if !strings.Contains(stdout.String(), "linux/arm64") || !strings.Contains(stdout.String(), "layout on disk") {
-		t.Fatalf("output %q", stdout.String())
-	}
-	if err := run([]string{"image", "-bin", "amd64=x"}, env, &stdout, &stderr); err == nil {
-		t.Fatal("a -bin without os/arch was accepted")
 	}
 }
 
