@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full package-lambda image bicepcheck sdktest coldstart fuzz clean
+.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest coldstart fuzz clean
 
 all: build
 
@@ -81,26 +81,37 @@ package-lambda: deps
 image: deps
 	GOOS=linux GOARCH=amd64 $(BUILD) -o bin/gateway-linux-amd64 ./functions/gateway
 	GOOS=linux GOARCH=arm64 $(BUILD) -o bin/gateway-linux-arm64 ./functions/gateway
-	$(GO) run ./scripts/image -out bin/oci -bin linux/amd64=bin/gateway-linux-amd64 -bin linux/arm64=bin/gateway-linux-arm64
+	$(GO) run ./scripts/cmd/image -out bin/oci -bin linux/amd64=bin/gateway-linux-amd64 -bin linux/arm64=bin/gateway-linux-arm64
 	@du -sh bin/oci
 
 # The official Node SDK used by functions/gateway's TestSDKNode.
 sdktest:
 	cd scripts/sdktest && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
-bench: deps
+bench: deps bench-nginx
 	$(GO) run ./scripts/bench -quick
 
-bench-full: deps
+bench-full: deps bench-nginx
 	$(GO) run ./scripts/bench -full
 
-# bicep syntax and consistency checks (tree-sitter-bicep under Node.js).
+# nginx, the bench's peer beside the floor: installed if missing (Debian
+# nginx-light); without it the bench says so and goes on.
+bench-nginx:
+	@command -v nginx >/dev/null || test -x /usr/sbin/nginx || { \
+	  echo "installing nginx-light (apt-get) for the bench's nginx peer"; \
+	  { (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light >/dev/null; } \
+	  || echo "nginx-light could not be installed: the bench runs without its nginx peer"; }
+
+# Deployment checks: the bicep templates' syntax and consistency
+# (tree-sitter-bicep under Node.js), and the Dockerfile against `make image`
+# (BuildKit's parser, in a Go module of its own).
 bicepcheck:
 	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
+	cd scripts/image/dockerfile && $(GO) test -count=1 ./...
 
 # Cold start: exec → healthy and exec → first streamed byte, HTTP and Lambda hosts.
 coldstart: build
-	$(GO) run ./scripts/coldstart -n 20 -gateway bin/gateway
+	$(GO) run ./scripts/cmd/coldstart -n 20 -gateway bin/gateway
 
 clean:
 	rm -rf bin

@@ -140,6 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
+	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on shared/upstream/epollconn (prototype)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -205,7 +206,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprintln(stdout, "bench: nginx peer:", b.nginx.bin, b.nginx.version)
 	}
 	defer b.procs.stopAll()
-	b.bins, err = build(ctx, root, *gatewayBin != "", stdout)
+	b.epollFloor = *epollFloor
+	b.bins, err = build(ctx, root, *gatewayBin != "", *epollFloor, stdout)
 	if err != nil {
 		return err
 	}
@@ -286,6 +288,8 @@ type bench struct {
 	log   io.Writer
 	began time.Time
 	nginx nginxPeer
+
+	epollFloor bool // measure floor-epoll too
 
 	stubAddr, issuerURL string
 	token               string
@@ -411,6 +415,11 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 		if err != nil {
 			return nil, err
 		}
+	case "floor-epoll":
+		pr, t0, err = b.procs.start("floor-epoll", b.cpus.relay, env, nil, b.bins.floorEpoll, "-listen", addr, "-backend", "http://"+b.stubAddr)
+		if err != nil {
+			return nil, err
+		}
 	case "nginx":
 		if b.nginx.bin == "" {
 			return nil, errors.New(b.nginx.why)
@@ -473,15 +482,14 @@ func (b *bench) warm(ctx context.Context, t *target) error {
 }
 
 // targetOrder is every target in the order tables list them; nginx runs
-// only where it is installed.
-var targetOrder = []string{"direct", "floor", "nginx", "gateway"}
+// only where it is installed, floor-epoll only when asked for.
+var targetOrder = []string{"direct", "floor", "floor-epoll", "nginx", "gateway"}
 
-// targets is targetOrder less what this machine cannot run.
+// targets is targetOrder less what this run does not measure.
 func (b *bench) targets() []string {
-	if b.nginx.bin != "" {
-		return targetOrder
-	}
-	return slices.DeleteFunc(slices.Clone(targetOrder), func(t string) bool { return t == "nginx" })
+	return slices.DeleteFunc(slices.Clone(targetOrder), func(t string) bool {
+		return (t == "nginx" && b.nginx.bin == "") || (t == "floor-epoll" && !b.epollFloor)
+	})
 }
 
 // withTarget runs f against a fresh target of kind: the stub directly, or
@@ -535,6 +543,7 @@ func (b *bench) measured(pid int, load func() runResult) runResult {
 	busy1, err2 := cpuBusy(core)
 	if err == nil {
 		r.cpu = after.cpu - before.cpu
+		r.sysCPU = after.sys - before.sys
 		if r.events > 0 {
 			r.cpuPerEvt = r.cpu / time.Duration(r.events)
 		}
@@ -757,7 +766,7 @@ func (b *bench) firstSuccess(ctx context.Context, t *target, pr *proc, t0 time.T
 }
 
 // sizes returns the gateway binary's size and, when an OCI image layout was
-// built under bin/ (go run ./scripts/image -out bin/oci), the size of its
+// built under bin/ (make image), the size of its
 // blobs.
 func sizes(root, gateway string) (bin, image int64, note string) {
 	if st, err := os.Stat(gateway); err == nil {
@@ -777,7 +786,7 @@ func sizes(root, gateway string) (bin, image int64, note string) {
 	})
 	switch {
 	case err != nil:
-		return bin, 0, "no image under bin/ (build one with go run ./scripts/image -out bin/oci)"
+		return bin, 0, "no image under bin/ (build one with make image)"
 	default:
 		return bin, image, "bin/oci blobs, every architecture in the layout"
 	}

@@ -50,7 +50,7 @@ func (p cpuPlan) describe() string {
 	if slicesEqual(p.stub, p.loadgen) {
 		shared = " (shared: the stub and the load generator compete for it, so the direct run is the harness's own floor)"
 	}
-	return fmt.Sprintf("%d CPUs: relay under test (gateway or floor) on cpu %s with GOMAXPROCS=1; stub + dev issuer on cpu %s; load generator on cpu %s%s",
+	return fmt.Sprintf("%d CPUs: relay under test (gateway, floor or nginx) on cpu %s with GOMAXPROCS=1; stub + dev issuer on cpu %s; load generator on cpu %s%s",
 		p.total, cpuList(p.relay), cpuList(p.stub), cpuList(p.loadgen), shared)
 }
 
@@ -275,11 +275,12 @@ func waitListening(ctx context.Context, p *proc, addr string, limit time.Duratio
 // binaries are the programs the bench runs.
 type binaries struct {
 	gateway, stub, issuer, floor string
+	floorEpoll                   string // built only for -epoll-floor
 }
 
 // build compiles the gateway exactly as `make build` does, and the helper
 // programs beside it; go build's cache makes a second run cheap.
-func build(ctx context.Context, root string, skipGateway bool, log io.Writer) (binaries, error) {
+func build(ctx context.Context, root string, skipGateway, epollFloor bool, log io.Writer) (binaries, error) {
 	b := binaries{
 		gateway: filepath.Join(root, "bin/gateway"),
 		stub:    filepath.Join(root, "bin/bench/stub"),
@@ -287,7 +288,11 @@ func build(ctx context.Context, root string, skipGateway bool, log io.Writer) (b
 		floor:   filepath.Join(root, "bin/bench/relayfloor"),
 	}
 	type job struct{ out, pkg string }
-	jobs := []job{{b.stub, "./scripts/cmd/stub"}, {b.issuer, "./scripts/cmd/devissuer"}, {b.floor, "./scripts/relayfloor"}}
+	jobs := []job{{b.stub, "./scripts/cmd/stub"}, {b.issuer, "./scripts/cmd/devissuer"}, {b.floor, "./scripts/cmd/relayfloor"}}
+	if epollFloor {
+		b.floorEpoll = filepath.Join(root, "bin/bench/floorepoll")
+		jobs = append(jobs, job{b.floorEpoll, "./scripts/bench/floorepoll"})
+	}
 	if !skipGateway {
 		jobs = append([]job{{b.gateway, "./functions/gateway"}}, jobs...)
 	}

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/llmgw/gateway/scripts/internal/loopback"
 )
 
 // EmulatorTool is the AWS Lambda Runtime Interface Emulator binary name;
@@ -48,30 +50,27 @@ type Emulator struct {
 	// Process is the emulator process (the function is its child).
 	Process *Process
 
-	client *http.Client
+	bootstrap string // absolute path of the function binary
+	client    *http.Client
 }
 
-// StartEmulator runs bootstrap under aws-lambda-rie, both of the
-// emulator's listeners on 127.0.0.1, and waits until it accepts
-// connections. The emulator starts the function at the first invocation.
-// env is added to the test's environment (later entries win) and reaches
-// the function; AWS_LAMBDA_FUNCTION_TIMEOUT (seconds, default 300) sets the
-// invocation deadline. When the test ends the emulator gets SIGTERM, on
-// which it stops the function, then SIGKILL, and so does the function if
-// still alive: the emulator runs it in a process group of its own, so
-// killing the emulator's group would miss it.
+// NewEmulator runs bootstrap under aws-lambda-rie, both of the emulator's
+// listeners on 127.0.0.1, and waits until it accepts connections. The
+// emulator starts the function at the first invocation. env is added to
+// this process's environment (later entries win) and reaches the function;
+// AWS_LAMBDA_FUNCTION_TIMEOUT (seconds, default 300) sets the invocation
+// deadline. Close stops both.
 //
 // Never run aws-lambda-rie with --help: it takes that for the function and
 // listens on every interface.
-func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
-	t.Helper()
+func NewEmulator(bootstrap string, env []string) (*Emulator, error) {
 	bootstrap, err := filepath.Abs(bootstrap)
 	if err != nil {
-		t.Fatalf("lambdatest: %v", err)
+		return nil, fmt.Errorf("lambdatest: %w", err)
 	}
 	tool, err := findTool(EmulatorTool)
 	if err != nil {
-		t.Fatalf("lambdatest: %v; `make test` installs it (go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d)", err)
+		return nil, fmt.Errorf("lambdatest: %w; `make test` installs it (go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d)", err)
 	}
 	var base []string
 	for _, kv := range os.Environ() {
@@ -90,75 +89,76 @@ func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
 	// take one first: try again with new ports when the emulator exits.
 	var lastOutput string
 	for range 3 {
-		addrs := freeLoopbackAddrs(t, 2)
-		p := startProcess(t, tool, []string{
+		addrs, err := loopback.FreeAddrs(2)
+		if err != nil {
+			return nil, fmt.Errorf("lambdatest: %w", err)
+		}
+		p, err := StartProcess(tool, []string{
 			"--runtime-interface-emulator-address", addrs[0],
 			"--runtime-api-address", addrs[1],
 			bootstrap,
 		}, env)
-		t.Cleanup(func() { stopEmulator(t, p, bootstrap) })
-		if waitListening(addrs[0], p.Exited(), emulatorReadyTimeout) {
-			return &Emulator{
-				Addr:           addrs[0],
-				RuntimeAPIAddr: addrs[1],
-				Process:        p,
-				client:         &http.Client{Transport: &http.Transport{Proxy: nil}},
-			}
+		if err != nil {
+			return nil, err
+		}
+		e := &Emulator{
+			Addr:           addrs[0],
+			RuntimeAPIAddr: addrs[1],
+			Process:        p,
+			bootstrap:      bootstrap,
+			client:         &http.Client{Transport: &http.Transport{Proxy: nil}},
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), emulatorReadyTimeout)
+		err = loopback.WaitListening(ctx, addrs[0], p.Exited())
+		cancel()
+		if err == nil {
+			return e, nil
 		}
 		lastOutput = p.Output()
-		select {
-		case <-p.Exited():
-		default:
-			t.Fatalf("lambdatest: %s not listening on %s after %v:\n%s", EmulatorTool, addrs[0], emulatorReadyTimeout, lastOutput)
+		_ = e.Close()
+		if !errors.Is(err, loopback.ErrExited) {
+			return nil, fmt.Errorf("lambdatest: %s not listening on %s after %v:\n%s", EmulatorTool, addrs[0], emulatorReadyTimeout, lastOutput)
 		}
 	}
-	t.Fatalf("lambdatest: %s exited before listening, three times; last output:\n%s", EmulatorTool, lastOutput)
-	return nil
+	return nil, fmt.Errorf("lambdatest: %s exited before listening, three times; last output:\n%s", EmulatorTool, lastOutput)
+}
+
+// StartEmulator is NewEmulator for a test: it stops the emulator and the
+// function when the test ends, and logs the emulator's output if the test
+// failed.
+func StartEmulator(t testing.TB, bootstrap string, env []string) *Emulator {
+	t.Helper()
+	e, err := NewEmulator(bootstrap, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			t.Logf("output of %s (pid %d):\n%s", EmulatorTool, e.Process.Cmd.Process.Pid, e.Process.Output())
+		}
+	})
+	return e
 }
 
 // emulatorGrace is how long the emulator gets to stop the function on SIGTERM.
 const emulatorGrace = 5 * time.Second
 
-func stopEmulator(t testing.TB, p *Process, bootstrap string) {
-	kids := children(p.Cmd.Process.Pid)
-	p.stop(t, emulatorGrace)
+// Close stops the emulator: SIGTERM, on which it stops the function, then
+// SIGKILL; and the function too if still alive: the emulator runs it in a
+// process group of its own, so killing the emulator's group would miss it.
+func (e *Emulator) Close() error {
+	kids := children(e.Process.Cmd.Process.Pid)
+	err := e.Process.Stop(emulatorGrace)
 	for _, pid := range kids {
 		// Kill only a leftover that is still our bootstrap, not a reused PID.
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bootstrap {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == e.bootstrap {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-func freeLoopbackAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("lambdatest: %v", err)
-		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
-	}
-	return addrs
-}
-
-func waitListening(addr string, exited <-chan struct{}, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return true
-		}
-		select {
-		case <-exited:
-			return false
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return false
+	return err
 }
 
 // InvokeRaw posts payload to the emulator's invoke endpoint and returns the

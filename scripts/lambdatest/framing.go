@@ -57,27 +57,25 @@ func (p *Prelude) Header() http.Header {
 // so the first eight NULs end the prelude.
 func ParseStreamingResponse(r io.Reader) (*Prelude, io.Reader, error) {
 	br := bufio.NewReader(r)
-	var head []byte
-	zeros := 0
-	for zeros < 8 {
+	var s preludeScanner
+	for {
 		b, err := br.ReadByte()
 		if err != nil {
 			if err == io.EOF {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, nil, fmt.Errorf("%w: after %d bytes: %w", ErrNoPrelude, len(head), err)
+			return nil, nil, fmt.Errorf("%w: after %d bytes: %w", ErrNoPrelude, len(s.head), err)
 		}
-		if b == 0 {
-			zeros++
-			continue
+		end, err := s.scan(b)
+		if err != nil {
+			return nil, nil, err
 		}
-		if zeros > 0 || len(head) >= maxPrelude {
-			return nil, nil, fmt.Errorf("%w: bad delimiter or prelude over %d bytes", ErrNoPrelude, maxPrelude)
+		if end {
+			break
 		}
-		head = append(head, b)
 	}
 	var p Prelude
-	dec := json.NewDecoder(bytes.NewReader(head))
+	dec := json.NewDecoder(bytes.NewReader(s.head))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrNoPrelude, err)
@@ -86,6 +84,27 @@ func ParseStreamingResponse(r io.Reader) (*Prelude, io.Reader, error) {
 		return nil, nil, fmt.Errorf("%w: data after the JSON object", ErrNoPrelude)
 	}
 	return &p, br, nil
+}
+
+// preludeScanner finds the end of a streaming response's prelude, byte by
+// byte: the first eight NUL bytes, which no JSON text can hold.
+type preludeScanner struct {
+	head  []byte // the prelude's JSON so far
+	zeros int
+}
+
+// scan takes the next byte of the response and reports whether it was the
+// eighth NUL, the last byte of the prelude.
+func (s *preludeScanner) scan(b byte) (end bool, err error) {
+	if b == 0 {
+		s.zeros++
+		return s.zeros == 8, nil
+	}
+	if s.zeros > 0 || len(s.head) >= maxPrelude {
+		return false, fmt.Errorf("%w: bad delimiter or prelude over %d bytes", ErrNoPrelude, maxPrelude)
+	}
+	s.head = append(s.head, b)
+	return false, nil
 }
 
 // URLEvent returns the Function URL event (payload format 2.0) that AWS

@@ -19,7 +19,7 @@ import (
 	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
-// builds caches BuildTestBinary's work for the life of the test process:
+// builds caches Build's work for the life of the process:
 // key → *build. Test-helper state only; no production code reads it.
 var builds sync.Map
 
@@ -30,19 +30,18 @@ type build struct {
 	err  error
 }
 
-// BuildTestBinary builds the main package pkg (an import path, or a path
-// relative to the test's working directory such as "./testdata/echofn")
-// with CGO off and the given build tags, once per test process, and
-// returns the binary's path. Test binaries of several packages may build
-// the same binary at once, so each build lands under a private name and is
-// renamed into place atomically; Go's build cache makes the repeated link
-// in each process cheap. Pass "lambda.norpc" for Lambda functions, as the
-// production build does.
-func BuildTestBinary(t testing.TB, pkg string, tags ...string) string {
-	t.Helper()
+// Build builds the main package pkg (an import path, or a path relative to
+// the working directory such as "./testdata/echofn") with CGO off and the
+// given build tags, once per process, and returns the binary's path, under
+// the system's temporary directory. Test binaries of several packages may
+// build the same binary at once, so each build lands under a private name
+// and is renamed into place atomically; Go's build cache makes the
+// repeated link in each process cheap. Pass "lambda.norpc" for Lambda
+// functions, as the production build does.
+func Build(pkg string, tags ...string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		t.Fatalf("lambdatest: %v", err)
+		return "", fmt.Errorf("lambdatest: %w", err)
 	}
 	sum := sha256.Sum256([]byte(wd + "\x00" + pkg + "\x00" + strings.Join(tags, ",")))
 	key := hex.EncodeToString(sum[:8])
@@ -72,14 +71,30 @@ func BuildTestBinary(t testing.TB, pkg string, tags ...string) string {
 		b.err = os.Rename(tmp, b.path)
 	})
 	if b.err != nil {
-		t.Fatalf("lambdatest: go build %s (tags %v): %v\n%s", pkg, tags, b.err, b.out)
+		return "", fmt.Errorf("lambdatest: go build %s (tags %v): %w\n%s", pkg, tags, b.err, b.out)
 	}
-	return b.path
+	return b.path, nil
 }
 
-// Process is a subprocess started by StartFunction or StartEmulator.
+// BuildTestBinary is Build for a test (pkg relative to the test's
+// directory): it fails the test if the build fails.
+func BuildTestBinary(t testing.TB, pkg string, tags ...string) string {
+	t.Helper()
+	bin, err := Build(pkg, tags...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Process is a subprocess started by StartProcess, StartFunction or
+// NewEmulator.
 type Process struct {
-	Cmd    *exec.Cmd
+	Cmd *exec.Cmd
+	// Started is the time just before the exec: what a cold start is
+	// measured from.
+	Started time.Time
+
 	out    syncbuf.Buffer
 	exited chan struct{}
 	err    error // set before exited closes
@@ -94,37 +109,47 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 // Err returns how the process ended; call it after Exited is closed.
 func (p *Process) Err() error { return p.err }
 
-// StartFunction runs binary as a Lambda function: its environment is the
-// test's plus env (later entries win), so env should hold
-// AWS_LAMBDA_RUNTIME_API (see RuntimeAPI.Env). The process is killed by its
-// PID when the test ends, and its output is logged if the test failed.
-func StartFunction(t testing.TB, binary string, env []string) *Process {
-	t.Helper()
-	p := startProcess(t, binary, nil, append(os.Environ(), env...))
-	t.Cleanup(func() { p.stop(t, 0) })
-	return p
-}
-
-func startProcess(t testing.TB, binary string, args, env []string) *Process {
-	t.Helper()
+// StartProcess runs binary with args and env, its whole environment as in
+// exec.Cmd (nil: this process's), collecting its stdout and stderr for
+// Output. Stop ends it.
+func StartProcess(binary string, args, env []string) (*Process, error) {
 	p := &Process{Cmd: exec.Command(binary, args...), exited: make(chan struct{})}
 	p.Cmd.Env = env
 	p.Cmd.Stdout = &p.out
 	p.Cmd.Stderr = &p.out
+	p.Started = time.Now()
 	if err := p.Cmd.Start(); err != nil {
-		t.Fatalf("lambdatest: starting %s: %v", binary, err)
+		return nil, fmt.Errorf("lambdatest: starting %s: %w", binary, err)
 	}
 	go func() {
 		p.err = p.Cmd.Wait()
 		close(p.exited)
 	}()
+	return p, nil
+}
+
+// StartFunction runs binary as a Lambda function for a test: its
+// environment is the test's plus env (later entries win), so env should
+// hold AWS_LAMBDA_RUNTIME_API (see RuntimeAPI.Env). The process is killed
+// by its PID when the test ends, and its output is logged if the test
+// failed.
+func StartFunction(t testing.TB, binary string, env []string) *Process {
+	t.Helper()
+	p, err := StartProcess(binary, nil, append(os.Environ(), env...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stopForTest(t, 0) })
 	return p
 }
 
-// stop ends the process: SIGTERM and up to grace to exit when grace > 0,
-// then SIGKILL. It logs the output if the test failed.
-func (p *Process) stop(t testing.TB, grace time.Duration) {
-	pid := p.Cmd.Process.Pid
+// killWait bounds the wait for a process to exit after SIGKILL.
+const killWait = 10 * time.Second
+
+// Stop ends the process by its PID: SIGTERM and up to grace to exit when
+// grace > 0, then SIGKILL. It returns an error only if the process has not
+// exited 10 s after SIGKILL.
+func (p *Process) Stop(grace time.Duration) error {
 	if grace > 0 {
 		_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 		select {
@@ -135,11 +160,20 @@ func (p *Process) stop(t testing.TB, grace time.Duration) {
 	_ = p.Cmd.Process.Kill()
 	select {
 	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		t.Errorf("lambdatest: %s (pid %d) did not exit after SIGKILL", p.Cmd.Path, pid)
+		return nil
+	case <-time.After(killWait):
+		return fmt.Errorf("lambdatest: %s (pid %d) did not exit after SIGKILL", p.Cmd.Path, p.Cmd.Process.Pid)
+	}
+}
+
+// stopForTest is Stop for a test's cleanup: it logs the output if the test
+// failed.
+func (p *Process) stopForTest(t testing.TB, grace time.Duration) {
+	if err := p.Stop(grace); err != nil {
+		t.Error(err)
 	}
 	if t.Failed() {
-		t.Logf("output of %s (pid %d):\n%s", filepath.Base(p.Cmd.Path), pid, p.Output())
+		t.Logf("output of %s (pid %d):\n%s", filepath.Base(p.Cmd.Path), p.Cmd.Process.Pid, p.Output())
 	}
 }
 

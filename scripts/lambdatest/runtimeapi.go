@@ -5,8 +5,12 @@
 // function binary, and the Function URL streaming framing (JSON prelude,
 // eight NUL bytes, body).
 //
-// Every server listens on 127.0.0.1 only, and everything a helper starts is
-// stopped by t.Cleanup.
+// Every server listens on 127.0.0.1 only. Each helper comes twice: for a
+// program (NewRuntimeAPI, StartProcess, NewEmulator, Build), returning an
+// error and leaving the Close or Stop to the caller; and for a test
+// (StartRuntimeAPI, StartFunction, StartEmulator, BuildTestBinary), a thin
+// wrapper that fails the test on error and stops what it started with
+// t.Cleanup.
 package lambdatest
 
 import (
@@ -15,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -52,20 +57,24 @@ type RuntimeAPI struct {
 	// Addr is host:port, the value for AWS_LAMBDA_RUNTIME_API.
 	Addr string
 
-	srv     *httptest.Server
-	queue   chan *Invocation
-	closing chan struct{}
-	seq     atomic.Int64
+	srv       *httptest.Server
+	queue     chan *Invocation
+	closing   chan struct{}
+	closeOnce sync.Once
+	seq       atomic.Int64
 
 	mu         sync.Mutex
 	byID       map[string]*Invocation
 	initErrors []*Result
 }
 
-// StartRuntimeAPI starts a Runtime API on 127.0.0.1, port chosen by the
-// system, and stops it when the test ends.
-func StartRuntimeAPI(t testing.TB) *RuntimeAPI {
-	t.Helper()
+// NewRuntimeAPI starts a Runtime API on 127.0.0.1, port chosen by the
+// system; Close stops it.
+func NewRuntimeAPI() (*RuntimeAPI, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("lambdatest: runtime API: %w", err)
+	}
 	rt := &RuntimeAPI{
 		queue:   make(chan *Invocation, 64),
 		closing: make(chan struct{}),
@@ -76,14 +85,34 @@ func StartRuntimeAPI(t testing.TB) *RuntimeAPI {
 	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", rt.serveResult)
 	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", rt.serveResult)
 	mux.HandleFunc("POST /2018-06-01/runtime/init/error", rt.serveInitError)
-	rt.srv = httptest.NewServer(mux)
-	rt.Addr = rt.srv.Listener.Addr().String()
-	t.Cleanup(func() {
+	// What httptest.NewUnstartedServer builds, on a listener whose error
+	// is returned rather than panicked on.
+	rt.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: mux}}
+	rt.srv.Start()
+	rt.Addr = ln.Addr().String()
+	return rt, nil
+}
+
+// StartRuntimeAPI is NewRuntimeAPI for a test: it stops the Runtime API
+// when the test ends.
+func StartRuntimeAPI(t testing.TB) *RuntimeAPI {
+	t.Helper()
+	rt, err := NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+// Close ends the polls parked on /runtime/invocation/next, closes every
+// connection and waits for the handlers. Calls after the first do nothing.
+func (rt *RuntimeAPI) Close() {
+	rt.closeOnce.Do(func() {
 		close(rt.closing)
 		rt.srv.CloseClientConnections()
 		rt.srv.Close()
 	})
-	return rt
 }
 
 // Env returns the environment entry that points a function at rt.
@@ -91,8 +120,14 @@ func (rt *RuntimeAPI) Env() string { return "AWS_LAMBDA_RUNTIME_API=" + rt.Addr 
 
 // Invoke queues an invocation with the given event payload; the next call
 // to /runtime/invocation/next receives it. A zero deadline means
-// DefaultTimeout from now. It does not wait for the function.
+// DefaultTimeout from now. It does not wait for the function; after Close
+// it fails.
 func (rt *RuntimeAPI) Invoke(ctx context.Context, event []byte, deadline time.Time) (*Invocation, error) {
+	select {
+	case <-rt.closing:
+		return nil, errors.New("lambdatest: runtime API closed")
+	default:
+	}
 	if deadline.IsZero() {
 		deadline = time.Now().Add(DefaultTimeout)
 	}
@@ -328,6 +363,37 @@ func (inv *Invocation) Chunk(ctx context.Context, i int) (Chunk, error) {
 // call returns an independent reader from the start of the body.
 func (inv *Invocation) Body(ctx context.Context) io.Reader {
 	return &chunkReader{ctx: ctx, inv: inv}
+}
+
+// FirstBytes waits for the first byte of a streamed Function URL response
+// and for the first byte of its body (after the prelude's eight NULs), and
+// returns when the Runtime API received each: what a Function URL client
+// would see as time to headers and time to first byte. It returns an error
+// wrapping ErrNoPrelude when the response is not framed as a stream or
+// ends before its body, as an /error post does.
+func (inv *Invocation) FirstBytes(ctx context.Context) (head, body time.Time, err error) {
+	var s preludeScanner
+	ended := false
+	for i := 0; ; i++ {
+		c, err := inv.Chunk(ctx, i)
+		if err == io.EOF {
+			return head, body, fmt.Errorf("%w: invocation %s: body ended after %d bytes of prelude", ErrNoPrelude, inv.ID, len(s.head))
+		}
+		if err != nil {
+			return head, body, err
+		}
+		if head.IsZero() {
+			head = c.At
+		}
+		for _, b := range c.Data {
+			if ended {
+				return head, c.At, nil
+			}
+			if ended, err = s.scan(b); err != nil {
+				return head, body, err
+			}
+		}
+	}
 }
 
 // Wait blocks until the function has finished posting its result.

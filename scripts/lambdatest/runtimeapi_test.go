@@ -3,8 +3,10 @@ package lambdatest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,6 +54,38 @@ func post(t *testing.T, ctx context.Context, rt *RuntimeAPI, path string, body i
 	return resp
 }
 
+// fetched queues an invocation and fetches it as the function would.
+func fetched(t *testing.T, ctx context.Context, rt *RuntimeAPI) *Invocation {
+	t.Helper()
+	inv, err := rt.Invoke(ctx, []byte(`{}`), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next(t, ctx, rt)
+	return inv
+}
+
+// streamResponse posts a streamed response to inv whose body is what the
+// test writes to the returned pipe; the POST's status arrives on posted
+// (0 if it failed) once the pipe is closed.
+func streamResponse(ctx context.Context, rt *RuntimeAPI, inv *Invocation) (pw *io.PipeWriter, posted <-chan int) {
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+rt.Addr+"/2018-06-01/runtime/invocation/"+inv.ID+"/response", pr)
+	req.Header.Set("Content-Type", StreamingContentType)
+	req.Header.Set(HeaderResponseMode, "streaming")
+	status := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	return pw, status
+}
+
 func TestRuntimeAPINext(t *testing.T) {
 	t.Parallel()
 	rt := StartRuntimeAPI(t)
@@ -83,26 +117,8 @@ func TestRuntimeAPIChunkByChunk(t *testing.T) {
 	t.Parallel()
 	rt := StartRuntimeAPI(t)
 	ctx := testContext(t)
-	inv, err := rt.Invoke(ctx, []byte(`{}`), time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next(t, ctx, rt)
-
-	pr, pw := io.Pipe()
-	req, _ := http.NewRequestWithContext(ctx, "POST", "http://"+rt.Addr+"/2018-06-01/runtime/invocation/"+inv.ID+"/response", pr)
-	req.Header.Set("Content-Type", StreamingContentType)
-	req.Header.Set(HeaderResponseMode, "streaming")
-	posted := make(chan int, 1)
-	go func() {
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			posted <- 0
-			return
-		}
-		resp.Body.Close()
-		posted <- resp.StatusCode
-	}()
+	inv := fetched(t, ctx, rt)
+	pw, posted := streamResponse(ctx, rt, inv)
 	body := inv.Body(ctx)
 	for _, part := range []string{"first part", "second part", "third"} {
 		if _, err := io.WriteString(pw, part); err != nil {
@@ -142,11 +158,7 @@ func TestRuntimeAPIErrors(t *testing.T) {
 	rt := StartRuntimeAPI(t)
 	ctx := testContext(t)
 
-	inv, err := rt.Invoke(ctx, []byte(`{}`), time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next(t, ctx, rt)
+	inv := fetched(t, ctx, rt)
 	resp := post(t, ctx, rt, "invocation/"+inv.ID+"/error", strings.NewReader(`{"errorType":"X","errorMessage":"m"}`),
 		http.Header{HeaderErrorType: {"Function.X"}, "Content-Type": {"application/json"}})
 	if resp.StatusCode != http.StatusAccepted {
@@ -211,5 +223,116 @@ func TestEchoFunctionOnRuntimeAPI(t *testing.T) {
 	res = invoke("panic=before")
 	if res.Endpoint != "error" || res.ErrorType() != "PanicError" {
 		t.Errorf("panic before output: endpoint %s error type %q body %s", res.Endpoint, res.ErrorType(), res.Body)
+	}
+}
+
+// TestFirstBytes posts a streamed response in parts, each written only
+// after the Runtime API has seen the one before, and checks that
+// FirstBytes times the first byte and the first body byte by the chunks
+// that carried them, wherever the prelude's eight NULs fall.
+func TestFirstBytes(t *testing.T) {
+	t.Parallel()
+	const prelude = `{"statusCode":200}`
+	tests := []struct {
+		name  string
+		parts []string
+		body  int // index of the part that holds the first body byte
+	}{
+		{"prelude then body", []string{prelude + "\x00\x00\x00\x00\x00\x00\x00\x00", "data: x\n\n"}, 1},
+		{"NULs split", []string{prelude + "\x00\x00\x00", "\x00\x00\x00\x00\x00", "data: x\n\n"}, 2},
+		{"one part", []string{prelude + "\x00\x00\x00\x00\x00\x00\x00\x00data: x\n\n"}, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rt := StartRuntimeAPI(t)
+			ctx := testContext(t)
+			inv := fetched(t, ctx, rt)
+			pw, _ := streamResponse(ctx, rt, inv)
+			for i, part := range tt.parts {
+				if _, err := io.WriteString(pw, part); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := inv.Chunk(ctx, i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			pw.Close()
+			head, body, err := inv.FirstBytes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := inv.Wait(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Chunks) != len(tt.parts) {
+				t.Fatalf("%d chunks, want %d", len(res.Chunks), len(tt.parts))
+			}
+			if !head.Equal(res.Chunks[0].At) || !body.Equal(res.Chunks[tt.body].At) {
+				t.Errorf("FirstBytes = %v, %v; chunks arrived at %v", head, body, res.Chunks)
+			}
+		})
+	}
+
+	t.Run("error post", func(t *testing.T) {
+		t.Parallel()
+		rt := StartRuntimeAPI(t)
+		ctx := testContext(t)
+		inv := fetched(t, ctx, rt)
+		post(t, ctx, rt, "invocation/"+inv.ID+"/error", strings.NewReader(`{"errorType":"X"}`), nil)
+		if _, _, err := inv.FirstBytes(ctx); !errors.Is(err, ErrNoPrelude) {
+			t.Errorf("FirstBytes = %v, want ErrNoPrelude", err)
+		}
+	})
+}
+
+// TestProgramAPI uses the Runtime API and a function process as a program
+// does, without a testing.TB: errors returned, Close and Stop called by the
+// caller, Close twice harmless.
+func TestProgramAPI(t *testing.T) {
+	t.Parallel()
+	bin := BuildTestBinary(t, "./testdata/echofn", "lambda.norpc")
+	rt, err := NewRuntimeAPI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close()
+	p, err := StartProcess(bin, nil, append(os.Environ(), rt.Env()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Started.IsZero() || p.Started.After(time.Now()) {
+		t.Errorf("Started = %v", p.Started)
+	}
+	ctx := testContext(t)
+	payload, _ := json.Marshal(events.LambdaFunctionURLRequest{RawPath: "/echo", RawQueryString: "events=1"})
+	inv, err := rt.Invoke(ctx, payload, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, body, err := inv.FirstBytes(ctx)
+	if err != nil || head.Before(p.Started) || body.Before(head) {
+		t.Errorf("FirstBytes = %v, %v, %v; started %v", head, body, err, p.Started)
+	}
+	if err := p.Stop(time.Second); err != nil {
+		t.Error(err)
+	}
+	select {
+	case <-p.Exited():
+	default:
+		t.Error("Stop returned before the process exited")
+	}
+	rt.Close()
+	rt.Close()
+	if _, err := rt.Invoke(ctx, payload, time.Time{}); err == nil {
+		t.Error("Invoke after Close succeeded")
+	}
+
+	if _, err := StartProcess("/nonexistent/binary", nil, nil); err == nil {
+		t.Error("StartProcess of a missing binary succeeded")
+	}
+	if _, err := Build("./testdata/nonexistent"); err == nil {
+		t.Error("Build of a missing package succeeded")
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/internal/loopback"
 	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
@@ -89,7 +90,7 @@ func StartWith(t testing.TB, o Options) *Server {
 	// it; retry with a fresh one.
 	var lastErr error
 	for range 5 {
-		port, err := freePort()
+		port, err := loopback.FreePort()
 		if err != nil {
 			t.Fatalf("redistest: %v", err)
 		}
@@ -116,15 +117,6 @@ func serverMajor(bin string) int {
 	}
 	n, _ := strconv.Atoi(string(m[1]))
 	return n
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // start launches the process on s.port and waits for PING.

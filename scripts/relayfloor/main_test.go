@@ -1,4 +1,4 @@
-package main
+package relayfloor
 
 import (
 	"bufio"
@@ -24,7 +24,7 @@ func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	floor := httptest.NewServer(newProxy(u, 16, log.New(io.Discard, "", 0)))
+	floor := httptest.NewServer(New(u, 16, log.New(io.Discard, "", 0)))
 	t.Cleanup(floor.Close)
 	return st, floor.URL
 }
@@ -97,16 +97,5 @@ func TestFloorPassesHeadersAndBody(t *testing.T) {
 	}
 	if st.LastRequest().Header.Get(stub.TokensHeader) != "1" {
 		t.Fatal("stub did not get the header")
-	}
-}
-
-func TestRunBadFlags(t *testing.T) {
-	t.Parallel()
-	for _, args := range [][]string{{"-backend", "ftp://x"}, {"-nope"}, {"extra"}, {"-listen", "256.0.0.1:1"}} {
-		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
-				t.Fatal("want an error")
-			}
-		})
 	}
 }

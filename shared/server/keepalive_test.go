@@ -76,6 +76,7 @@ func withoutComments(s string) string {
 // slowFirstToken holds its first event until release is closed.
 func slowFirstToken(release <-chan struct{}) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // so net/http notices the gateway leaving
 		w.Header().Set("Content-Type", "text/event-stream")
 		select {
 		case <-release:
@@ -144,6 +145,7 @@ func TestFailoverAfterKeepalive(t *testing.T) {
 	var calls atomic.Int32
 	sawComment := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		if calls.Add(1) == 1 {
 			select { // the first attempt fails once the client saw a comment
 			case <-sawComment:
@@ -172,6 +174,7 @@ func TestFirstTokenTimeout(t *testing.T) {
 	t.Run("fails over", func(t *testing.T) {
 		var calls atomic.Int32
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
 			if calls.Add(1) == 1 {
 				w.Header().Set("Content-Type", "text/event-stream")
 				w.(http.Flusher).Flush()
@@ -205,6 +208,7 @@ func TestFirstTokenTimeout(t *testing.T) {
 func TestAllAttemptsFailAfterKeepalive(t *testing.T) {
 	sawComment := make(chan struct{})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
 		select {
 		case <-sawComment:
 		case <-r.Context().Done():

@@ -10,12 +10,12 @@ import (
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
-// route_ is one path's handlers by method.
-type route_ map[string]http.HandlerFunc
+// methods is one path's handlers by method.
+type methods map[string]http.HandlerFunc
 
 // routeTable lists every route the gateway serves.
-func (s *Server) routeTable() map[string]route_ {
-	return map[string]route_{
+func (s *Server) routeTable() map[string]methods {
+	return map[string]methods{
 		"/healthz":             {http.MethodGet: s.healthz, http.MethodHead: s.healthz},
 		"/v1/chat/completions": {http.MethodPost: s.proxy(upstream.ChatCompletions)},
 		"/v1/completions":      {http.MethodPost: s.proxy(upstream.Completions)},
@@ -53,7 +53,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
 	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
-		rt, ok = route_{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.getModel(w, r, id) }}, true
+		rt, ok = methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.getModel(w, r, id) }}, true
 	}
 	if !ok {
 		s.notFound(w, r)
@@ -61,12 +61,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
 	}
 	h, ok := rt[r.Method]
 	if !ok {
-		methods := make([]string, 0, len(rt))
+		allowed := make([]string, 0, len(rt))
 		for m := range rt {
-			methods = append(methods, m)
+			allowed = append(allowed, m)
 		}
-		sort.Strings(methods)
-		s.methodNotAllowed(w, r, strings.Join(methods, ", "))
+		sort.Strings(allowed)
+		s.methodNotAllowed(w, r, strings.Join(allowed, ", "))
 		return
 	}
 	if r.Method != http.MethodPost {

@@ -1,17 +1,18 @@
 // Command coldstart measures how fast the gateway binary is useful after
 // its process starts, on both hosts, and prints a markdown table:
 //
-//	go run ./scripts/coldstart -n 20                 # builds the binary as production does
-//	go run ./scripts/coldstart -gateway bin/gateway  # or measures a given one
+//	make coldstart                                            # builds bin/gateway, 20 runs per host
+//	go run ./scripts/cmd/coldstart -n 20 -gateway bin/gateway # or measures a given binary
 //
 // A warm stub backend (no TTFT, no token interval) and the dev token issuer
 // run in-process on loopback. Then, n times for each host, a fresh gateway
 // process is started:
 //
-//   - Lambda: the binary runs against a small in-process Lambda Runtime API
-//     that already holds one streaming chat completion; measured from exec
-//     to the first byte of the streamed response (the prelude, i.e. the
-//     headers) and to the first SSE byte, as the Runtime API receives them.
+//   - Lambda: the binary runs against lambdatest's in-process Lambda
+//     Runtime API, which already holds one streaming chat completion;
+//     measured from exec to the first byte of the streamed response (the
+//     prelude, i.e. the headers) and to the first SSE byte, as the Runtime
+//     API receives them.
 //   - HTTP: the binary listens on a free port; measured from exec to the
 //     first 200 from /healthz (polled), and to the first SSE byte of a
 //     streaming chat completion sent right after.
@@ -21,7 +22,7 @@
 // issuer, on loopback) and one backend round trip. They exclude what the
 // platform adds (Lambda's sandbox and code download, a container pull).
 //
-// The Lambda path uses its own Runtime API rather than the AWS Lambda
+// The Lambda path uses lambdatest.RuntimeAPI rather than the AWS Lambda
 // Runtime Interface Emulator: the emulator (v0.0.0-20261030222936) starts
 // the function only at the first invocation and buffers a streamed response
 // until it ends, so neither the exec time nor the first streamed byte can
@@ -29,9 +30,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,17 +40,17 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/devissuer"
+	"github.com/llmgw/gateway/scripts/internal/loopback"
+	"github.com/llmgw/gateway/scripts/internal/stats"
+	"github.com/llmgw/gateway/scripts/lambdatest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
@@ -78,24 +79,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("coldstart", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	n := fs.Int("n", 15, "cold starts per host")
-	bin := fs.String("gateway", "", "gateway binary (default: build ./functions/gateway as `make build` does)")
+	bin := fs.String("gateway", "bin/gateway", "gateway binary, as `make build` builds it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
 	if *n < 1 {
 		return errors.New("-n must be at least 1")
+	}
+	fi, err := os.Stat(*bin)
+	if err != nil {
+		return fmt.Errorf("-gateway: %w (`make build` writes bin/gateway)", err)
 	}
 	dir, err := os.MkdirTemp("", "coldstart-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if *bin == "" {
-		*bin = filepath.Join(dir, "gateway")
-		if err := build(ctx, *bin); err != nil {
-			return err
-		}
-	}
 
 	env, err := startWorld(ctx, dir)
 	if err != nil {
@@ -117,28 +119,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		httpHealth, httpFirst = append(httpHealth, h), append(httpFirst, f)
 	}
 
-	fi, _ := os.Stat(*bin)
 	fmt.Fprintf(stdout, "Cold start of %s (%d bytes), %d runs per host, stub backend and token issuer warm on loopback:\n\n", filepath.Base(*bin), fi.Size(), *n)
 	fmt.Fprintln(stdout, "| host | from process exec to | median | min | max |")
 	fmt.Fprintln(stdout, "| --- | --- | ---: | ---: | ---: |")
 	row := func(host, what string, d []time.Duration) {
-		med, lo, hi := summary(d)
+		med, lo, hi := stats.Median(d)
 		fmt.Fprintf(stdout, "| %s | %s | %s | %s | %s |\n", host, what, ms(med), ms(lo), ms(hi))
 	}
 	row("Lambda (Runtime API)", "response headers (prelude) of the first invocation", lambdaHead)
 	row("Lambda (Runtime API)", "first SSE byte of the first invocation", lambdaFirst)
 	row("HTTP", "`/healthz` 200", httpHealth)
 	row("HTTP", "first SSE byte of the first request", httpFirst)
-	return nil
-}
-
-func build(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out,
-		"github.com/llmgw/gateway/functions/gateway")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, b)
-	}
 	return nil
 }
 
@@ -215,38 +206,16 @@ pools:
 	return w, ctx.Err()
 }
 
-// proc is one gateway process.
-type proc struct {
-	cmd    *exec.Cmd
-	out    bytes.Buffer // written by the process until exited closes
-	exited chan struct{}
-}
-
-// start execs the gateway with env added to ours and returns it with the
-// time just before the exec.
-func start(bin string, env ...string) (*proc, time.Time, error) {
-	p := &proc{cmd: exec.Command(bin), exited: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.out
-	t0 := time.Now()
-	if err := p.cmd.Start(); err != nil {
-		return nil, t0, err
-	}
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
-	return p, t0, nil
-}
-
-// stop kills the process by its PID and waits for it.
-func (p *proc) stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
+// start execs the gateway with env added to ours.
+func start(bin string, env ...string) (*lambdatest.Process, error) {
+	return lambdatest.StartProcess(bin, nil, append(os.Environ(), env...))
 }
 
 // died reports an error if the process has exited, with its output.
-func (p *proc) died() error {
+func died(p *lambdatest.Process) error {
 	select {
-	case <-p.exited:
-		return fmt.Errorf("gateway exited (%v):\n%s", p.cmd.ProcessState, p.out.String())
+	case <-p.Exited():
+		return fmt.Errorf("gateway exited (%v):\n%s", p.Err(), p.Output())
 	default:
 		return nil
 	}
@@ -256,16 +225,17 @@ func (p *proc) died() error {
 func httpColdStart(ctx context.Context, bin string, w *world) (health, first time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, runTimeout)
 	defer cancel()
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return 0, 0, err
 	}
-	p, t0, err := start(bin, "GATEWAY_CONFIG="+w.config, "BACKEND_KEY="+backendKey, "PORT="+port, "AWS_LAMBDA_RUNTIME_API=")
+	p, err := start(bin, "GATEWAY_CONFIG="+w.config, "BACKEND_KEY="+backendKey, "PORT="+strconv.Itoa(port), "AWS_LAMBDA_RUNTIME_API=")
 	if err != nil {
 		return 0, 0, err
 	}
-	defer p.stop()
-	base := "http://127.0.0.1:" + port
+	defer p.Stop(0)
+	t0 := p.Started
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
@@ -278,7 +248,7 @@ func httpColdStart(ctx context.Context, bin string, w *world) (health, first tim
 				break
 			}
 		}
-		if err := p.died(); err != nil {
+		if err := died(p); err != nil {
 			return 0, 0, err
 		}
 		select {
@@ -317,178 +287,82 @@ func lambdaColdStart(ctx context.Context, bin string, w *world) (head, first tim
 	if err != nil {
 		return 0, 0, err
 	}
-	rt, err := startRuntimeAPI(ev)
+	rt, err := lambdatest.NewRuntimeAPI()
 	if err != nil {
 		return 0, 0, err
 	}
-	defer rt.close()
-	p, t0, err := start(bin, "GATEWAY_CONFIG="+w.config, "BACKEND_KEY="+backendKey, "AWS_LAMBDA_RUNTIME_API="+rt.addr,
+	defer rt.Close()
+	inv, err := rt.Invoke(ctx, ev, time.Time{})
+	if err != nil {
+		return 0, 0, err
+	}
+	p, err := start(bin, "GATEWAY_CONFIG="+w.config, "BACKEND_KEY="+backendKey, rt.Env(),
 		"AWS_LAMBDA_FUNCTION_NAME=gateway", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE=1769")
 	if err != nil {
 		return 0, 0, err
 	}
-	defer p.stop()
-	select {
-	case r := <-rt.result:
-		if r.err != nil {
-			return 0, 0, r.err
-		}
-		return r.head.Sub(t0), r.first.Sub(t0), nil
-	case <-p.exited:
-		return 0, 0, p.died()
-	case <-ctx.Done():
-		return 0, 0, fmt.Errorf("no response: %w", ctx.Err())
-	}
-}
-
-// urlEvent is a Function URL event (payload format 2.0) for one streaming
-// chat completion.
-func urlEvent(token string) ([]byte, error) {
-	body, err := jsonString(chatStream)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	return []byte(`{"version":"2.0","rawPath":"/v1/chat/completions","rawQueryString":"",` +
-		`"headers":{"authorization":"Bearer ` + token + `","content-type":"application/json","host":"coldstart.lambda-url.us-east-1.on.aws"},` +
-		`"requestContext":{"accountId":"anonymous","apiId":"coldstart","domainName":"coldstart.lambda-url.us-east-1.on.aws",` +
-		`"domainPrefix":"coldstart","requestId":"coldstart-1","time":"` + now.UTC().Format("02/Jan/2006:15:04:05 -0700") + `",` +
-		`"timeEpoch":` + strconv.FormatInt(now.UnixMilli(), 10) + `,` +
-		`"http":{"method":"POST","path":"/v1/chat/completions","protocol":"HTTP/1.1","sourceIp":"127.0.0.1","userAgent":"coldstart"}},` +
-		`"body":` + body + `,"isBase64Encoded":false}`), nil
-}
-
-func jsonString(s string) (string, error) {
-	var b strings.Builder
-	b.WriteByte('"')
-	for _, r := range s {
-		switch {
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r < 0x20:
-			return "", fmt.Errorf("control character in %q", s)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	b.WriteByte('"')
-	return b.String(), nil
-}
-
-// runtimeAPI is the smallest Lambda Runtime API that serves one queued
-// invocation and times the response's bytes as they arrive.
-type runtimeAPI struct {
-	addr   string
-	srv    *http.Server
-	event  []byte
-	once   sync.Once
-	result chan invocationResult
-}
-
-type invocationResult struct {
-	head, first time.Time // first byte of the prelude; first byte after it
-	err         error
-}
-
-func startRuntimeAPI(event []byte) (*runtimeAPI, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	rt := &runtimeAPI{addr: ln.Addr().String(), event: event, result: make(chan invocationResult, 1)}
-	mux := http.NewServeMux()
-	served := make(chan struct{}, 1)
-	served <- struct{}{}
-	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
+	defer p.Stop(0)
+	// A gateway that exits makes FirstBytes fail at once rather than at
+	// runTimeout.
+	go func() {
 		select {
-		case <-served:
-		default:
-			<-r.Context().Done() // one invocation per run: park the next poll
-			return
+		case <-p.Exited():
+			cancel()
+		case <-ctx.Done():
 		}
-		h := w.Header()
-		h.Set("Lambda-Runtime-Aws-Request-Id", "coldstart-1")
-		h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10))
-		h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:us-east-1:012345678912:function:gateway")
-		h.Set("Lambda-Runtime-Trace-Id", "Root=1-00000000-000000000000000000000000;Sampled=0")
-		h.Set("Content-Type", "application/json")
-		_, _ = w.Write(rt.event)
-	})
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/response", func(w http.ResponseWriter, r *http.Request) {
-		res := timeStream(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		rt.deliver(res)
-	})
-	fail := func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		w.WriteHeader(http.StatusAccepted)
-		rt.deliver(invocationResult{err: fmt.Errorf("function error at %s: %s", r.URL.Path, b)})
-	}
-	mux.HandleFunc("POST /2018-06-01/runtime/invocation/{id}/error", fail)
-	mux.HandleFunc("POST /2018-06-01/runtime/init/error", fail)
-	rt.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = rt.srv.Serve(ln) }()
-	return rt, nil
-}
-
-func (rt *runtimeAPI) deliver(r invocationResult) {
-	rt.once.Do(func() { rt.result <- r })
-}
-
-func (rt *runtimeAPI) close() { _ = rt.srv.Close() }
-
-// timeStream reads a streamed Function URL response (JSON prelude, eight
-// NULs, body) and notes when its first byte and its first body byte came.
-func timeStream(body io.Reader) invocationResult {
-	br := bufio.NewReaderSize(body, 64)
-	var res invocationResult
-	zeros := 0
-	for {
-		b, err := br.ReadByte()
-		if err != nil {
-			res.err = fmt.Errorf("response ended before its body: %w", err)
-			return res
-		}
-		now := time.Now()
-		if res.head.IsZero() {
-			res.head = now
-		}
-		if zeros == 8 {
-			res.first = now
-			if b != 'd' && b != ':' {
-				res.err = fmt.Errorf("body starts with %q, not an SSE event", b)
-			}
-			_, _ = io.Copy(io.Discard, br)
-			return res
-		}
-		if b == 0 {
-			zeros++
-		} else {
-			zeros = 0
+	}()
+	h, f, err := inv.FirstBytes(ctx)
+	if err == nil || errors.Is(err, lambdatest.ErrNoPrelude) {
+		// The whole response says best what went wrong, as an /error post.
+		if cerr := checkStream(ctx, inv); cerr != nil {
+			err = cerr
 		}
 	}
-}
-
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		if derr := died(p); derr != nil {
+			return 0, 0, derr
+		}
+		return 0, 0, err
 	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	return port, err
+	return h.Sub(p.Started), f.Sub(p.Started), nil
 }
 
-func summary(d []time.Duration) (median, lo, hi time.Duration) {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	n := len(s)
-	median = s[n/2]
-	if n%2 == 0 {
-		median = (s[n/2-1] + s[n/2]) / 2
+// checkStream waits for the whole response and checks that it is a 200
+// SSE stream, so a fast error answer is never taken for a cold start.
+func checkStream(ctx context.Context, inv *lambdatest.Invocation) error {
+	res, err := inv.Wait(ctx)
+	if err != nil {
+		return err
 	}
-	return median, s[0], s[n-1]
+	if res.Endpoint != "response" {
+		return fmt.Errorf("function error %s: %s", res.ErrorType(), res.Body)
+	}
+	prelude, body, err := lambdatest.ParseStreamingResponse(bytes.NewReader(res.Body))
+	if err != nil {
+		return err
+	}
+	b, _ := io.ReadAll(body)
+	if prelude.StatusCode != http.StatusOK || !bytes.HasPrefix(b, []byte("data:")) && !bytes.HasPrefix(b, []byte(":")) {
+		return fmt.Errorf("not an SSE stream: status %d, body %.200q", prelude.StatusCode, b)
+	}
+	return nil
+}
+
+// urlEvent is the Function URL event (payload format 2.0) for one
+// streaming chat completion.
+func urlEvent(token string) ([]byte, error) {
+	r, err := http.NewRequest(http.MethodPost, "https://coldstart.lambda-url.us-east-1.on.aws/v1/chat/completions", strings.NewReader(chatStream))
+	if err != nil {
+		return nil, err
+	}
+	r.Header.Set("Authorization", "Bearer "+token)
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("User-Agent", "coldstart")
+	ev, err := lambdatest.URLEvent(r)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(ev)
 }
 
 func ms(d time.Duration) string {

@@ -1,11 +1,8 @@
-// Command relayfloor is the zero-logic floor the benchmark measures the
-// gateway against: net/http/httputil.ReverseProxy in front of one backend,
-// flushing after every write, on a transport tuned like the gateway's (a
-// keep-alive pool sized for the concurrency, no transparent gzip). It has no
-// auth, no limiter, no routing, no usage counting and no log, so whatever
-// the gateway costs beyond it is the cost of its logic.
+// Command relayfloor serves the benchmark's zero-logic floor (package
+// scripts/relayfloor: httputil.ReverseProxy, flushing after every write) in
+// front of one backend:
 //
-//	go run ./scripts/relayfloor -listen 127.0.0.1:9300 -backend http://127.0.0.1:9100
+//	go run ./scripts/cmd/relayfloor -listen 127.0.0.1:9300 -backend http://127.0.0.1:9100
 package main
 
 import (
@@ -17,12 +14,13 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/relayfloor"
 )
 
 func main() {
@@ -50,7 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("-backend %q: want an http(s) URL", *backend)
 	}
-	h := newProxy(u, *idle, log.New(stderr, "relayfloor: ", 0))
+	h := relayfloor.New(u, *idle, log.New(stderr, "relayfloor: ", 0))
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
@@ -71,23 +69,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return nil
-}
-
-// newProxy is the floor: the standard library's reverse proxy with
-// FlushInterval -1 (flush after every write, as an SSE relay must) and a
-// transport pool as large as the gateway's.
-func newProxy(backend *url.URL, idlePerHost int, errLog *log.Logger) *httputil.ReverseProxy {
-	tr := &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        0,
-		MaxIdleConnsPerHost: idlePerHost,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
-	}
-	return &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(backend) },
-		FlushInterval: -1,
-		Transport:     tr,
-		ErrorLog:      errLog,
-	}
 }

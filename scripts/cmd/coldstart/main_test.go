@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/lambdatest"
 )
 
 // TestRun measures one cold start per host with the real binary and checks
@@ -17,10 +20,11 @@ func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds the gateway binary")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	bin := lambdatest.BuildTestBinary(t, "github.com/llmgw/gateway/functions/gateway", "lambda.norpc")
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, []string{"-n", "2"}, &out, io.Discard); err != nil {
+	if err := run(ctx, []string{"-n", "2", "-gateway", bin}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	rows := regexp.MustCompile(`(?m)^\| (Lambda \(Runtime API\)|HTTP) \| .+ \| ([0-9.]+) ms \| ([0-9.]+) ms \| ([0-9.]+) ms \|$`).FindAllStringSubmatch(out.String(), -1)
@@ -38,28 +42,10 @@ func TestRun(t *testing.T) {
 }
 
 func TestRejectsBadArguments(t *testing.T) {
-	for _, args := range [][]string{{"-n", "0"}, {"-nope"}} {
-		if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
-			t.Errorf("%q accepted", args)
-		}
-	}
-}
-
-func TestSummary(t *testing.T) {
-	tests := []struct {
-		name        string
-		in          []time.Duration
-		med, lo, hi time.Duration
-	}{
-		{"odd", []time.Duration{3, 1, 2}, 2, 1, 3},
-		{"even", []time.Duration{4, 1, 2, 3}, 2, 1, 4},
-		{"one", []time.Duration{7}, 7, 7, 7},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			med, lo, hi := summary(tt.in)
-			if med != tt.med || lo != tt.lo || hi != tt.hi {
-				t.Errorf("summary(%v) = %v %v %v", tt.in, med, lo, hi)
+	for _, args := range [][]string{{"-n", "0"}, {"-nope"}, {"extra"}, {"-gateway", filepath.Join(t.TempDir(), "missing")}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
+				t.Errorf("%q accepted", args)
 			}
 		})
 	}

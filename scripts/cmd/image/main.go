@@ -1,10 +1,8 @@
 // Command image writes the gateway's multi-arch container image as an OCI
-// image layout directory, without a container engine: an index of one
-// manifest per architecture, each on scratch with the static binary at
-// /gateway, the build machine's CA bundle, and an /etc/passwd that names the
-// nonroot user 65532.
+// image layout directory (package scripts/image), without a container
+// engine:
 //
-//	go run ./scripts/image -out bin/oci \
+//	go run ./scripts/cmd/image -out bin/oci \
 //	  -bin linux/amd64=bin/gateway-linux-amd64 \
 //	  -bin linux/arm64=bin/gateway-linux-arm64
 //
@@ -12,8 +10,7 @@
 // `crane push bin/oci REGISTRY/gateway:TAG` or
 // `skopeo copy --all oci:bin/oci:latest docker://REGISTRY/gateway:TAG`.
 //
-// The layout is reproducible: file times are fixed (SOURCE_DATE_EPOCH, else
-// the Unix epoch), entries are sorted, gzip carries no name or time, so the
+// File times are SOURCE_DATE_EPOCH when set, else the Unix epoch, so the
 // same inputs give the same digests.
 package main
 
@@ -25,6 +22,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/image"
 )
 
 func main() {
@@ -35,7 +34,7 @@ func main() {
 }
 
 // binFlags collects repeated -bin os/arch=path flags.
-type binFlags []Binary
+type binFlags []image.Binary
 
 func (b *binFlags) String() string { return fmt.Sprint(*b) }
 
@@ -45,14 +44,14 @@ func (b *binFlags) Set(v string) error {
 	if !ok || !ok2 || path == "" {
 		return fmt.Errorf("%q: want os/arch=path, e.g. linux/amd64=bin/gateway-linux-amd64", v)
 	}
-	*b = append(*b, Binary{OS: osName, Arch: arch, Path: path})
+	*b = append(*b, image.Binary{OS: osName, Arch: arch, Path: path})
 	return nil
 }
 
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o Options
+	var o image.Options
 	var bins binFlags
 	fs.StringVar(&o.Out, "out", "bin/oci", "output directory (replaced)")
 	fs.Var(&bins, "bin", "os/arch=path of a static gateway binary (repeat per architecture)")
@@ -72,7 +71,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) er
 		}
 		o.Created = time.Unix(sec, 0).UTC()
 	}
-	res, err := Build(o)
+	res, err := image.Build(o)
 	if err != nil {
 		return err
 	}
