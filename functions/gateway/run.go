@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 )
@@ -23,7 +25,7 @@ var errUsage = errors.New("usage")
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG)")
+	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG); $GATEWAY_CONFIG_OVERLAY, when set, is merged over it (RFC 7386)")
 	check := fs.Bool("check", false, "validate the config and exit")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
@@ -31,7 +33,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *path == "" {
 		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
 	}
-	cfg, err := config.Load(*path, getenv)
+	cfg, err := config.LoadOverlay(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
 	if err != nil {
 		return err
 	}
@@ -41,6 +43,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	log := newLogger(stdout, cfg.LogLevel)
+	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gw, err := wire(ctx, cfg, getenv, log)
@@ -109,6 +112,15 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		_ = srv.Close()
 	}
 	return nil
+}
+
+// redisLog sends go-redis's own diagnostics (a failed dial, re-AUTH or
+// pooled connection) to the JSON log as warnings, instead of the library's
+// default plain lines on stderr.
+type redisLog struct{ log *slog.Logger }
+
+func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+	r.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {

@@ -368,13 +368,14 @@ func TestSDKNode(t *testing.T) {
 	}
 	// Two endpoints (stored Responses must find theirs) and a short
 	// keepalive interval (a slow first token brings comments).
-	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{Tokens: 12},
+	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{Tokens: 12}, tenants: sdkBudgetTenants,
 		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs", "clients.test.mjs")
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "EXPECT_TOKENS=12")
+	cmd.Env = append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "EXPECT_TOKENS=12",
+		"BUDGET_TOKEN="+g.token("budgeted"), "TPM_TOKEN="+g.token("tpm"))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test failed: %v\n%s", err, out)
@@ -397,4 +398,58 @@ func cleanEnv() []string {
 		env = append(env, kv)
 	}
 	return env
+}
+
+// sdkBudgetTenants are tenants: rows with token budgets for the SDK tests:
+// "budgeted" has a monthly quota of 100 tokens (two small answers) and
+// caps output at 8 tokens; "tpm" has a per-minute limit below any
+// request's prompt bound.
+const sdkBudgetTenants = "  - {id: budgeted, models: [llama], requests: 1000, interval: 1h, token_quota: 100, quota_period: month, max_output_tokens: 8}\n" +
+	"  - {id: tpm, models: [llama], requests: 1000, interval: 1h, tokens_per_minute: 30}\n"
+
+// TestSDKGoBudget: the Go SDK sees the token headers on answers, and the
+// budget's refusals as 429 *openai.Error with OpenAI's codes:
+// insufficient_quota for the quota, rate_limit_exceeded (type tokens) for
+// the per-minute limit, each with Retry-After.
+func TestSDKGoBudget(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}, tenants: sdkBudgetTenants})
+	ctx := context.Background()
+
+	t.Run("quota", func(t *testing.T) {
+		c := g.sdkClient(g.token("budgeted"), option.WithMaxRetries(0))
+		var err error
+		for i := 0; i < 10 && err == nil; i++ {
+			var resp *http.Response
+			var res *openai.ChatCompletion
+			res, err = c.Chat.Completions.New(ctx, chatParams("llama"), option.WithResponseInto(&resp))
+			if err != nil {
+				break
+			}
+			// The tenant's cap was written into the request: 8 of the stub's 12.
+			if res.Usage.CompletionTokens != 8 || resp.Header.Get("X-Ratelimit-Limit-Tokens") != "100" || resp.Header.Get("X-Ratelimit-Remaining-Tokens") == "" {
+				t.Fatalf("answer %d: usage %+v headers %v", i, res.Usage, resp.Header)
+			}
+		}
+		ae := wantAPIError(t, err, http.StatusTooManyRequests, "insufficient_quota")
+		if ae.Type != "insufficient_quota" || ae.Response.Header.Get("Retry-After") == "" || ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "100" {
+			t.Fatalf("type %q headers %v", ae.Type, ae.Response.Header)
+		}
+	})
+	t.Run("tokens per minute", func(t *testing.T) {
+		c := g.sdkClient(g.token("tpm"), option.WithMaxRetries(0))
+		_, err := c.Chat.Completions.New(ctx, chatParams("llama"))
+		ae := wantAPIError(t, err, http.StatusTooManyRequests, "rate_limit_exceeded")
+		if ae.Type != "tokens" || !strings.Contains(ae.Message, "tokens per min") || ae.Response.Header.Get("Retry-After") == "" ||
+			ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "30" {
+			t.Fatalf("type %q message %q headers %v", ae.Type, ae.Message, ae.Response.Header)
+		}
+		// The stream surface refuses the same way, before any byte.
+		stream := c.Chat.Completions.NewStreaming(ctx, chatParams("llama"))
+		defer stream.Close()
+		for stream.Next() {
+			t.Fatal("a refused stream yielded a chunk")
+		}
+		wantAPIError(t, stream.Err(), http.StatusTooManyRequests, "rate_limit_exceeded")
+	})
 }

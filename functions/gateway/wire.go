@@ -31,7 +31,8 @@ type gateway struct {
 	handler http.Handler
 	limiter *ratelimit.Limiter
 	// state is the Redis client for shared state other than the request
-	// buckets (stored-response affinity); nil with the memory store.
+	// buckets (stored-response affinity, token budgets); nil with the
+	// memory store.
 	state *redis.Client
 }
 
@@ -55,6 +56,8 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		JWKSURL:            cfg.Auth.JWKSURL,
 		Audiences:          cfg.Auth.Audiences,
 		TenantClaim:        cfg.Auth.TenantClaim,
+		RequiredRoles:      cfg.Auth.RequiredRoles,
+		RequiredScopes:     cfg.Auth.RequiredScopes,
 		Algorithms:         cfg.Auth.Algorithms,
 		Leeway:             cfg.Auth.Leeway.D(),
 		MaxTokenBytes:      cfg.Auth.MaxTokenBytes,
@@ -70,7 +73,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	rows := make([]tenant.Row, 0, len(cfg.Tenants))
 	limits := make([]ratelimit.TenantLimit, 0, len(cfg.Tenants))
 	for _, t := range cfg.Tenants {
-		rows = append(rows, tenant.Row{ID: t.ID, Models: t.Models})
+		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models})
 		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Tokens: t.Requests, Interval: t.Interval.D()})
 	}
 	lc := ratelimit.Config{
@@ -129,13 +132,14 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 			break
 		}
 		for j, e := range p.Endpoints {
-			cred, err := credential(ctx, p, e, getenv, log)
+			cred, err := credential(ctx, e, log)
 			if err != nil {
 				_ = lim.Close()
 				return nil, fmt.Errorf("pools[%s].endpoints[%d]: %w", p.Name, j, err)
 			}
 			t, err := upstream.NewTarget(upstream.TargetSpec{
-				Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models, Cred: cred,
+				Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
+				Cred: cred, APIKey: apiKey(e, getenv),
 				Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
 			})
 			if err != nil {
@@ -160,6 +164,14 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		}
 		aff = redisaffinity.New(state, cfg.Limiter.KeyPrefix)
 	}
+	bud, err := budgets(ctx, cfg, state, log)
+	if err != nil {
+		_ = lim.Close()
+		if state != nil {
+			_ = state.Close()
+		}
+		return nil, err
+	}
 
 	h := server.New(server.Deps{
 		Auth:              verifier,
@@ -178,6 +190,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
 		Streams:           streamPolicies(cfg),
 		Affinity:          aff,
+		Budgets:           bud,
 		MinRemaining:      cfg.Lambda.MinRemaining.D(),
 	})
 	return &gateway{handler: h, limiter: lim, state: state}, nil
@@ -196,20 +209,22 @@ func streamPolicies(cfg *config.Config) map[string]server.StreamPolicy {
 	return m
 }
 
-// credential builds an endpoint's backend credential: a key from its env var
-// (bearer for openai/vllm, api-key for azure-openai) or an Entra ID token.
-func credential(ctx context.Context, p config.Pool, e config.Endpoint, getenv func(string) string, log *slog.Logger) (upstream.Credential, error) {
+// apiKey is an endpoint's key from its env var ("" = none).
+func apiKey(e config.Endpoint, getenv func(string) string) string {
+	if e.APIKeyEnv == "" {
+		return ""
+	}
+	return getenv(e.APIKeyEnv)
+}
+
+// credential builds an endpoint's Entra ID credential; a key (from its
+// env var) goes in TargetSpec.APIKey, and the kind's wire file says which
+// header carries it.
+func credential(ctx context.Context, e config.Endpoint, log *slog.Logger) (upstream.Credential, error) {
 	if e.Auth == "entra" {
 		return entraCredential(ctx, e.Entra, log)
 	}
-	if e.APIKeyEnv == "" {
-		return nil, nil
-	}
-	key := getenv(e.APIKeyEnv)
-	if p.Kind == "azure-openai" {
-		return upstream.HeaderKey{Header: "Api-Key", Value: key}, nil
-	}
-	return upstream.HeaderKey{Header: "Authorization", Value: key}, nil
+	return nil, nil
 }
 
 // backendClient sends each backend request through its endpoint's

@@ -11,7 +11,14 @@
 //
 // Every verification failure wraps ErrInvalidToken (HTTP 401) and its message
 // names the problem without echoing the token. ErrKeysUnavailable (HTTP 503)
-// means the keys could not be fetched at all.
+// means the keys could not be fetched at all. ErrInsufficientPermissions
+// (HTTP 403) is a valid token without a role or scope Config requires.
+//
+// One Verifier may accept the tokens of many directories of one issuer
+// (Config.Issuer with TenantPlaceholder): the signature is checked against
+// the issuer's common keys, then the token's own "iss" must be the
+// template filled with its own tenant claim, so a token cannot claim one
+// directory while naming another's issuer.
 package auth
 
 import (
@@ -36,6 +43,10 @@ var (
 	// ErrKeysUnavailable means the issuer's keys could not be fetched and
 	// none are cached, so no token can be judged: the caller answers 503.
 	ErrKeysUnavailable = errors.New("auth: signing keys unavailable")
+	// ErrInsufficientPermissions is a valid token that carries none of
+	// Config.RequiredRoles and Config.RequiredScopes: the caller answers
+	// 403. Its message is fixed and safe to return.
+	ErrInsufficientPermissions = errors.New("token carries none of the roles or scopes this gateway requires")
 )
 
 // invalidError is a verification failure: a fixed reason for the message and
@@ -62,6 +73,9 @@ var (
 	errEmptyToken = invalid("bearer token is empty", nil)
 	errTooLarge   = invalid("token is too large", nil)
 	errCritical   = invalid(`token has critical header parameters ("crit") the gateway does not understand`, nil)
+	errNoIssuer   = invalid(`token is missing required claim "iss"`, jwt.ErrTokenRequiredClaimMissing)
+	errIssuerType = invalid(`token claim "iss" has an invalid type`, jwt.ErrInvalidType)
+	errIssuer     = invalid("issuer not accepted", jwt.ErrTokenInvalidIssuer)
 )
 
 // Principal is who a verified token speaks for.
@@ -78,8 +92,16 @@ type Verifier struct {
 	allowed map[string]bool
 	cache   *tokenCache // nil when Config.CacheSize < 0
 
+	// With an Issuer template, "iss" must be issPrefix + tenant + issSuffix.
+	template             bool
+	issPrefix, issSuffix string
+	// roles and scopes are Config.RequiredRoles and RequiredScopes; both
+	// empty: no permission check.
+	roles, scopes map[string]bool
+
 	tenantMissing error
 	tenantNotStr  error
+	tenantNotSeg  error
 }
 
 // New validates cfg and builds a Verifier. It does no network I/O; call Start
@@ -96,23 +118,34 @@ func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	opts := []jwt.ParserOption{
+		jwt.WithValidMethods(cfg.Algorithms),
+		jwt.WithAudience(cfg.Audiences...),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(cfg.Leeway),
+	}
 	v := &Verifier{
-		cfg:     cfg,
-		log:     log,
-		allowed: make(map[string]bool, len(cfg.Algorithms)),
-		parser: jwt.NewParser(
-			jwt.WithValidMethods(cfg.Algorithms),
-			jwt.WithIssuer(cfg.Issuer),
-			jwt.WithAudience(cfg.Audiences...),
-			jwt.WithExpirationRequired(),
-			jwt.WithIssuedAt(),
-			jwt.WithLeeway(cfg.Leeway),
-		),
+		cfg:           cfg,
+		log:           log,
+		allowed:       make(map[string]bool, len(cfg.Algorithms)),
+		template:      IsIssuerTemplate(cfg.Issuer),
 		tenantMissing: invalid(`tenant claim "`+cfg.TenantClaim+`" missing`, nil),
 		tenantNotStr:  invalid(`tenant claim "`+cfg.TenantClaim+`" is not a string`, nil),
+		tenantNotSeg:  invalid(`tenant claim "`+cfg.TenantClaim+`" is not a directory id that can name an issuer`, nil),
 	}
+	if v.template {
+		// The issuer is checked against the tenant claim in principal.
+		v.issPrefix, v.issSuffix, _ = strings.Cut(cfg.Issuer, TenantPlaceholder)
+	} else {
+		opts = append(opts, jwt.WithIssuer(cfg.Issuer))
+	}
+	v.parser = jwt.NewParser(opts...)
 	for _, a := range cfg.Algorithms {
 		v.allowed[a] = true
+	}
+	if len(cfg.RequiredRoles)+len(cfg.RequiredScopes) > 0 {
+		v.roles, v.scopes = set(cfg.RequiredRoles), set(cfg.RequiredScopes)
 	}
 	var onChange func()
 	if cfg.CacheSize > 0 {
@@ -169,6 +202,9 @@ func (v *Verifier) Verify(ctx context.Context, authorizationHeader string) (Prin
 	if err != nil {
 		return Principal{}, err
 	}
+	if v.roles != nil && !v.permitted(claims) {
+		return Principal{}, ErrInsufficientPermissions
+	}
 	if v.cache != nil {
 		if exp, err := claims.GetExpirationTime(); err == nil && exp != nil {
 			v.cache.put(sum, p, exp.Time, time.Now())
@@ -215,11 +251,99 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 	if tenant == "" {
 		return Principal{}, v.tenantMissing
 	}
+	if v.template {
+		if err := v.checkIssuer(claims, tenant); err != nil {
+			return Principal{}, err
+		}
+	}
 	sub, err := claims.GetSubject()
 	if err != nil {
 		return Principal{}, invalid(`subject claim "sub" is not a string`, err)
 	}
 	return Principal{Tenant: tenant, Subject: sub}, nil
+}
+
+// checkIssuer is the issuer check of a template: the tenant must be one
+// path segment that cannot step out of its place (RFC 3986 unreserved
+// characters, no dot segment), and "iss" must be the template filled with
+// it, byte for byte. A token whose tid names one directory and whose iss
+// names another is refused, whatever key signed it.
+func (v *Verifier) checkIssuer(claims jwt.MapClaims, tenant string) error {
+	if !isSegment(tenant) {
+		return v.tenantNotSeg
+	}
+	raw, ok := claims["iss"]
+	if !ok || raw == nil {
+		return errNoIssuer
+	}
+	iss, ok := raw.(string)
+	if !ok {
+		return errIssuerType
+	}
+	if len(iss) != len(v.issPrefix)+len(tenant)+len(v.issSuffix) ||
+		!strings.HasPrefix(iss, v.issPrefix) || !strings.HasSuffix(iss, v.issSuffix) ||
+		iss[len(v.issPrefix):len(iss)-len(v.issSuffix)] != tenant {
+		return errIssuer
+	}
+	return nil
+}
+
+// isSegment reports whether s is a non-empty run of RFC 3986 unreserved
+// characters (letters, digits, "-", ".", "_", "~") other than a dot
+// segment: nothing that ends, escapes or climbs out of a path segment.
+// Entra directory ids (GUIDs) always pass.
+func isSegment(s string) bool {
+	if s == "" || s == "." || strings.Contains(s, "..") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
+
+// permitted reports whether the token carries one of the required roles
+// ("roles": a list of strings, or one string) or scopes ("scp": a
+// space-separated string, or a list).
+func (v *Verifier) permitted(claims jwt.MapClaims) bool {
+	return anyIn(claims["roles"], v.roles, false) || anyIn(claims["scp"], v.scopes, true)
+}
+
+// anyIn reports whether claim holds a value in want. A string claim is one
+// value, or space-separated values when split is set.
+func anyIn(claim any, want map[string]bool, split bool) bool {
+	if len(want) == 0 {
+		return false
+	}
+	switch c := claim.(type) {
+	case string:
+		if !split {
+			return want[c]
+		}
+		for f := range strings.FieldsSeq(c) {
+			if want[f] {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range c {
+			if s, ok := e.(string); ok && want[s] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func set(values []string) map[string]bool {
+	m := make(map[string]bool, len(values))
+	for _, v := range values {
+		m[v] = true
+	}
+	return m
 }
 
 // classify maps a jwt/keyfunc error to a fixed, safe reason. Library messages

@@ -18,16 +18,36 @@ import (
 // belongs in its validateAuth too.
 type Config struct {
 	// Issuer is the expected "iss" claim, an absolute http(s) URL. Required.
+	//
+	// An Issuer holding TenantPlaceholder once, in its path, accepts every
+	// directory of a multi-tenant issuer, as Entra ID's "organizations"
+	// discovery document describes it
+	// (https://login.microsoftonline.com/{tenantid}/v2.0): a token's "iss"
+	// must then equal Issuer with the placeholder replaced by the token's
+	// tenant claim, exactly, and the tenant claim must be a single path
+	// segment (see the Verifier). Which directories are served is the
+	// tenant table's decision, not the Verifier's. JWKSURL is required then.
 	Issuer string
 	// JWKSURL is where the signing keys are fetched. When empty it is
 	// discovered from {Issuer}/.well-known/openid-configuration (jwks_uri),
-	// per OpenID Connect Discovery 1.0 §4.
+	// per OpenID Connect Discovery 1.0 §4; discovery cannot start from an
+	// Issuer template, so a template needs JWKSURL (for Entra ID,
+	// https://login.microsoftonline.com/common/discovery/v2.0/keys).
 	JWKSURL string
 	// Audiences lists the accepted "aud" values; a token must carry at least
 	// one of them. Required.
 	Audiences []string
 	// TenantClaim names the string claim that carries the tenant. Default "tid".
 	TenantClaim string
+	// RequiredRoles and RequiredScopes, when either is set, make a valid
+	// token carry at least one of them: a value of its "roles" claim (an
+	// app role, Entra's client-credentials and assigned-user tokens) in
+	// RequiredRoles, or a value of its space-separated "scp" claim (a
+	// delegated scope) in RequiredScopes. A token with none fails with
+	// ErrInsufficientPermissions (HTTP 403), not ErrInvalidToken. Default
+	// none: the issuer's assignment is the access control.
+	RequiredRoles  []string
+	RequiredScopes []string
 	// Algorithms is the allow-list of signing algorithms. Default RS256 and
 	// ES256. "none" and the HMAC family are refused outright: with a public
 	// JWKS an HMAC "key" is public, so accepting HS* would let anyone mint
@@ -70,6 +90,10 @@ const (
 	DefaultCacheSize          = 1024
 )
 
+// DefaultAlgorithms is the algorithm allow-list when Config.Algorithms is
+// empty: what Entra ID (RS256) and most other issuers sign with.
+func DefaultAlgorithms() []string { return []string{"RS256", "ES256"} }
+
 // asymmetricAlgs are the algorithms a Verifier can be configured to accept:
 // the public-key JWS algorithms of RFC 7518 §3 plus EdDSA (RFC 8037).
 var asymmetricAlgs = map[string]bool{
@@ -87,14 +111,28 @@ func (c Config) withDefaults() (Config, error) {
 
 	if c.Issuer == "" {
 		bad("Issuer is required")
-	} else if err := checkURL(c.Issuer); err != nil {
+	} else if err := CheckIssuer(c.Issuer); err != nil {
 		bad("Issuer: %w", err)
 	}
 	if c.JWKSURL != "" {
 		if err := checkURL(c.JWKSURL); err != nil {
 			bad("JWKSURL: %w", err)
 		}
+	} else if IsIssuerTemplate(c.Issuer) {
+		bad("JWKSURL is required when Issuer contains %s (discovery cannot start from a template)", TenantPlaceholder)
 	}
+	for i, r := range c.RequiredRoles {
+		if r == "" {
+			bad("RequiredRoles[%d] is empty", i)
+		}
+	}
+	for i, s := range c.RequiredScopes {
+		if err := CheckScope(s); err != nil {
+			bad("RequiredScopes[%d]: %w", i, err)
+		}
+	}
+	c.RequiredRoles = append([]string(nil), c.RequiredRoles...)
+	c.RequiredScopes = append([]string(nil), c.RequiredScopes...)
 	if len(c.Audiences) == 0 {
 		bad("Audiences: at least one is required")
 	}
@@ -108,7 +146,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.TenantClaim = DefaultTenantClaim
 	}
 	if len(c.Algorithms) == 0 {
-		c.Algorithms = []string{"RS256", "ES256"}
+		c.Algorithms = DefaultAlgorithms()
 	} else {
 		c.Algorithms = append([]string(nil), c.Algorithms...)
 	}
@@ -158,6 +196,49 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("auth: invalid config: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// TenantPlaceholder in Config.Issuer stands for the token's tenant claim.
+// It is the spelling of Entra ID's multi-tenant discovery documents.
+const TenantPlaceholder = "{tenantid}"
+
+// IsIssuerTemplate reports whether issuer names TenantPlaceholder.
+func IsIssuerTemplate(issuer string) bool { return strings.Contains(issuer, TenantPlaceholder) }
+
+// CheckIssuer reports why issuer cannot be a Config.Issuer: it must be an
+// absolute http(s) URL and, when it is a template, hold TenantPlaceholder
+// exactly once, in its path, so that the tenant can never change the host
+// the keys are trusted for. The config package calls it too, so -check and
+// start-up agree.
+func CheckIssuer(issuer string) error {
+	if !IsIssuerTemplate(issuer) {
+		return checkURL(issuer)
+	}
+	if n := strings.Count(issuer, TenantPlaceholder); n != 1 {
+		return fmt.Errorf("%q names %s %d times; a template names it once", issuer, TenantPlaceholder, n)
+	}
+	const marker = "tenantidmarker"
+	u, err := url.Parse(strings.Replace(issuer, TenantPlaceholder, marker, 1))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", issuer)
+	}
+	if !strings.Contains(u.Path, marker) || strings.Contains(u.Host+u.User.String()+u.RawQuery+u.Fragment, marker) {
+		return fmt.Errorf("%q: %s must be in the URL's path, not its host, query or fragment", issuer, TenantPlaceholder)
+	}
+	return nil
+}
+
+// CheckScope reports why s cannot be a required scope: "scp" is a
+// space-separated list, so a scope with a space (or an empty one) could
+// never match one of its values.
+func CheckScope(s string) error {
+	if s == "" {
+		return errors.New("is empty")
+	}
+	if strings.ContainsAny(s, " \t\r\n") {
+		return fmt.Errorf("%q contains white space; scp values are separated by spaces", s)
+	}
+	return nil
 }
 
 func checkURL(s string) error {

@@ -217,7 +217,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	req := Request{Limits: lim, Lease: l.cfg.Lease, Min: 1}
 	if strict {
 		bound := max(ask.PromptBound, 0)
-		minOut := min(l.cfg.MinOutputTokens, out)
+		minOut := min(max(l.cfg.MinOutputTokens, ask.MinOutput), out)
 		req.Min = satAdd(bound, satMul(n, minOut))
 		req.Want = satAdd(bound, satMul(n, out))
 		if ask.NoOutput || req.Min == 0 {

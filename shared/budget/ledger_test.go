@@ -104,6 +104,21 @@ func TestLedgerStrict(t *testing.T) {
 	if s, err := l.Keep(ctx, "tpm", "r4"); err != nil || s.Actual != 400 {
 		t.Fatalf("keep %+v, %v", s, err)
 	}
+	// A per-request minimum output (the Responses API's 16): with 300
+	// left, refused below bound + 16, granted from bound + 16 up.
+	if _, err := l.Settle(ctx, "tpm", "r3", 0); err != nil {
+		t.Fatal(err)
+	}
+	d, err = l.Reserve(ctx, "tpm", "r6", budget.Ask{PromptBound: 290, MinOutput: 16})
+	check("min output refused", d, err, want{refused: budget.LimitTPM, requested: 306})
+	d, err = l.Reserve(ctx, "tpm", "r7", budget.Ask{PromptBound: 280, MinOutput: 16})
+	check("min output granted", d, err, want{allowed: true, granted: 300, cap: 20, rewrite: true})
+	// ...but never above what the client itself asked for.
+	if _, err := l.Settle(ctx, "tpm", "r7", 0); err != nil {
+		t.Fatal(err)
+	}
+	d, err = l.Reserve(ctx, "tpm", "r8", budget.Ask{PromptBound: 280, MinOutput: 16, ClientCap: 8})
+	check("client cap below min output", d, err, want{allowed: true, granted: 288, cap: 8})
 
 	// The tenant's cap wins over the client's and the default.
 	d, err = l.Reserve(ctx, "capped", "c1", budget.Ask{PromptBound: 10, ClientCap: 4000})

@@ -29,6 +29,11 @@ type Ask struct {
 	// max_completion_tokens, max_tokens and max_output_tokens present; 0
 	// when none is.
 	ClientCap int64
+	// MinOutput is the least output cap per choice the backend accepts
+	// (OpenAI's Responses API refuses a max_output_tokens below 16); 0 is
+	// Config.MinOutputTokens. A request with less left is refused rather
+	// than forwarded with a cap its backend rejects. Set by the caller.
+	MinOutput int64
 	// NoOutput marks a request without output tokens (embeddings).
 	NoOutput bool
 	// Unbounded marks a prompt that includes content the body does not

@@ -21,6 +21,14 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/lambdaurl"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // DefaultListen is the listen address when the config names none. With it,
@@ -55,13 +63,16 @@ type Config struct {
 	Limiter  Limiter  `yaml:"limiter" json:"limiter"`
 	Upstream Upstream `yaml:"upstream" json:"upstream"`
 	Lambda   Lambda   `yaml:"lambda" json:"lambda"`
+	Budget   Budget   `yaml:"budget" json:"budget"`
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
 }
 
 // Auth configures JWT verification.
 type Auth struct {
-	// Issuer is the expected "iss", an http(s) URL. Required.
+	// Issuer is the expected "iss", an http(s) URL. Required. It may hold
+	// {tenantid} once, in its path, to accept every directory of a
+	// multi-tenant issuer (auth.Config.Issuer); JWKSURL is required then.
 	Issuer string `yaml:"issuer" json:"issuer"`
 	// JWKSURL skips OIDC discovery. Default: discovered from Issuer.
 	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
@@ -69,6 +80,11 @@ type Auth struct {
 	Audiences []string `yaml:"audiences" json:"audiences"`
 	// TenantClaim names the claim holding the tenant. Default "tid".
 	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
+	// RequiredRoles and RequiredScopes: a token must carry one of these
+	// "roles" values or one of these space-separated "scp" values (any
+	// of either list), else 403. Default none.
+	RequiredRoles  []string `yaml:"required_roles" json:"required_roles"`
+	RequiredScopes []string `yaml:"required_scopes" json:"required_scopes"`
 	// Algorithms is the allow-list. Default RS256, ES256.
 	Algorithms []string `yaml:"algorithms" json:"algorithms"`
 	// Leeway is the clock skew allowed on exp, nbf and iat. Default 30s.
@@ -161,12 +177,58 @@ type Lambda struct {
 
 // Tenant is one row of the tenant table.
 type Tenant struct {
-	ID     string   `yaml:"id" json:"id"`
+	ID string `yaml:"id" json:"id"`
+	// Name is optional, for people: the access log's tenant_name.
+	Name   string   `yaml:"name" json:"name"`
 	Models []string `yaml:"models" json:"models"`
 	// Requests per Interval in the tenant's token bucket. Required.
 	Requests uint64 `yaml:"requests" json:"requests"`
 	// Interval of the token bucket. Default 1m.
 	Interval Duration `yaml:"interval" json:"interval"`
+
+	// Token budgets (optional; see Budget): each counts prompt plus
+	// completion tokens, and 0 is no limit.
+	//
+	// TokensPerMinute caps the tokens of one UTC calendar minute.
+	TokensPerMinute int64 `yaml:"tokens_per_minute" json:"tokens_per_minute"`
+	// TokenQuota caps the tokens of one QuotaPeriod; it always fails
+	// closed when the budget store is down.
+	TokenQuota int64 `yaml:"token_quota" json:"token_quota"`
+	// QuotaPeriod is day or month (UTC); required with TokenQuota.
+	QuotaPeriod string `yaml:"quota_period" json:"quota_period"`
+	// MaxOutputTokens caps every request's output per choice, whatever
+	// the client asks.
+	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens"`
+}
+
+// HasBudget reports whether the tenant has a token budget or output cap.
+func (t Tenant) HasBudget() bool {
+	return t.TokensPerMinute > 0 || t.TokenQuota > 0 || t.MaxOutputTokens > 0
+}
+
+// Budget tunes the tenants' token budgets (tenants[].tokens_per_minute,
+// token_quota, max_output_tokens). Their store is the limiter's: memory,
+// or Redis shared by every replica.
+type Budget struct {
+	// Mode is strict (default: reserve an upper bound before forwarding,
+	// with the output cap written into the request, so a budget is never
+	// overshot) or estimate (reserve nothing, charge usage afterwards; it
+	// overshoots by at most the requests in flight when a limit is met).
+	Mode string `yaml:"mode" json:"mode"`
+	// Lease is how long a reservation may stay unsettled (a replica
+	// stopped mid-stream) before its tokens return: the longest a request
+	// may live. Whole microseconds. Default 15m.
+	Lease Duration `yaml:"lease" json:"lease"`
+	// DefaultOutputTokens is the output reserved and written as the cap
+	// per choice in strict mode when neither the client nor the tenant caps
+	// it. Default 4096.
+	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
+	// Timeout bounds one reservation against the store. Default 50ms.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// FailurePolicy is open or closed when the store is down or slow;
+	// default the limiter's. A tenant with a token_quota always fails
+	// closed.
+	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 }
 
 // Pool is a set of interchangeable endpoints of one wire format.
@@ -322,55 +384,62 @@ func (c *Config) applyDefaults() {
 	}
 	def(&c.Listen, DefaultListen)
 	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
+		c.MaxBodyBytes = server.DefaultMaxBodyBytes
 	}
 	defD(&c.ShutdownGrace, 30*time.Second)
-	defD(&c.BodyReadTimeout, 10*time.Second)
+	defD(&c.BodyReadTimeout, server.DefaultBodyReadTimeout)
 	defD(&c.ReadHeaderTimeout, 10*time.Second)
 	defD(&c.IdleTimeout, 60*time.Second)
 	if c.MaxHeaderBytes == 0 {
 		c.MaxHeaderBytes = 32 << 10
 	}
 	def(&c.LogLevel, "info")
-	def(&c.Auth.TenantClaim, "tid")
+	def(&c.Auth.TenantClaim, auth.DefaultTenantClaim)
 	if len(c.Auth.Algorithms) == 0 {
-		c.Auth.Algorithms = []string{"RS256", "ES256"}
+		c.Auth.Algorithms = auth.DefaultAlgorithms()
 	}
-	defD(&c.Auth.Leeway, 30*time.Second)
+	defD(&c.Auth.Leeway, auth.DefaultLeeway)
 	if c.Auth.MaxTokenBytes == 0 {
-		c.Auth.MaxTokenBytes = 8192
+		c.Auth.MaxTokenBytes = auth.DefaultMaxTokenBytes
 	}
-	defD(&c.Auth.JWKSRefreshMin, 5*time.Minute)
-	defD(&c.Auth.JWKSRefreshMax, 24*time.Hour)
-	defD(&c.Auth.UnknownKIDInterval, time.Minute)
+	defD(&c.Auth.JWKSRefreshMin, auth.DefaultRefreshMin)
+	defD(&c.Auth.JWKSRefreshMax, auth.DefaultRefreshMax)
+	defD(&c.Auth.UnknownKIDInterval, auth.DefaultUnknownKIDInterval)
 	def(&c.Limiter.Store, "memory")
 	if e := c.Limiter.RedisEntra; e != nil {
-		def(&e.Scope, "https://redis.azure.com/.default")
-		defD(&e.Timeout, 10*time.Second)
+		def(&e.Scope, entra.RedisScope)
+		defD(&e.Timeout, entra.DefaultTimeout)
 	}
-	def(&c.Limiter.KeyPrefix, "llmgw:")
-	defD(&c.Limiter.Timeout, 50*time.Millisecond)
-	def(&c.Limiter.FailurePolicy, "open")
+	def(&c.Limiter.KeyPrefix, ratelimit.DefaultKeyPrefix)
+	defD(&c.Limiter.Timeout, ratelimit.DefaultTimeout)
+	def(&c.Limiter.FailurePolicy, ratelimit.PolicyOpen)
+	def(&c.Budget.Mode, budget.ModeStrict)
+	defD(&c.Budget.Lease, budget.DefaultLease)
+	if c.Budget.DefaultOutputTokens == 0 {
+		c.Budget.DefaultOutputTokens = budget.DefaultOutputTokens
+	}
+	defD(&c.Budget.Timeout, budget.DefaultTimeout)
+	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
 	if c.Upstream.MaxAttempts == 0 {
-		c.Upstream.MaxAttempts = 3
+		c.Upstream.MaxAttempts = server.DefaultMaxAttempts
 	}
-	defD(&c.Upstream.HeaderTimeout, 30*time.Second)
-	defD(&c.Upstream.ResponseTimeout, 10*time.Minute)
+	defD(&c.Upstream.HeaderTimeout, server.DefaultHeaderTimeout)
+	defD(&c.Upstream.ResponseTimeout, server.DefaultResponseTimeout)
 	defD(&c.Upstream.ConnectTimeout, 3*time.Second)
-	defD(&c.Upstream.DefaultCooldown, 5*time.Second)
-	defD(&c.Upstream.StreamIdleTimeout, 2*time.Minute)
+	defD(&c.Upstream.DefaultCooldown, server.DefaultCooldown)
+	defD(&c.Upstream.StreamIdleTimeout, server.DefaultStreamIdleTimeout)
 	if c.Upstream.MaxIdleConnsPerHost == 0 {
 		c.Upstream.MaxIdleConnsPerHost = 1024
 	}
-	defD(&c.Lambda.DeadlineMargin, 2*time.Second)
+	defD(&c.Lambda.DeadlineMargin, lambdaurl.DefaultDeadlineMargin)
 	defP := func(d **Duration, v time.Duration) {
 		if *d == nil {
 			x := Duration(v)
 			*d = &x
 		}
 	}
-	defP(&c.Upstream.KeepaliveInterval, 15*time.Second)
-	defP(&c.Lambda.MinRemaining, 5*time.Second)
+	defP(&c.Upstream.KeepaliveInterval, server.DefaultKeepaliveInterval)
+	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
 	for i := range c.Pools {
 		defP(&c.Pools[i].KeepaliveInterval, c.Upstream.KeepaliveInterval.D())
 		defP(&c.Pools[i].FirstTokenTimeout, c.Upstream.FirstTokenTimeout.D())
@@ -386,12 +455,12 @@ func (c *Config) applyDefaults() {
 			}
 			def(&e.Auth, "key")
 			if c.Pools[i].Kind == "azure-openai" {
-				def(&e.APIVersion, "2024-10-21")
+				def(&e.APIVersion, upstream.DefaultAzureAPIVersion)
 				def(&e.AzureAPI, "deployments")
 			}
 			if e.Auth == "entra" {
-				def(&e.Entra.Scope, "https://cognitiveservices.azure.com/.default")
-				defD(&e.Entra.Timeout, 10*time.Second)
+				def(&e.Entra.Scope, entra.DefaultScope)
+				defD(&e.Entra.Timeout, entra.DefaultTimeout)
 			}
 		}
 	}

@@ -253,6 +253,8 @@ func TestNegativeDurations(t *testing.T) {
 		"pools[0].first_token_timeout":        strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: -1s", 1),
 		"tenants[0].interval":                 strings.Replace(minimal, "requests: 10}", "requests: 10, interval: -1s}", 1),
 		"pools[0].endpoints[0].entra.timeout": entraEndpoint,
+		"budget.lease":                        in("budget", "lease"),
+		"budget.timeout":                      in("budget", "timeout"),
 	}
 	for _, path := range durationPaths(reflect.TypeFor[Config](), "") {
 		if _, ok := cases[path]; !ok {
@@ -368,4 +370,46 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted an incomplete config: %+v", c)
 		}
 	})
+}
+
+// TestBudget: the token budget fields, their defaults (the failure policy
+// is the limiter's unless set) and every problem at once, by field path.
+func TestBudget(t *testing.T) {
+	withTenant := func(extra string) string {
+		return strings.Replace(minimal, "requests: 10}", "requests: 10, "+extra+"}", 1)
+	}
+	c, err := Parse([]byte(withTenant("tokens_per_minute: 1000, token_quota: 50000, quota_period: month, max_output_tokens: 256")+
+		"limiter: {failure_policy: closed}\n"), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := c.Tenants[0]
+	if tn.TokensPerMinute != 1000 || tn.TokenQuota != 50000 || tn.QuotaPeriod != "month" || tn.MaxOutputTokens != 256 || !tn.HasBudget() {
+		t.Fatalf("tenant %+v", tn)
+	}
+	b := c.Budget
+	if b.Mode != "strict" || b.Lease.D() != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout.D() != 50*time.Millisecond || b.FailurePolicy != "closed" {
+		t.Fatalf("budget defaults %+v", b)
+	}
+	if c, err := Parse([]byte(minimal+"budget: {mode: estimate, failure_policy: open, lease: 2m}\nlimiter: {failure_policy: closed}\n"), env(nil)); err != nil ||
+		c.Budget.FailurePolicy != "open" || c.Budget.Mode != "estimate" || c.Tenants[0].HasBudget() {
+		t.Fatalf("%+v, %v", c, err)
+	}
+
+	_, err = Parse([]byte(strings.Replace(withTenant("token_quota: 100"), "tenants: [", "tenants: [{id: t2, models: [m1], requests: 1, quota_period: day}, {id: t3, models: [m1], requests: 1, token_quota: 5, quota_period: week, tokens_per_minute: 9007199254740993}, ", 1)+
+		"budget: {mode: lenient, failure_policy: maybe, lease: 1500ns, default_output_tokens: -1}\n"), env(nil))
+	for _, w := range []string{
+		"budget.mode: must be strict or estimate",
+		"budget.failure_policy: must be open or closed",
+		"budget.lease: must be a whole number of microseconds",
+		"budget.default_output_tokens: must not be negative",
+		"tenants[0].quota_period: only used with token_quota",
+		"tenants[1].quota_period: must be day or month",
+		"tenants[1].tokens_per_minute: must be at most 9007199254740992",
+		"tenants[2].quota_period: required with token_quota",
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not mention %q:\n%v", w, err)
+		}
+	}
 }

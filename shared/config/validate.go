@@ -8,10 +8,14 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -79,6 +83,7 @@ func (c *Config) validate(getenv func(string) string) Problems {
 	validateServer(ck, c)
 	validateAuth(ck, &c.Auth)
 	validateLimiter(ck, &c.Limiter)
+	validateBudget(ck, &c.Budget)
 	models := validatePools(ck, c.Pools)
 	validateTenants(ck, c.Tenants, models, c.Limiter.Store)
 	return ck.p
@@ -133,13 +138,31 @@ func validateServer(ck *checker, c *Config) {
 
 // validateAuth mirrors auth.Config's rules (auth.New), field by field.
 func validateAuth(ck *checker, a *Auth) {
-	if a.Issuer == "" {
+	switch {
+	case a.Issuer == "":
 		ck.add("auth.issuer", "required")
-	} else if !isHTTPURL(a.Issuer) {
+	case !auth.IsIssuerTemplate(a.Issuer) && !isHTTPURL(a.Issuer):
 		ck.add("auth.issuer", "must be an http(s) URL, not %q", a.Issuer)
+	default:
+		if err := auth.CheckIssuer(a.Issuer); err != nil {
+			ck.add("auth.issuer", "%v", err)
+		}
 	}
 	if a.JWKSURL != "" && !isHTTPURL(a.JWKSURL) {
 		ck.add("auth.jwks_url", "must be an http(s) URL, not %q", a.JWKSURL)
+	}
+	if a.JWKSURL == "" && auth.IsIssuerTemplate(a.Issuer) {
+		ck.add("auth.jwks_url", "required when auth.issuer contains %s: discovery cannot start from a template (Entra ID: https://login.microsoftonline.com/common/discovery/v2.0/keys)", auth.TenantPlaceholder)
+	}
+	for i, r := range a.RequiredRoles {
+		if r == "" {
+			ck.add(fmt.Sprintf("auth.required_roles[%d]", i), "must not be empty")
+		}
+	}
+	for i, sc := range a.RequiredScopes {
+		if err := auth.CheckScope(sc); err != nil {
+			ck.add(fmt.Sprintf("auth.required_scopes[%d]", i), "%v", err)
+		}
 	}
 	if len(a.Audiences) == 0 {
 		ck.add("auth.audiences", "at least one audience is required")
@@ -191,6 +214,45 @@ func validateLimiter(ck *checker, l *Limiter) {
 	}
 }
 
+// validateBudget mirrors budget.New's rules for its Config.
+func validateBudget(ck *checker, b *Budget) {
+	if b.Mode != budget.ModeStrict && b.Mode != budget.ModeEstimate {
+		ck.add("budget.mode", "must be strict or estimate, not %q", b.Mode)
+	}
+	if b.FailurePolicy != budget.PolicyOpen && b.FailurePolicy != budget.PolicyClosed {
+		ck.add("budget.failure_policy", "must be open or closed, not %q", b.FailurePolicy)
+	}
+	if b.Lease.D()%time.Microsecond != 0 {
+		ck.add("budget.lease", "must be a whole number of microseconds (Redis TIME resolution), not %s", b.Lease.D())
+	}
+	if b.DefaultOutputTokens > budget.MaxTokens {
+		ck.add("budget.default_output_tokens", "must be at most %d", int64(budget.MaxTokens))
+	}
+}
+
+// validateTenantBudget mirrors budget.New's rules for one tenant's limits.
+func validateTenantBudget(ck *checker, f string, t Tenant) {
+	for _, l := range []struct {
+		field string
+		n     int64
+	}{{"tokens_per_minute", t.TokensPerMinute}, {"token_quota", t.TokenQuota}, {"max_output_tokens", t.MaxOutputTokens}} {
+		if l.n > budget.MaxTokens {
+			ck.add(f+"."+l.field, "must be at most %d (the largest count the budget store holds exactly)", int64(budget.MaxTokens))
+		}
+	}
+	switch {
+	case t.TokenQuota > 0 && t.QuotaPeriod == "":
+		ck.add(f+".quota_period", "required with token_quota: day or month")
+	case t.QuotaPeriod == "":
+	case t.TokenQuota == 0:
+		ck.add(f+".quota_period", "only used with token_quota")
+	default:
+		if _, err := budget.ParsePeriod(t.QuotaPeriod); err != nil {
+			ck.add(f+".quota_period", "must be day or month, not %q", t.QuotaPeriod)
+		}
+	}
+}
+
 // validateEntra mirrors entra.New: it fails at start-up on an unknown
 // credential, on client_id with the Azure CLI, and on a workload identity
 // without the variables the workload identity webhook sets.
@@ -224,10 +286,8 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 	for i, pl := range pools {
 		f := fmt.Sprintf("pools[%d]", i)
 		ck.uniqueName(names, f+".name", pl.Name, "pool name")
-		switch pl.Kind {
-		case "openai", "azure-openai", "vllm":
-		default:
-			ck.add(f+".kind", "must be openai, azure-openai or vllm, not %q", pl.Kind)
+		if kinds := upstream.Kinds(); !slices.Contains(kinds, pl.Kind) {
+			ck.add(f+".kind", "must be %s, not %q", orList(kinds), pl.Kind)
 		}
 		if len(pl.Models) == 0 {
 			ck.add(f+".models", "at least one model is required")
@@ -364,9 +424,16 @@ func validateTenants(ck *checker, tenants []Tenant, models map[string]string, st
 	if len(tenants) == 0 {
 		ck.add("tenants", "at least one tenant is required")
 	}
+	names := map[string]bool{}
 	for i, t := range tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
 		ck.uniqueName(ids, f+".id", t.ID, "tenant")
+		if t.Name != "" {
+			if !isHeaderValue(t.Name) {
+				ck.add(f+".name", "must be printable, without line breaks or surrounding spaces")
+			}
+			ck.uniqueName(names, f+".name", t.Name, "tenant name")
+		}
 		if len(t.Models) == 0 {
 			ck.add(f+".models", "at least one model is required")
 		}
@@ -378,6 +445,7 @@ func validateTenants(ck *checker, tenants []Tenant, models map[string]string, st
 		if t.Requests == 0 {
 			ck.add(f+".requests", "must be at least 1")
 		}
+		validateTenantBudget(ck, f, t)
 		if t.Interval <= 0 {
 			continue // negative: reported by validateNonNegative
 		}
@@ -439,4 +507,12 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// orList writes a, b or c.
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

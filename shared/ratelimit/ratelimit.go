@@ -74,9 +74,10 @@ type Config struct {
 	// resolved secret; it is never logged (see LogValue).
 	RedisPassword string
 
-	// RedisCredentials, when set, supplies username and password per new
-	// connection (Entra ID tokens for Azure Cache for Redis); it wins over
-	// RedisPassword.
+	// RedisCredentials, when set, supplies username and password (Entra ID
+	// tokens for Azure Cache for Redis / Azure Managed Redis): new
+	// connections log in with the current ones, and open connections send
+	// AUTH again when they change. It wins over RedisPassword.
 	RedisCredentials func(ctx context.Context) (username, password string, err error)
 
 	// KeyPrefix prefixes every Redis key so several gateways can share one

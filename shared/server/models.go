@@ -67,6 +67,7 @@ func (s *Server) principalTenant(w http.ResponseWriter, r *http.Request, rec *re
 		s.fail(w, rec, tenantNotAllowed(p.Tenant))
 		return nil, false
 	}
+	rec.tenantName = t.Name
 	return t, true
 }
 

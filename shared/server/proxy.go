@@ -88,6 +88,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		s.fail(w, rec, tenantNotAllowed(p.Tenant))
 		return
 	}
+	rec.tenantName = t.Name
 
 	// 4. Decode: only the fields the gateway decides on (upstream.Body).
 	if perr != nil {
@@ -120,6 +121,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	if !s.take(ctx, w, rec, t.ID) {
 		return
 	}
+
+	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
+	// of the request's tokens (prompt bound + output cap), settled once at
+	// the end from the counted usage.
+	if !s.reserveBudget(ctx, w, rec, t.ID, op, &body, raw) {
+		return
+	}
+	defer s.settleBudget(w, rec)
 
 	// 6. Route and rewrite: model → pool → endpoint, failover before the first byte.
 	// Responses streams carry usage in response.completed: never inject
@@ -156,7 +165,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}
 }
 
-var errHeaderTimeout = errors.New("backend header timeout")
+// errAttemptTimeout ends an attempt whose answer did not begin in time:
+// a stream's headers (HeaderTimeout) or a whole JSON answer
+// (ResponseTimeout).
+var errAttemptTimeout = errors.New("backend attempt timeout")
 
 // send tries the pool's endpoints in failover order until one answers with
 // something other than a connect error, a header timeout, 429 or 5xx. It
@@ -194,7 +206,8 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 		// Each attempt gets its own exactly sized copy: the transport may
 		// still be reading a failed attempt's body, and a stream holds its
 		// body until it ends, so a pooled buffer would pin more memory.
-		out := body.Rewrite(make([]byte, 0, len(raw)+rewriteSlack), raw, target.BodyModel(body.Model), inject)
+		out := body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, upstream.Changes{
+			Model: target.BodyModel(body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(op)})
 		actx, cancel := context.WithCancelCause(ctx)
 		req, err := target.NewRequest(actx, op, body.Model, out, in)
 		if err != nil {
@@ -209,11 +222,12 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 		if !body.Stream {
 			timeout = s.ResponseTimeout
 		}
-		timer := time.AfterFunc(timeout, func() { cancel(errHeaderTimeout) })
+		timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 		resp, err := s.Client.Do(req)
+		rec.noteAttempt(resp, err)
 		timer.Stop()
 		if err != nil {
-			timedOut := errors.Is(context.Cause(actx), errHeaderTimeout)
+			timedOut := errors.Is(context.Cause(actx), errAttemptTimeout)
 			cancel(nil)
 			if ctx.Err() != nil {
 				return nil, nil, contextError(ctx)
@@ -333,7 +347,7 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *record, t
 			s.fail(w, rec, contextError(ctx))
 			return false
 		}
-		s.fail(w, rec, limiterError(err))
+		s.fail(w, rec, limiterError(err, d.Reset.Sub(s.Now())))
 		return false
 	}
 	now := s.Now()
@@ -390,10 +404,10 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		s.writeStreamHeader(w, rec, resp)
 	}
 
-	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage})
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents()})
 	rec.keepalive.stop()
 	rec.bytes += res.Bytes
-	rec.events = res.Events
+	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
 	rec.setUsage(res.Usage, res.HasUsage)
 	if !res.FirstWrite.IsZero() {
 		rec.clientFirstEvent = res.FirstWrite
@@ -405,6 +419,12 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+	case errors.Is(err, sse.ErrTokenLimit):
+		// The backend ignored the output cap written into the request:
+		// the stream ends at its reservation, and is charged what was sent.
+		rec.budget.cut = true
+		ae = &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "budget_exceeded",
+			Message: "the backend went past the output cap of this request's token budget; the stream was ended"}
 	case res.EndedWithError:
 		// The backend's own error event already reached the client: one
 		// error event is the contract, not two.
@@ -539,9 +559,9 @@ var (
 	copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 )
 
-// rewriteSlack covers what a rewrite adds: a longer model name and
-// "stream_options":{"include_usage":true}.
-const rewriteSlack = 96
+// rewriteSlack covers what a rewrite adds: a longer model name,
+// "stream_options":{"include_usage":true} and an output cap.
+const rewriteSlack = 144
 
 func putBody(b *[]byte) {
 	if cap(*b) <= 64<<10 {
@@ -586,6 +606,7 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 	}
 	b, err := upstream.ParseBody(raw)
 	var ke *upstream.KeyError
+	var ie *upstream.IntError
 	switch {
 	case errors.As(err, &ke):
 		code := "unknown_parameter"
@@ -601,6 +622,12 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
 	case errors.Is(err, upstream.ErrPreviousType):
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "previous_response_id", err.Error())
+	case errors.As(err, &ie):
+		code := "invalid_type"
+		if ie.BelowMin {
+			code = "integer_below_min_value"
+		}
+		return b, invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
 	case errors.Is(err, upstream.ErrOptionsType):
 		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
 	case err != nil:
@@ -636,14 +663,20 @@ func authError(err error) *apiError {
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "auth_unavailable",
 			Message: "the token issuer's signing keys are unavailable; retry shortly", RetryAfter: 5 * time.Second}
 	}
+	if errors.Is(err, auth.ErrInsufficientPermissions) {
+		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "insufficient_permissions",
+			Message: err.Error()}
+	}
 	return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_token",
 		Message: "invalid bearer token: " + err.Error(), Bearer: true}
 }
 
-func limiterError(err error) *apiError {
+// limiterError: retry is when the store will next be tried
+// (Decision.Reset with ErrUnavailable); at least a second.
+func limiterError(err error, retry time.Duration) *apiError {
 	if errors.Is(err, ratelimit.ErrUnavailable) {
 		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "rate_limiter_unavailable",
-			Message: "the rate-limit store is unavailable and this gateway fails closed; retry shortly", RetryAfter: time.Second}
+			Message: "the rate-limit store is unavailable and this gateway fails closed; retry shortly", RetryAfter: max(retry, time.Second)}
 	}
 	return serverError(http.StatusInternalServerError, "rate_limiter_error", "the rate limiter failed")
 }

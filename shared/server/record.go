@@ -18,6 +18,7 @@ type record struct {
 	start           time.Time
 	method, path    string
 	tenant, subject string
+	tenantName      string // the tenant's readable name from config ("" = none)
 	model, pool     string
 	endpoint        string
 	stream          bool
@@ -34,6 +35,8 @@ type record struct {
 	op                   upstream.Operation
 	pin                  string // the endpoint a stored response lives on ("" = any)
 	bytes, events        int64
+	tokenEvents          int64        // events that may carry generated tokens (sse.Result)
+	budget               *reservation // the request's token budget; nil without one
 	usage                sse.Usage
 	hasUsage             bool
 	sent                 time.Time // request handed to the backend
@@ -135,6 +138,7 @@ func (s *Server) log(rec *record) {
 		slog.String("method", rec.method),
 		slog.String("path", rec.path),
 		slog.String("tenant", rec.tenant),
+		slog.String("tenant_name", rec.tenantName),
 		slog.String("subject", rec.subject),
 		slog.String("model", rec.model),
 		slog.Bool("stream", rec.stream),
@@ -149,6 +153,9 @@ func (s *Server) log(rec *record) {
 		slog.Int64("events", rec.events),
 		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
+		slog.Int64("budget_reserved", rec.budget.reserved()),
+		slog.Int64("budget_charged", rec.budget.chargedTokens()),
+		slog.Int64("output_cap", rec.outputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
 		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),

@@ -68,6 +68,9 @@ type Deps struct {
 	// MinRemaining refuses a request whose context deadline (a Lambda
 	// invocation's) is nearer than this. 0 = off.
 	MinRemaining time.Duration
+	// Budgets applies tenants' token budgets; nil: none (no budget work
+	// on any request).
+	Budgets Budgets
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity
 	// ResponseTTL is how long a stored response's record is kept: the
@@ -81,31 +84,51 @@ type Deps struct {
 type Server struct {
 	Deps
 	relay  sse.Relayer
-	routes map[string]route_
+	routes map[string]methods
 }
+
+// Defaults for the zero values of Deps; the config package takes its
+// defaults from here, so each lives in one place.
+const (
+	DefaultMaxBodyBytes      = 1 << 20
+	DefaultMaxAttempts       = 3
+	DefaultCooldown          = 5 * time.Second
+	DefaultHeaderTimeout     = 30 * time.Second
+	DefaultResponseTimeout   = 10 * time.Minute
+	DefaultBodyReadTimeout   = 10 * time.Second
+	DefaultStreamIdleTimeout = 2 * time.Minute
+	// DefaultKeepaliveInterval is under every common idle timeout in front
+	// of the gateway: API Gateway's 30 s, nginx's and load balancers' 60 s,
+	// Cloudflare's 100 s, Container Apps' 240 s.
+	DefaultKeepaliveInterval = 15 * time.Second
+	// DefaultMinRemaining: a Lambda invocation with less left is refused.
+	DefaultMinRemaining = 5 * time.Second
+	// DefaultResponseTTL is OpenAI's retention of stored responses.
+	DefaultResponseTTL = 30 * 24 * time.Hour
+)
 
 // New wires the server. It does no I/O.
 func New(d Deps) *Server {
 	if d.MaxBodyBytes <= 0 {
-		d.MaxBodyBytes = 1 << 20
+		d.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if d.MaxAttempts <= 0 {
-		d.MaxAttempts = 3
+		d.MaxAttempts = DefaultMaxAttempts
 	}
 	if d.DefaultCooldown <= 0 {
-		d.DefaultCooldown = 5 * time.Second
+		d.DefaultCooldown = DefaultCooldown
 	}
 	if d.HeaderTimeout <= 0 {
-		d.HeaderTimeout = 30 * time.Second
+		d.HeaderTimeout = DefaultHeaderTimeout
 	}
 	if d.ResponseTimeout <= 0 {
-		d.ResponseTimeout = 10 * time.Minute
+		d.ResponseTimeout = DefaultResponseTimeout
 	}
 	if d.BodyReadTimeout <= 0 {
-		d.BodyReadTimeout = 10 * time.Second
+		d.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if d.StreamIdleTimeout <= 0 {
-		d.StreamIdleTimeout = 2 * time.Minute
+		d.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -114,7 +137,7 @@ func New(d Deps) *Server {
 		d.Affinity = affinity.NewMemory(0, d.Now)
 	}
 	if d.ResponseTTL <= 0 {
-		d.ResponseTTL = 30 * 24 * time.Hour
+		d.ResponseTTL = DefaultResponseTTL
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)

@@ -34,6 +34,9 @@ var (
 	// Options.MaxEventBytes; it always comes wrapped together with
 	// ErrUpstream.
 	ErrEventTooLarge = errors.New("sse: event too large")
+	// ErrTokenLimit: the stream reached Options.MaxTokenEvents and was
+	// ended before the event that would have passed it.
+	ErrTokenLimit = errors.New("sse: token event limit reached")
 )
 
 // Options says how one stream is relayed. The zero value relays every byte.
@@ -49,15 +52,26 @@ type Options struct {
 	// event is an upstream error (ErrEventTooLarge), so a broken upstream
 	// cannot grow the buffer without bound.
 	MaxEventBytes int
+	// MaxTokenEvents, when positive, ends the stream before the token
+	// event (see Result.TokenEvents) that would make their count exceed
+	// it: the events before it are written and flushed, and Relay returns
+	// ErrTokenLimit. Token budgets set it from the output cap they wrote
+	// into the request, to cut a backend that ignores the cap.
+	MaxTokenEvents int64
 }
 
 // Result describes what one Relay did.
 type Result struct {
-	Events   int64 // events written to the client (stripped ones excluded)
-	Bytes    int64 // bytes written to the client
-	Usage    Usage // the last usage object seen (usage is cumulative)
-	HasUsage bool  // a usage object was seen
-	Done     bool  // saw data: [DONE]
+	Events int64 // events written to the client (stripped ones excluded)
+	// TokenEvents counts the events written that may carry generated
+	// tokens, each at least one: data events holding a JSON object other
+	// than a usage-only chunk or an error, and in named-event streams (the
+	// Responses API) the events whose name ends in ".delta".
+	TokenEvents int64
+	Bytes       int64 // bytes written to the client
+	Usage       Usage // the last usage object seen (usage is cumulative)
+	HasUsage    bool  // a usage object was seen
+	Done        bool  // saw data: [DONE]
 	// EndedWithError: the last event relayed was an OpenAI error event
 	// (data: {"error"…), so the client has already been told.
 	EndedWithError bool
@@ -106,7 +120,7 @@ func (r *Relayer) getBuf() *[]byte {
 // MaxEventBytes (also ErrEventTooLarge). An error wrapping ErrClient means a
 // write or flush failed; Relay stops at once. Result is valid in every case.
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
-	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes}
+	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents}
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
@@ -123,6 +137,10 @@ type relay struct {
 	strip bool
 	max   int
 	res   Result
+	// maxTok is Options.MaxTokenEvents; cut is set by inspect on the event
+	// that would pass it.
+	maxTok int64
+	cut    bool
 
 	// Where scanning resumes in the pending incomplete event, relative to
 	// its start (see scanEvent).
@@ -208,7 +226,17 @@ func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
 			}
 			return 0, rl.tooLarge()
 		}
-		if rl.inspect(buf[start:end]) {
+		strip := rl.inspect(buf[start:end])
+		if rl.cut { // the event is not written; the ones before it are
+			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
+				return 0, err
+			}
+			if err := rl.flushIf(wrote); err != nil {
+				return 0, err
+			}
+			return 0, ErrTokenLimit
+		}
+		if strip {
 			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
 				return 0, err
 			}
@@ -264,20 +292,30 @@ var (
 	prefixJSONData  = []byte("data: {")
 	prefixErrorData = []byte(`data: {"error"`)
 	markerDone      = []byte("[DONE]")
+	suffixDelta     = []byte(".delta")
 )
 
 // inspect records the event's usage and [DONE] and reports whether the
 // event is to be stripped.
 func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
+	isJSON := bytes.HasPrefix(ev, prefixJSONData)
 	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses API
-		rl.namedEvent(ev)
+		isJSON = false
+		if rl.namedEvent(ev) {
+			rl.countToken()
+		}
 	}
-	if !bytes.HasPrefix(ev, prefixJSONData) && bytes.Contains(ev, markerDone) && isDone(ev) {
+	if !isJSON && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
 		return false
 	}
 	u, usageOnly, ok := ParseUsage(ev)
+	if isJSON && !usageOnly && !rl.res.EndedWithError {
+		// A chunk with choices, or with running usage beside them (vLLM's
+		// continuous_usage_stats).
+		rl.countToken()
+	}
 	if !ok {
 		return false
 	}
@@ -285,20 +323,33 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 	return usageOnly && rl.strip
 }
 
+// countToken counts a token event, or marks the cut when it would pass
+// MaxTokenEvents (the event is then not written, nor counted).
+func (rl *relay) countToken() {
+	if rl.maxTok > 0 && rl.res.TokenEvents >= rl.maxTok {
+		rl.cut = true
+		return
+	}
+	rl.res.TokenEvents++
+}
+
 // namedEvent notes the Responses API's terminal events: a stream ends
 // after response.completed, .incomplete or .failed (there is no [DONE]),
-// and an error event is the backend telling the client itself.
-func (rl *relay) namedEvent(ev []byte) {
+// and an error event is the backend telling the client itself. It reports
+// whether the event is a delta (carries generated tokens).
+func (rl *relay) namedEvent(ev []byte) (delta bool) {
 	name := ev[len(prefixEvent):]
 	if i := bytes.IndexAny(name, "\r\n"); i >= 0 {
 		name = name[:i]
 	}
-	switch string(bytes.TrimSpace(name)) {
+	name = bytes.TrimSpace(name)
+	switch string(name) {
 	case "response.completed", "response.incomplete", "response.failed":
 		rl.res.Done = true
 	case "error":
 		rl.res.EndedWithError = true
 	}
+	return bytes.HasSuffix(name, suffixDelta)
 }
 
 // AppendErrorEvent appends an SSE event carrying errorJSON as its data, the

@@ -631,3 +631,50 @@ func TestRelayResponsesStream(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayTokenEvents: token events are counted (content chunks, Azure's
+// filter chunk, Responses deltas; not usage, errors, [DONE], comments or
+// other named events), and MaxTokenEvents ends the stream before the event
+// that would pass it, with everything before it written and flushed,
+// whatever the read sizes.
+func TestRelayTokenEvents(t *testing.T) {
+	chat := chunkAzure + strings.Repeat(chunkContent, 5) + ": keepalive\n\n" + chunkUsage + chunkDone
+	created := "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":\"resp_1\",\"usage\":null}}\n\n"
+	delta := "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"hi\"}\n\n"
+	done := "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":3,\"total_tokens\":8}}}\n\n"
+	responses := created + strings.Repeat(delta, 3) + done
+	tests := []struct {
+		name, in string
+		max      int64
+		want     string // what the client gets
+		tokens   int64
+		cut      bool
+	}{
+		{"chat counted", chat, 0, chat, 6, false},
+		{"chat at the limit", chat, 6, chat, 6, false},
+		{"chat cut", chat, 4, chunkAzure + strings.Repeat(chunkContent, 3), 4, true},
+		{"usage-only stream", chunkUsage + chunkDone, 1, chunkUsage + chunkDone, 0, false},
+		{"running usage counted", chunkVLLM + chunkVLLM + chunkUsage + chunkDone, 1, chunkVLLM, 1, true},
+		{"error event not counted", chunkContent + `data: {"error":{"message":"x"}}` + "\n\n", 1, chunkContent + `data: {"error":{"message":"x"}}` + "\n\n", 1, false},
+		{"responses counted", responses, 3, responses, 3, false},
+		{"responses cut", responses, 2, created + delta + delta, 2, true},
+	}
+	for _, tt := range tests {
+		for _, sizes := range [][]int{nil, {1}, {7, 300}} {
+			t.Run(fmt.Sprintf("%s/%v", tt.name, sizes), func(t *testing.T) {
+				rec := &recorder{}
+				var r Relayer
+				res, err := r.Relay(rec, rec.Flush, &chunkReader{src: []byte(tt.in), sizes: sizes}, Options{MaxTokenEvents: tt.max})
+				if tt.cut != errors.Is(err, ErrTokenLimit) || (!tt.cut && err != nil) {
+					t.Fatalf("err %v, cut %v", err, tt.cut)
+				}
+				if rec.String() != tt.want || res.TokenEvents != tt.tokens || res.Bytes != int64(len(tt.want)) {
+					t.Fatalf("token events %d (want %d), bytes %d, out %q\nwant %q", res.TokenEvents, tt.tokens, res.Bytes, rec.String(), tt.want)
+				}
+				if tt.cut && rec.flushes == 0 {
+					t.Fatal("the events before the cut were not flushed")
+				}
+			})
+		}
+	}
+}

@@ -8,6 +8,8 @@ import "sort"
 // Tenant is one tenant's row.
 type Tenant struct {
 	ID string
+	// Name is a readable name for logs; may be empty.
+	Name string
 	// Models is the sorted allow-list of public model names.
 	Models []string
 	allow  map[string]struct{}
@@ -27,6 +29,7 @@ type Table struct {
 // Row is the input to NewTable.
 type Row struct {
 	ID     string
+	Name   string
 	Models []string
 }
 
@@ -41,7 +44,7 @@ func NewTable(rows []Row) *Table {
 		for _, m := range models {
 			allow[m] = struct{}{}
 		}
-		t.byID[r.ID] = &Tenant{ID: r.ID, Models: models, allow: allow}
+		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, allow: allow}
 	}
 	return t
 }

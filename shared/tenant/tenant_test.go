@@ -4,7 +4,7 @@ import "testing"
 
 func TestTable(t *testing.T) {
 	tbl := NewTable([]Row{
-		{ID: "contoso", Models: []string{"gpt-4o", "llama-3-8b"}},
+		{ID: "contoso", Name: "Contoso Ltd", Models: []string{"gpt-4o", "llama-3-8b"}},
 		{ID: "fabrikam", Models: []string{"gpt-4o-mini"}},
 	})
 	tests := []struct {
@@ -27,6 +27,9 @@ func TestTable(t *testing.T) {
 				t.Fatalf("Allows(%q)=%v, want %v", tt.model, !tt.allowed, tt.allowed)
 			}
 		})
+	}
+	if got := tbl.Lookup("contoso").Name; got != "Contoso Ltd" {
+		t.Fatalf("Name = %q", got)
 	}
 	if got := tbl.Lookup("contoso").Models; len(got) != 2 || got[0] != "gpt-4o" {
 		t.Fatalf("Models not sorted copy: %v", got)

@@ -2,6 +2,10 @@ package upstream
 
 import "net/url"
 
+// DefaultAzureAPIVersion is the api-version sent to the deployments
+// surface when an endpoint names none: the latest GA version.
+const DefaultAzureAPIVersion = "2024-10-21"
+
 // azureDeployments is Azure OpenAI's classic surface: the deployment is in
 // the path, the api-version in the query; the body's model is ignored by the
 // service and left as the client sent it.

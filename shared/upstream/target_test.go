@@ -94,3 +94,34 @@ func TestCopyResponseHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestCapField: the output-cap field a budget adds is the one each wire
+// format reads.
+func TestCapField(t *testing.T) {
+	tests := []struct {
+		spec TargetSpec
+		op   Operation
+		want CapField
+	}{
+		{TargetSpec{Kind: "openai"}, ChatCompletions, MaxCompletionTokens},
+		{TargetSpec{Kind: "openai"}, Completions, MaxTokens},
+		{TargetSpec{Kind: "openai"}, Responses, MaxOutputTokens},
+		{TargetSpec{Kind: "vllm"}, ChatCompletions, MaxTokens},
+		{TargetSpec{Kind: "vllm"}, Responses, MaxOutputTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}, ChatCompletions, MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-09-01-preview"}, ChatCompletions, MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-08-01-preview"}, ChatCompletions, MaxTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-06-01"}, Completions, MaxTokens},
+		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}, ChatCompletions, MaxCompletionTokens},
+	}
+	for _, tt := range tests {
+		tt.spec.URL = "https://backend.example"
+		tg, err := NewTarget(tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tg.CapField(tt.op); got != tt.want {
+			t.Errorf("%s %s op %d: %s, want %s", tt.spec.Kind, tt.spec.APIVersion+tt.spec.AzureAPI, tt.op, got, tt.want)
+		}
+	}
+}

@@ -39,6 +39,10 @@ const (
 // DefaultScope is the Azure OpenAI (Cognitive Services) token scope.
 const DefaultScope = "https://cognitiveservices.azure.com/.default"
 
+// RedisScope is the token scope of Azure Managed Redis and Azure Cache for
+// Redis with Microsoft Entra ID.
+const RedisScope = "https://redis.azure.com/.default"
+
 // DefaultTimeout bounds one token fetch when Config.Timeout is zero.
 const DefaultTimeout = 10 * time.Second
 

@@ -19,8 +19,9 @@ type Poller struct {
 	epfd int
 	file *os.File // epfd, registered in the runtime's poller
 
-	mu    sync.RWMutex
-	conns map[int32]*Conn
+	mu     sync.RWMutex
+	conns  map[uint64]*Conn // by Conn.id, which epoll carries as its event data
+	nextID uint64
 
 	events  []unix.EpollEvent
 	waitErr error // epoll_wait's failure; the loop goroutine's alone
@@ -54,7 +55,7 @@ func NewPoller() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("fcntl", err)
 	}
-	p := &Poller{epfd: epfd, file: os.NewFile(uintptr(epfd), "epollconn"), conns: map[int32]*Conn{}, events: make([]unix.EpollEvent, 256)}
+	p := &Poller{epfd: epfd, file: os.NewFile(uintptr(epfd), "epollconn"), conns: map[uint64]*Conn{}, events: make([]unix.EpollEvent, 256)}
 	raw, err := p.file.SyscallConn()
 	if err != nil {
 		p.file.Close()
@@ -78,7 +79,7 @@ func (p *Poller) loop(raw syscall.RawConn) {
 		p.err = net.ErrClosed
 	}
 	conns := p.conns
-	p.conns = map[int32]*Conn{}
+	p.conns = map[uint64]*Conn{}
 	p.mu.Unlock()
 	for _, c := range conns {
 		c.notify(flagHup)
@@ -97,7 +98,10 @@ func (p *Poller) drain(fd uintptr) bool {
 		}
 		p.mu.RLock()
 		for _, ev := range p.events[:n] {
-			if c := p.conns[ev.Fd]; c != nil {
+			// The id, not the descriptor: an event collected for a
+			// connection closed meanwhile must not reach the one that
+			// got its descriptor number.
+			if c := p.conns[uint64(uint32(ev.Fd))|uint64(uint32(ev.Pad))<<32]; c != nil {
 				var f uint32 = flagReadable
 				if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
 					f |= flagHup
@@ -123,21 +127,22 @@ func (p *Poller) Wrap(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
-	w := &Conn{Conn: tc, raw: raw, p: p, ready: make(chan struct{}, 1), kick: make(chan struct{}, 1), fd: -1}
+	w := &Conn{Conn: tc, raw: raw, p: p, ready: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 	w.readFn = w.readFD
 	var regErr error
 	cerr := raw.Control(func(fd uintptr) {
-		w.fd = int32(fd)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.err != nil {
 			regErr = p.err
 			return
 		}
-		p.conns[w.fd] = w
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: w.fd}
+		p.nextID++
+		w.id = p.nextID
+		p.conns[w.id] = w
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(uint32(w.id)), Pad: int32(uint32(w.id >> 32))}
 		if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev); err != nil {
-			delete(p.conns, w.fd)
+			delete(p.conns, w.id)
 			regErr = err
 		}
 	})
@@ -152,8 +157,8 @@ func (p *Poller) Wrap(c net.Conn) net.Conn {
 
 func (p *Poller) remove(c *Conn) {
 	p.mu.Lock()
-	if p.conns[c.fd] == c {
-		delete(p.conns, c.fd)
+	if p.conns[c.id] == c {
+		delete(p.conns, c.id)
 		// Closing the descriptor removes it from epoll too; deleting it
 		// first keeps a recycled descriptor number from being confused.
 		_ = c.raw.Control(func(fd uintptr) { _ = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil) })
@@ -175,7 +180,7 @@ type Conn struct {
 	net.Conn
 	raw syscall.RawConn
 	p   *Poller
-	fd  int32
+	id  uint64 // the poller's key for this connection, never reused
 
 	state atomic.Uint32 // flags delivered since the reader last took them
 	ready chan struct{} // one slot: flags were delivered
@@ -234,8 +239,9 @@ func (c *Conn) Read(p []byte) (int, error) {
 		case cerr != nil:
 			return 0, c.opErr(cerr)
 		case errors.Is(err, syscall.EAGAIN):
-			// Readiness that an earlier read already consumed.
-			c.drained = true
+			// Readiness that an earlier read already consumed; the
+			// socket, not a flag, says whether a read would block.
+			c.drained, c.hup = true, false
 			continue
 		case err != nil:
 			return 0, c.opErr(err)

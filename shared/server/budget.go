@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// Token budgets on the request path (proxy.go calls these, in this order):
+// reserveBudget right after the request-rate take, the output cap in every
+// attempt's rewrite (outputCap) and the relay's cut (maxTokenEvents), and
+// settleBudget once, when the handler ends. A tenant without a budget
+// costs one map lookup; with no Budgets at all, one nil check.
+
+// Budgets reserves and settles tenants' token budgets: budget.Ledger.
+type Budgets interface {
+	// Limits returns a tenant's budget; ok is false for a tenant without.
+	Limits(tenant string) (lim budget.Limits, ok bool)
+	// Reserve decides a request before it is forwarded (budget.Ledger.Reserve).
+	Reserve(ctx context.Context, tenant, id string, ask budget.Ask) (budget.Decision, error)
+	// Settle charges what the request used, exactly once per id.
+	Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error)
+	// Keep settles charging the reservation: no usage was reported.
+	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
+}
+
+// minResponsesOutput is the least max_output_tokens OpenAI's Responses API
+// accepts: a budget with less left refuses the request (429) rather than
+// forward a cap the backend answers with 400.
+const minResponsesOutput = 16
+
+// reservation is one request's budget state, from Reserve to Settle.
+type reservation struct {
+	tenant string
+	// held: the store holds a reservation to settle (a tenant with token
+	// limits, and the store answered).
+	held     bool
+	bound    int64 // the prompt bound reserved for
+	granted  int64
+	cap      int64 // the output cap per choice written into the request (0: none)
+	choices  int64
+	maySpend bool // a backend may have spent tokens on the request
+	cut      bool // the relay ended the stream at its reservation
+	charged  int64
+}
+
+// reserveBudget reserves the request's tokens for a tenant with a budget
+// and sets the x-ratelimit-*-tokens headers; on a refusal it has answered.
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op upstream.Operation, body *upstream.Body, raw []byte) bool {
+	if s.Budgets == nil {
+		return true
+	}
+	lim, ok := s.Budgets.Limits(tenantID)
+	if !ok {
+		return true
+	}
+	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: op == upstream.Embeddings}
+	if op == upstream.Responses {
+		ask.MinOutput = minResponsesOutput
+	}
+	if lim.Enforced() {
+		a := budget.Scanner{}.Ask(raw, budgetFormat(op))
+		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
+	}
+	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			s.fail(w, rec, contextError(ctx))
+		case errors.Is(err, budget.ErrUnavailable):
+			s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "budget_unavailable",
+				"the token budget store is unavailable and this tenant's budget fails closed; retry shortly", time.Second))
+		default:
+			s.fail(w, rec, serverError(http.StatusInternalServerError, "budget_error", "the token budget failed"))
+		}
+		return false
+	}
+	now := s.Now()
+	setTokenHeaders(w.Header(), d, now)
+	if !d.Allowed {
+		s.fail(w, rec, budgetRefusal(tenantID, d, now))
+		return false
+	}
+	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
+		granted: d.Granted, cap: d.OutputCap, choices: body.Choices()}
+	if !d.RewriteCap {
+		rec.budget.cap = 0 // the client's own cap stands: nothing to write
+	}
+	return true
+}
+
+// reserved and chargedTokens are the access log's budget_reserved and
+// budget_charged (0 without a reservation).
+func (b *reservation) reserved() int64 {
+	if b == nil || !b.held {
+		return 0
+	}
+	return b.granted
+}
+
+func (b *reservation) chargedTokens() int64 {
+	if b == nil || !b.held {
+		return 0
+	}
+	return b.charged
+}
+
+// outputCap is the cap to write into the request (0: none).
+func (r *record) outputCap() int64 {
+	if r.budget == nil {
+		return 0
+	}
+	return r.budget.cap
+}
+
+// maxTokenEvents bounds a stream's token events (sse.Options): a backend
+// that honours the cap written sends at most cap token events per choice,
+// plus each choice's role and finish chunks and Azure's filter chunks; one
+// more and it is ignoring the cap, so the stream is cut there. The bound
+// follows the grant, which covers a smaller cap the client chose too. 0 =
+// no bound: no strict reservation, or no output.
+func (r *record) maxTokenEvents() int64 {
+	b := r.budget
+	if b == nil || !b.held || b.granted == 0 {
+		return 0
+	}
+	out := budget.GrantedOutput(b.granted, b.bound, b.choices)
+	if out <= 0 {
+		return 0 // embeddings
+	}
+	return b.choices*(out+2) + 2
+}
+
+// noteAttempt records whether a backend may have spent tokens on an
+// attempt: it accepted the request (2xx), or the attempt failed after the
+// request may have reached it (a timeout, a reset, the client leaving).
+// A refused connection, or a 429/5xx/4xx answer, spends nothing.
+func (r *record) noteAttempt(resp *http.Response, err error) {
+	if r.budget == nil {
+		return
+	}
+	var op *net.OpError
+	switch {
+	case err != nil && !(errors.As(err, &op) && op.Op == "dial"):
+		r.budget.maySpend = true
+	case resp != nil && resp.StatusCode/100 == 2:
+		r.budget.maySpend = true
+	}
+}
+
+// settleBudget settles the request's reservation, once, when the handler
+// ends: with the usage the relay counted; with what was sent when the
+// stream was cut at its reservation; with nothing when no backend can
+// have spent anything; else (usage never reported) the reservation
+// stands. The client has its answer first: the response is flushed before
+// the store round trip.
+func (s *Server) settleBudget(w http.ResponseWriter, rec *record) {
+	b := rec.budget
+	if b == nil || !b.held {
+		return
+	}
+	if rec.wroteHeader {
+		_ = http.NewResponseController(w).Flush()
+	}
+	ctx := context.Background() // the ledger bounds it; a client that left is settled too
+	var st budget.Settlement
+	var err error
+	switch {
+	case b.cut && !rec.hasUsage:
+		// The backend ignored the cap and reported nothing: charge the
+		// prompt bound and one token per token event it sent, at least the
+		// reservation. (With running usage, its own count is charged.)
+		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, max(b.granted, b.bound+rec.tokenEvents))
+	case rec.hasUsage:
+		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, rec.usage.PromptTokens+rec.usage.CompletionTokens)
+	case !b.maySpend:
+		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, 0)
+	default:
+		st, err = s.Budgets.Keep(ctx, b.tenant, rec.id)
+	}
+	if err != nil {
+		// The reservation stays until its lease ends: an overcharge for a
+		// while, never an overshoot.
+		s.Log.Warn("token budget not settled: the reservation stands until its lease ends", "request_id", rec.id, "err", err)
+		b.charged = b.granted
+		return
+	}
+	b.charged = st.Actual
+}
+
+// budgetFormat is op's request format for the prompt bound.
+func budgetFormat(op upstream.Operation) budget.Format {
+	switch op {
+	case upstream.Completions:
+		return budget.FormatCompletions
+	case upstream.Embeddings:
+		return budget.FormatEmbeddings
+	case upstream.Responses:
+		return budget.FormatResponses
+	}
+	return budget.FormatChat
+}
+
+// setTokenHeaders sets OpenAI's x-ratelimit-*-tokens headers from the
+// limit that refused, or else the configured limit with the least left
+// (tokens per minute on a tie): what decides the next request. Nothing
+// when the store did not answer (a degraded decision knows no window).
+func setTokenHeaders(h http.Header, d budget.Decision, now time.Time) {
+	win := d.Refusal()
+	if win.Limit == 0 {
+		win = d.TPM
+		if q := d.Quota; q.Limit > 0 && (win.Limit == 0 || q.Remaining < win.Remaining) {
+			win = q
+		}
+	}
+	if win.Limit == 0 {
+		return
+	}
+	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(win.Limit, 10)}
+	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(win.Remaining, 10)}
+	h["X-Ratelimit-Reset-Tokens"] = []string{max(win.Reset.Sub(now), 0).Round(time.Millisecond).String()}
+}
+
+// budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
+// rate_limit_exceeded (type tokens) for the per-minute limit,
+// insufficient_quota for the quota; Retry-After is when the window resets.
+func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError {
+	win := d.Refusal()
+	retry := max(win.Reset.Sub(now), time.Second)
+	switch d.RefusedBy {
+	case budget.LimitTPM:
+		msg := fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
+			tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))
+		if d.Requested > win.Limit {
+			msg = fmt.Sprintf("Request too large for tenant %q on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
+				tenantID, win.Limit, d.Requested)
+		}
+		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: msg, RetryAfter: retry}
+	case budget.LimitQuota:
+		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
+			Message: fmt.Sprintf("You exceeded your current token quota for tenant %q: Limit %d, Used %d, Requested %d; it resets at %s.",
+				tenantID, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
+	}
+	// An id that was reserved before (request ids are unique: not expected).
+	return serverError(http.StatusInternalServerError, "budget_error", "the token budget refused a repeated request id")
+}
