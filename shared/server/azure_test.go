@@ -119,20 +119,25 @@ func TestAzureFrontDoor(t *testing.T) {
 	}
 }
 
-// TestEveryAnswerLogged: 404 and 405 answers have their access-log line,
-// and a stream refused at authentication is logged as a stream.
+// TestEveryAnswerLogged: 404 and 405 answers have their access-log line;
+// stream is what is known: null when the body was never read (a caller
+// without a valid token has nothing read), the body's value otherwise.
 func TestEveryAnswerLogged(t *testing.T) {
 	g := newTestGatewayWith(t, func(d *Deps) { d.Auth = bearerOnly{} }, http.HandlerFunc(sseBackend))
 	for _, c := range []struct {
-		method, path, body string
-		status             int
-		stream             bool
+		method, path, body, token string
+		status                    int
+		stream                    any
 	}{
-		{"GET", "/v1/nope", "", 404, false},
-		{"GET", "/v1/chat/completions", "", 405, false},
-		{"POST", "/v1/chat/completions", streamBody, 401, true},
+		{"GET", "/v1/nope", "", "", 404, nil},
+		{"GET", "/v1/chat/completions", "", "", 405, nil},
+		{"POST", "/v1/chat/completions", streamBody, "", 401, nil},
+		{"POST", "/v1/chat/completions", `{"model":"nope","stream":true,"messages":[]}`, "Bearer good", 404, true},
 	} {
 		req, _ := http.NewRequest(c.method, g.srv.URL+c.path, strings.NewReader(c.body))
+		if c.token != "" {
+			req.Header.Set("Authorization", c.token)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -41,10 +41,24 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
-	// 1. Read: a capped body, bounded in time, scanned for the fields the
-	// gateway decides on. It is read before the token is checked only so
-	// the access log can say what a refused caller asked for (stream or
-	// not); nothing in it is acted on before step 4.
+	// 1. Authenticate: JWT against the issuer's cached JWKS. Nothing of a
+	// caller without a valid token is read, not even its body.
+	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
+	if err != nil {
+		s.fail(w, rec, authError(err))
+		return
+	}
+	rec.tenant, rec.subject = p.Tenant, p.Subject
+
+	// 2. Tenant: the in-process table from config.
+	t := s.Tenants.Lookup(p.Tenant)
+	if t == nil {
+		s.fail(w, rec, tenantNotAllowed(p.Tenant))
+		return
+	}
+	rec.tenantName = t.Name
+
+	// 3. Read: a capped body, bounded in time.
 	bufp := bodyPool.Get().(*[]byte)
 	held := true // the client's body is released once the backend has its copy
 	defer func() {
@@ -55,7 +69,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	// A client that never finishes its body must not hold a handler: bound
 	// the read, then clear the deadline so a long stream is not cut.
 	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(s.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
+	_ = rc.SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
 	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
 	*bufp = raw
 	if aerr != nil {
@@ -71,26 +85,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 			raw = withModel
 		}
 	}
-	body, perr := parseBody(raw, op) // acted on after the tenant check
-	rec.stream = body.Stream
-
-	// 2. Authenticate: JWT against the issuer's cached JWKS.
-	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
-	if err != nil {
-		s.fail(w, rec, authError(err))
-		return
-	}
-	rec.tenant, rec.subject = p.Tenant, p.Subject
-
-	// 3. Tenant: the in-process table from config.
-	t := s.Tenants.Lookup(p.Tenant)
-	if t == nil {
-		s.fail(w, rec, tenantNotAllowed(p.Tenant))
-		return
-	}
-	rec.tenantName = t.Name
 
 	// 4. Decode: only the fields the gateway decides on (upstream.Body).
+	body, perr := parseBody(raw, op)
+	rec.streamKnown, rec.stream = true, body.Stream
 	if perr != nil {
 		s.fail(w, rec, perr)
 		return

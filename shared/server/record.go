@@ -22,6 +22,7 @@ type record struct {
 	model, pool     string
 	endpoint        string
 	stream          bool
+	streamKnown     bool // the body was read: a refused caller's never is
 	attempts        int
 	status          int
 	upstreamStatus  int
@@ -141,7 +142,7 @@ func (s *Server) log(rec *record) {
 		slog.String("tenant_name", rec.tenantName),
 		slog.String("subject", rec.subject),
 		slog.String("model", rec.model),
-		slog.Bool("stream", rec.stream),
+		streamAttr(rec),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
 		slog.Int("attempts", rec.attempts),
@@ -177,4 +178,14 @@ func newRequestID() string {
 		v >>= 4
 	}
 	return string(b[:])
+}
+
+// streamAttr is the access log's stream: null when the body was never read
+// (a caller refused before it: the gateway reads nothing of a caller
+// without a valid token).
+func streamAttr(rec *record) slog.Attr {
+	if !rec.streamKnown {
+		return slog.Any("stream", nil)
+	}
+	return slog.Bool("stream", rec.stream)
 }
