@@ -103,10 +103,14 @@ bench-nginx:
 	  || echo "nginx-light could not be installed: the bench runs without its nginx peer"; }
 
 # Deployment checks: the bicep templates' syntax and consistency
-# (tree-sitter-bicep under Node.js), and the Dockerfile against `make image`
-# (BuildKit's parser, in a Go module of its own).
-bicepcheck:
+# (tree-sitter-bicep under Node.js); every app's config rendered as bicep
+# renders it and the real binary run on each, with Entra-shaped tokens, a
+# real redis-server and the azd hook (scripts/azconfig; needs redis-server);
+# and the Dockerfile against `make image` (BuildKit's parser, in a Go module
+# of its own).
+bicepcheck: redis
 	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
+	$(GO) test -tags $(TAGS) -count=1 ./scripts/azconfig
 	cd scripts/image/dockerfile && $(GO) test -count=1 ./...
 
 # Cold start: exec → healthy and exec → first streamed byte, HTTP and Lambda hosts.

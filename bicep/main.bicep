@@ -36,8 +36,17 @@ param apiClientId string
 @description('Application ID URI of the API (the aud of v1.0 tokens, and the scope prefix). Default: api://{apiClientId}.')
 param apiAppIdUri string = ''
 
-@description('Tenant table: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people. Default: the API\'s directory, every model, 600 requests a minute.')
+@description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name). Default: the API\'s directory, every model, 600 requests a minute.')
 param tenants array = []
+
+@description('Isolated tenants, one scale-to-zero app each: [{id, name, models, requests?, interval?, openAiAccountName?, openAiResourceGroup?, deployments?}]. name: lowercase letters, digits and hyphens, starting with a letter, at most 29 characters (the app is ca-{name}). Default: none.')
+param isolatedTenants array = []
+
+@description('App roles (the token\'s roles claim) of which a token must carry one, unless it carries one of requiredScopes. Default: none required.')
+param requiredRoles array = []
+
+@description('Delegated scopes (the token\'s scp claim) of which a token must carry one, unless it carries one of requiredRoles. Default: none required.')
+param requiredScopes array = []
 
 @secure()
 @description('A complete gateway config (YAML or JSON). Empty: a config is generated from the parameters above.')
@@ -100,6 +109,9 @@ module gateway 'modules/gateway.bicep' = {
     apiClientId: apiClientId
     apiAppIdUri: apiAppIdUri
     tenants: tenants
+    isolatedTenants: isolatedTenants
+    requiredRoles: requiredRoles
+    requiredScopes: requiredScopes
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
     keyVaultName: keyVaultName
@@ -120,3 +132,7 @@ output AZURE_CONTAINER_REGISTRY_ENDPOINT string = gateway.outputs.registryLoginS
 output GATEWAY_IDENTITY_CLIENT_ID string = gateway.outputs.identityClientId
 output GATEWAY_AUTH_ISSUER string = gateway.outputs.authIssuer
 output GATEWAY_URL string = gateway.outputs.url
+// The isolated tenants' apps: names for the postdeploy hook (space
+// separated), and each tenant's URL.
+output GATEWAY_TENANT_APPS string = join(gateway.outputs.tenantAppNames, ' ')
+output GATEWAY_TENANT_URLS array = gateway.outputs.tenantUrls

@@ -78,6 +78,9 @@ func open(t *testing.T, params map[string]any) (*cloudformation.Template, map[st
 		t.Fatal(err)
 	}
 	_ = json.Unmarshal(js, &stripped)
+	// A property set to AWS::NoValue is removed (goformation leaves null).
+	dropNoValue(raw)
+	dropNoValue(stripped)
 	for name, props := range unmodelled {
 		p := rawProps(t, stripped, name)
 		for _, k := range props {
@@ -96,6 +99,25 @@ func open(t *testing.T, params map[string]any) (*cloudformation.Template, map[st
 		t.Fatalf("goformation: %v", err)
 	}
 	return tmpl, raw
+}
+
+// dropNoValue removes the object properties whose value resolved to
+// AWS::NoValue (null), as CloudFormation does.
+func dropNoValue(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if e == nil {
+				delete(x, k)
+				continue
+			}
+			dropNoValue(e)
+		}
+	case []any:
+		for _, e := range x {
+			dropNoValue(e)
+		}
+	}
 }
 
 // refOrResource resolves Ref as goformation does (parameters, pseudo

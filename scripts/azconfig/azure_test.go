@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmgw/gateway/scripts/stub"
 )
 
 // fakeAzure stands in for Azure's public endpoints on loopback. The gateway
@@ -235,20 +237,26 @@ func (d *entraDirectory) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"msgraph_host":                          "graph.microsoft.com",
 		})
 	case "/" + d.tenantID + "/discovery/v2.0/keys":
-		pub := d.key.PublicKey
-		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{{
-			"kty":    "RSA",
-			"use":    "sig",
-			"kid":    d.kid,
-			"x5t":    d.kid,
-			"n":      base64.RawURLEncoding.EncodeToString(pub.N.Bytes()),
-			"e":      base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes()),
-			"x5c":    []string{base64.StdEncoding.EncodeToString(d.certDER)},
-			"issuer": d.issuer(),
-		}}})
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": []map[string]any{d.jwk()}})
 	default:
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintf(w, `{"error":"invalid_tenant","error_description":"AADSTS90002: Tenant not found."}`)
+	}
+}
+
+// jwk is the directory's signing key as Entra publishes it: no alg, and
+// the issuer it signs for (the common endpoint writes {tenantid} there).
+func (d *entraDirectory) jwk() map[string]any {
+	pub := d.key.PublicKey
+	return map[string]any{
+		"kty":    "RSA",
+		"use":    "sig",
+		"kid":    d.kid,
+		"x5t":    d.kid,
+		"n":      base64.RawURLEncoding.EncodeToString(pub.N.Bytes()),
+		"e":      base64.RawURLEncoding.EncodeToString(big.NewInt(int64(pub.E)).Bytes()),
+		"x5c":    []string{base64.StdEncoding.EncodeToString(d.certDER)},
+		"issuer": loginEndpoint + "{tenantid}/v2.0",
 	}
 }
 
@@ -295,31 +303,100 @@ func (d *entraDirectory) accessToken(t *testing.T, aud string, delegated bool, o
 	return s
 }
 
-// managedIdentity is the endpoint Container Apps gives a managed identity
-// (IDENTITY_ENDPOINT, X-IDENTITY-HEADER, api-version 2019-08-01). It answers
-// only for the user-assigned identity the config names.
+// managedIdentity is the endpoint Container Apps gives an app's
+// user-assigned identities (IDENTITY_ENDPOINT, X-IDENTITY-HEADER,
+// api-version 2019-08-01). It answers only for the identities the
+// deployment made, each with its own tokens.
 type managedIdentity struct {
-	clientID string
-	secret   string
-	asked    sync.Map // resource → count
+	secret    string
+	clientIDs map[string]bool
+	asked     sync.Map // client ID + " " + resource → count
 }
 
-func (m *managedIdentity) token(resource string) string {
-	return "mi-token-for-" + strings.TrimPrefix(resource, "https://")
+// token is identity clientID's token for resource.
+func (m *managedIdentity) token(clientID, resource string) string {
+	return "mi-token-" + clientID + "-for-" + strings.TrimPrefix(resource, "https://")
 }
 
 func (m *managedIdentity) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if r.Header.Get("X-IDENTITY-HEADER") != m.secret || q.Get("client_id") != m.clientID {
+	id := q.Get("client_id")
+	if r.Header.Get("X-IDENTITY-HEADER") != m.secret || !m.clientIDs[id] {
 		http.Error(w, `{"error":"invalid_request"}`, http.StatusBadRequest)
 		return
 	}
 	res := q.Get("resource")
-	n, _ := m.asked.LoadOrStore(res, new(atomic.Int64))
+	n, _ := m.asked.LoadOrStore(id+" "+res, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
 	w.Header().Set("Content-Type", "application/json")
 	fmt.Fprintf(w, `{"access_token":%q,"expires_on":"%d","resource":%q,"token_type":"Bearer","client_id":%q}`,
-		m.token(res), time.Now().Add(24*time.Hour).Unix(), res, m.clientID)
+		m.token(id, res), time.Now().Add(24*time.Hour).Unix(), res, id)
+}
+
+// entraLogin is login.microsoftonline.com for several directories: each
+// directory's own documents, and the multi-tenant keys endpoint
+// (/common/discovery/v2.0/keys), which publishes every directory's signing
+// keys, as Entra's common keys sign every directory's tokens.
+type entraLogin struct {
+	dirs       map[string]*entraDirectory
+	commonKeys atomic.Int64
+}
+
+func (l *entraLogin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/common/discovery/v2.0/keys" {
+		l.commonKeys.Add(1)
+		var keys []map[string]any
+		for _, d := range l.dirs {
+			keys = append(keys, d.jwk())
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(map[string]any{"keys": keys})
+		return
+	}
+	tid, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	if d, ok := l.dirs[tid]; ok {
+		d.ServeHTTP(w, r)
+		return
+	}
+	w.WriteHeader(http.StatusBadRequest)
+	fmt.Fprintf(w, `{"error":"invalid_tenant","error_description":"AADSTS90002: Tenant not found."}`)
+}
+
+// fakeAccount is one Azure OpenAI account: it answers only the tokens of
+// the identities that have Cognitive Services OpenAI User on it (401
+// otherwise, as Azure does), and records who called.
+type fakeAccount struct {
+	granted map[string]string // bearer token → identity client ID
+	backend *stub.Server
+	key     string // the stub's own key, put in place of the caller's
+
+	mu    sync.Mutex
+	calls []call
+}
+
+// call is one request an account accepted: who made it, for which path.
+type call struct{ ClientID, Path string }
+
+func (a *fakeAccount) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.granted[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+	if !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"error":{"code":"PermissionDenied","message":"The principal lacks the required data action"}}`)
+		return
+	}
+	a.mu.Lock()
+	a.calls = append(a.calls, call{id, r.URL.Path})
+	a.mu.Unlock()
+	r.Header.Set("Authorization", "Bearer "+a.key)
+	a.backend.ServeHTTP(w, r)
+}
+
+// accepted lists the calls the account accepted, in order.
+func (a *fakeAccount) accepted() []call {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]call(nil), a.calls...)
 }
 
 func pemBlock(kind string, der []byte) []byte {

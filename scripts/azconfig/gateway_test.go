@@ -58,9 +58,10 @@ type runningGateway struct {
 }
 
 // startGateway runs bin as Container Apps would: the config file the secret
-// volume mounts, the identity's environment, and nothing else (no inherited
-// variables), with Azure's hosts reachable only through az.
-func startGateway(t *testing.T, bin string, cfg []byte, az *fakeAzure, identityURL string, extraEnv ...string) *runningGateway {
+// volume mounts, the app's identity's environment (clientID), and nothing
+// else (no inherited variables), with Azure's hosts reachable only through
+// az.
+func startGateway(t *testing.T, bin string, cfg []byte, az *fakeAzure, identityURL, clientID string, extraEnv ...string) *runningGateway {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.yaml")
@@ -82,7 +83,7 @@ func startGateway(t *testing.T, bin string, cfg []byte, az *fakeAzure, identityU
 	cmd.Env = []string{
 		"GATEWAY_CONFIG=" + cfgPath,
 		"CONTAINER_APP_PORT=" + strconv.Itoa(port), // what Container Apps sets; the image's PORT is not set here
-		"AZURE_CLIENT_ID=" + identityCID,
+		"AZURE_CLIENT_ID=" + clientID,
 		"IDENTITY_ENDPOINT=" + identityURL,
 		"IDENTITY_HEADER=identity-secret",
 		"HTTPS_PROXY=" + az.ProxyURL,
@@ -163,58 +164,83 @@ func errorCode(t *testing.T, resp *http.Response) (int, string) {
 	return resp.StatusCode, e.Error.Code
 }
 
-// azure is the Azure a deployed gateway sees, on loopback: the API's
-// directory and another one on login.microsoftonline.com, the app's managed
-// identity, and the OpenAI account, whose only accepted credential is the
-// identity's token.
+// azure is the Azure a deployment's gateways see, on loopback: every
+// directory (the API's, the tenants', one more) on login.microsoftonline.com
+// with the common keys, the apps' managed identities, and the OpenAI
+// accounts, each accepting only the identities that have their role on it
+// (as the deployment grants: each app's identity on the account its config
+// calls).
 type azure struct {
-	home, other *entraDirectory
+	login       *entraLogin
 	identity    *managedIdentity
 	identityURL string
-	backend     *stub.Server
+	accounts    map[string]*fakeAccount
 	proxy       *fakeAzure
 	bin         string
 }
 
-func newAzure(t *testing.T) *azure {
+func newAzure(t *testing.T, p params) *azure {
 	t.Helper()
 	bin, err := buildGateway()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &azure{
-		home:     newEntraDirectory(t, homeTenant),
-		other:    newEntraDirectory(t, otherTenant),
-		identity: &managedIdentity{clientID: identityCID, secret: "identity-secret"},
+		login:    &entraLogin{dirs: map[string]*entraDirectory{}},
+		identity: &managedIdentity{secret: "identity-secret", clientIDs: map[string]bool{}},
+		accounts: map[string]*fakeAccount{},
 		bin:      bin,
+	}
+	for _, tid := range []string{homeTenant, otherTenant, fabrikamTenant, northwindTenant, woodgroveTenant} {
+		a.login.dirs[tid] = newEntraDirectory(t, tid)
 	}
 	miSrv := httptest.NewServer(a.identity)
 	t.Cleanup(miSrv.Close)
 	a.identityURL = miSrv.URL
-	a.backend = stub.New(stub.Options{
-		APIKey: a.identity.token("https://cognitiveservices.azure.com"),
-		TTFT:   time.Millisecond, Interval: time.Millisecond, Tokens: 4,
-	})
-	t.Cleanup(a.backend.Close)
-	login := http.NewServeMux()
-	login.Handle("/"+homeTenant+"/", a.home)
-	login.Handle("/"+otherTenant+"/", a.other)
-	a.proxy = newFakeAzure(t, map[string]http.Handler{
-		"login.microsoftonline.com":         login,
-		openAIAccount + ".openai.azure.com": a.backend,
-	})
+	hosts := map[string]http.Handler{"login.microsoftonline.com": a.login}
+	for _, app := range append([]app{sharedApp(p)}, tenantApps(p)...) {
+		a.identity.clientIDs[app.Identity.ClientID] = true
+		acct := a.accounts[app.Account]
+		if acct == nil {
+			key := "backend-key-" + app.Account
+			acct = &fakeAccount{granted: map[string]string{}, key: key, backend: stub.New(stub.Options{
+				APIKey: key, Name: app.Account, TTFT: time.Millisecond, Interval: time.Millisecond, Tokens: 4,
+			})}
+			t.Cleanup(acct.backend.Close)
+			a.accounts[app.Account] = acct
+			hosts[app.Account+".openai.azure.com"] = acct
+		}
+		acct.granted[a.identity.token(app.Identity.ClientID, "https://cognitiveservices.azure.com")] = app.Identity.ClientID
+	}
+	a.proxy = newFakeAzure(t, hosts)
 	return a
 }
 
-func (a *azure) startGateway(t *testing.T, cfg []byte, extraEnv ...string) *runningGateway {
+func (a *azure) dir(tid string) *entraDirectory { return a.login.dirs[tid] }
+
+// start runs the gateway on app's generated config, as app's identity.
+func (a *azure) start(t *testing.T, app app, extraEnv ...string) *runningGateway {
 	t.Helper()
-	return startGateway(t, a.bin, cfg, a.proxy, a.identityURL, extraEnv...)
+	return startGateway(t, a.bin, render(t, app), a.proxy, a.identityURL, app.Identity.ClientID, extraEnv...)
+}
+
+// streams asserts a whole SSE stream answered the request.
+func streams(t *testing.T, resp *http.Response) {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	if !strings.Contains(string(b), "data: [DONE]") || strings.Count(string(b), "data: ") < 4 {
+		t.Fatalf("not a whole stream:\n%s", b)
+	}
 }
 
 // TestEntraTokensThroughTheGateway runs the real gateway on the config the
-// bicep generates for one Entra directory and calls it the way a client that
+// bicep generates for the shared gateway and calls it the way a client that
 // followed the README does: with a v2.0 access token for the API's app
-// registration. The gateway discovers the directory's keys from
+// registration. The gateway fetches Entra's common keys from
 // login.microsoftonline.com (a loopback stand-in serving Entra's document
 // shapes), gets its backend token from the managed-identity endpoint, and
 // streams from "Azure OpenAI" on its real host name.
@@ -222,12 +248,12 @@ func TestEntraTokensThroughTheGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway binary")
 	}
-	az := newAzure(t)
-	home, other, backend := az.home, az.other, az.backend
-	cfg := render(t, testParams(false, []tenantParam{
+	p := testParams(false, []tenantParam{
 		{ID: homeTenant, Name: "contoso", Models: []string{"gpt-4o-mini"}, Requests: 1000, Interval: "1h"},
-	}))
-	g := az.startGateway(t, cfg)
+	})
+	az := newAzure(t, p)
+	home, other, acct := az.dir(homeTenant), az.dir(otherTenant), az.accounts[openAIAccount]
+	g := az.start(t, sharedApp(p))
 
 	t.Run("v2.0 access tokens of the API's directory stream", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -239,27 +265,18 @@ func TestEntraTokensThroughTheGateway(t *testing.T) {
 			{"audience is the application ID URI", home.accessToken(t, "api://"+apiClientID, false, nil)},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				resp := g.chat(t, tc.tok, "gpt-4o-mini")
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-					t.Fatalf("status %d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
-				}
-				if !strings.Contains(string(b), "data: [DONE]") || strings.Count(string(b), "data: ") < 4 {
-					t.Fatalf("not a whole stream:\n%s", b)
-				}
-				last := backend.LastRequest()
+				streams(t, g.chat(t, tc.tok, "gpt-4o-mini"))
+				last := acct.backend.LastRequest()
 				if last.Path != "/openai/deployments/gpt-4o-mini-prod/chat/completions" || last.Auth != stub.AuthBearer {
 					t.Fatalf("backend got %s with %q credentials", last.Path, last.Auth)
 				}
+				if c := acct.accepted(); c[len(c)-1].ClientID != identityCID {
+					t.Fatalf("the account was called by %s, want the shared identity", c[len(c)-1].ClientID)
+				}
 			})
 		}
-	})
-
-	t.Run("the same token for a directory not in the table: 403 tenant_not_allowed", func(t *testing.T) {
-		tok := home.accessToken(t, apiClientID, false, map[string]any{"tid": otherTenant})
-		if status, code := errorCode(t, g.chat(t, tok, "gpt-4o-mini")); status != http.StatusForbidden || code != "tenant_not_allowed" {
-			t.Fatalf("got %d %s", status, code)
+		if !strings.Contains(g.logs.String(), `"tenant_name":"contoso"`) {
+			t.Errorf("the access log has no tenant_name:\n%s", g.logs.String())
 		}
 	})
 
@@ -270,9 +287,13 @@ func TestEntraTokensThroughTheGateway(t *testing.T) {
 			status     int
 			code       string
 		}{
-			// One issuer: a token another directory signed (its own iss and
-			// keys) is not this gateway's, even for the same API.
-			{"token of another directory", other.accessToken(t, apiClientID, false, nil), "gpt-4o-mini", 401, "invalid_token"},
+			// Any directory's token passes authentication; the table decides.
+			{"a valid token of a directory not in the table", other.accessToken(t, apiClientID, false, nil), "gpt-4o-mini", 403, "tenant_not_allowed"},
+			// Forged combinations: the tid and the iss must name one directory.
+			{"tid of another directory, iss of this one", home.accessToken(t, apiClientID, false, map[string]any{"tid": otherTenant}), "gpt-4o-mini", 401, "invalid_token"},
+			{"tid of this directory, iss of another", other.accessToken(t, apiClientID, false, map[string]any{"tid": homeTenant}), "gpt-4o-mini", 401, "invalid_token"},
+			{"tid climbing out of the issuer", home.accessToken(t, apiClientID, false, map[string]any{"tid": "..", "iss": loginEndpoint + "../v2.0"}), "gpt-4o-mini", 401, "invalid_token"},
+			{"no tid", home.accessToken(t, apiClientID, false, map[string]any{"tid": nil}), "gpt-4o-mini", 401, "invalid_token"},
 			{"token for another API", home.accessToken(t, "00000003-0000-0000-c000-000000000000", false, nil), "gpt-4o-mini", 401, "invalid_token"},
 			{"v1.0 issuer", home.accessToken(t, apiClientID, false, map[string]any{"iss": "https://sts.windows.net/" + homeTenant + "/", "ver": "1.0"}), "gpt-4o-mini", 401, "invalid_token"},
 			{"expired", home.accessToken(t, apiClientID, false, map[string]any{"exp": time.Now().Add(-time.Hour).Unix()}), "gpt-4o-mini", 401, "invalid_token"},
@@ -286,11 +307,35 @@ func TestEntraTokensThroughTheGateway(t *testing.T) {
 		}
 	})
 
-	if n := home.discoveries.Load(); n == 0 {
-		t.Error("the gateway never read the directory's OpenID configuration")
+	if az.login.commonKeys.Load() == 0 {
+		t.Error("the gateway never read Entra's common keys")
 	}
-	if other.discoveries.Load() != 0 {
-		t.Error("the gateway read another directory's configuration")
+	for tid, d := range az.login.dirs {
+		if d.discoveries.Load() != 0 {
+			t.Errorf("the gateway read directory %s's OpenID configuration; it has its keys URL", tid)
+		}
+	}
+}
+
+// TestRequiredRoles: with GATEWAY_REQUIRED_ROLES, a valid token of a
+// directory in the table without the app role is refused with 403.
+func TestRequiredRoles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the gateway binary")
+	}
+	p := testParams(false, nil)
+	p.RequiredRoles = []string{"Gateway.Invoke"}
+	az := newAzure(t, p)
+	home := az.dir(homeTenant)
+	g := az.start(t, sharedApp(p))
+	streams(t, g.chat(t, home.accessToken(t, apiClientID, false, nil), "gpt-4o-mini"))
+	noRole := home.accessToken(t, apiClientID, false, map[string]any{"roles": []string{"Gateway.Read"}})
+	if status, code := errorCode(t, g.chat(t, noRole, "gpt-4o-mini")); status != http.StatusForbidden || code != "insufficient_permissions" {
+		t.Fatalf("a token without the role: %d %s", status, code)
+	}
+	// A delegated token carries scp, no roles: refused unless scopes allow.
+	if status, code := errorCode(t, g.chat(t, home.accessToken(t, apiClientID, true, nil), "gpt-4o-mini")); status != http.StatusForbidden || code != "insufficient_permissions" {
+		t.Fatalf("a delegated token: %d %s", status, code)
 	}
 }
 
@@ -303,17 +348,17 @@ func TestEntraRedisLimiter(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the gateway binary")
 	}
-	az := newAzure(t)
-	home, mi := az.home, az.identity
+	p := testParams(true, []tenantParam{
+		{ID: homeTenant, Name: "contoso", Models: []string{"gpt-4o-mini"}, Requests: 2, Interval: "1h"},
+	})
+	az := newAzure(t, p)
+	home, mi := az.dir(homeTenant), az.identity
 	srv := redistest.Start(t)
 	// The access policy assignment: the identity's object id, its token.
-	srv.Do("ACL", "SETUSER", identityOID, "on", ">"+mi.token("https://redis.azure.com"), "~*", "+@all")
+	srv.Do("ACL", "SETUSER", identityOID, "on", ">"+mi.token(identityCID, "https://redis.azure.com"), "~*", "+@all")
 	srv.Do("ACL", "SETUSER", "default", "off")
 
-	cfg := render(t, testParams(true, []tenantParam{
-		{ID: homeTenant, Name: "contoso", Models: []string{"gpt-4o-mini"}, Requests: 2, Interval: "1h"},
-	}))
-	g := az.startGateway(t, cfg, "REDIS_URL="+srv.URL())
+	g := az.start(t, sharedApp(p), "REDIS_URL="+srv.URL())
 	tok := home.accessToken(t, apiClientID, false, nil)
 	for i := range 2 {
 		resp := g.chat(t, tok, "gpt-4o-mini")

@@ -1,7 +1,10 @@
 // Checks the bicep templates without a bicep compiler: every file must parse
-// with tree-sitter-bicep (WebAssembly grammar, no native build), and the
-// Container App must agree with what the image and the gateway binary expect
-// (port, health path, env vars, identity). Run: npm ci && node --test.
+// with tree-sitter-bicep (WebAssembly grammar, no native build); the
+// Container App (modules/app.bicep, one per gateway) must agree with what the
+// image and the gateway binary expect (port, health path, env vars,
+// identity); and the isolated tier must hold together: every app scales to
+// zero with its own identity and role, the shared pieces exist once.
+// Run: npm ci && node --test.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -55,10 +58,10 @@ class File {
           this.params.set(name, kids.length > 2 ? kids.at(-1) : null);
           break;
         case 'resource_declaration':
-          this.resources.push({ name, type: unquote(kids[1]), body: body(kids.at(-1)) });
+          this.resources.push({ name, type: unquote(kids[1]), body: body(kids.at(-1)), loop: loopOf(kids.at(-1)), existing: d.children.some((c) => c.type === 'existing') });
           break;
         case 'module_declaration':
-          this.modules.push({ name, file: unquote(kids[1]), body: body(kids.at(-1)) });
+          this.modules.push({ name, file: unquote(kids[1]), body: body(kids.at(-1)), loop: loopOf(kids.at(-1)) });
           break;
         case 'output_declaration':
           this.outputs.set(name, kids.at(-1));
@@ -68,9 +71,19 @@ class File {
   }
 
   resource(typePrefix) {
-    const r = this.resources.filter((x) => x.type.startsWith(typePrefix + '@'));
+    const r = this.resourcesOf(typePrefix);
     assert.equal(r.length, 1, `${this.path}: want one ${typePrefix}, found ${r.length}`);
     return r[0];
+  }
+
+  resourcesOf(typePrefix) {
+    return this.resources.filter((x) => x.type.startsWith(typePrefix + '@'));
+  }
+
+  module(name) {
+    const m = this.modules.find((x) => x.name === name);
+    assert.ok(m, `${this.path}: no module ${name}`);
+    return m;
   }
 
   // value evaluates literals, strings with interpolation, and identifiers
@@ -107,9 +120,21 @@ function unquote(n) {
   return n.namedChildren.map((c) => c.text).join('');
 }
 
-// body is the object of a declaration, also behind `if (cond)`.
+// body is the object of a declaration, also behind `if (cond)` and inside
+// `[for … in …: …]`.
 function body(n) {
+  if (n.type === 'for_statement') return body(n.childForFieldName('body') ?? n.namedChildren.at(-1));
   return n.type === 'if_statement' ? n.namedChildren.find((c) => c.type === 'object') : n;
+}
+
+// loopOf describes a `[for (item, index) in source: …]` declaration:
+// {item, index, source}; null for one that is not a loop.
+function loopOf(n) {
+  if (n.type !== 'for_statement') return null;
+  const params = n.namedChildren.find((c) => c.type === 'for_loop_parameters');
+  const names = params ? params.namedChildren.map((c) => c.text) : [n.namedChildren[0].text];
+  const source = n.namedChildren.filter((c) => c.type !== 'for_loop_parameters')[params ? 0 : 1];
+  return { item: names[0], index: names[1] ?? null, source: source.text };
 }
 
 // prop returns the value node of key in an object node.
@@ -141,13 +166,21 @@ function items(n) {
 
 const files = Object.fromEntries(bicepFiles(bicepDir).map((p) => [path.relative(bicepDir, p), new File(p)]));
 const main = files['main.bicep'];
-const gw = files[path.join('modules', 'gateway.bicep')];
+const gw = files[path.join('modules', 'gateway.bicep')]; // the shared pieces, the identities, the app modules
+const af = files[path.join('modules', 'app.bicep')]; // one app
 const access = files[path.join('modules', 'openai-access.bicep')];
-const app = gw.resource('Microsoft.App/containerApps');
+const app = af.resource('Microsoft.App/containerApps');
 const appProps = prop(app.body, 'properties');
 const container = items(at(appProps, 'template.containers'))[0];
-const env = new Map(items(prop(container, 'env')).map((e) => [gw.value(prop(e, 'name')), prop(e, 'value') ?? prop(e, 'secretRef')]));
-const identity = gw.resource('Microsoft.ManagedIdentity/userAssignedIdentities');
+const env = new Map(items(prop(container, 'env')).map((e) => [af.value(prop(e, 'name')), prop(e, 'value') ?? prop(e, 'secretRef')]));
+const identity = af.resource('Microsoft.ManagedIdentity/userAssignedIdentities'); // the app's, existing
+const sharedApp = gw.module('app');
+const tenantApps = gw.module('tenantApps');
+
+// params lists a module call's parameters: name → value node.
+function params(mod) {
+  return new Map(prop(mod.body, 'params').namedChildren.filter((p) => p.type === 'object_property').map((p) => [p.namedChildren[0].text, p.namedChildren.at(-1)]));
+}
 
 // What the rest of the repository says the container must match.
 const imagePort = Number(fs.readFileSync(path.join(root, 'scripts/image/layout.go'), 'utf8').match(/\bPort\s*=\s*"(\d+)"/)[1]);
@@ -170,7 +203,7 @@ function replacePairs(file, node, out = new Map()) {
 }
 const configTemplatePath = path.join(bicepDir, 'modules', 'gateway-config.json');
 const configTemplate = fs.readFileSync(configTemplatePath, 'utf8');
-const configPairs = replacePairs(gw, gw.vars.get('generatedConfig'));
+const configPairs = replacePairs(af, af.vars.get('generatedConfig'));
 
 // The parameters file and the README's Azure section (up to the next
 // second-level heading).
@@ -180,7 +213,7 @@ const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
 const azureSection = readme.slice(readme.indexOf('## Run on Azure Container Apps'), readme.indexOf('\n## ', readme.indexOf('## Run on Azure Container Apps') + 1));
 
 test('every bicep file parses without errors', () => {
-  assert.ok(Object.keys(files).length >= 3, 'bicep files found');
+  assert.ok(Object.keys(files).length >= 4, 'bicep files found');
   for (const [name, f] of Object.entries(files)) {
     assert.deepEqual(problems(f.tree.rootNode), [], name);
   }
@@ -193,27 +226,33 @@ test('the parse check catches broken bicep', () => {
 
 test('ingress targets the port the image exposes, over HTTP/1.1', () => {
   const ingress = at(appProps, 'configuration.ingress');
-  assert.equal(gw.value(prop(ingress, 'targetPort')), imagePort);
-  assert.equal(gw.value(prop(ingress, 'transport')), 'http');
-  assert.equal(gw.value(prop(ingress, 'external')), true);
+  assert.equal(af.value(prop(ingress, 'targetPort')), imagePort);
+  assert.equal(af.value(prop(ingress, 'transport')), 'http');
+  assert.equal(af.value(prop(ingress, 'external')), true);
 });
 
-test('the app scales to zero on HTTP concurrency', () => {
+test('every app scales to zero on HTTP concurrency: one app definition, minReplicas a literal 0', () => {
   const scale = at(appProps, 'template.scale');
-  assert.equal(gw.value(prop(scale, 'minReplicas')), 0);
+  assert.equal(prop(scale, 'minReplicas').text, '0');
+  assert.ok(!af.params.has('minReplicas'), 'no parameter can raise it for one app');
   assert.ok(prop(scale, 'maxReplicas'), 'maxReplicas set');
   const rules = items(prop(scale, 'rules'));
   assert.ok(rules.some((r) => at(r, 'http.metadata.concurrentRequests')), 'an http concurrentRequests rule');
+  // Every Container App of the deployment is this one definition.
+  for (const [name, f] of Object.entries(files)) {
+    if (f !== af) assert.equal(f.resourcesOf('Microsoft.App/containerApps').length, 0, `${name} declares a Container App of its own`);
+  }
+  assert.deepEqual(gw.modules.filter((m) => m.file === 'app.bicep').map((m) => m.name).sort(), ['app', 'tenantApps']);
 });
 
 test('probes hit the gateway health route on its port', () => {
   const route = routesGo.match(/"(\/healthz)":/);
   assert.ok(route, 'shared/server/routes.go serves /healthz');
   const probes = items(prop(container, 'probes'));
-  assert.deepEqual(probes.map((p) => gw.value(prop(p, 'type'))).sort(), ['Liveness', 'Readiness', 'Startup']);
+  assert.deepEqual(probes.map((p) => af.value(prop(p, 'type'))).sort(), ['Liveness', 'Readiness', 'Startup']);
   for (const p of probes) {
-    assert.equal(gw.value(at(p, 'httpGet.path')), route[1]);
-    assert.equal(gw.value(at(p, 'httpGet.port')), imagePort);
+    assert.equal(af.value(at(p, 'httpGet.path')), route[1]);
+    assert.equal(af.value(at(p, 'httpGet.port')), imagePort);
   }
 });
 
@@ -227,39 +266,87 @@ test('the gateway listens on the port the ingress targets', () => {
   assert.ok(!env.has('PORT') && !env.has('CONTAINER_APP_PORT'), 'the template leaves PORT to the image and CONTAINER_APP_PORT to the platform');
   const imageEnvPort = fs.readFileSync(path.join(root, 'scripts/image/layout.go'), 'utf8').match(/"PORT=" \+ Port/);
   assert.ok(imageEnvPort, 'scripts/image sets PORT to its exposed port');
-  assert.equal(gw.value(prop(at(appProps, 'configuration.ingress'), 'targetPort')), imagePort);
+  assert.equal(af.value(prop(at(appProps, 'configuration.ingress'), 'targetPort')), imagePort);
 });
 
 test('GATEWAY_CONFIG names the file the secret volume mounts', () => {
   const mount = items(prop(container, 'volumeMounts'))[0];
-  const volName = gw.value(prop(mount, 'volumeName'));
-  const vol = items(at(appProps, 'template.volumes')).find((v) => gw.value(prop(v, 'name')) === volName);
+  const volName = af.value(prop(mount, 'volumeName'));
+  const vol = items(at(appProps, 'template.volumes')).find((v) => af.value(prop(v, 'name')) === volName);
   assert.ok(vol, `volume ${volName} declared`);
-  assert.equal(gw.value(prop(vol, 'storageType')), 'Secret');
+  assert.equal(af.value(prop(vol, 'storageType')), 'Secret');
   const file = items(prop(vol, 'secrets'))[0];
-  assert.equal(gw.value(env.get('GATEWAY_CONFIG')), `${gw.value(prop(mount, 'mountPath'))}/${gw.value(prop(file, 'path'))}`);
-  const secretRef = gw.value(prop(file, 'secretRef'));
-  assert.match(gw.vars.get('configSecret').text, new RegExp(`name: '${secretRef}'`), 'the config secret exists under that name');
+  assert.equal(af.value(env.get('GATEWAY_CONFIG')), `${af.value(prop(mount, 'mountPath'))}/${af.value(prop(file, 'path'))}`);
+  const secretRef = af.value(prop(file, 'secretRef'));
+  assert.match(af.vars.get('configSecret').text, new RegExp(`name: '${secretRef}'`), 'the config secret exists under that name');
 });
 
-test('one identity: the app runs as it, AZURE_CLIENT_ID is its client id, the role goes to its principal', () => {
+test('one identity per app: the app runs as it, AZURE_CLIENT_ID is its client id, its roles go to its principal', () => {
   const id = identity.name;
+  assert.ok(identity.existing, 'app.bicep uses the identity gateway.bicep made for it');
+  assert.equal(prop(identity.body, 'name').text, 'identityName');
   const uai = at(app.body, 'identity.userAssignedIdentities');
-  assert.equal(gw.value(at(app.body, 'identity.type')), 'UserAssigned');
+  assert.equal(af.value(at(app.body, 'identity.type')), 'UserAssigned');
   assert.deepEqual(uai.namedChildren.map((p) => p.namedChildren[0].text), [`'\${${id}.id}'`]);
   assert.equal(env.get('AZURE_CLIENT_ID').text, `${id}.properties.clientId`);
-  const mod = gw.modules.find((m) => m.file === 'openai-access.bicep');
-  assert.ok(mod, 'gateway.bicep calls openai-access.bicep');
+  const mod = af.modules.find((m) => m.file === 'openai-access.bicep');
+  assert.ok(mod, 'app.bicep calls openai-access.bicep');
   assert.equal(at(mod.body, 'params.principalId').text, `${id}.properties.principalId`);
+  const acr = af.resource('Microsoft.Authorization/roleAssignments');
+  assert.equal(at(acr.body, 'properties.principalId').text, `${id}.properties.principalId`);
   // The generated config's entra client_id (backend and Redis) and the Redis
   // username are the same identity.
   assert.equal(configPairs.get('__IDENTITY_CLIENT_ID__'), `${id}.properties.clientId`);
-  assert.match(gw.vars.get('limiter').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
-  assert.match(gw.vars.get('limiter').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
+  assert.match(af.vars.get('limiter').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
+  assert.match(af.vars.get('limiter').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
   // Registry pulls and Key Vault references use it too.
   for (const r of items(at(appProps, 'configuration.registries'))) {
     assert.equal(prop(r, 'identity').text, `${id}.id`);
   }
+});
+
+test('each app gets an identity of its own, and its Redis access goes to that identity', () => {
+  const ids = gw.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities');
+  const shared = ids.find((r) => !r.loop);
+  const perTenant = ids.find((r) => r.loop);
+  assert.ok(shared && perTenant && ids.length === 2, 'one shared identity, one per isolated tenant');
+  assert.equal(perTenant.loop.source, 'isolated');
+  assert.match(prop(perTenant.body, 'name').text, new RegExp(`\\$\\{${perTenant.loop.item}\\.name\\}`), 'named by the tenant');
+  assert.equal(params(sharedApp).get('identityName').text, `${shared.name}.name`);
+  assert.equal(tenantApps.loop.source, 'isolated');
+  assert.equal(params(tenantApps).get('identityName').text, `${perTenant.name}[${tenantApps.loop.index}].name`);
+  const apa = gw.resourcesOf('Microsoft.Cache/redisEnterprise/databases/accessPolicyAssignments');
+  assert.equal(apa.length, 2);
+  const sharedApa = apa.find((r) => !r.loop);
+  const tenantApa = apa.find((r) => r.loop);
+  assert.equal(at(sharedApa.body, 'properties.user.objectId').text, `${shared.name}.properties.principalId`);
+  assert.equal(tenantApa.loop.source, 'isolated');
+  assert.equal(at(tenantApa.body, 'properties.user.objectId').text, `${perTenant.name}[${tenantApa.loop.index}].properties.principalId`);
+  assert.match(gw.tree.rootNode.text, /@batchSize\(1\)\nresource tenantRedisAccess /, 'one database change at a time');
+  assert.match(prop(tenantApa.body, 'name').text, new RegExp(`\\$\\{uniqueString\\(${tenantApa.loop.item}\\.name\\)\\}`));
+});
+
+test('each app\'s role is scoped to what its config calls: the one account, for its own principal', () => {
+  const mod = af.modules.find((m) => m.file === 'openai-access.bicep');
+  assert.equal(at(mod.body, 'params.accountName').text, 'openAiAccountName');
+  assert.equal(at(mod.body, 'scope').text, 'resourceGroup(openAiResourceGroup)');
+  // The config's endpoint is that module's output: the account the role is on.
+  assert.equal(configPairs.get('__OPENAI_ENDPOINT__') ?? replacePairs(af, af.vars.get('configWithText')).get('__OPENAI_ENDPOINT__'), `${mod.name}.outputs.endpoint`);
+  // The role assignment's name is unique per principal: two apps' roles on
+  // one account never collide.
+  const ra = access.resource('Microsoft.Authorization/roleAssignments');
+  assert.match(prop(ra.body, 'name').text, /guid\(account\.id, principalId, openAiUserRoleId\)/);
+  // Each tenant app names its own account (default the shared one).
+  const tp = params(tenantApps);
+  const item = tenantApps.loop.item;
+  assert.equal(tp.get('openAiAccountName').text, `${item}.openAiAccountName`);
+  assert.equal(tp.get('openAiResourceGroup').text, `${item}.openAiResourceGroup`);
+  assert.match(gw.vars.get('isolated').text, /openAiAccountName: openAiAccountName, openAiResourceGroup: openAiResourceGroup/);
+  // Its pool holds its models only.
+  assert.equal(tp.get('modelNames').text, `${item}.models`);
+  assert.equal(tp.get('models').text, `${item}.deployments`);
+  assert.match(af.vars.get('poolModels').text, /^empty\(modelNames\) \? models : toObject\(modelNames, m => m, m => models\[m\]\)$/);
+  assert.equal(configPairs.get('"__MODELS__"'), 'string(poolModels)');
 });
 
 test('the role is Cognitive Services OpenAI User, on the account, for the principal passed in', () => {
@@ -269,6 +356,44 @@ test('the role is Cognitive Services OpenAI User, on the account, for the princi
   assert.match(prop(props, 'roleDefinitionId').text, /openAiUserRoleId/);
   assert.equal(access.value(access.vars.get('openAiUserRoleId')), '5e0bd9bd-7b93-4f28-af87-19fc36ad61bd');
   assert.equal(prop(ra.body, 'scope').text, access.resources.find((r) => r.type.startsWith('Microsoft.CognitiveServices/accounts@')).name);
+});
+
+test('the shared pieces exist once: logs, environment, registry, Redis; every app joins them', () => {
+  for (const type of ['Microsoft.OperationalInsights/workspaces', 'Microsoft.App/managedEnvironments', 'Microsoft.ContainerRegistry/registries', 'Microsoft.Cache/redisEnterprise', 'Microsoft.Cache/redisEnterprise/databases']) {
+    const r = gw.resource(type);
+    assert.equal(r.loop, null, `${type} is not in a loop`);
+    for (const [name, f] of Object.entries(files)) {
+      if (f !== gw) assert.ok(f.resourcesOf(type).every((x) => x.existing), `${name} declares its own ${type}`);
+    }
+  }
+  const envName = gw.resource('Microsoft.App/managedEnvironments').name;
+  const registryName = gw.resource('Microsoft.ContainerRegistry/registries').name;
+  for (const m of [sharedApp, tenantApps]) {
+    const p = params(m);
+    assert.equal(p.get('environmentId').text, `${envName}.id`, `${m.name}: the shared environment`);
+    assert.equal(p.get('registryName').text, `${registryName}.name`, `${m.name}: the shared registry`);
+    assert.equal(p.get('redisUrl').text, 'redisUrl', `${m.name}: the shared store`);
+    assert.equal(p.get('gatewayImageName').text, 'gatewayImageName', `${m.name}: the one image`);
+    assert.equal(p.get('enableRedis').text, 'enableRedis');
+  }
+  // One namespace per app in the shared store.
+  assert.equal(params(sharedApp).get('keyPrefix').text, "'llmgw:'");
+  assert.equal(params(tenantApps).get('keyPrefix').text, `'llmgw:\${${tenantApps.loop.item}.name}:'`);
+  assert.match(af.vars.get('limiter').text, /key_prefix: keyPrefix/);
+});
+
+test('tenants are keyed by name, never by position: adding or removing one renames nothing else', () => {
+  const loops = [...gw.resources, ...gw.modules].filter((r) => r.loop);
+  assert.deepEqual(loops.map((r) => r.name).sort(), ['tenantApps', 'tenantIdentities', 'tenantRedisAccess']);
+  for (const r of loops) {
+    assert.equal(r.loop.source, 'isolated', `${r.name} loops over the isolated tenants`);
+    const name = prop(r.body, 'name').text;
+    assert.match(name, new RegExp(`${r.loop.item}\\.name`), `${r.name}: name ${name} comes from the tenant's name`);
+    if (r.loop.index) assert.doesNotMatch(name, new RegExp(`\\$\\{${r.loop.index}\\}`), `${r.name}: name ${name} uses the position`);
+  }
+  assert.match(gw.vars.get('isolatedAppNames').text, /'ca-\$\{t\.name\}'/);
+  assert.doesNotMatch(params(tenantApps).get('tags').text, /azd-service-name/, 'azd finds exactly one app for the gateway service');
+  assert.match(params(sharedApp).get('tags').text, /'azd-service-name': 'gateway'/);
 });
 
 test('Consumption resources: memory is twice the vCPUs', () => {
@@ -284,18 +409,37 @@ test('main.bicep passes every gateway.bicep parameter and nothing else', () => {
   assert.deepEqual(passed, [...gw.params.keys()].sort());
 });
 
-test('azd: azure.yaml, parameters file and the service tag agree', () => {
+test('every app.bicep parameter without a default is passed by both module calls', () => {
+  for (const m of [sharedApp, tenantApps]) {
+    const p = params(m);
+    for (const [name, def] of af.params) {
+      if (def === null) assert.ok(p.has(name), `${m.name} does not pass ${name}`);
+    }
+    for (const name of p.keys()) assert.ok(af.params.has(name), `${m.name} passes unknown ${name}`);
+  }
+});
+
+test('azd: azure.yaml, parameters file and the service tag agree; the hook moves tenant apps to the deployed image', () => {
   const yaml = fs.readFileSync(path.join(root, 'azure.yaml'), 'utf8');
   assert.match(yaml, /^\s+path: bicep$/m);
   assert.match(yaml, /^\s+module: main$/m);
   assert.match(yaml, /^ {2}gateway:\n(?: {4}.*\n)*? {4}host: containerapp$/m);
-  assert.match(at(app.body, 'tags').text, /'azd-service-name': 'gateway'/);
-  const params = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.parameters.json'), 'utf8')).parameters;
-  for (const name of Object.keys(params)) assert.ok(main.params.has(name), `main.parameters.json sets unknown param ${name}`);
-  for (const [name, def] of main.params) {
-    if (def === null) assert.ok(params[name], `required param ${name} missing from main.parameters.json`);
+  assert.match(yaml, /^ {4}hooks:\n {6}postdeploy:\n {8}posix:\n {10}shell: sh\n {10}run: \.\/scripts\/azd\/tenant-images\.sh\n {8}windows:\n {10}shell: pwsh\n {10}run: \.\/scripts\/azd\/tenant-images\.ps1$/m);
+  for (const f of ['tenant-images.sh', 'tenant-images.ps1']) {
+    const script = fs.readFileSync(path.join(root, 'scripts/azd', f), 'utf8');
+    for (const v of ['SERVICE_GATEWAY_IMAGE_NAME', 'GATEWAY_TENANT_APPS', 'AZURE_RESOURCE_GROUP']) assert.match(script, new RegExp(v), `${f} reads ${v}`);
+    assert.match(script, /az containerapp update/);
   }
-  for (const out of ['GATEWAY_URL', 'AZURE_CONTAINER_REGISTRY_ENDPOINT']) assert.ok(main.outputs.has(out), `output ${out}`);
+  assert.ok(main.outputs.has('GATEWAY_TENANT_APPS') && main.outputs.has('AZURE_RESOURCE_GROUP'), 'the hook\'s inputs are outputs');
+  assert.match(main.outputs.get('GATEWAY_TENANT_APPS').text, /gateway\.outputs\.tenantAppNames/);
+  assert.match(gw.outputs.get('tenantAppNames').text, /^isolatedAppNames$/);
+  assert.equal(params(tenantApps).get('appName').text, `isolatedAppNames[${tenantApps.loop.index}]`);
+  const params_ = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.parameters.json'), 'utf8')).parameters;
+  for (const name of Object.keys(params_)) assert.ok(main.params.has(name), `main.parameters.json sets unknown param ${name}`);
+  for (const [name, def] of main.params) {
+    if (def === null) assert.ok(params_[name], `required param ${name} missing from main.parameters.json`);
+  }
+  for (const out of ['GATEWAY_URL', 'GATEWAY_TENANT_URLS', 'AZURE_CONTAINER_REGISTRY_ENDPOINT']) assert.ok(main.outputs.has(out), `output ${out}`);
 });
 
 test('every main.parameters.json entry is a main.bicep parameter and the reverse, each from one azd variable', () => {
@@ -319,7 +463,7 @@ test('the README names every azd variable the parameters read, and every one it 
   for (const v of told) assert.ok(wired.has(v), `README says "azd env set ${v}", but no parameter reads it`);
 });
 
-test('the config template: valid JSON, every placeholder filled by gateway.bicep and nothing else', () => {
+test('the config template: valid JSON, every placeholder filled by app.bicep and nothing else', () => {
   const doc = JSON.parse(configTemplate);
   assert.equal(Number(doc.listen.split(':').pop()), imagePort, 'listen port = the image port');
   const inTemplate = new Set([...configTemplate.matchAll(/__[A-Z_]+__/g)].map((m) => m[0]));
@@ -331,23 +475,30 @@ test('the config template: valid JSON, every placeholder filled by gateway.bicep
   for (const [ph, value] of configPairs) {
     assert.equal(ph.startsWith('"'), value.startsWith('string('), `${ph} ← ${value}`);
   }
-  assert.match(gw.vars.get('configSecret').text, /generatedConfig/);
+  assert.match(af.vars.get('configSecret').text, /generatedConfig/);
   assert.match(main.params.get('entraTenantId')?.text ?? '', /tenant\(\)\.tenantId/, 'the directory defaults to the subscription\'s');
-  assert.match(gw.vars.get('authIssuer').text, /environment\(\)\.authentication\.loginEndpoint\}\$\{entraTenantId\}\/v2\.0/, 'Entra v2.0 issuer');
+  assert.match(gw.vars.get('authIssuer').text, /environment\(\)\.authentication\.loginEndpoint\}\{tenantid\}\/v2\.0'$/, 'Entra v2.0 issuer of any directory');
+  assert.match(gw.vars.get('authJwksUrl').text, /environment\(\)\.authentication\.loginEndpoint\}common\/discovery\/v2\.0\/keys'$/, 'Entra\'s common keys');
   assert.match(gw.vars.get('authAudiences').text, /^\[apiClientId, /, 'the client ID (v2.0 aud) is an audience');
+  // Every app's issuer, keys and audiences are these.
+  for (const m of [sharedApp, tenantApps]) {
+    for (const k of ['authIssuer', 'authJwksUrl', 'authAudiences', 'requiredRoles', 'requiredScopes']) assert.equal(params(m).get(k).text, k, `${m.name}.${k}`);
+  }
+  // A tenant app's table is its own directory only.
+  assert.match(params(tenantApps).get('tenantRows').text, new RegExp(`^\\[\\{ id: ${tenantApps.loop.item}\\.id, `));
 });
 
 test('the image: azd feeds the deployed one back; the placeholder serves the same port and probes', () => {
   assert.equal(main.value(main.params.get('gatewayImageName')), '');
   assert.equal(prop(container, 'image').text, 'image');
-  assert.match(gw.vars.get('image').text, /^empty\(gatewayImageName\) \? placeholderImage : gatewayImageName$/);
+  assert.match(af.vars.get('image').text, /^empty\(gatewayImageName\) \? placeholderImage : gatewayImageName$/);
   // azd deploy replaces only the image, so the placeholder must listen on
   // the target port and answer the health probes: images known to.
   const known = { 'mcr.microsoft.com/dotnet/samples:aspnetapp': { port: 8080, health: '/healthz' } };
-  const ph = known[gw.value(gw.vars.get('placeholderImage'))];
-  assert.ok(ph, `placeholder ${gw.value(gw.vars.get('placeholderImage'))} is not known to serve port ${imagePort}`);
+  const ph = known[af.value(af.vars.get('placeholderImage'))];
+  assert.ok(ph, `placeholder ${af.value(af.vars.get('placeholderImage'))} is not known to serve port ${imagePort}`);
   assert.equal(ph.port, imagePort);
-  assert.equal(ph.health, gw.value(gw.vars.get('healthPath')));
+  assert.equal(ph.health, af.value(af.vars.get('healthPath')));
   // No probe or port depends on which image runs.
   assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /gatewayImageName|placeholder/);
 });
@@ -360,29 +511,33 @@ test('optional pieces declare nothing when off; deployments are unique per envir
     for (const m of f.modules) {
       const n = prop(m.body, 'name');
       assert.ok(n?.type === 'string' && /\$\{(token|environmentName)\}/.test(n.text), `${name}: module ${m.name} name ${n?.text} is not unique per environment`);
+      if (m.loop) assert.match(n.text, new RegExp(`\\$\\{${m.loop.item}\\.name\\}`), `${name}: module ${m.name} name is not unique per tenant`);
     }
   }
-  const kv = gw.modules.find((m) => m.file === 'keyvault-access.bicep');
+  for (const m of af.modules) assert.match(prop(m.body, 'name').text, /\$\{appName\}/, `app.bicep: module ${m.name} name is not unique per app`);
+  const kv = af.modules.find((m) => m.file === 'keyvault-access.bicep');
   assert.ok(kv, 'Key Vault access is a module');
-  assert.match(gw.tree.rootNode.text, /module keyVaultAccess 'keyvault-access\.bicep' = if \(!empty\(keyVaultName\)\)/);
+  assert.match(af.tree.rootNode.text, /module keyVaultAccess 'keyvault-access\.bicep' = if \(!empty\(keyVaultName\)\)/);
   assert.equal(main.params.get('openAiResourceGroup'), null, 'openAiResourceGroup is required (no default)');
-  assert.equal(at(gw.modules.find((m) => m.file === 'openai-access.bicep').body, 'scope').text, 'resourceGroup(openAiResourceGroup)');
+  assert.ok(!params(tenantApps).has('keyVaultName') && !params(tenantApps).has('gatewayConfig'), 'tenant apps run the generated config only');
 });
 
-test('Redis is Azure Managed Redis with Entra access for the app identity, keys off', () => {
+test('Redis is Azure Managed Redis with Entra access for each app identity, keys off', () => {
   const types = gw.resources.map((r) => r.type.split('@')[0]);
   assert.ok(!types.includes('Microsoft.Cache/redis'), 'no Azure Cache for Redis (being retired)');
   const cluster = gw.resource('Microsoft.Cache/redisEnterprise');
   const db = gw.resource('Microsoft.Cache/redisEnterprise/databases');
-  const apa = gw.resource('Microsoft.Cache/redisEnterprise/databases/accessPolicyAssignments');
   assert.equal(prop(db.body, 'parent').text, cluster.name);
-  assert.equal(prop(apa.body, 'parent').text, db.name);
-  assert.match(gw.value(prop(apa.body, 'name')), /^[A-Za-z0-9]{1,60}$/);
-  assert.equal(gw.value(at(apa.body, 'properties.accessPolicyName')), 'default');
-  assert.equal(at(apa.body, 'properties.user.objectId').text, `${identity.name}.properties.principalId`);
+  for (const apa of gw.resourcesOf('Microsoft.Cache/redisEnterprise/databases/accessPolicyAssignments')) {
+    assert.equal(prop(apa.body, 'parent').text, db.name);
+    const n = prop(apa.body, 'name');
+    assert.match(apa.loop ? n.text.replace(/\$\{uniqueString\([^)]*\)\}/, 'x0123456789ab') : gw.value(n), /^'?[A-Za-z0-9]{1,60}'?$/);
+    assert.equal(gw.value(at(apa.body, 'properties.accessPolicyName')), 'default');
+  }
   assert.equal(gw.value(at(db.body, 'properties.accessKeysAuthentication')), 'Disabled');
   assert.equal(gw.value(at(db.body, 'properties.clusteringPolicy')), 'EnterpriseCluster', 'one endpoint for a non-cluster client');
-  assert.match(gw.vars.get('redisSecrets').text, /rediss:\/\//);
+  assert.match(gw.vars.get('redisUrl').text, /rediss:\/\//);
+  assert.match(af.vars.get('redisSecrets').text, /value: redisUrl/);
 });
 
 test('the README links the Dockerfile instead of copying it', () => {

@@ -39,7 +39,8 @@ const DefaultListen = "127.0.0.1:8080"
 // ending in _env name the environment variable that holds them.
 type Config struct {
 	// Listen is the host:port to serve HTTP on. Default DefaultListen;
-	// $PORT overrides the port (Azure Container Apps sets it).
+	// $PORT, else $CONTAINER_APP_PORT (Azure Container Apps sets it to the
+	// ingress target port), overrides the port.
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`

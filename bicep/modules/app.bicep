@@ -1,0 +1,261 @@
+// One gateway Container App and what only it uses: its role assignments
+// (AcrPull on the registry, Cognitive Services OpenAI User on the account
+// its config calls, optionally Key Vault Secrets User), its config and the
+// app itself, running as the user-assigned identity gateway.bicep made for
+// it. gateway.bicep deploys this module once for the shared gateway (the
+// tenant table) and once per isolated tenant, with the same image, in the
+// same environment: the app's config, identity and role assignments are
+// its own, nothing else is.
+
+@description('Unique per azd environment (gateway.bicep\'s token); names nested deployments.')
+param token string
+param location string
+param tags object
+
+@maxLength(32)
+@description('Container App name.')
+param appName string
+
+@description('The existing user-assigned identity the app runs as; only this app uses it.')
+param identityName string
+
+param environmentId string
+param registryName string
+
+@description('The image to run (the same for every app), or empty for the placeholder.')
+param gatewayImageName string
+param cpu string
+param memory string
+param maxReplicas int
+param concurrentRequests int
+
+@description('The Azure OpenAI account this app calls, and its resource group: its identity gets its role there and nowhere else.')
+param openAiAccountName string
+param openAiResourceGroup string
+
+// The generated config's inputs (see generatedConfig below).
+param authIssuer string
+param authJwksUrl string
+param authAudiences array
+param requiredRoles array
+param requiredScopes array
+@description('The tenant table: [{id, name, models, requests, interval}].')
+param tenantRows array
+@description('Public model name → deployment name on the account.')
+param models object
+@description('The public model names this app\'s pool serves, each a key of models. Empty: all of models.')
+param modelNames array = []
+param enableRedis bool
+@description('rediss://host:port of the shared limiter store (no key); empty without Redis.')
+param redisUrl string
+@description('limiter.key_prefix: the app\'s namespace in the shared store.')
+param keyPrefix string
+
+@secure()
+@description('A complete gateway config instead of the generated one (shared gateway only).')
+param gatewayConfig string = ''
+param gatewayConfigKeyVaultSecretUri string = ''
+param keyVaultName string = ''
+param keyVaultResourceGroup string = ''
+param keyVaultEnv array = []
+
+// The port the image exposes (scripts/image: ExposedPorts 8080/tcp, PORT=8080)
+// and the path of the gateway's health route.
+var port = 8080
+var healthPath = '/healthz'
+var configDir = '/etc/gateway'
+var configFile = 'gateway.yaml'
+
+// Until `azd deploy` has pushed the gateway image (azd then sets
+// SERVICE_GATEWAY_IMAGE_NAME, which main.parameters.json feeds back so that
+// a later `azd provision` keeps it), the app runs a placeholder. It must pass
+// the same probes on the same port: `azd deploy` swaps only the image, never
+// the target port or the probes. The .NET sample listens on 8080 and serves
+// GET /healthz.
+var placeholderImage = 'mcr.microsoft.com/dotnet/samples:aspnetapp'
+var image = empty(gatewayImageName) ? placeholderImage : gatewayImageName
+
+// Built-in role IDs (the same in every tenant).
+var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'
+
+resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' existing = {
+  name: identityName
+}
+
+resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = {
+  name: registryName
+}
+
+resource acrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(registry.id, identity.id, acrPullRoleId)
+  scope: registry
+  properties: {
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', acrPullRoleId)
+  }
+}
+
+// Key Vault Secrets User on an existing vault, as a module that is skipped
+// as a whole when no vault is named: nothing inside it (the vault reference,
+// the role assignment's scope) is evaluated with an empty name. Deployment
+// names carry the token and the app, unique per environment and app.
+module keyVaultAccess 'keyvault-access.bicep' = if (!empty(keyVaultName)) {
+  name: 'keyvault-access-${token}-${appName}'
+  scope: resourceGroup(empty(keyVaultResourceGroup) ? resourceGroup().name : keyVaultResourceGroup)
+  params: {
+    vaultName: keyVaultName
+    principalId: identity.properties.principalId
+  }
+}
+
+// Keyless Azure OpenAI: this app's identity gets Cognitive Services OpenAI
+// User on the one account its config calls (the account is the finest scope
+// Azure documents for the role), in that account's resource group, which
+// several environments may share: the deployment name is unique per
+// environment and app. The config's endpoint is this module's output, so
+// the role and the config name the same account.
+module openAiAccess 'openai-access.bicep' = {
+  name: 'openai-access-${token}-${appName}'
+  scope: resourceGroup(openAiResourceGroup)
+  params: {
+    accountName: openAiAccountName
+    principalId: identity.properties.principalId
+  }
+}
+
+// The generated config: gateway-config.json with its placeholders filled by
+// the replace() calls of configWithText and generatedConfig. A placeholder
+// replaced without its quotes takes text inside a JSON string; one replaced
+// with its quotes takes the JSON of an array or object (string()).
+// scripts/azconfig reads these two lines and the vars and parameters they
+// use, fills the same file the same way, and runs the gateway on the result:
+// keep each var on the form its test expects.
+var limiter = enableRedis
+  ? {
+      store: 'redis'
+      redis_url_env: 'REDIS_URL'
+      key_prefix: keyPrefix
+      redis_entra: {
+        credential: 'managed-identity'
+        client_id: identity.properties.clientId
+        username: identity.properties.principalId
+      }
+    }
+  : { store: 'memory', key_prefix: keyPrefix }
+var poolModels = empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])
+var configWithText = replace(replace(replace(replace(loadTextContent('gateway-config.json'), '__AUTH_ISSUER__', authIssuer), '__AUTH_JWKS_URL__', authJwksUrl), '__OPENAI_ENDPOINT__', openAiAccess.outputs.endpoint), '__IDENTITY_CLIENT_ID__', identity.properties.clientId)
+var generatedConfig = replace(replace(replace(replace(replace(replace(configWithText, '"__AUTH_AUDIENCES__"', string(authAudiences)), '"__REQUIRED_ROLES__"', string(requiredRoles)), '"__REQUIRED_SCOPES__"', string(requiredScopes)), '"__LIMITER__"', string(limiter)), '"__TENANTS__"', string(tenantRows)), '"__MODELS__"', string(poolModels))
+
+// The config reaches the container as a file in a secret volume: from Key
+// Vault when a secret URI is given, else the gatewayConfig parameter, else
+// the generated config (JSON is YAML).
+var configSecret = empty(gatewayConfigKeyVaultSecretUri)
+  ? { name: 'gateway-config', value: empty(gatewayConfig) ? generatedConfig : gatewayConfig }
+  : { name: 'gateway-config', keyVaultUrl: gatewayConfigKeyVaultSecretUri, identity: identity.id }
+
+// No key in the URL: the login is the identity's Entra token.
+var redisSecrets = enableRedis ? [{ name: 'redis-url', value: redisUrl }] : []
+var redisEnv = enableRedis ? [{ name: 'REDIS_URL', secretRef: 'redis-url' }] : []
+
+var vaultSecrets = [for (e, i) in keyVaultEnv: { name: 'kv-${i}', keyVaultUrl: e.secretUri, identity: identity.id }]
+var vaultEnv = [for (e, i) in keyVaultEnv: { name: e.env, secretRef: 'kv-${i}' }]
+
+resource app 'Microsoft.App/containerApps@2024-03-01' = {
+  name: appName
+  location: location
+  tags: tags
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: { '${identity.id}': {} }
+  }
+  dependsOn: [acrPull, keyVaultAccess, openAiAccess]
+  properties: {
+    environmentId: environmentId
+    workloadProfileName: 'Consumption'
+    configuration: {
+      activeRevisionsMode: 'Single'
+      // transport http: HTTP/1.1 to the container, which is what the gateway
+      // serves; SSE streams as chunked HTTP/1.1 and the ingress passes each
+      // event on as it comes. http2 would need h2c in the container; auto
+      // would only add protocol detection. Clients may still use HTTP/2 to
+      // the ingress.
+      ingress: {
+        external: true
+        targetPort: port
+        transport: 'http'
+        allowInsecure: false
+      }
+      registries: [
+        { server: registry.properties.loginServer, identity: identity.id }
+      ]
+      secrets: concat([configSecret], redisSecrets, vaultSecrets)
+    }
+    template: {
+      containers: [
+        {
+          name: 'gateway'
+          image: image
+          resources: {
+            cpu: json(cpu)
+            memory: memory
+          }
+          // No PORT here: the image sets PORT=8080, and without it the
+          // gateway listens on CONTAINER_APP_PORT, which Container Apps sets
+          // to the ingress target port.
+          env: concat([
+            { name: 'GATEWAY_CONFIG', value: '${configDir}/${configFile}' }
+            { name: 'AZURE_CLIENT_ID', value: identity.properties.clientId }
+          ], redisEnv, vaultEnv)
+          volumeMounts: [
+            { volumeName: 'config', mountPath: configDir }
+          ]
+          probes: [
+            {
+              type: 'Startup'
+              httpGet: { path: healthPath, port: port }
+              periodSeconds: 1
+              failureThreshold: 30
+              timeoutSeconds: 1
+            }
+            {
+              type: 'Readiness'
+              httpGet: { path: healthPath, port: port }
+              periodSeconds: 5
+              failureThreshold: 3
+              timeoutSeconds: 2
+            }
+            {
+              type: 'Liveness'
+              httpGet: { path: healthPath, port: port }
+              periodSeconds: 10
+              failureThreshold: 3
+              timeoutSeconds: 2
+            }
+          ]
+        }
+      ]
+      volumes: [
+        {
+          name: 'config'
+          storageType: 'Secret'
+          secrets: [{ secretRef: 'gateway-config', path: configFile }]
+        }
+      ]
+      // Scale to zero, always: an idle app costs no compute.
+      scale: {
+        minReplicas: 0
+        maxReplicas: maxReplicas
+        rules: [
+          {
+            name: 'http-concurrency'
+            http: { metadata: { concurrentRequests: string(concurrentRequests) } }
+          }
+        ]
+      }
+    }
+  }
+}
+
+output name string = app.name
+output url string = 'https://${app.properties.configuration.ingress.fqdn}'
