@@ -228,6 +228,7 @@ type runResult struct {
 	eventRate float64 // events per second, whole run
 
 	cpu       time.Duration // relay CPU over the run
+	sysCPU    time.Duration // of which in the kernel (stime)
 	rssMax    int64         // relay's largest sampled RSS in the run
 	cpuPerEvt time.Duration // cpu / events
 	foreign   float64       // CPU other processes used on the relay core, as a share of the run

@@ -1,16 +1,21 @@
 // Command bench reproduces the gateway's published measurements on one
-// core, against a zero-logic floor (scripts/relayfloor) and against the
-// stub backend itself (the load generator's own floor), and writes
-// BENCHMARKS.md and docs/bench/*.png.
+// core, against a zero-logic floor (scripts/relayfloor), against nginx as a
+// peer (one worker, proxy_buffering off, upstream keepalive; skipped with a
+// note where nginx is not installed) and against the stub backend itself
+// (the load generator's own floor), and writes BENCHMARKS.md and
+// docs/bench/*.png.
 //
-//	go run ./scripts/bench -quick   # make bench: < 3 minutes on 2 cores
+//	go run ./scripts/bench -quick   # make bench: about 4 minutes on 2 cores
 //	go run ./scripts/bench -full    # make bench-full
 //
 // It builds the gateway as `make build` does, the stub, the dev issuer and
 // the floor; starts the stub and the issuer as their own processes on the
-// CPUs the relay does not use; starts the relay under test (the gateway,
-// then the floor, at different times) on one core with GOMAXPROCS=1; and is
-// itself the load generator. The gateway runs with log_level warn, so that
+// CPUs the relay does not use; starts each relay under test (the gateway,
+// the floor, nginx, at different times) on one core, the Go ones with
+// GOMAXPROCS=1; and is itself the load generator. Besides the load tables
+// it counts each relay's system calls per relayed event over a fixed load
+// (perf stat, or strace -c -f) and runs the gateway under several
+// GOGC/GOMEMLIMIT settings. The gateway runs with log_level warn, so that
 // its per-request access log does not dominate the figures. Every process
 // it starts it stops, by PID, also on failure and Ctrl-C.
 package main

@@ -23,6 +23,8 @@ var (
 	colGateway = color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}
 	colFloor   = color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}
 	colDirect  = color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}
+	colNginx   = color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}
+	colEpoll   = color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}
 )
 
 func targetColor(t string) color.Color {
@@ -31,12 +33,18 @@ func targetColor(t string) color.Color {
 		return colGateway
 	case "floor":
 		return colFloor
+	case "nginx":
+		return colNginx
+	case "floor-epoll":
+		return colEpoll
 	}
 	return colDirect
 }
 
 // linePlot draws series against concurrency and saves it as a PNG.
-func linePlot(path, title, ylabel string, ss []series) error {
+// The legend goes top left, where curves that rise with the load leave
+// room, or top right (legendRight) for curves that fall.
+func linePlot(path, title, ylabel string, ss []series, legendRight bool) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "concurrent streams (closed loop)"
@@ -44,7 +52,7 @@ func linePlot(path, title, ylabel string, ss []series) error {
 	p.Y.Min = 0
 	p.Add(plotter.NewGrid())
 	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Left = !legendRight
 	for _, s := range ss {
 		if len(s.xys) == 0 {
 			continue
@@ -92,34 +100,50 @@ func writePlots(res *results, dir string) ([]string, error) {
 	p99 := func(d Dist) float64 { return d.P99.Seconds() * 1000 }
 
 	var ss []series
-	for _, t := range targetOrder {
+	for _, t := range res.targets {
 		ss = append(ss,
 			series{name: t + " p50", xys: curve(t, msOf(ttft, p50)), color: targetColor(t), dashed: true},
 			series{name: t + " p99", xys: curve(t, msOf(ttft, p99)), color: targetColor(t)})
 	}
-	if err := linePlot(filepath.Join(dir, "added_ttft.png"), "Added TTFT (client receipt − stub emit), median of repetitions", "ms", ss); err != nil {
+	if err := linePlot(filepath.Join(dir, "added_ttft.png"), "Added TTFT (client receipt − stub emit), median of repetitions", "ms", ss, false); err != nil {
 		return nil, err
 	}
 	files = append(files, "added_ttft.png")
 
 	rss := func(r runResult) float64 { return float64(r.rssMax) / (1 << 20) }
-	ss = []series{
-		{name: "gateway", xys: curve("gateway", rss), color: colGateway},
-		{name: "floor (httputil.ReverseProxy)", xys: curve("floor", rss), color: colFloor},
+	relays := func(f func(runResult) float64) []series {
+		var ss []series
+		for _, t := range res.targets {
+			if t != "direct" {
+				ss = append(ss, series{name: relayName(t), xys: curve(t, f), color: targetColor(t)})
+			}
+		}
+		return ss
 	}
-	if err := linePlot(filepath.Join(dir, "rss.png"), "Relay RSS (largest sample during the run)", "MiB", ss); err != nil {
+	ss = relays(rss)
+	if err := linePlot(filepath.Join(dir, "rss.png"), "Relay RSS (largest sample during the run)", "MiB", ss, false); err != nil {
 		return nil, err
 	}
 	files = append(files, "rss.png")
 
 	cpu := func(r runResult) float64 { return float64(r.cpuPerEvt.Nanoseconds()) / 1000 }
-	ss = []series{
-		{name: "gateway", xys: curve("gateway", cpu), color: colGateway},
-		{name: "floor (httputil.ReverseProxy)", xys: curve("floor", cpu), color: colFloor},
-	}
-	if err := linePlot(filepath.Join(dir, "cpu_per_event.png"), "Relay CPU per relayed event", "µs", ss); err != nil {
+	ss = relays(cpu)
+	if err := linePlot(filepath.Join(dir, "cpu_per_event.png"), "Relay CPU per relayed event", "µs", ss, true); err != nil {
 		return nil, err
 	}
 	files = append(files, "cpu_per_event.png")
 	return files, nil
+}
+
+// relayName is a relay's name in a plot legend.
+func relayName(t string) string {
+	switch t {
+	case "floor":
+		return "floor (httputil.ReverseProxy)"
+	case "nginx":
+		return "nginx (proxy_buffering off)"
+	case "floor-epoll":
+		return "floor, backend leg on epollconn"
+	}
+	return t
 }

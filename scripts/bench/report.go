@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	_ "embed"
 	"fmt"
 	"math"
 	"os"
@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"text/template"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -142,6 +143,8 @@ func (r *report) verdicts() []verdictRow {
 		verdictRow{"added TTFT p99 ≤ 1.5× the floor's, every level held", orNone(p99s, held), p99ok && anyHeld, !anyHeld},
 		verdictRow{"CPU per relayed event ≤ the floor's, every level held", orNone(cpus, held), cpuok && anyHeld, !anyHeld})
 
+	rows = append(rows, r.nginxVerdicts()...)
+
 	if g, ok := res.ceiling["gateway"]; ok {
 		f := res.ceiling["floor"]
 		ratio := math.NaN()
@@ -171,6 +174,70 @@ func (r *report) verdicts() []verdictRow {
 
 	n, kinds := res.errorsOf("gateway")
 	rows = append(rows, verdictRow{"zero errors through the gateway", fmt.Sprintf("%d %s", n, kindsString(kinds)), n == 0, false})
+	return rows
+}
+
+// Targets against nginx, from the issue: CPU per event within 10% of
+// nginx's at every level, and at 500 streams (or the highest level below
+// it) p99 added TTFT within 1.5× and RSS within 2× of nginx's.
+const (
+	nginxCPURatio = 1.1
+	nginxP99Ratio = 1.5
+	nginxRSSRatio = 2.0
+	nginxLevel    = 500
+)
+
+// nginxVerdicts compares the gateway with nginx, same run, same load.
+func (r *report) nginxVerdicts() []verdictRow {
+	res := r.res
+	cpuT := fmt.Sprintf("CPU per relayed event ≤ %.1f× nginx's, every level", nginxCPURatio)
+	lvl := 0
+	for _, n := range res.plan.levels {
+		if n <= nginxLevel {
+			lvl = max(lvl, n)
+		}
+	}
+	p99T := fmt.Sprintf("added TTFT p99 ≤ %.1f× nginx's at %d streams", nginxP99Ratio, lvl)
+	rssT := fmt.Sprintf("RSS ≤ %.0f× nginx's at %d streams", nginxRSSRatio, lvl)
+	if res.nginx.bin == "" || lvl == 0 {
+		why := "nginx not measured: " + res.nginx.why
+		if res.nginx.bin != "" {
+			why = "no level ≤ 500 streams measured"
+		}
+		return []verdictRow{{cpuT, why, false, true}, {p99T, why, false, true}, {rssT, why, false, true}}
+	}
+	// CPU per event is the relay's own time, so it is compared at every
+	// level with clean runs, held or not; a level this machine did not
+	// hold is marked, since contention for the core inflates it too.
+	var rows []verdictRow
+	var cpus []string
+	cpuok, any := true, false
+	for _, n := range res.plan.levels {
+		if !clean(r.closed("gateway", n)) || !clean(r.closed("nginx", n)) {
+			continue
+		}
+		any = true
+		gc, _, _ := medianOf(r.closed("gateway", n), cpuEvt)
+		nc, _, _ := medianOf(r.closed("nginx", n), cpuEvt)
+		cpuok = cpuok && gc <= nginxCPURatio*nc
+		mark := ""
+		if ok, _ := res.held(n); !ok {
+			mark = " (not held)"
+		}
+		cpus = append(cpus, fmt.Sprintf("%d: %.1f vs %.1f µs (%.2f×)%s", n, gc, nc, gc/nc, mark))
+	}
+	rows = append(rows, verdictRow{cpuT, orNone(cpus, "no clean runs"), cpuok && any, !any})
+	g, n := r.closed("gateway", lvl), r.closed("nginx", lvl)
+	if !clean(g) || !clean(n) {
+		return append(rows, verdictRow{p99T, "errors or no streams", false, false}, verdictRow{rssT, "errors or no streams", false, false})
+	}
+	g99, _, _ := medianOf(g, ttftP99)
+	n99, _, _ := medianOf(n, ttftP99)
+	grss, _, _ := medianOf(g, rssMiB)
+	nrss, _, _ := medianOf(n, rssMiB)
+	rows = append(rows,
+		verdictRow{p99T, fmt.Sprintf("%.2f vs %.2f ms (%.2f×)", g99, n99, g99/n99), g99 <= nginxP99Ratio*n99, false},
+		verdictRow{rssT, fmt.Sprintf("%.1f vs %.1f MiB (%.2f×)", grss, nrss, grss/nrss), grss <= nginxRSSRatio*nrss, false})
 	return rows
 }
 
@@ -299,41 +366,123 @@ func dms(sel func(runResult) time.Duration) func(runResult) float64 {
 	return func(x runResult) float64 { return sel(x).Seconds() * 1000 }
 }
 
+//go:embed report.md.tmpl
+var reportTmpl string
+
+// mdTemplate renders BENCHMARKS.md from an mdView; the layout lives in
+// report.md.tmpl, the figures in the view.
+var mdTemplate = template.Must(template.New("report").Funcs(template.FuncMap{"join": strings.Join}).Parse(reportTmpl))
+
+// mdTable is one markdown table: a header, an alignment row ("---" or
+// "---:") and rows of cells.
+type mdTable struct {
+	Head, Align []string
+	Rows        [][]string
+}
+
+func newTable(cols ...string) *mdTable {
+	t := &mdTable{}
+	for _, c := range cols {
+		h, right := strings.CutSuffix(c, ">")
+		t.Head = append(t.Head, h)
+		if right {
+			t.Align = append(t.Align, "---:")
+		} else {
+			t.Align = append(t.Align, "---")
+		}
+	}
+	return t
+}
+
+func (t *mdTable) add(cells ...string) { t.Rows = append(t.Rows, cells) }
+
+// mdView is everything report.md.tmpl shows, already formatted.
+type mdView struct {
+	Machine       []string
+	Nginx         string
+	FloorEpoll    bool
+	DocDir        string // docs/bench relative to the report: the plots and nginx-gap.md
+	Verdicts      []verdictRow
+	Carry         string
+	Noise         float64 // percent; 0: no warning
+	Closed        *mdTable
+	ClosedSamples string
+	Ratios        *mdTable
+	Plots         []struct{ Name, Path string }
+	Syscalls      *sysView
+	GC            *gcView
+	Open          *mdTable
+	LateAfter     time.Duration
+	Plain         *mdTable
+	FixedRate     int
+	FixedReps     int
+	FixedWindow   time.Duration
+	Ceiling       *mdTable
+	CeilingP99    string
+	CeilingWindow time.Duration
+	Memory        *mdTable
+	Cold          *mdTable
+	ColdErrors    string
+	BinSize       string
+	BinBytes      int64
+	Image         string
+}
+
+type sysView struct {
+	Tool          string
+	Conc, Streams int
+	Table         *mdTable
+	Notes         []string
+}
+
+type gcView struct {
+	Level, Reps int
+	Table       *mdTable
+}
+
+// Mark is the verdict's last column.
+func (v verdictRow) Mark() string { return passMark(v) }
+
+// Target and Measured are the verdict's first columns, for the template.
+func (v verdictRow) Target() string   { return v.target }
+func (v verdictRow) Measured() string { return v.measured }
+
+// relays is res.targets less direct.
+func (r *report) relays() []string {
+	return slices.DeleteFunc(slices.Clone(r.res.targets), func(t string) bool { return t == "direct" })
+}
+
 func (r *report) markdown(pngs []string, plotDir string) string {
 	res := r.res
-	var b bytes.Buffer
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	w("<!-- Generated by `make bench` (go run ./scripts/bench -quick) or `make bench-full` (go run ./scripts/bench -full); do not edit by hand. -->\n")
-	w("# Benchmarks: the gateway on one core, against a zero-logic floor\n\n")
-	w("Generated by `make bench` / `make bench-full` (scripts/bench). Re-run it to reproduce; every figure below was measured by that run unless it says otherwise.\n\n")
-	for _, m := range r.machine {
-		w("- %s\n", m)
+	v := mdView{
+		Machine: r.machine, Verdicts: r.verdict, Carry: r.carry,
+		LateAfter: lateAfter, FixedRate: res.plan.fixedRate, FixedReps: res.plan.fixedReps, FixedWindow: res.plan.fixedWindow,
+		CeilingP99: ms(ceilingP99), CeilingWindow: res.plan.ceilingWindow,
 	}
-	w("\n")
-	w("**What runs.** The relay under test is alone on one core with GOMAXPROCS=1: the gateway (`bin/gateway` as `make build` builds it, JWT auth with a real RS256 token from the dev issuer, tenant table, go-limiter memory bucket (huge, so every request takes from it and none is refused), routing, rewrite, usage counting; `log_level: warn`, so its one-line-per-request access log is off and does not dominate), or the **floor** (`scripts/relayfloor`: `httputil.ReverseProxy`, FlushInterval −1, keep-alive pool of 4096, no compression: no logic at all). **Direct** is the same load straight at the stub with no relay: the load generator's and stub's own floor on this machine. The stub (`scripts/cmd/stub`) streams 128 tokens per request, 90 ms to the first and 14 ms apart, and stamps `stub_emit_ns` in every chunk; the load generator is this program.\n\n")
-	w("**Figures.** *Added TTFT* = client receipt of the first `data:` event − the stub's `stub_emit_ns` in it; *added end* = receipt of `[DONE]` − the last stamp; *per event* = the same for every event. Only streams started after the ramp (one stream's length, over which the virtual users start) count; errors count always. Each cell is the median of the repetitions, with min–max. CPU per event = the relay's utime+stime (/proc/PID/stat) over the run ÷ events the client received; RSS is the largest 2 Hz sample of VmRSS. *Other load on relay core* is the relay core's busy time (/proc/stat) less the relay's own, as a share of the run: CPU that other processes on this machine (tests, builds) took from the relay while it was measured; tail figures of runs with much of it are the machine's, not the relay's.\n\n")
-
-	w("## Targets\n\n| target | measured | |\n| --- | --- | --- |\n")
-	for _, v := range r.verdict {
-		w("| %s | %s | %s |\n", v.target, v.measured, passMark(v))
+	if res.nginx.bin != "" {
+		v.Nginx = res.nginx.version + ": one process (`master_process off`, so it is its own single worker), epoll, `proxy_buffering off`, `proxy_request_buffering off`, HTTP/1.1 to the backend with `upstream keepalive`, no access log; its config is written by the bench (scripts/bench/nginx.go)"
+	} else {
+		v.Nginx = "not measured on this machine: " + res.nginx.why
 	}
-	w("\n**Streams per core:** %s\n\n", r.carry)
 	if worst := r.worstForeign(); worst > noisyShare {
-		w("**Noise warning:** other processes on this machine took up to %.0f%% of the relay core while a relay was measured (column *other load on relay core*); latency tails of those runs are the machine's as much as the relay's. Re-run `make bench` on a quiet machine before quoting them.\n\n", worst*100)
+		v.Noise = worst * 100
 	}
+	v.FloorEpoll = slices.Contains(res.targets, "floor-epoll")
+	v.DocDir = plotDir
 
-	w("## Streaming, closed loop\n\nN virtual users; each opens its next stream when the last ends.\n\n")
-	w("| streams | relay | added TTFT p50 | p90 | p99 | p99.9 | max | added end p50 | end p99 | per-event p99 | streams/s | events/s | errors | CPU/event | RSS max | other load on relay core |\n")
-	w("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n")
+	v.Closed = newTable("streams>", "relay", "added TTFT p50>", "p90>", "p99>", "p99.9>", "max>", "added end p50>", "end p99>", "per-event p99>", "streams/s>", "events/s>", "errors", "CPU/event>", "RSS max>", "other load on relay core>")
 	for _, n := range res.plan.levels {
-		for _, t := range targetOrder {
+		for _, t := range res.targets {
 			runs := r.closed(t, n)
+			if len(runs) == 0 {
+				continue
+			}
 			cpu, rss := "—", "—"
 			if t != "direct" {
 				cpu = medOnly(runs, cpuEvt, "%.1f µs")
 				rss = medOnly(runs, rssMiB, "%.1f MiB")
 			}
-			w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, t,
+			v.Closed.add(fmt.Sprint(n), t,
 				cell(runs, ttftP50, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P90 }), "%.2f"),
 				cell(runs, ttftP99, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P999 }), "%.2f"),
 				medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.Max }), "%.1f"),
@@ -344,62 +493,76 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 				medOnly(runs, func(x runResult) float64 { return x.eventRate }, "%.0f"),
 				errSum(runs), cpu, rss, medOnly(runs, func(x runResult) float64 { return x.foreign * 100 }, "%.0f%%"))
 		}
-		if ok, why := res.held(n); !ok {
-			w("| %d | | *not held cleanly by this machine: %s* | | | | | | | | | | | | | |\n", n, why)
+		if ok, why := res.held(n); !ok && len(r.closed("direct", n)) > 0 {
+			row := make([]string, len(v.Closed.Head))
+			row[0], row[2] = fmt.Sprint(n), "*not held cleanly by this machine: "+why+"*"
+			v.Closed.add(row...)
 		}
 	}
-	w("\nTimes in ms. Samples per cell (streams after the ramp, per repetition): ")
 	var counts []string
 	for _, n := range res.plan.levels {
 		if runs := r.closed("gateway", n); len(runs) > 0 {
 			counts = append(counts, fmt.Sprintf("%d streams: ~%d", n, runs[0].ttft.N))
 		}
 	}
-	w("%s. A p99.9 from fewer than 1,000 samples is close to the max.\n\n", strings.Join(counts, ", "))
+	v.ClosedSamples = strings.Join(counts, ", ")
 
-	w("### Gateway as a ratio to the floor\n\n| streams | TTFT p50 | TTFT p99 | added end p99 | CPU/event | RSS max |\n| ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	v.Ratios = newTable("streams>", "gateway ÷", "TTFT p50>", "TTFT p99>", "added end p99>", "CPU/event>", "RSS max>")
 	for _, n := range res.plan.levels {
-		g, f := r.closed("gateway", n), r.closed("floor", n)
-		ratio := func(fn func(runResult) float64) string {
-			a, _, _ := medianOf(g, fn)
-			c, _, _ := medianOf(f, fn)
-			if c == 0 || math.IsNaN(a) || math.IsNaN(c) {
-				return "—"
+		g := r.closed("gateway", n)
+		for _, peer := range []string{"floor", "nginx"} {
+			f := r.closed(peer, n)
+			if len(g) == 0 || len(f) == 0 {
+				continue
 			}
-			return fmt.Sprintf("%.2f×", a/c)
+			ratio := func(fn func(runResult) float64) string {
+				a, _, _ := medianOf(g, fn)
+				c, _, _ := medianOf(f, fn)
+				if c == 0 || math.IsNaN(a) || math.IsNaN(c) {
+					return "—"
+				}
+				return fmt.Sprintf("%.2f×", a/c)
+			}
+			v.Ratios.add(fmt.Sprint(n), peer, ratio(ttftP50), ratio(ttftP99),
+				ratio(dms(func(x runResult) time.Duration { return x.end.P99 })), ratio(cpuEvt), ratio(rssMiB))
 		}
-		w("| %d | %s | %s | %s | %s | %s |\n", n, ratio(ttftP50), ratio(ttftP99),
-			ratio(dms(func(x runResult) time.Duration { return x.end.P99 })), ratio(cpuEvt), ratio(rssMiB))
 	}
-	w("\n")
 	for _, p := range pngs {
-		w("![%s](%s)\n\n", strings.TrimSuffix(p, ".png"), path.Join(plotDir, p))
+		v.Plots = append(v.Plots, struct{ Name, Path string }{strings.TrimSuffix(p, ".png"), path.Join(plotDir, p)})
+	}
+
+	if len(res.syscalls) > 0 {
+		v.Syscalls = r.syscallView()
+	}
+	if g := r.gcView(); g != nil {
+		v.GC = g
 	}
 
 	if len(res.plan.openStreamRates) > 0 {
-		w("## Streaming, open loop\n\nStreams start at a fixed rate whatever the answers do; latency counts from the scheduled start. *Late* = started more than %s behind schedule; *dropped* = could not start (every connection busy).\n\n", lateAfter)
-		w("| streams/s | relay | added TTFT p50 | p99 | p99.9 | added end p99 | late | dropped | errors | CPU/event | RSS max |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n")
+		t := newTable("streams/s>", "relay", "added TTFT p50>", "p99>", "p99.9>", "added end p99>", "late>", "dropped>", "errors", "CPU/event>", "RSS max>")
 		for _, rate := range res.plan.openStreamRates {
-			for _, t := range targetOrder {
-				runs := res.runs[runKey{t, "open-stream", rate}]
+			for _, tg := range res.targets {
+				runs := res.runs[runKey{tg, "open-stream", rate}]
 				if len(runs) == 0 {
 					continue
 				}
 				x := runs[0]
 				cpu, rss := "—", "—"
-				if t != "direct" {
+				if tg != "direct" {
 					cpu, rss = us(x.cpuPerEvt), mib(x.rssMax)
 				}
-				w("| %d | %s | %.2f | %.2f | %.2f | %.2f | %d | %d | %s | %s | %s |\n", rate, t, ttftP50(x), ttftP99(x),
-					x.ttft.P999.Seconds()*1000, x.end.P99.Seconds()*1000, x.late, x.dropped, errSum(runs), cpu, rss)
+				t.add(fmt.Sprint(rate), tg, fmt.Sprintf("%.2f", ttftP50(x)), fmt.Sprintf("%.2f", ttftP99(x)),
+					fmt.Sprintf("%.2f", x.ttft.P999.Seconds()*1000), fmt.Sprintf("%.2f", x.end.P99.Seconds()*1000),
+					fmt.Sprint(x.late), fmt.Sprint(x.dropped), errSum(runs), cpu, rss)
 			}
 		}
-		w("\n")
+		if len(t.Rows) > 0 {
+			v.Open = t
+		}
 	}
 
-	w("## Non-streaming, open loop at %d req/s\n\nSmall JSON answers (the stub answers at once, so latency through a relay is its added latency).\n\n", res.plan.fixedRate)
-	w("| relay | latency p50 | p90 | p99 | p99.9 | max | achieved req/s | late | errors | CPU/request | RSS max | other load on relay core |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n")
-	for _, t := range targetOrder {
+	plain := newTable("relay", "latency p50>", "p90>", "p99>", "p99.9>", "max>", "achieved req/s>", "late>", "errors", "CPU/request>", "RSS max>", "other load on relay core>")
+	for _, t := range res.targets {
 		runs := res.runs[runKey{t, "open-plain", res.plan.fixedRate}]
 		if len(runs) == 0 {
 			continue
@@ -414,7 +577,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 			}, "%.1f µs")
 			rss = medOnly(runs, rssMiB, "%.1f MiB")
 		}
-		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", t,
+		plain.add(t,
 			cell(runs, ttftP50, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P90 }), "%.2f"),
 			cell(runs, ttftP99, "%.2f"), medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P999 }), "%.2f"),
 			medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.Max }), "%.1f"),
@@ -422,17 +585,15 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 			medOnly(runs, func(x runResult) float64 { return float64(x.late) }, "%.0f"),
 			errSum(runs), cpu, rss, medOnly(runs, func(x runResult) float64 { return x.foreign * 100 }, "%.0f%%"))
 	}
-	w("\nTimes in ms; %d repetition(s) of %s.\n\n", res.plan.fixedReps, res.plan.fixedWindow)
+	if len(plain.Rows) > 0 {
+		v.Plain = plain
+	}
 
-	w("## Non-streaming ceiling\n\n")
-	if len(res.ceiling) == 0 {
-		w("Not measured by `make bench` (-quick); `make bench-full` climbs a ladder of rates.\n\n")
-	} else {
-		w("Highest open-loop rate with p99 latency < %s, no errors and ≤ 1%% of requests late or dropped (ladder of %s runs; it stops at the first rate that fails).\n\n", ms(ceilingP99), res.plan.ceilingWindow)
-		w("| relay | ceiling | ratio to floor | first failing rate |\n| --- | ---: | ---: | --- |\n")
+	if len(res.ceiling) > 0 {
+		t := newTable("relay", "ceiling>", "ratio to floor>", "first failing rate")
 		fl := res.ceiling["floor"].best
-		for _, t := range targetOrder {
-			c, ok := res.ceiling[t]
+		for _, tg := range res.targets {
+			c, ok := res.ceiling[tg]
 			if !ok {
 				continue
 			}
@@ -444,32 +605,44 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 			if fl > 0 {
 				ratio = fmt.Sprintf("%.2f×", float64(c.best)/float64(fl))
 			}
-			w("| %s | %d req/s | %s | %s |\n", t, c.best, ratio, fail)
+			t.add(tg, fmt.Sprintf("%d req/s", c.best), ratio, fail)
 		}
-		w("\nThe direct ceiling is the load generator's and stub's own on this machine: a relay's ceiling at or near it is bounded by the harness, not the relay.\n\n")
+		v.Ceiling = t
 	}
 
-	w("## Memory, start-up, size\n\n| | gateway | floor |\n| --- | ---: | ---: |\n")
+	relays := r.relays()
+	v.Memory = newTable(append([]string{""}, suffixAll(relays, ">")...)...)
 	idle := func(t string) string {
-		v := res.idleRSS[t]
-		if len(v) == 0 {
+		xs := res.idleRSS[t]
+		if len(xs) == 0 {
 			return "—"
 		}
-		f := make([]float64, len(v))
-		for i, x := range v {
+		f := make([]float64, len(xs))
+		for i, x := range xs {
 			f[i] = float64(x) / (1 << 20)
 		}
 		m, lo, hi := median(f)
 		return fmt.Sprintf("%.1f MiB (%.1f–%.1f)", m, lo, hi)
 	}
-	w("| idle RSS after start (median of %d starts) | %s | %s |\n", len(res.idleRSS["gateway"]), idle("gateway"), idle("floor"))
-	for _, n := range res.plan.levels {
-		w("| RSS max at %d streams | %s | %s |\n", n, cell(r.closed("gateway", n), rssMiB, "%.1f MiB"), cell(r.closed("floor", n), rssMiB, "%.1f MiB"))
+	row := []string{fmt.Sprintf("idle RSS after start (median of %d starts)", len(res.idleRSS["gateway"]))}
+	for _, t := range relays {
+		row = append(row, idle(t))
 	}
-	w("| RSS max at %d req/s (non-streaming) | %s | %s |\n", res.plan.fixedRate,
-		cell(res.runs[runKey{"gateway", "open-plain", res.plan.fixedRate}], rssMiB, "%.1f MiB"),
-		cell(res.runs[runKey{"floor", "open-plain", res.plan.fixedRate}], rssMiB, "%.1f MiB"))
-	w("\n| cold start (gateway, %d fresh processes each) | median | min | max |\n| --- | ---: | ---: | ---: |\n", len(res.coldEvent))
+	v.Memory.add(row...)
+	for _, n := range res.plan.levels {
+		row := []string{fmt.Sprintf("RSS max at %d streams", n)}
+		for _, t := range relays {
+			row = append(row, cell(r.closed(t, n), rssMiB, "%.1f MiB"))
+		}
+		v.Memory.add(row...)
+	}
+	row = []string{fmt.Sprintf("RSS max at %d req/s (non-streaming)", res.plan.fixedRate)}
+	for _, t := range relays {
+		row = append(row, cell(res.runs[runKey{t, "open-plain", res.plan.fixedRate}], rssMiB, "%.1f MiB"))
+	}
+	v.Memory.add(row...)
+
+	cold := newTable(fmt.Sprintf("cold start (gateway, %d fresh processes each)", len(res.coldEvent)), "median>", "min>", "max>")
 	for _, c := range []struct {
 		name string
 		v    []time.Duration
@@ -477,29 +650,88 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		if len(c.v) == 0 {
 			continue
 		}
-		w("| %s | %s | %s | %s |\n", c.name, ms(medianDur(c.v)), ms(slices.Min(c.v)), ms(slices.Max(c.v)))
+		cold.add(c.name, ms(medianDur(c.v)), ms(slices.Min(c.v)), ms(slices.Max(c.v)))
+	}
+	if len(cold.Rows) > 0 {
+		v.Cold = cold
 	}
 	if len(res.coldErrors) > 0 {
-		w("\nAnswers other than success or a refused connection while the process started: %s.\n", kindsString(res.coldErrors))
+		v.ColdErrors = kindsString(res.coldErrors)
 	}
-	w("\nCold start is timed from just before the fork of the binary (pinned to the relay core) to the client's receipt; the first proxied event includes the JWKS fetch from the dev issuer (`jwks_url` set, no OIDC discovery) and the first connection to the stub.\n\n")
-	w("Binary: `bin/gateway` %s (%d bytes; `-tags lambda.norpc -trimpath -ldflags='-s -w'`, CGO off).", mib(res.binSize), res.binSize)
+	v.BinSize, v.BinBytes = mib(res.binSize), res.binSize
 	if res.imageSize > 0 {
-		w(" Image: %s (%s).", mib(res.imageSize), res.imageNote)
+		v.Image = fmt.Sprintf("%s (%s)", mib(res.imageSize), res.imageNote)
 	} else {
-		w(" Image: %s.", res.imageNote)
+		v.Image = res.imageNote
 	}
-	w("\n\n")
 
-	w("## Published figures (published, not re-measured)\n\nFrom the write-up this gateway answers; 4 vCPU pod unless said. Not measured here, on different hardware: for orientation only.\n\n")
-	w("| published, not re-measured | .NET 9 | Node 22, 1 process | Node 22, cluster ×4 |\n| --- | --- | --- | --- |\n")
-	w("| added TTFT at 1,500 streams, p50 / p99 | 18 / 46 ms | 22 / 69 ms | — |\n")
-	w("| added latency at 3,000 req/s, p50 / p99 / p99.9 | 1.6 / 6.8 / 18.2 ms | 2.4 / 14.9 / 46.3 ms | 2.1 / 9.7 / 23.5 ms |\n")
-	w("| highest rate with p99 added < 25 ms | 11,200 req/s | 3,100 req/s | 6,400 req/s |\n")
-	w("| RSS at 3,000 req/s | 212 MB | 168 MB | 632 MB (4 processes) |\n")
-	w("| cold start to first successful request | 640 ms (310 ms ReadyToRun) | 180 ms | — |\n\n")
-	w("The comparable rows measured above: added TTFT at the highest stream level, the %d req/s table, the ceiling (full run), RSS at %d req/s, and cold start to the first proxied event — this gateway on **one** core, not four.\n", res.plan.fixedRate, res.plan.fixedRate)
+	var b strings.Builder
+	if err := mdTemplate.Execute(&b, v); err != nil {
+		// The template is parsed at start and the view is plain data: an
+		// error here is a bug in report.md.tmpl.
+		panic(fmt.Sprintf("report.md.tmpl: %v", err))
+	}
 	return b.String()
+}
+
+func suffixAll(v []string, suffix string) []string {
+	out := make([]string, len(v))
+	for i, s := range v {
+		out[i] = s + suffix
+	}
+	return out
+}
+
+// syscallView is the syscalls-per-event table.
+func (r *report) syscallView() *sysView {
+	res := r.res
+	sv := &sysView{Tool: res.tracer, Conc: res.plan.sysConc, Streams: res.plan.sysStreams}
+	sv.Table = newTable("relay", "events>", "syscalls/event>", "read>", "of which EAGAIN>", "write>", "epoll>", "futex>", "nanosleep>", "other>", "context switches>", "CPU/event while counted>", "of which kernel>", "errors")
+	per := map[string]float64{}
+	for _, s := range res.syscalls {
+		if s.err != "" {
+			sv.Table.add(s.target, "—", "*"+s.err+"*", "", "", "", "", "", "", "", "", "", "", "")
+			continue
+		}
+		ev := float64(max(s.run.events, 1))
+		k := s.count.kinds()
+		f := func(n int64) string { return fmt.Sprintf("%.2f", float64(n)/ev) }
+		per[s.target] = float64(s.count.total) / ev
+		cs := "—"
+		if s.count.ctxsw >= 0 {
+			cs = f(s.count.ctxsw)
+		}
+		sv.Table.add(s.target, fmt.Sprint(s.run.events), f(s.count.total), f(k["read"]), f(s.count.eagain), f(k["write"]),
+			f(k["epoll"]), f(k["futex"]), f(k["nanosleep"]), f(k["other"]), cs, us(s.run.cpuPerEvt),
+			fmt.Sprintf("%.0f%%", 100*float64(s.run.sysCPU)/float64(max(s.run.cpu, 1))), errSum([]runResult{s.run}))
+	}
+	if g, n := per["gateway"], per["nginx"]; g > 0 && n > 0 {
+		sv.Notes = append(sv.Notes, fmt.Sprintf("The gateway makes %.2f× nginx's system calls per event (%.2f vs %.2f).", g/n, g, n))
+	}
+	return sv
+}
+
+// gcView is the GC settings table, nil when the phase did not run.
+func (r *report) gcView() *gcView {
+	res := r.res
+	p := res.plan
+	g := &gcView{Level: p.gcLevel, Reps: p.gcReps}
+	g.Table = newTable("setting", "added TTFT p50>", "p99>", "p99.9>", "end p99>", "CPU/event>", "RSS max>", "errors", "other load on relay core>")
+	for _, s := range p.gcSettings {
+		runs := res.runs[runKey{"gateway", gcMode(s), p.gcLevel}]
+		if len(runs) == 0 {
+			continue
+		}
+		g.Table.add(s.name, cell(runs, ttftP50, "%.2f"), cell(runs, ttftP99, "%.2f"),
+			medOnly(runs, dms(func(x runResult) time.Duration { return x.ttft.P999 }), "%.2f"),
+			medOnly(runs, dms(func(x runResult) time.Duration { return x.end.P99 }), "%.2f"),
+			cell(runs, cpuEvt, "%.1f µs"), cell(runs, rssMiB, "%.1f MiB"), errSum(runs),
+			medOnly(runs, func(x runResult) float64 { return x.foreign * 100 }, "%.0f%%"))
+	}
+	if len(g.Table.Rows) == 0 {
+		return nil
+	}
+	return g
 }
 
 // summary is the console version: targets and the headline table.
@@ -516,7 +748,7 @@ func (r *report) summary() string {
 	fmt.Fprintln(&b, "\n== added TTFT, median of repetitions (ms) ==")
 	fmt.Fprintf(&b, "%7s %-8s %8s %8s %8s %10s %8s\n", "streams", "relay", "p50", "p99", "end p99", "CPU/event", "RSS")
 	for _, n := range r.res.plan.levels {
-		for _, t := range targetOrder {
+		for _, t := range r.res.targets {
 			runs := r.closed(t, n)
 			if len(runs) == 0 {
 				continue

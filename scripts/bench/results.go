@@ -22,8 +22,13 @@ type ceilingResult struct {
 
 // results is everything one invocation measured.
 type results struct {
-	plan plan
-	cpus cpuPlan
+	plan    plan
+	cpus    cpuPlan
+	nginx   nginxPeer
+	targets []string // what ran, in table order
+
+	syscalls []syscallRun
+	tracer   string // how syscalls were counted
 
 	runs        map[runKey][]runResult
 	idleRSS     map[string][]int64

@@ -16,6 +16,7 @@ const clockTicks = 100
 // procStat is one reading of a process's resource use.
 type procStat struct {
 	cpu      time.Duration // utime + stime
+	sys      time.Duration // stime: the kernel's share of cpu
 	rss, hwm int64         // VmRSS, VmHWM in bytes
 }
 
@@ -26,7 +27,7 @@ func readProc(pid int) (procStat, error) {
 	if err != nil {
 		return st, err
 	}
-	st.cpu, err = parseStatCPU(stat)
+	st.cpu, st.sys, err = parseStatTimes(stat)
 	if err != nil {
 		return st, err
 	}
@@ -43,21 +44,27 @@ func readProc(pid int) (procStat, error) {
 // name (field 2) may hold spaces and parentheses, so fields are counted
 // from the last ')'.
 func parseStatCPU(stat []byte) (time.Duration, error) {
+	cpu, _, err := parseStatTimes(stat)
+	return cpu, err
+}
+
+// parseStatTimes returns utime+stime and stime alone.
+func parseStatTimes(stat []byte) (cpu, sys time.Duration, err error) {
 	i := bytes.LastIndexByte(stat, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("stat: no ')' in %q", stat)
+		return 0, 0, fmt.Errorf("stat: no ')' in %q", stat)
 	}
 	f := bytes.Fields(stat[i+1:])
 	// After the name: state is field 3, utime field 14, stime field 15.
 	if len(f) < 13 {
-		return 0, fmt.Errorf("stat: %d fields after the name", len(f))
+		return 0, 0, fmt.Errorf("stat: %d fields after the name", len(f))
 	}
 	ut, err1 := strconv.ParseInt(string(f[11]), 10, 64)
 	st, err2 := strconv.ParseInt(string(f[12]), 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("stat: utime %q stime %q", f[11], f[12])
+		return 0, 0, fmt.Errorf("stat: utime %q stime %q", f[11], f[12])
 	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
+	return time.Duration(ut+st) * time.Second / clockTicks, time.Duration(st) * time.Second / clockTicks, nil
 }
 
 // statusKB returns the value of a "Key:   123 kB" line of /proc/PID/status

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeResults is a small, complete set of results: every table has rows.
+func fakeResults(withNginx bool) *results {
+	p := quickPlan()
+	p.levels = []int{100, 500}
+	res := newResults(p, cpuPlan{total: 2, relay: []int{0}, stub: []int{1}, loadgen: []int{1}})
+	res.targets = []string{"direct", "floor", "gateway"}
+	res.nginx = nginxPeer{why: "nginx is not installed"}
+	if withNginx {
+		res.targets = []string{"direct", "floor", "nginx", "gateway"}
+		res.nginx = nginxPeer{bin: "/usr/sbin/nginx", version: "nginx/1.22.1"}
+	}
+	cpu := map[string]time.Duration{"floor": 20 * time.Microsecond, "nginx": 15 * time.Microsecond, "gateway": 22 * time.Microsecond}
+	for _, n := range p.levels {
+		for _, t := range res.targets {
+			for range 2 {
+				d := Dist{N: 100, P50: time.Millisecond, P90: 2 * time.Millisecond, P99: 3 * time.Millisecond, P999: 4 * time.Millisecond, Max: 5 * time.Millisecond}
+				res.add(runResult{target: t, mode: "closed", level: n, ttft: d, end: d, perEvent: d, events: 1000, done: 10,
+					cpuPerEvt: cpu[t], rssMax: 30 << 20, errors: map[string]int{}})
+			}
+		}
+		for _, t := range res.targets {
+			res.add(runResult{target: t, mode: "open-plain", level: p.fixedRate, done: 10, errors: map[string]int{}})
+		}
+	}
+	for _, s := range p.gcSettings {
+		res.add(runResult{target: "gateway", mode: gcMode(s), level: p.gcLevel, done: 10, errors: map[string]int{}})
+	}
+	res.idleRSS["gateway"] = []int64{10 << 20}
+	res.tracer = "perf stat"
+	res.syscalls = []syscallRun{
+		{target: "gateway", run: runResult{events: 1000, errors: map[string]int{}}, count: syscallCount{total: 5000, eagain: 900, ctxsw: -1, byCall: map[string]int64{"read": 2000, "write": 1000}}},
+		{target: "nginx", err: "perf: no such process"},
+	}
+	res.coldEvent, res.coldHealthy = []time.Duration{time.Millisecond}, []time.Duration{time.Millisecond}
+	return res
+}
+
+func TestMarkdownRenders(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		nginx bool
+		want  []string
+	}{
+		{"with nginx", true, []string{"| 100 | nginx |", "| 500 | nginx | 1.00× |", "CPU per relayed event ≤ 1.1× nginx's, every level", "| gateway | 1000 | 5.00 | 2.00 | 0.90 | 1.00 |", "GOGC=off, GOMEMLIMIT=64MiB", "|  | floor | nginx | gateway |"}},
+		{"without nginx", false, []string{"not measured on this machine: nginx is not installed", "| n/a |"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rep := newReport(fakeResults(tt.nginx), ".")
+			md := rep.markdown([]string{"rss.png"}, "docs/bench")
+			for _, w := range tt.want {
+				if !strings.Contains(md, w) {
+					t.Errorf("report lacks %q", w)
+				}
+			}
+			if strings.Contains(md, "<no value>") || strings.Contains(md, "%!") {
+				t.Errorf("report has a formatting slip:\n%s", md)
+			}
+		})
+	}
+}
+
+func TestNginxConfig(t *testing.T) {
+	t.Parallel()
+	c := nginxConfig("/tmp/x", "127.0.0.1:9300", "127.0.0.1:9100", 500)
+	for _, w := range []string{"master_process off;", "proxy_buffering off;", "keepalive 500;", "server 127.0.0.1:9100;", "listen 127.0.0.1:9300", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "pid /tmp/x/nginx.pid;"} {
+		if !strings.Contains(c, w) {
+			t.Errorf("config lacks %q:\n%s", w, c)
+		}
+	}
+}
+
+func TestParsePerfStat(t *testing.T) {
+	t.Parallel()
+	args := []string{"-e", "raw_syscalls:sys_enter", "-e", "syscalls:sys_enter_read", "-e", "syscalls:sys_enter_futex",
+		"-e", "syscalls:sys_exit_read", "--filter", "ret == -11", "-e", "context-switches"}
+	out := "# started on x\n\n100,,raw_syscalls:sys_enter,1,100.00,,\n40,,syscalls:sys_enter_read,1,100.00,,\n7,,syscalls:sys_enter_futex,1,100.00,,\n19,,syscalls:sys_exit_read,1,100.00,,\n3,,context-switches,1,100.00,,\n"
+	c, err := parsePerfStat([]byte(out), args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.total != 100 || c.byCall["read"] != 40 || c.byCall["futex"] != 7 || c.eagain != 19 || c.ctxsw != 3 {
+		t.Fatalf("got %+v", c)
+	}
+	if k := c.kinds(); k["read"] != 40 || k["futex"] != 7 || k["other"] != 53 {
+		t.Fatalf("kinds %v", k)
+	}
+	if _, err := parsePerfStat([]byte("40,,syscalls:sys_enter_read,1,100.00,,\n"), args); err == nil {
+		t.Fatal("short output: no error")
+	}
+}
+
+func TestParseStraceC(t *testing.T) {
+	t.Parallel()
+	out := `% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 40.00    0.004000           2      2000       900 read
+ 30.00    0.003000           3      1000           write
+ 20.00    0.002000           2       800           epoll_pwait
+ 10.00    0.001000           1       100        12 futex
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.010000           2      3900       912 total
+`
+	c, err := parseStraceC([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.total != 3900 || c.byCall["read"] != 2000 || c.eagain != 900 || c.byCall["epoll_pwait"] != 800 {
+		t.Fatalf("got %+v", c)
+	}
+}
