@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
@@ -23,7 +24,6 @@ import (
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
-	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // gateway is the wired application.
@@ -37,7 +37,9 @@ type gateway struct {
 }
 
 func (g *gateway) close() {
-	_ = g.limiter.Close()
+	if g.limiter != nil {
+		_ = g.limiter.Close()
+	}
 	if g.state != nil {
 		_ = g.state.Close()
 	}
@@ -45,138 +47,52 @@ func (g *gateway) close() {
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
 // but waits for none of it.
-func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (*gateway, error) {
+func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (g *gateway, err error) {
 	client, err := newBackendClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-
-	verifier, err := auth.New(auth.Config{
-		Issuer:             cfg.Auth.Issuer,
-		JWKSURL:            cfg.Auth.JWKSURL,
-		Audiences:          cfg.Auth.Audiences,
-		TenantClaim:        cfg.Auth.TenantClaim,
-		RequiredRoles:      cfg.Auth.RequiredRoles,
-		RequiredScopes:     cfg.Auth.RequiredScopes,
-		Algorithms:         cfg.Auth.Algorithms,
-		Leeway:             cfg.Auth.Leeway.D(),
-		MaxTokenBytes:      cfg.Auth.MaxTokenBytes,
-		RefreshMin:         cfg.Auth.JWKSRefreshMin.D(),
-		RefreshMax:         cfg.Auth.JWKSRefreshMax.D(),
-		UnknownKIDInterval: cfg.Auth.UnknownKIDInterval.D(),
-	}, &http.Client{Timeout: 10 * time.Second}, log)
+	verifier, err := newVerifier(ctx, cfg.Auth, log)
 	if err != nil {
-		return nil, fmt.Errorf("auth: %w", err)
+		return nil, err
 	}
-	verifier.Start(ctx)
-
-	rows := make([]tenant.Row, 0, len(cfg.Tenants))
-	limits := make([]ratelimit.TenantLimit, 0, len(cfg.Tenants))
-	for _, t := range cfg.Tenants {
-		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models})
-		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Tokens: t.Requests, Interval: t.Interval.D()})
-	}
-	lc := ratelimit.Config{
-		Store:         cfg.Limiter.Store,
-		KeyPrefix:     cfg.Limiter.KeyPrefix,
-		Timeout:       cfg.Limiter.Timeout.D(),
-		FailurePolicy: cfg.Limiter.FailurePolicy,
-	}
-	if cfg.Limiter.Store == "redis" {
-		lc.RedisURL = getenv(cfg.Limiter.RedisURLEnv)
-		if cfg.Limiter.RedisPasswordEnv != "" {
-			lc.RedisPassword = getenv(cfg.Limiter.RedisPasswordEnv)
-		}
-		if e := cfg.Limiter.RedisEntra; e != nil {
-			cred, err := entra.New(entra.Config{Credential: e.Credential, ClientID: e.ClientID, Scope: e.Scope, Timeout: e.Timeout.D()}, log)
-			if err != nil {
-				return nil, fmt.Errorf("limiter.redis_entra: %w", err)
-			}
-			cred.Start(ctx)
-			user := e.Username
-			lc.RedisCredentials = func(ctx context.Context) (string, string, error) {
-				tok, err := cred.Token(ctx)
-				return user, tok, err
-			}
-		}
-	}
-	lim, err := ratelimit.New(lc, limits, log)
+	router, targets, err := newRouting(ctx, cfg, getenv, log)
 	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
+		return nil, err
 	}
-	// Dial Redis (TLS, AUTH) in the background so the first take does not
-	// pay for it inside its 50 ms budget.
-	go func() {
-		if err := lim.Warm(ctx); err != nil {
-			log.Warn("limiter store not reachable yet", "err", err)
+	g = &gateway{}
+	defer func() {
+		if err != nil {
+			g.close()
 		}
 	}()
-
-	specs := make([]route.PoolSpec, 0, len(cfg.Pools))
-	for _, p := range cfg.Pools {
-		ps := route.PoolSpec{Name: p.Name}
-		for m := range p.Models {
-			ps.Models = append(ps.Models, m)
-		}
-		for _, e := range p.Endpoints {
-			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight})
-		}
-		specs = append(specs, ps)
+	lc, err := limiterConfig(ctx, cfg.Limiter, getenv, log)
+	if err != nil {
+		return nil, err
 	}
-	router := route.New(specs, nil)
-	targets := map[*route.Pool][]*upstream.Target{}
-	for _, p := range cfg.Pools {
-		var pool *route.Pool
-		for m := range p.Models {
-			pool = router.Pool(m)
-			break
-		}
-		for j, e := range p.Endpoints {
-			cred, err := credential(ctx, e, log)
-			if err != nil {
-				_ = lim.Close()
-				return nil, fmt.Errorf("pools[%s].endpoints[%d]: %w", p.Name, j, err)
-			}
-			t, err := upstream.NewTarget(upstream.TargetSpec{
-				Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
-				Cred: cred, APIKey: apiKey(e, getenv),
-				Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
-			})
-			if err != nil {
-				_ = lim.Close()
-				return nil, fmt.Errorf("pools[%s].endpoints[%d]: %w", p.Name, j, err)
-			}
-			targets[pool] = append(targets[pool], t)
-		}
+	if g.limiter, err = newLimiter(ctx, lc, cfg.Tenants, log); err != nil {
+		return nil, err
 	}
-
-	var state *redis.Client
 	var aff server.Affinity // nil: in memory, per process
-	if cfg.Limiter.Store == "redis" {
+	if cfg.Limiter.Store == ratelimit.StoreRedis {
 		// A client of its own: these calls may take longer than a take's
 		// tight budget.
-		state, err = redisstore.NewClient(redisstore.ClientOptions{
+		g.state, err = redisstore.NewClient(redisstore.ClientOptions{
 			URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials, Timeout: stateTimeout,
 		})
 		if err != nil {
-			_ = lim.Close()
 			return nil, fmt.Errorf("limiter: %w", err)
 		}
-		aff = redisaffinity.New(state, cfg.Limiter.KeyPrefix)
+		aff = redisaffinity.New(g.state, cfg.Limiter.KeyPrefix)
 	}
-	bud, err := budgets(ctx, cfg, state, log)
+	bud, err := budgets(ctx, cfg, g.state, log)
 	if err != nil {
-		_ = lim.Close()
-		if state != nil {
-			_ = state.Close()
-		}
 		return nil, err
 	}
-
-	h := server.New(server.Deps{
+	g.handler = server.New(server.Deps{
 		Auth:              verifier,
-		Tenants:           tenant.NewTable(rows),
-		Limiter:           lim,
+		Tenants:           tenantTable(cfg.Tenants),
+		Limiter:           g.limiter,
 		Router:            router,
 		Targets:           targets,
 		Client:            client,
@@ -191,9 +107,137 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Streams:           streamPolicies(cfg),
 		Affinity:          aff,
 		Budgets:           bud,
+		BudgetScanner:     budget.Scanner{ImageTokens: cfg.Budget.ImageTokens},
 		MinRemaining:      cfg.Lambda.MinRemaining.D(),
 	})
-	return &gateway{handler: h, limiter: lim, state: state}, nil
+	return g, nil
+}
+
+// newVerifier builds the JWT verifier and starts its background key fetch.
+func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Verifier, error) {
+	v, err := auth.New(auth.Config{
+		Issuer:             a.Issuer,
+		JWKSURL:            a.JWKSURL,
+		Audiences:          a.Audiences,
+		TenantClaim:        a.TenantClaim,
+		RequiredRoles:      a.RequiredRoles,
+		RequiredScopes:     a.RequiredScopes,
+		Algorithms:         a.Algorithms,
+		Leeway:             a.Leeway.D(),
+		MaxTokenBytes:      a.MaxTokenBytes,
+		RefreshMin:         a.JWKSRefreshMin.D(),
+		RefreshMax:         a.JWKSRefreshMax.D(),
+		UnknownKIDInterval: a.UnknownKIDInterval.D(),
+	}, &http.Client{Timeout: 10 * time.Second}, log)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	v.Start(ctx)
+	return v, nil
+}
+
+func tenantTable(ts []config.Tenant) *tenant.Table {
+	rows := make([]tenant.Row, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models})
+	}
+	return tenant.NewTable(rows)
+}
+
+// limiterConfig resolves the limiter's store settings: secrets from the
+// environment, and the Entra login for keyless Redis.
+func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) string, log *slog.Logger) (ratelimit.Config, error) {
+	lc := ratelimit.Config{
+		Store:         l.Store,
+		KeyPrefix:     l.KeyPrefix,
+		Timeout:       l.Timeout.D(),
+		FailurePolicy: l.FailurePolicy,
+	}
+	if l.Store != ratelimit.StoreRedis {
+		return lc, nil
+	}
+	lc.RedisURL = getenv(l.RedisURLEnv)
+	if l.RedisPasswordEnv != "" {
+		lc.RedisPassword = getenv(l.RedisPasswordEnv)
+	}
+	if e := l.RedisEntra; e != nil {
+		cred, err := newEntra(ctx, e.Entra, log)
+		if err != nil {
+			return lc, fmt.Errorf("limiter.redis_entra: %w", err)
+		}
+		user := e.Username
+		lc.RedisCredentials = func(ctx context.Context) (string, string, error) {
+			tok, err := cred.Token(ctx)
+			return user, tok, err
+		}
+	}
+	return lc, nil
+}
+
+// newLimiter builds the request limiter and dials its store (TLS, AUTH) in
+// the background, so the first take does not pay for it inside its budget.
+func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, log *slog.Logger) (*ratelimit.Limiter, error) {
+	limits := make([]ratelimit.TenantLimit, 0, len(ts))
+	for _, t := range ts {
+		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Tokens: t.Requests, Interval: t.Interval.D()})
+	}
+	lim, err := ratelimit.New(lc, limits, log)
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	go func() {
+		if err := lim.Warm(ctx); err != nil {
+			log.Warn("limiter store not reachable yet", "err", err)
+		}
+	}()
+	return lim, nil
+}
+
+// newRouting builds the router and each endpoint's backend target, paired
+// by pointer: the router keeps the config's order of pools and endpoints.
+func newRouting(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (*route.Router, map[*route.Endpoint]*upstream.Target, error) {
+	specs := make([]route.PoolSpec, 0, len(cfg.Pools))
+	for _, p := range cfg.Pools {
+		ps := route.PoolSpec{Name: p.Name}
+		for m := range p.Models {
+			ps.Models = append(ps.Models, m)
+		}
+		for _, e := range p.Endpoints {
+			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight})
+		}
+		specs = append(specs, ps)
+	}
+	router := route.New(specs, nil)
+	targets := map[*route.Endpoint]*upstream.Target{}
+	for i, pool := range router.Pools() {
+		p := cfg.Pools[i]
+		for j, ep := range pool.Endpoints {
+			t, err := newTarget(ctx, p, p.Endpoints[j], getenv, log)
+			if err != nil {
+				return nil, nil, fmt.Errorf("pools[%d].endpoints[%d]: %w", i, j, err)
+			}
+			targets[ep] = t
+		}
+	}
+	return router, targets, nil
+}
+
+// newTarget builds one endpoint's target: its wire format, its key or
+// Entra credential, and the headers config adds or lets through.
+func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv func(string) string, log *slog.Logger) (*upstream.Target, error) {
+	var cred upstream.Credential
+	if e.Auth == "entra" {
+		c, err := newEntra(ctx, e.Entra, log)
+		if err != nil {
+			return nil, err
+		}
+		cred = c
+	}
+	return upstream.NewTarget(upstream.TargetSpec{
+		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
+		Cred: cred, APIKey: apiKey(e, getenv),
+		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
+	})
 }
 
 // stateTimeout bounds one call for shared state other than a take.
@@ -215,16 +259,6 @@ func apiKey(e config.Endpoint, getenv func(string) string) string {
 		return ""
 	}
 	return getenv(e.APIKeyEnv)
-}
-
-// credential builds an endpoint's Entra ID credential; a key (from its
-// env var) goes in TargetSpec.APIKey, and the kind's wire file says which
-// header carries it.
-func credential(ctx context.Context, e config.Endpoint, log *slog.Logger) (upstream.Credential, error) {
-	if e.Auth == "entra" {
-		return entraCredential(ctx, e.Entra, log)
-	}
-	return nil, nil
 }
 
 // backendClient sends each backend request through its endpoint's

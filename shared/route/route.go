@@ -33,6 +33,7 @@ type Pool struct {
 // Router maps public model names to pools.
 type Router struct {
 	byModel map[string]*Pool
+	pools   []*Pool // in spec order
 	now     func() time.Time
 }
 
@@ -68,9 +69,15 @@ func New(pools []PoolSpec, now func() time.Time) *Router {
 		for _, m := range ps.Models {
 			r.byModel[m] = p
 		}
+		r.pools = append(r.pools, p)
 	}
 	return r
 }
+
+// Pools returns the pools in the order of the specs given to New, each
+// with its endpoints in spec order: the caller pairs them with its own
+// per-endpoint data (the server's backend targets) once, by pointer.
+func (r *Router) Pools() []*Pool { return r.pools }
 
 // Pool returns the pool serving model, or nil.
 func (r *Router) Pool(model string) *Pool { return r.byModel[model] }

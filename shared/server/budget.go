@@ -66,7 +66,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.MinOutput = minResponsesOutput
 	}
 	if lim.Enforced() {
-		a := budget.Scanner{}.Ask(raw, budgetFormat(op))
+		a := s.BudgetScanner.Ask(raw, budgetFormat(op))
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
 	}
 	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)

@@ -102,8 +102,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	rec.pool = pool.Name
 
 	if op == upstream.Responses {
-		for _, tg := range s.Targets[pool] {
-			if !tg.SupportsResponses() {
+		for _, e := range pool.Endpoints {
+			if !s.Targets[e].SupportsResponses() {
 				s.fail(w, rec, invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
 					fmt.Sprintf("model %q is served on a surface without the Responses API", body.Model)))
 				return
@@ -191,14 +191,13 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
 			RetryAfter: wait}
 	}
-	targets := s.Targets[pool]
 	var last *apiError
 	policy := s.streamPolicy(pool)
 	for i, e := range order {
 		if last != nil && rec.keepalive.isStarted() {
 			rec.failoverAfterHeaders = true
 		}
-		target := targets[e.Index]
+		target := s.Targets[e]
 		rec.endpoint = e.Name
 		rec.attempts++
 		// Each attempt gets its own exactly sized copy: the transport may

@@ -102,7 +102,7 @@ func newTestGatewayWith(t *testing.T, tune func(*Deps), backends ...http.Handler
 		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),
 		Limiter: unlimited{},
 		Router:  router,
-		Targets: map[*route.Pool][]*upstream.Target{router.Pool("m"): targets},
+		Targets: endpointTargets(router.Pool("m"), targets),
 		Client:  &http.Client{Transport: &http.Transport{DisableCompression: true}},
 		Log:     slog.New(slog.NewJSONHandler(g.log, nil)),
 		// Failover order is random: tests make every endpoint behave the
@@ -310,7 +310,7 @@ func newTLSGateway(t *testing.T, url string) *testGateway {
 	router := route.New([]route.PoolSpec{spec}, nil)
 	s := New(Deps{
 		Auth: allowAll{}, Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}), Limiter: unlimited{},
-		Router: router, Targets: map[*route.Pool][]*upstream.Target{router.Pool("m"): {tg}},
+		Router: router, Targets: endpointTargets(router.Pool("m"), []*upstream.Target{tg}),
 		Client: &http.Client{}, Log: slog.New(slog.NewJSONHandler(g.log, nil)),
 	})
 	g.srv = httptest.NewServer(s)
@@ -338,4 +338,13 @@ func TestDuplicateKeysRefused(t *testing.T) {
 	if called {
 		t.Fatal("a backend was called")
 	}
+}
+
+// endpointTargets pairs a pool's endpoints with targets, in order.
+func endpointTargets(p *route.Pool, targets []*upstream.Target) map[*route.Endpoint]*upstream.Target {
+	m := map[*route.Endpoint]*upstream.Target{}
+	for i, e := range p.Endpoints {
+		m[e] = targets[i]
+	}
+	return m
 }

@@ -200,7 +200,7 @@ func (s *Server) targetFor(pool *route.Pool, name string) *upstream.Target {
 	}
 	for _, e := range pool.Endpoints {
 		if e.Name == name {
-			return s.Targets[pool][e.Index]
+			return s.Targets[e]
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
@@ -40,8 +41,8 @@ type Deps struct {
 	Tenants *tenant.Table
 	Limiter Limiter
 	Router  *route.Router
-	// Targets holds, per pool, one target per endpoint, in the pool's endpoint order.
-	Targets map[*route.Pool][]*upstream.Target
+	// Targets is each endpoint's backend target.
+	Targets map[*route.Endpoint]*upstream.Target
 	Client  Doer
 	Log     *slog.Logger
 
@@ -71,6 +72,9 @@ type Deps struct {
 	// Budgets applies tenants' token budgets; nil: none (no budget work
 	// on any request).
 	Budgets Budgets
+	// BudgetScanner reads a request's prompt bound for Budgets (its zero
+	// value bounds an image by budget.DefaultImageTokens).
+	BudgetScanner budget.Scanner
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity
 	// ResponseTTL is how long a stored response's record is kept: the
