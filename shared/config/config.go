@@ -226,6 +226,10 @@ type Budget struct {
 	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
 	// Timeout bounds one reservation against the store. Default 50ms.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// ImageTokens bounds one image's prompt tokens in the prompt bound.
+	// Default 48169, the largest per-image charge OpenAI publishes
+	// (gpt-4o-mini, high detail); 1445 covers gpt-4o and gpt-4.1.
+	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
 	// FailurePolicy is open or closed when the store is down or slow;
 	// default the limiter's. A tenant with a token_quota always fails
 	// closed.
@@ -373,96 +377,118 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	defD := func(d *Duration, v time.Duration) {
-		if *d == 0 {
-			*d = Duration(v)
-		}
-	}
 	def(&c.Listen, DefaultListen)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = server.DefaultMaxBodyBytes
-	}
+	defN(&c.MaxBodyBytes, server.DefaultMaxBodyBytes)
 	defD(&c.ShutdownGrace, 30*time.Second)
 	defD(&c.BodyReadTimeout, server.DefaultBodyReadTimeout)
 	defD(&c.ReadHeaderTimeout, 10*time.Second)
 	defD(&c.IdleTimeout, 60*time.Second)
-	if c.MaxHeaderBytes == 0 {
-		c.MaxHeaderBytes = 32 << 10
-	}
+	defN(&c.MaxHeaderBytes, 32<<10)
 	def(&c.LogLevel, "info")
-	def(&c.Auth.TenantClaim, auth.DefaultTenantClaim)
-	if len(c.Auth.Algorithms) == 0 {
-		c.Auth.Algorithms = auth.DefaultAlgorithms()
-	}
-	defD(&c.Auth.Leeway, auth.DefaultLeeway)
-	if c.Auth.MaxTokenBytes == 0 {
-		c.Auth.MaxTokenBytes = auth.DefaultMaxTokenBytes
-	}
-	defD(&c.Auth.JWKSRefreshMin, auth.DefaultRefreshMin)
-	defD(&c.Auth.JWKSRefreshMax, auth.DefaultRefreshMax)
-	defD(&c.Auth.UnknownKIDInterval, auth.DefaultUnknownKIDInterval)
-	def(&c.Limiter.Store, "memory")
-	if e := c.Limiter.RedisEntra; e != nil {
-		def(&e.Scope, entra.RedisScope)
-		defD(&e.Timeout, entra.DefaultTimeout)
-	}
-	def(&c.Limiter.KeyPrefix, ratelimit.DefaultKeyPrefix)
-	defD(&c.Limiter.Timeout, ratelimit.DefaultTimeout)
-	def(&c.Limiter.FailurePolicy, ratelimit.PolicyOpen)
-	def(&c.Budget.Mode, budget.ModeStrict)
-	defD(&c.Budget.Lease, budget.DefaultLease)
-	if c.Budget.DefaultOutputTokens == 0 {
-		c.Budget.DefaultOutputTokens = budget.DefaultOutputTokens
-	}
-	defD(&c.Budget.Timeout, budget.DefaultTimeout)
-	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
-	if c.Upstream.MaxAttempts == 0 {
-		c.Upstream.MaxAttempts = server.DefaultMaxAttempts
-	}
-	defD(&c.Upstream.HeaderTimeout, server.DefaultHeaderTimeout)
-	defD(&c.Upstream.ResponseTimeout, server.DefaultResponseTimeout)
-	defD(&c.Upstream.ConnectTimeout, 3*time.Second)
-	defD(&c.Upstream.DefaultCooldown, server.DefaultCooldown)
-	defD(&c.Upstream.StreamIdleTimeout, server.DefaultStreamIdleTimeout)
-	if c.Upstream.MaxIdleConnsPerHost == 0 {
-		c.Upstream.MaxIdleConnsPerHost = 1024
-	}
+	c.Auth.applyDefaults()
+	c.Limiter.applyDefaults()
+	c.Budget.applyDefaults(c.Limiter.FailurePolicy)
+	c.Upstream.applyDefaults()
 	defD(&c.Lambda.DeadlineMargin, lambdaurl.DefaultDeadlineMargin)
-	defP := func(d **Duration, v time.Duration) {
-		if *d == nil {
-			x := Duration(v)
-			*d = &x
-		}
-	}
-	defP(&c.Upstream.KeepaliveInterval, server.DefaultKeepaliveInterval)
 	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
-	for i := range c.Pools {
-		defP(&c.Pools[i].KeepaliveInterval, c.Upstream.KeepaliveInterval.D())
-		defP(&c.Pools[i].FirstTokenTimeout, c.Upstream.FirstTokenTimeout.D())
-	}
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, time.Minute)
 	}
 	for i := range c.Pools {
-		for j := range c.Pools[i].Endpoints {
-			e := &c.Pools[i].Endpoints[j]
-			if e.Weight == 0 && !e.weightGiven {
-				e.Weight = 1
-			}
-			def(&e.Auth, "key")
-			if c.Pools[i].Kind == "azure-openai" {
-				def(&e.APIVersion, upstream.DefaultAzureAPIVersion)
-				def(&e.AzureAPI, "deployments")
-			}
-			if e.Auth == "entra" {
-				def(&e.Entra.Scope, entra.DefaultScope)
-				defD(&e.Entra.Timeout, entra.DefaultTimeout)
-			}
+		c.Pools[i].applyDefaults(c.Upstream)
+	}
+}
+
+func (a *Auth) applyDefaults() {
+	def(&a.TenantClaim, auth.DefaultTenantClaim)
+	if len(a.Algorithms) == 0 {
+		a.Algorithms = auth.DefaultAlgorithms()
+	}
+	defD(&a.Leeway, auth.DefaultLeeway)
+	defN(&a.MaxTokenBytes, auth.DefaultMaxTokenBytes)
+	defD(&a.JWKSRefreshMin, auth.DefaultRefreshMin)
+	defD(&a.JWKSRefreshMax, auth.DefaultRefreshMax)
+	defD(&a.UnknownKIDInterval, auth.DefaultUnknownKIDInterval)
+}
+
+func (l *Limiter) applyDefaults() {
+	def(&l.Store, ratelimit.StoreMemory)
+	if e := l.RedisEntra; e != nil {
+		def(&e.Scope, entra.RedisScope)
+		defD(&e.Timeout, entra.DefaultTimeout)
+	}
+	def(&l.KeyPrefix, ratelimit.DefaultKeyPrefix)
+	defD(&l.Timeout, ratelimit.DefaultTimeout)
+	def(&l.FailurePolicy, ratelimit.PolicyOpen)
+}
+
+// applyDefaults: the budget store fails the way the limiter's does unless
+// told otherwise.
+func (b *Budget) applyDefaults(limiterPolicy string) {
+	def(&b.Mode, budget.ModeStrict)
+	defD(&b.Lease, budget.DefaultLease)
+	defN(&b.DefaultOutputTokens, budget.DefaultOutputTokens)
+	defD(&b.Timeout, budget.DefaultTimeout)
+	defN(&b.ImageTokens, budget.DefaultImageTokens)
+	def(&b.FailurePolicy, limiterPolicy)
+}
+
+func (u *Upstream) applyDefaults() {
+	defN(&u.MaxAttempts, server.DefaultMaxAttempts)
+	defD(&u.HeaderTimeout, server.DefaultHeaderTimeout)
+	defD(&u.ResponseTimeout, server.DefaultResponseTimeout)
+	defD(&u.ConnectTimeout, 3*time.Second)
+	defD(&u.DefaultCooldown, server.DefaultCooldown)
+	defD(&u.StreamIdleTimeout, server.DefaultStreamIdleTimeout)
+	defN(&u.MaxIdleConnsPerHost, 1024)
+	defP(&u.KeepaliveInterval, server.DefaultKeepaliveInterval)
+}
+
+// applyDefaults: a pool's stream policy is upstream's unless it says
+// otherwise, so upstream's defaults apply first.
+func (p *Pool) applyDefaults(u Upstream) {
+	defP(&p.KeepaliveInterval, u.KeepaliveInterval.D())
+	defP(&p.FirstTokenTimeout, u.FirstTokenTimeout.D())
+	for j := range p.Endpoints {
+		e := &p.Endpoints[j]
+		if e.Weight == 0 && !e.weightGiven {
+			e.Weight = 1
 		}
+		def(&e.Auth, "key")
+		if p.Kind == "azure-openai" {
+			def(&e.APIVersion, upstream.DefaultAzureAPIVersion)
+			def(&e.AzureAPI, "deployments")
+		}
+		if e.Auth == "entra" {
+			def(&e.Entra.Scope, entra.DefaultScope)
+			defD(&e.Entra.Timeout, entra.DefaultTimeout)
+		}
+	}
+}
+
+func def(s *string, v string) {
+	if *s == "" {
+		*s = v
+	}
+}
+
+func defD(d *Duration, v time.Duration) {
+	if *d == 0 {
+		*d = Duration(v)
+	}
+}
+
+// defP sets an optional duration, where 0 is a value (off) and nil is
+// "not given".
+func defP(d **Duration, v time.Duration) {
+	if *d == nil {
+		x := Duration(v)
+		*d = &x
+	}
+}
+
+func defN[T int | int64](n *T, v T) {
+	if *n == 0 {
+		*n = v
 	}
 }
