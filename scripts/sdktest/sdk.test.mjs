@@ -5,6 +5,10 @@
 //   GATEWAY_URL    the gateway's base URL, ending in /v1
 //   TOKEN          a valid JWT for tenant contoso (models llama, gpt-4o, ...)
 //   EXPECT_TOKENS  completion tokens per answer (the stub repeats " tok")
+//   BUDGET_TOKEN   a JWT for tenant budgeted (token quota 100 a month,
+//                  output capped at 8); optional
+//   TPM_TOKEN      a JWT for tenant tpm (30 tokens per minute, below any
+//                  prompt); optional
 //
 // By hand: GATEWAY_URL=... TOKEN=... EXPECT_TOKENS=12 node --test sdk.test.mjs
 import { test } from 'node:test';
@@ -98,4 +102,47 @@ test('backend failure mid-stream throws, never ends cleanly', async () => {
     },
   );
   assert.equal(chunks, 3);
+});
+
+// Token budgets: the headers on answers, and the refusals as the SDK's
+// RateLimitError with OpenAI's codes.
+const budgetToken = process.env.BUDGET_TOKEN;
+const tpmToken = process.env.TPM_TOKEN;
+
+test('token quota: headers, then insufficient_quota', { skip: !budgetToken && 'BUDGET_TOKEN not set' }, async () => {
+  let refused;
+  for (let i = 0; i < 10 && !refused; i++) {
+    try {
+      const { data, response } = await client(budgetToken).chat.completions.create({ model: 'llama', messages }).withResponse();
+      assert.equal(data.usage.completion_tokens, 8, 'the tenant\'s output cap was not applied');
+      assert.equal(response.headers.get('x-ratelimit-limit-tokens'), '100');
+      assert.ok(response.headers.get('x-ratelimit-remaining-tokens'));
+      assert.ok(response.headers.get('x-ratelimit-reset-tokens'));
+    } catch (e) {
+      refused = e;
+    }
+  }
+  assert.ok(refused instanceof OpenAI.RateLimitError, `got ${refused?.constructor?.name}: ${refused}`);
+  assert.equal(refused.status, 429);
+  assert.equal(refused.code, 'insufficient_quota');
+  assert.equal(refused.type, 'insufficient_quota');
+  assert.ok(refused.headers.get('retry-after'));
+  assert.equal(refused.headers.get('x-ratelimit-limit-tokens'), '100');
+});
+
+test('tokens per minute: rate_limit_exceeded before any byte', { skip: !tpmToken && 'TPM_TOKEN not set' }, async () => {
+  for (const stream of [false, true]) {
+    await assert.rejects(
+      client(tpmToken).chat.completions.create({ model: 'llama', messages, stream }),
+      (e) => {
+        assert.ok(e instanceof OpenAI.RateLimitError, `got ${e?.constructor?.name}: ${e}`);
+        assert.equal(e.code, 'rate_limit_exceeded');
+        assert.equal(e.type, 'tokens');
+        assert.match(e.message, /tokens per min/);
+        assert.ok(e.headers.get('retry-after'));
+        assert.equal(e.headers.get('x-ratelimit-limit-tokens'), '30');
+        return true;
+      },
+    );
+  }
 });

@@ -101,7 +101,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 		a.n = *req.N
 	}
 	for _, limit := range []int{req.MaxTokens, req.MaxCompletionTokens} {
-		if limit > 0 && limit < a.tokens {
+		if limit > 0 && limit < a.tokens && !s.opts.IgnoreMaxTokens {
 			a.tokens, a.finish = limit, "length"
 		}
 	}
@@ -110,6 +110,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 		prefix = "chatcmpl-stub-"
 	}
 	a.id = prefix + strconv.FormatUint(s.ids.Add(1), 10)
+	s.prompt.Add(int64(a.promptTokens))
 	if req.Stream {
 		s.stream(w, r, a, f, sh, arrived)
 		return
@@ -159,6 +160,7 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 	if a.chat {
 		c.Object = "chat.completion"
 	}
+	s.generated.Add(int64(a.completionTokens()))
 	for i := range c.Choices {
 		text := a.sp.text(a.seed, i, a.tokens)
 		c.Choices[i] = choice{Index: i, FinishReason: a.finish}

@@ -334,7 +334,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 				"invalid_request_error", "max_output_tokens", "")
 			return
 		}
-		if *m < tokens {
+		if *m < tokens && !s.opts.IgnoreMaxTokens {
 			tokens, status, itemStatus = *m, "incomplete", "incomplete"
 			incomplete = &incompleteDetails{Reason: "max_output_tokens"}
 		}
@@ -379,6 +379,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 	}
 	if store {
 		s.responses.put(sr)
+	}
+	s.prompt.Add(int64(input))
+	if !req.Stream {
+		s.generated.Add(int64(tokens))
 	}
 	switch {
 	case req.Stream:

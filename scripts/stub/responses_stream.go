@@ -68,6 +68,14 @@ func (rs *respStream) due(i int) time.Time {
 	return time.Time{}
 }
 
+// tokensAt is the completion tokens event i carries: one per delta.
+func (rs *respStream) tokensAt(i int) int {
+	if k := i - 4; k >= 0 && k < rs.tokens {
+		return 1
+	}
+	return 0
+}
+
 // appendAt appends event i in OpenAI's framing, "event: <type>" then the
 // data line, stamped with now as the chat chunks are (EmitField).
 func (rs *respStream) appendAt(dst []byte, i int, now int64) []byte {

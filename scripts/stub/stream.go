@@ -270,6 +270,14 @@ func (t *templates) due(i int) time.Time {
 	return time.Time{}
 }
 
+// tokensAt is the completion tokens event i carries: one per token event.
+func (t *templates) tokensAt(i int) int {
+	if ev, _, _ := t.at(i); ev == evToken {
+		return 1
+	}
+	return 0
+}
+
 // appendAt appends event i, stamped with now.
 func (t *templates) appendAt(dst []byte, i int, now int64) []byte {
 	ev, c, k := t.at(i)
@@ -283,6 +291,8 @@ type eventSource interface {
 	due(i int) time.Time
 	// appendAt appends event i, stamped with now (EmitField).
 	appendAt(dst []byte, i int, now int64) []byte
+	// tokensAt is the completion tokens event i carries (Stats).
+	tokensAt(i int) int
 }
 
 // pump writes src's events in order, each when due (in step mode, on its
@@ -323,6 +333,9 @@ func (s *Server) pump(w http.ResponseWriter, r *http.Request, rc *http.ResponseC
 			return
 		}
 		s.events.Add(1)
+		if n := src.tokensAt(i); n > 0 {
+			s.generated.Add(int64(n))
+		}
 	}
 	*end = endDone
 }

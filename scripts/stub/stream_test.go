@@ -3,6 +3,7 @@ package stub
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -249,7 +250,8 @@ func TestStreamCanceled(t *testing.T) {
 	cancel()
 	waitFor(t, "the stream to end", func() bool { return st.Stats().ActiveStreams == 0 })
 	got := st.Stats()
-	want := Stats{Requests: 1, Streams: 1, Canceled: 1, Events: 2}
+	// The prompt was read, and one token generated before the cancel.
+	want := Stats{Requests: 1, Streams: 1, Canceled: 1, Events: 2, PromptTokens: int64(len(chatBody) / 4), CompletionTokens: 1}
 	if got != want {
 		t.Fatalf("Stats %+v, want %+v", got, want)
 	}
@@ -279,7 +281,8 @@ func TestStreamCompletedStats(t *testing.T) {
 	}
 	waitFor(t, "streams to end", func() bool { return st.Stats().ActiveStreams == 0 })
 	// role + 5 tokens + finish + usage + [DONE]
-	want := Stats{Requests: streams, Streams: streams, Completed: streams, Events: streams * 9}
+	want := Stats{Requests: streams, Streams: streams, Completed: streams, Events: streams * 9,
+		PromptTokens: streams * int64(len(chatUsageBody)/4), CompletionTokens: streams * 5}
 	if got := st.Stats(); got != want {
 		t.Fatalf("Stats %+v, want %+v", got, want)
 	}
@@ -395,6 +398,37 @@ func TestEventBytes(t *testing.T) {
 				if got := string(tm.appendEvent(nil, ev, c, k, 42)); got != want {
 					t.Errorf("event %d:\n got %s\nwant %s", i, got, want)
 				}
+			}
+		})
+	}
+}
+
+// TestIgnoreMaxTokens: a stub that ignores the output cap generates its
+// Tokens whatever the request asks, and counts them; one that honours it
+// stops at the cap.
+func TestIgnoreMaxTokens(t *testing.T) {
+	t.Parallel()
+	body := `{"model":"m","stream":true,"max_completion_tokens":2,"max_tokens":2,"messages":[{"role":"user","content":"hi"}]}`
+	for _, ignore := range []bool{false, true} {
+		t.Run(fmt.Sprint("ignore=", ignore), func(t *testing.T) {
+			opts := fast
+			opts.IgnoreMaxTokens = ignore
+			st, ts := start(t, opts)
+			resp, err := post(t, context.Background(), ts, "/v1/chat/completions", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if _, err := newSSE(resp.Body).all(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the stream to end", func() bool { return st.Stats().ActiveStreams == 0 })
+			want := int64(2)
+			if ignore {
+				want = 5
+			}
+			if got := st.Stats(); got.CompletionTokens != want || got.PromptTokens != int64(len(body)/4) {
+				t.Fatalf("Stats %+v, want %d completion tokens", got, want)
 			}
 		})
 	}

@@ -86,6 +86,10 @@ type Options struct {
 	// a hash of the request body (the same request gets the same text).
 	// False repeats " tok" per token, which tests count on.
 	Prose bool
+	// IgnoreMaxTokens makes the stub a backend that ignores the output cap
+	// (max_tokens, max_completion_tokens, max_output_tokens): every answer
+	// has Tokens tokens per choice, whatever the request asks.
+	IgnoreMaxTokens bool
 	// Step, when set, puts every stream in step mode: each event (role,
 	// token, finish, usage and [DONE] alike) is written only after a
 	// receive from Step, and TTFT and Interval are ignored. With several
@@ -111,6 +115,8 @@ type Server struct {
 	canceled  atomic.Int64
 	completed atomic.Int64
 	events    atomic.Int64
+	prompt    atomic.Int64
+	generated atomic.Int64
 
 	bufs sync.Pool // of *streamBufs
 
@@ -166,6 +172,12 @@ type Stats struct {
 	Canceled      int64 // streams whose client went away (or Close) before the end
 	Completed     int64 // streams that wrote data: [DONE], or a Responses stream's last event
 	Events        int64 // SSE events written and flushed, all streams (as Emitted)
+	// PromptTokens is the prompt tokens of every chat, completion and
+	// Responses request answered (as their usage reports them), and
+	// CompletionTokens the completion tokens the stub generated: whole
+	// answers' in full, streams' as far as their token events were written
+	// and flushed. Their sum is what a backend would bill.
+	PromptTokens, CompletionTokens int64
 }
 
 // Stats returns the counters. Each is read atomically; together they are
@@ -178,6 +190,9 @@ func (s *Server) Stats() Stats {
 		Canceled:      s.canceled.Load(),
 		Completed:     s.completed.Load(),
 		Events:        s.events.Load(),
+		PromptTokens:  s.prompt.Load(),
+		// CompletionTokens: see Stats.
+		CompletionTokens: s.generated.Load(),
 	}
 }
 

@@ -388,7 +388,8 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("tenant %+v", tn)
 	}
 	b := c.Budget
-	if b.Mode != "strict" || b.Lease.D() != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout.D() != 50*time.Millisecond || b.FailurePolicy != "closed" {
+	if b.Mode != "strict" || b.Lease.D() != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout.D() != 50*time.Millisecond || b.FailurePolicy != "closed" ||
+		b.ImageTokens != 48169 {
 		t.Fatalf("budget defaults %+v", b)
 	}
 	if c, err := Parse([]byte(minimal+"budget: {mode: estimate, failure_policy: open, lease: 2m}\nlimiter: {failure_policy: closed}\n"), env(nil)); err != nil ||

@@ -228,6 +228,9 @@ func validateBudget(ck *checker, b *Budget) {
 	if b.DefaultOutputTokens > budget.MaxTokens {
 		ck.add("budget.default_output_tokens", "must be at most %d", int64(budget.MaxTokens))
 	}
+	if b.ImageTokens > budget.MaxTokens {
+		ck.add("budget.image_tokens", "must be at most %d", int64(budget.MaxTokens))
+	}
 }
 
 // validateTenantBudget mirrors budget.New's rules for one tenant's limits.

@@ -678,3 +678,39 @@ func TestRelayTokenEvents(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTokenLimit: with MaxTokenEvents m, a stream of at most m token
+// events is relayed exactly as without a limit; a longer one is cut with
+// ErrTokenLimit after exactly m, its output a prefix (at an event
+// boundary) of the unlimited output; and read sizes change nothing.
+func FuzzTokenLimit(f *testing.F) {
+	f.Add([]byte(chunkAzure+chunkContent+chunkContent+chunkUsage+chunkDone), []byte{7, 1, 90}, uint8(2))
+	f.Add([]byte("event: response.output_text.delta\ndata: {}\n\nevent: response.completed\ndata: {}\n\n"), []byte{5}, uint8(0))
+	f.Add([]byte(chunkVLLM+chunkVLLM+`data: {"error":{}}`+"\n\n"), []byte{}, uint8(1))
+	var r Relayer
+	f.Fuzz(func(t *testing.T, stream, splits []byte, m uint8) {
+		sizes := make([]int, 0, len(splits))
+		for _, s := range splits {
+			sizes = append(sizes, int(s)+1)
+		}
+		var full recorder
+		fres, ferr := r.Relay(&full, full.Flush, bytes.NewReader(stream), Options{})
+		var out recorder
+		res, err := r.Relay(&out, out.Flush, &chunkReader{src: stream, sizes: sizes}, Options{MaxTokenEvents: int64(m)})
+		if m == 0 || fres.TokenEvents <= int64(m) {
+			if out.String() != full.String() || res.TokenEvents != fres.TokenEvents || (err == nil) != (ferr == nil) {
+				t.Fatalf("limit %d, %d token events: got %q (%v), want %q (%v)", m, fres.TokenEvents, out.String(), err, full.String(), ferr)
+			}
+			return
+		}
+		if !errors.Is(err, ErrTokenLimit) && !errors.Is(err, ErrUpstream) {
+			t.Fatalf("limit %d of %d token events: error %v", m, fres.TokenEvents, err)
+		}
+		if errors.Is(err, ErrTokenLimit) && res.TokenEvents != int64(m) {
+			t.Fatalf("cut after %d token events, limit %d", res.TokenEvents, m)
+		}
+		if got := out.String(); !strings.HasPrefix(full.String(), got) || (got != "" && !strings.HasSuffix(got, "\n") && !strings.HasSuffix(got, "\r")) {
+			t.Fatalf("cut output %q is not an event-aligned prefix of %q", got, full.String())
+		}
+	})
+}
