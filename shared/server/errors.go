@@ -1,11 +1,17 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/ratelimit"
 )
 
 // apiError is an error the gateway answers itself, in OpenAI's error shape:
@@ -90,4 +96,82 @@ func asAPIError(err error) *apiError {
 
 func serverErrorRetry(status int, code, msg string, retry time.Duration) *apiError {
 	return &apiError{Status: status, Type: "server_error", Code: code, Message: msg, RetryAfter: retry}
+}
+
+func tenantNotAllowed(tenant string) *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "tenant_not_allowed",
+		Message: fmt.Sprintf("tenant %q is not configured on this gateway", tenant)}
+}
+
+func modelNotFound(model string) *apiError {
+	return invalidRequest(http.StatusNotFound, "model_not_found", "model",
+		fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model))
+}
+
+func authError(err error) *apiError {
+	if errors.Is(err, auth.ErrKeysUnavailable) {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "auth_unavailable",
+			Message: "the token issuer's signing keys are unavailable; retry shortly", RetryAfter: 5 * time.Second}
+	}
+	if errors.Is(err, auth.ErrInsufficientPermissions) {
+		return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "insufficient_permissions",
+			Message: err.Error()}
+	}
+	return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_token",
+		Message: "invalid bearer token: " + err.Error(), Bearer: true}
+}
+
+// limiterError: retry is when the store will next be tried
+// (Decision.Reset with ErrUnavailable); at least a second.
+func limiterError(err error, retry time.Duration) *apiError {
+	if errors.Is(err, ratelimit.ErrUnavailable) {
+		return &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "rate_limiter_unavailable",
+			Message: "the rate-limit store is unavailable and this gateway fails closed; retry shortly", RetryAfter: max(retry, time.Second)}
+	}
+	return serverError(http.StatusInternalServerError, "rate_limiter_error", "the rate limiter failed")
+}
+
+func credentialError(pool string, err error) *apiError {
+	// err names the credential that failed, never a token; the caller is
+	// told only that the gateway's credential for the pool failed.
+	return serverError(http.StatusBadGateway, "upstream_credential_error",
+		fmt.Sprintf("pool %q: the gateway could not obtain its backend credential; retry later", pool))
+}
+
+func transportError(pool string, err error) *apiError {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend did not answer in time", pool))
+	}
+	return serverError(http.StatusBadGateway, "upstream_unreachable", fmt.Sprintf("pool %q: the backend could not be reached", pool))
+}
+
+func statusError(pool string, status int, ra time.Duration, hard bool) *apiError {
+	if status == http.StatusTooManyRequests {
+		e := &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "upstream_rate_limited",
+			Message: fmt.Sprintf("every backend of pool %q tried is rate limited", pool)}
+		if hard {
+			e.RetryAfter = ra
+		}
+		return e
+	}
+	return serverError(http.StatusBadGateway, "upstream_error", fmt.Sprintf("pool %q: the backend answered %d", pool, status))
+}
+
+func contextError(ctx context.Context) *apiError {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline passed before the backend answered")
+	}
+	return &apiError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "client closed the request"}
+}
+
+// setRateHeaders sets OpenAI's x-ratelimit-*-requests headers.
+func setRateHeaders(h http.Header, d ratelimit.Decision, now time.Time) {
+	h["X-Ratelimit-Limit-Requests"] = []string{strconv.FormatUint(d.Limit, 10)}
+	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.FormatUint(d.Remaining, 10)}
+	reset := d.Reset.Sub(now)
+	if reset < 0 {
+		reset = 0
+	}
+	h["X-Ratelimit-Reset-Requests"] = []string{reset.Round(time.Millisecond).String()}
 }

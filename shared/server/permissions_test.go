@@ -13,7 +13,9 @@ import (
 // refuse is an Authenticator that fails every request with err.
 type refuse struct{ err error }
 
-func (r refuse) Verify(context.Context, string) (auth.Principal, error) { return auth.Principal{}, r.err }
+func (r refuse) Verify(context.Context, string) (auth.Principal, error) {
+	return auth.Principal{}, r.err
+}
 
 // TestInsufficientPermissions: a valid token without a required role or
 // scope is 403 insufficient_permissions on every authenticated route, not

@@ -1,0 +1,214 @@
+package server
+
+// Relaying a backend's answer to the client: SSE event by event with a
+// flush each (through the keepalive writer), or JSON as sent; a silent
+// backend is cut off by the idle reader.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// writeStreamHeader sends a stream's response headers: the backend's
+// relayable ones and SSE's own.
+func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *record, resp *http.Response) {
+	h := w.Header()
+	upstream.CopyResponseHeaders(h, resp.Header)
+	setSSEHeaders(h)
+	rec.status = resp.StatusCode
+	w.WriteHeader(resp.StatusCode)
+	_ = http.NewResponseController(w).Flush()
+	rec.clientFirst = s.Now()
+}
+
+// failStream ends a stream whose headers a keepalive already sent with
+// one SSE error event: the status it would have had is in the error
+// object, and no [DONE] follows.
+func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, rec *record, err error) {
+	e := asAPIError(err)
+	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
+	if e.Status == 499 {
+		return
+	}
+	ev := sse.AppendErrorEvent(nil, e.JSON())
+	if n, werr := w.Write(ev); werr == nil {
+		rec.bytes += int64(n)
+		_ = rc.Flush()
+	}
+}
+
+// relayStream relays an SSE response: headers flushed at once, then every
+// event written and flushed as it completes. After the first byte nothing
+// is retried: a failure ends the stream with one SSE error event.
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
+	rec.wroteHeader = true
+	var dst io.Writer = w
+	flush := rc.Flush
+	if ka := rec.keepalive; ka != nil {
+		// Comments fill long gaps mid-stream too: the relay writes
+		// through the keepalive from here.
+		ka.commit(func() { s.writeStreamHeader(w, rec, resp) })
+		if rec.status == 0 { // a keepalive comment sent the headers
+			rec.status = http.StatusOK
+		}
+		dst, flush = ka, ka.flush
+	} else {
+		s.writeStreamHeader(w, rec, resp)
+	}
+
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents()})
+	rec.keepalive.stop()
+	rec.bytes += res.Bytes
+	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
+	rec.setUsage(res.Usage, res.HasUsage)
+	if !res.FirstWrite.IsZero() {
+		rec.clientFirstEvent = res.FirstWrite
+	}
+	var ae *apiError
+	switch {
+	case errors.Is(err, sse.ErrClient) || errors.Is(ctx.Err(), context.Canceled):
+		rec.outcome = "client_gone"
+		return
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+	case errors.Is(err, sse.ErrTokenLimit):
+		// The backend ignored the output cap written into the request:
+		// the stream ends at its reservation, and is charged what was sent.
+		rec.budget.cut = true
+		ae = &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "budget_exceeded",
+			Message: "the backend went past the output cap of this request's token budget; the stream was ended"}
+	case res.EndedWithError:
+		// The backend's own error event already reached the client: one
+		// error event is the contract, not two.
+		rec.outcome = "upstream_stream_error"
+		return
+	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
+		ae = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("the backend sent nothing for %s; the stream was ended", s.StreamIdleTimeout))
+	case err != nil:
+		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+cause(err))
+	case !res.Done:
+		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend ended the stream before [DONE]")
+	default:
+		return
+	}
+	rec.outcome = ae.Code
+	ev := sse.AppendErrorEvent(nil, ae.JSON())
+	if n, werr := w.Write(ev); werr == nil {
+		rec.bytes += int64(n)
+		_ = rc.Flush()
+	}
+}
+
+var errStreamIdle = errors.New("backend stream idle")
+
+// idleReader notes when each read returned data; its timer, when it
+// fires, re-arms itself for what is left of the idle window, or cancels the
+// backend request if the window passed with nothing read. So a silent
+// backend is cut off after d, and a busy stream costs one clock read per
+// read instead of a timer reset per event.
+type idleReader struct {
+	r      io.Reader
+	d      time.Duration
+	last   atomic.Int64 // unix nanoseconds of the last read that returned data
+	t      *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc) *idleReader {
+	i := &idleReader{r: r, d: d, cancel: cancel}
+	i.last.Store(time.Now().UnixNano())
+	i.t = time.AfterFunc(time.Hour, i.check) // armed below: check needs i.t set
+	i.t.Reset(d)
+	return i
+}
+
+func (i *idleReader) check() {
+	silent := time.Duration(time.Now().UnixNano() - i.last.Load())
+	if silent >= i.d {
+		i.cancel(errStreamIdle)
+		return
+	}
+	i.t.Reset(i.d - silent)
+}
+
+func ctxOf(resp *http.Response) context.Context { return resp.Request.Context() }
+
+// cause is the innermost message of a relay error, for the client.
+func cause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
+}
+
+// relayJSON relays a non-streaming answer byte for byte. Bodies that fit the
+// pooled buffer are scanned for usage; larger ones are copied through.
+func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader) {
+	bufp := copyPool.Get().(*[]byte)
+	defer copyPool.Put(bufp)
+	buf := *bufp
+	// Read until EOF or a full buffer. io.ReadFull cannot be used: it says
+	// ErrUnexpectedEOF both for a short complete body and for a body the
+	// backend cut, and a cut body must never be relayed as complete.
+	n, err := 0, error(nil)
+	for n < len(buf) && err == nil {
+		var m int
+		m, err = body.Read(buf[n:])
+		n += m
+	}
+	whole := err == io.EOF
+	if err != nil && !whole {
+		// The backend failed before the client got a byte: still a clean error.
+		if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
+			s.fail(w, rec, serverError(http.StatusGatewayTimeout, "upstream_timeout",
+				fmt.Sprintf("the backend sent nothing for %s; the response was abandoned", s.StreamIdleTimeout)))
+			return
+		}
+		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error()))
+		return
+	}
+	upstream.CopyResponseHeaders(w.Header(), resp.Header)
+	rec.status = resp.StatusCode
+	if whole {
+		if u, _, ok := sse.ParseUsage(buf[:n]); ok {
+			rec.setUsage(u, true)
+		}
+		if rec.op == upstream.Responses && resp.StatusCode/100 == 2 && resp.Request.Method == http.MethodPost {
+			s.remember(rec, buf[:n], false)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+	}
+	w.WriteHeader(resp.StatusCode)
+	rec.wroteHeader = true
+	m, _ := w.Write(buf[:n])
+	rec.bytes += int64(m)
+	rec.clientFirst = s.Now()
+	if !whole {
+		c, err := io.CopyBuffer(w, struct{ io.Reader }{body}, buf)
+		rec.bytes += c
+		if err != nil {
+			rec.outcome = "upstream_body_error"
+			panic(http.ErrAbortHandler) // a truncated JSON body must not look complete
+		}
+	}
+}
+
+func (i *idleReader) Read(p []byte) (int, error) {
+	n, err := i.r.Read(p)
+	if n > 0 {
+		i.last.Store(time.Now().UnixNano())
+	}
+	return n, err
+}
