@@ -104,7 +104,8 @@ var asymmetricAlgs = map[string]bool{
 }
 
 // withDefaults returns a copy of c with zero values replaced by defaults and
-// every problem found, joined, so a bad config is fixed in one go.
+// every problem found, joined, so a bad config is fixed in one go. It is
+// long because Config is wide: one short check per field, in field order.
 func (c Config) withDefaults() (Config, error) {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }

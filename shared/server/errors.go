@@ -175,3 +175,44 @@ func setRateHeaders(h http.Header, d ratelimit.Decision, now time.Time) {
 	}
 	h["X-Ratelimit-Reset-Requests"] = []string{reset.Round(time.Millisecond).String()}
 }
+
+func upstreamUnavailable(pool string, wait time.Duration) *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "upstream_unavailable",
+		fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool), wait)
+}
+
+func attemptTimeout(pool string, timeout time.Duration) *apiError {
+	return serverError(http.StatusGatewayTimeout, "upstream_timeout",
+		fmt.Sprintf("pool %q: the backend did not answer within %s", pool, timeout))
+}
+
+func upstreamAuthFailed(pool string, status int) *apiError {
+	return serverError(http.StatusBadGateway, "upstream_auth_failed",
+		fmt.Sprintf("pool %q rejected the gateway's credentials (status %d)", pool, status))
+}
+
+func badResponse(pool, what string) *apiError {
+	return serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool, what))
+}
+
+// firstEventError: a stream's endpoint sent no first event, by why it was
+// cut (the first-token or idle timeout) or how it failed.
+func firstEventError(pool string, why error, wait time.Duration, err error) *apiError {
+	switch {
+	case errors.Is(why, errFirstToken):
+		return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend sent no first token within %s", pool, wait))
+	case errors.Is(why, errStreamIdle):
+		return serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("pool %q: the backend sent nothing for %s", pool, wait))
+	}
+	return serverError(http.StatusBadGateway, "upstream_stream_error", fmt.Sprintf("pool %q: %s", pool, cause(err)))
+}
+
+func deadlineTooNear() *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "deadline_too_near",
+		"this invocation has too little time left to serve the request; retry", time.Second)
+}
+
+func unsupportedAPI(model string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
+		fmt.Sprintf("model %q is served on a surface without the Responses API", model))
+}

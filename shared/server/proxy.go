@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -19,6 +20,9 @@ func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, op, "") }
 }
 
+// serveProxy is the request path, step by step (its length is the path's:
+// each step is a few lines calling the package, or the helper, that owns
+// it, and reads best in one place).
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation, deployment string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
@@ -27,8 +31,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
 		// whole rather than start it and cut it.
-		s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "deadline_too_near",
-			"this invocation has too little time left to serve the request; retry", time.Second))
+		s.fail(w, rec, deadlineTooNear())
 		return
 	}
 
@@ -50,60 +53,23 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	rec.tenantName = t.Name
 
 	// 3. Read: a capped body, bounded in time.
-	bufp := bodyPool.Get().(*[]byte)
+	rc := http.NewResponseController(w)
+	bufp, raw, ok := s.readRequest(w, rc, r, rec, deployment)
+	if !ok {
+		return
+	}
 	held := true // the client's body is released once the backend has its copy
 	defer func() {
 		if held {
 			putBody(bufp)
 		}
 	}()
-	// A client that never finishes its body must not hold a handler: bound
-	// the read, then clear the deadline so a long stream is not cut.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
-	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
-	*bufp = raw
-	if aerr != nil {
-		// The deadline stays: net/http would otherwise wait for the rest of
-		// the body after the handler returns. The connection is not reused.
-		w.Header().Set("Connection", "close")
-		s.fail(w, rec, aerr)
-		return
-	}
-	_ = rc.SetReadDeadline(time.Time{})
-	if deployment != "" { // Azure's deployment route: the path names the model
-		if withModel, err := upstream.WithModel(make([]byte, 0, len(raw)+len(deployment)+16), raw, deployment); err == nil {
-			raw = withModel
-		}
-	}
 
-	// 4. Decode: only the fields the gateway decides on (upstream.Body).
-	body, perr := parseBody(raw, op)
-	rec.streamKnown, rec.stream = true, body.Stream
-	if perr != nil {
-		s.fail(w, rec, perr)
+	// 4. Decode: only the fields the gateway decides on, read once
+	// (upstream.Body); the model must be the tenant's and routable.
+	body, pool, ok := s.decode(ctx, w, rec, t, op, raw)
+	if !ok {
 		return
-	}
-	rec.model, rec.stream = body.Model, body.Stream
-	pool := s.Router.Pool(body.Model)
-	if pool == nil || !t.Allows(body.Model) {
-		s.fail(w, rec, modelNotFound(body.Model))
-		return
-	}
-	rec.pool = pool.Name
-
-	if op == upstream.Responses {
-		for _, e := range pool.Endpoints {
-			if !s.Targets[e].SupportsResponses() {
-				s.fail(w, rec, invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
-					fmt.Sprintf("model %q is served on a surface without the Responses API", body.Model)))
-				return
-			}
-		}
-		if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
-			s.fail(w, rec, aerr)
-			return
-		}
 	}
 
 	// 5. Limit: one token from the tenant's bucket.
@@ -154,15 +120,77 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}
 }
 
+// readRequest reads the client's body into a pooled buffer, bounded in
+// size and time; on failure it has answered and released the buffer.
+// Azure's deployment routes name the model in the path: the body is made
+// to say the same.
+func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, rec *record, deployment string) (*[]byte, []byte, bool) {
+	bufp := bodyPool.Get().(*[]byte)
+	// A client that never finishes its body must not hold a handler: bound
+	// the read, then clear the deadline so a long stream is not cut.
+	_ = rc.SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) // not supported on Lambda: the event holds the body
+	raw, aerr := readBody(r, s.MaxBodyBytes, (*bufp)[:0])
+	*bufp = raw
+	if aerr != nil {
+		// The deadline stays: net/http would otherwise wait for the rest of
+		// the body after the handler returns. The connection is not reused.
+		putBody(bufp)
+		w.Header().Set("Connection", "close")
+		s.fail(w, rec, aerr)
+		return nil, nil, false
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	if deployment != "" {
+		if withModel, err := upstream.WithModel(make([]byte, 0, len(raw)+len(deployment)+16), raw, deployment); err == nil {
+			raw = withModel
+		}
+	}
+	return bufp, raw, true
+}
+
+// decode reads the body's routing fields and finds the model's pool: one
+// the tenant may use and, for the Responses API, one that has it (and the
+// endpoint a continued response lives on). On failure it has answered.
+func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op upstream.Operation, raw []byte) (upstream.Body, *route.Pool, bool) {
+	body, perr := parseBody(raw, op)
+	rec.streamKnown, rec.stream = true, body.Stream
+	if perr != nil {
+		s.fail(w, rec, perr)
+		return body, nil, false
+	}
+	rec.model = body.Model
+	pool := s.Router.Pool(body.Model)
+	if pool == nil || !t.Allows(body.Model) {
+		s.fail(w, rec, modelNotFound(body.Model))
+		return body, nil, false
+	}
+	rec.pool = pool.Name
+	if op != upstream.Responses {
+		return body, pool, true
+	}
+	for _, e := range pool.Endpoints {
+		if !s.Targets[e].SupportsResponses() {
+			s.fail(w, rec, unsupportedAPI(body.Model))
+			return body, nil, false
+		}
+	}
+	if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
+		s.fail(w, rec, aerr)
+		return body, nil, false
+	}
+	return body, pool, true
+}
+
 // errAttemptTimeout ends an attempt whose answer did not begin in time:
 // a stream's headers (HeaderTimeout) or a whole JSON answer
 // (ResponseTimeout).
 var errAttemptTimeout = errors.New("backend attempt timeout")
 
 // send tries the pool's endpoints in failover order until one answers with
-// something other than a connect error, a header timeout, 429 or 5xx. It
-// never retries once a response is handed back: nothing reached the client
-// before that. A non-streaming answer that outlasts ResponseTimeout is a 504
+// something other than a connect error, a header timeout, 429 or 5xx (or,
+// for a stream, ends or stalls before its first event). It never retries
+// once a response is handed back: no content reached the client before
+// that. A non-streaming answer that outlasts ResponseTimeout is a 504
 // without another attempt. release frees the attempt's context.
 func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, in http.Header, pool *route.Pool, op upstream.Operation,
 	body *upstream.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
@@ -178,140 +206,157 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 		}
 	}
 	if len(order) == 0 {
-		return nil, nil, &apiError{Status: http.StatusServiceUnavailable, Type: "server_error", Code: "upstream_unavailable",
-			Message:    fmt.Sprintf("every endpoint of pool %q asked to back off; retry later", pool.Name),
-			RetryAfter: wait}
+		return nil, nil, upstreamUnavailable(pool.Name, wait)
 	}
 	var last *apiError
-	policy := s.streamPolicy(pool)
 	for i, e := range order {
 		if last != nil && rec.keepalive.isStarted() {
 			rec.failoverAfterHeaders = true
 		}
-		target := s.Targets[e]
-		rec.endpoint = e.Name
-		rec.attempts++
-		// Each attempt gets its own exactly sized copy: the transport may
-		// still be reading a failed attempt's body, and a stream holds its
-		// body until it ends, so a pooled buffer would pin more memory.
-		out := body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, upstream.Changes{
-			Model: target.BodyModel(body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(op)})
-		actx, cancel := context.WithCancelCause(ctx)
-		req, err := target.NewRequest(actx, op, body.Model, out, in)
-		if err != nil {
-			cancel(nil)
-			rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
-			last = credentialError(pool.Name, err)
-			continue
+		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: i == len(order)-1}
+		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
+		if fail == nil {
+			s.Router.Healthy(e)
+			return resp, release, nil
 		}
-		req.Header.Set("X-Request-Id", rec.id)
-		rec.sent = s.Now()
-		timeout := s.HeaderTimeout
-		if !body.Stream {
-			timeout = s.ResponseTimeout
+		if last = fail; final {
+			break
 		}
-		timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
-		resp, err := s.Client.Do(req)
-		rec.noteAttempt(resp, err)
-		timer.Stop()
-		if err != nil {
-			timedOut := errors.Is(context.Cause(actx), errAttemptTimeout)
-			cancel(nil)
-			if ctx.Err() != nil {
-				return nil, nil, contextError(ctx)
-			}
-			if timedOut {
-				s.Router.Cooldown(e, s.DefaultCooldown, false)
-				last = serverError(http.StatusGatewayTimeout, "upstream_timeout",
-					fmt.Sprintf("pool %q: the backend did not answer within %s", pool.Name, timeout))
-				if !body.Stream {
-					return nil, nil, last
-				}
-				continue
-			}
-			s.Router.Cooldown(e, s.DefaultCooldown, false)
-			rec.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
-			last = transportError(pool.Name, err)
-			continue
-		}
-		rec.upstreamStatus = resp.StatusCode
-		if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
-			ra, hard := retryAfter(resp.Header, s.Now())
-			if !hard {
-				ra = s.DefaultCooldown
-			}
-			s.Router.Cooldown(e, ra, hard)
-			last = statusError(pool.Name, resp.StatusCode, ra, hard)
-			drain(resp.Body)
-			cancel(nil)
-			continue
-		}
-		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-			// The backend refused the gateway's own credentials: the caller
-			// cannot fix that, so it is a 502, not the backend's 401. The
-			// endpoint is named in the access log, never to the caller.
-			drain(resp.Body)
-			cancel(nil)
-			rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
-			last = serverError(http.StatusBadGateway, "upstream_auth_failed",
-				fmt.Sprintf("pool %q rejected the gateway's credentials (status %d)", pool.Name, resp.StatusCode))
-			continue
-		}
-		if bad := checkAnswer(resp, body.Stream); bad != "" {
-			// A stream answered with a web page, or a body in an encoding
-			// the gateway cannot read: a backend failure, never a silent
-			// success, and another endpoint may do better.
-			s.Router.Cooldown(e, s.DefaultCooldown, false)
-			drain(resp.Body)
-			cancel(nil)
-			rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
-			last = serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool.Name, bad))
-			continue
-		}
-		decodeBody(resp)
-		rec.upstreamHeaders = s.Now()
-		if body.Stream && resp.StatusCode/100 == 2 {
-			// The client gets the headers now (unless a keepalive sent
-			// them), but nothing else until the first event, so an
-			// endpoint that sends none in time is abandoned for the next
-			// (never the last attempt, which only the idle timeout ends).
-			rec.keepalive.commit(func() { s.writeStreamHeader(w, rec, resp) })
-			wait, why := s.StreamIdleTimeout, errStreamIdle
-			if ftt := policy.FirstTokenTimeout; ftt > 0 && ftt < wait && i < len(order)-1 {
-				wait, why = ftt, errFirstToken
-			}
-			timer := time.AfterFunc(wait, func() { cancel(why) })
-			first, ferr := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
-			timer.Stop()
-			if ferr != nil {
-				drain(resp.Body)
-				timedOut := context.Cause(actx)
-				cancel(nil)
-				if ctx.Err() != nil {
-					return nil, nil, contextError(ctx)
-				}
-				s.Router.Cooldown(e, s.DefaultCooldown, false)
-				rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, ferr)
-				switch {
-				case errors.Is(timedOut, errFirstToken):
-					last = serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend sent no first token within %s", pool.Name, wait))
-				case errors.Is(timedOut, errStreamIdle):
-					last = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("pool %q: the backend sent nothing for %s", pool.Name, wait))
-				default:
-					last = serverError(http.StatusBadGateway, "upstream_stream_error", fmt.Sprintf("pool %q: %s", pool.Name, cause(ferr)))
-				}
-				continue
-			}
-			rec.upstreamFirst = s.Now()
-			if op == upstream.Responses {
-				s.remember(rec, first, true)
-			}
-			resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
-		}
-		s.Router.Healthy(e)
-		return resp, func() { cancel(nil) }, nil
 	}
 	return nil, nil, last
+}
+
+// attempt is one try of one endpoint.
+type attempt struct {
+	rec     *record
+	w       http.ResponseWriter
+	pool    *route.Pool
+	e       *route.Endpoint
+	op      upstream.Operation
+	body    *upstream.Body
+	lastTry bool
+}
+
+// try sends the request to one endpoint. On failure it has benched the
+// endpoint as the answer deserves; final says no other endpoint may be
+// tried (the client left, or a JSON answer timed out).
+func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, release func(), fail *apiError, final bool) {
+	rec, e, pool := a.rec, a.e, a.pool
+	target := s.Targets[e]
+	rec.endpoint = e.Name
+	rec.attempts++
+	// Each attempt gets its own exactly sized copy: the transport may still
+	// be reading a failed attempt's body, and a stream holds its body until
+	// it ends, so a pooled buffer would pin more memory.
+	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, upstream.Changes{
+		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(a.op)})
+	actx, cancel := context.WithCancelCause(ctx)
+	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
+	if err != nil {
+		cancel(nil)
+		rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
+		return nil, nil, credentialError(pool.Name, err), false
+	}
+	req.Header.Set("X-Request-Id", rec.id)
+	rec.sent = s.Now()
+	timeout := s.HeaderTimeout
+	if !a.body.Stream {
+		timeout = s.ResponseTimeout
+	}
+	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	resp, err = s.Client.Do(req)
+	rec.noteAttempt(resp, err)
+	timer.Stop()
+	if err != nil {
+		timedOut := errors.Is(context.Cause(actx), errAttemptTimeout)
+		cancel(nil)
+		if ctx.Err() != nil {
+			return nil, nil, contextError(ctx), true
+		}
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		if timedOut {
+			return nil, nil, attemptTimeout(pool.Name, timeout), !a.body.Stream
+		}
+		rec.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
+		return nil, nil, transportError(pool.Name, err), false
+	}
+	if fail := s.judge(rec, e, pool.Name, resp, a.body.Stream); fail != nil {
+		drain(resp.Body)
+		cancel(nil)
+		return nil, nil, fail, false
+	}
+	decodeBody(resp)
+	rec.upstreamHeaders = s.Now()
+	if a.body.Stream && resp.StatusCode/100 == 2 {
+		if fail, final := s.awaitFirstEvent(ctx, actx, cancel, a, resp); fail != nil {
+			return nil, nil, fail, final
+		}
+	}
+	return resp, func() { cancel(nil) }, nil, false
+}
+
+// judge says whether a backend's answer is a failure to try elsewhere,
+// and benches the endpoint accordingly: 429 and 5xx (for Retry-After or
+// the default cooldown), a refusal of the gateway's own credentials, and
+// a success the gateway cannot relay as asked.
+func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
+	rec.upstreamStatus = resp.StatusCode
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		ra, hard := retryAfter(resp.Header, s.Now())
+		if !hard {
+			ra = s.DefaultCooldown
+		}
+		s.Router.Cooldown(e, ra, hard)
+		return statusError(pool, resp.StatusCode, ra, hard)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// The caller cannot fix the gateway's credentials: a 502, not the
+		// backend's 401. The endpoint is named in the log, never to the caller.
+		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
+		return upstreamAuthFailed(pool, resp.StatusCode)
+	}
+	if bad := checkAnswer(resp, stream); bad != "" {
+		// A stream answered with a web page, or a body in an encoding the
+		// gateway cannot read: never a silent success.
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
+		return badResponse(pool, bad)
+	}
+	return nil
+}
+
+// awaitFirstEvent sends the client the stream's headers (unless a
+// keepalive did) but nothing else until the backend's first event: an
+// endpoint that sends none in time, or ends or stalls first, is abandoned
+// for the next (never the last attempt, which only the idle timeout ends).
+// On success the event is put back in front of resp.Body.
+func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
+	rec := a.rec
+	rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+	wait, why := s.StreamIdleTimeout, errStreamIdle
+	if ftt := s.streamPolicy(a.pool).FirstTokenTimeout; ftt > 0 && ftt < wait && !a.lastTry {
+		wait, why = ftt, errFirstToken
+	}
+	timer := time.AfterFunc(wait, func() { cancel(why) })
+	first, err := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
+	timer.Stop()
+	if err != nil {
+		drain(resp.Body)
+		timedOut := context.Cause(actx)
+		cancel(nil)
+		if ctx.Err() != nil {
+			return contextError(ctx), true
+		}
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %v", a.e.Name, err)
+		return firstEventError(a.pool.Name, timedOut, wait, err), false
+	}
+	rec.upstreamFirst = s.Now()
+	if a.op == upstream.Responses {
+		s.remember(rec, first, true)
+	}
+	resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
+	return nil, false
 }
 
 // take takes one request token from the tenant's bucket and sets the

@@ -442,7 +442,8 @@ type Changes struct {
 
 // RewriteWith appends to dst the body b with c applied, in one pass over
 // b: only the model value, include_usage and the output caps change;
-// nothing else is reordered or re-encoded.
+// nothing else is reordered or re-encoded. (Its length is the edits' list,
+// built and applied in position order in one place.)
 func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 	type edit struct {
 		at, end int

@@ -106,7 +106,9 @@ func (h *h) wantUsed(tenant string, lim budget.Limits, tpm, quota int64) {
 	}
 }
 
-// Run runs the conformance tests against stores made by newStore.
+// Run runs the conformance tests against stores made by newStore: one
+// table of subtests that every store must pass, kept in one function so a
+// store's author reads the whole contract in one place.
 func Run(t *testing.T, newStore NewStore) {
 	tpm := budget.Limits{TokensPerMinute: 1000}
 	day := budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}
