@@ -64,8 +64,7 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
 // 2025-01-01-preview.
 func checkAPIVersion(v string) *apiError {
 	if v == "" {
-		return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "api-version",
-			"missing required query parameter 'api-version' (for example api-version=2024-10-21)")
+		return apiVersionMissing()
 	}
 	date, suffix, _ := strings.Cut(v, "-preview")
 	ok := len(date) == 10 && date[4] == '-' && date[7] == '-' && suffix == "" && !strings.HasSuffix(v, "-preview-preview")
@@ -75,15 +74,7 @@ func checkAPIVersion(v string) *apiError {
 		}
 	}
 	if !ok {
-		return invalidRequest(http.StatusBadRequest, "invalid_api_version", "api-version",
-			"api-version "+quote(v)+" is not a version like 2024-10-21 or 2025-01-01-preview")
+		return apiVersionInvalid(v)
 	}
 	return nil
-}
-
-func quote(s string) string {
-	if len(s) > 64 {
-		s = s[:64] + "…"
-	}
-	return "'" + s + "'"
 }

@@ -5,7 +5,6 @@ package server
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,8 +32,7 @@ func putBody(b *[]byte) {
 }
 
 func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
-	tooLarge := invalidRequest(http.StatusRequestEntityTooLarge, "request_too_large", "",
-		fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", max))
+	tooLarge := bodyTooLarge(max)
 	if r.ContentLength > max {
 		return buf, tooLarge
 	}
@@ -54,9 +52,9 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 		if err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
-				return buf, invalidRequest(http.StatusRequestTimeout, "request_timeout", "", "the request body did not arrive in time")
+				return buf, bodyTimeout()
 			}
-			return buf, invalidRequest(http.StatusBadRequest, "invalid_body", "", "reading the request body failed: "+err.Error())
+			return buf, bodyReadFailed(err)
 		}
 	}
 }
@@ -64,36 +62,11 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 // parseBody reads the routing fields and checks what each operation needs.
 func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 	if len(raw) == 0 {
-		return upstream.Body{}, invalidRequest(http.StatusBadRequest, "invalid_json", "", "request body is empty; send a JSON object")
+		return upstream.Body{}, emptyBody()
 	}
 	b, err := upstream.ParseBody(raw)
-	var ke *upstream.KeyError
-	var ie *upstream.IntError
-	switch {
-	case errors.As(err, &ke):
-		code := "unknown_parameter"
-		if ke.Duplicate {
-			code = "duplicate_parameter"
-		}
-		return b, invalidRequest(http.StatusBadRequest, code, ke.Param, ke.Error())
-	case errors.Is(err, upstream.ErrMissingModel):
-		return b, invalidRequest(http.StatusBadRequest, "missing_required_parameter", "model", "you must provide a model parameter")
-	case errors.Is(err, upstream.ErrModelType):
-		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "model", err.Error())
-	case errors.Is(err, upstream.ErrStreamType):
-		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
-	case errors.Is(err, upstream.ErrPreviousType):
-		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "previous_response_id", err.Error())
-	case errors.As(err, &ie):
-		code := "invalid_type"
-		if ie.BelowMin {
-			code = "integer_below_min_value"
-		}
-		return b, invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
-	case errors.Is(err, upstream.ErrOptionsType):
-		return b, invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
-	case err != nil:
-		return b, invalidRequest(http.StatusBadRequest, "invalid_json", "", err.Error())
+	if err != nil {
+		return b, bodyError(err)
 	}
 	need, field := upstream.HasMessages, "messages"
 	switch op {
@@ -105,7 +78,7 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 		need, field = upstream.HasInput, "input"
 	}
 	if !b.Has(need) {
-		return b, invalidRequest(http.StatusBadRequest, "missing_required_parameter", field, "missing required parameter: '"+field+"'")
+		return b, missingParameter(field)
 	}
 	return b, nil
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
@@ -75,10 +74,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		case ctx.Err() != nil:
 			s.fail(w, rec, contextError(ctx))
 		case errors.Is(err, budget.ErrUnavailable):
-			s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "budget_unavailable",
-				"the token budget store is unavailable and this tenant's budget fails closed; retry shortly", time.Second))
+			s.fail(w, rec, budgetUnavailable())
 		default:
-			s.fail(w, rec, serverError(http.StatusInternalServerError, "budget_error", "the token budget failed"))
+			s.fail(w, rec, budgetFailed("the token budget failed"))
 		}
 		return false
 	}
@@ -226,28 +224,4 @@ func setTokenHeaders(h http.Header, d budget.Decision, now time.Time) {
 	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(win.Limit, 10)}
 	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(win.Remaining, 10)}
 	h["X-Ratelimit-Reset-Tokens"] = []string{max(win.Reset.Sub(now), 0).Round(time.Millisecond).String()}
-}
-
-// budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
-// rate_limit_exceeded (type tokens) for the per-minute limit,
-// insufficient_quota for the quota; Retry-After is when the window resets.
-func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError {
-	win := d.Refusal()
-	retry := max(win.Reset.Sub(now), time.Second)
-	switch d.RefusedBy {
-	case budget.LimitTPM:
-		msg := fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-			tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))
-		if d.Requested > win.Limit {
-			msg = fmt.Sprintf("Request too large for tenant %q on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
-				tenantID, win.Limit, d.Requested)
-		}
-		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: msg, RetryAfter: retry}
-	case budget.LimitQuota:
-		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
-			Message: fmt.Sprintf("You exceeded your current token quota for tenant %q: Limit %d, Used %d, Requested %d; it resets at %s.",
-				tenantID, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
-	}
-	// An id that was reserved before (request ids are unique: not expected).
-	return serverError(http.StatusInternalServerError, "budget_error", "the token budget refused a repeated request id")
 }

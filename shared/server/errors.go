@@ -11,12 +11,16 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // apiError is an error the gateway answers itself, in OpenAI's error shape:
-// {"error":{"message","type","param","code"}}. It is the one place statuses
-// and codes are decided.
+// {"error":{"message","type","param","code"}}. This file is the one place
+// statuses, types, codes, messages and Retry-After are decided: every
+// answer the gateway makes itself has its constructor below, so adding an
+// error or changing a code is an edit here.
 type apiError struct {
 	Status  int
 	Type    string
@@ -215,4 +219,179 @@ func deadlineTooNear() *apiError {
 func unsupportedAPI(model string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
 		fmt.Sprintf("model %q is served on a surface without the Responses API", model))
+}
+
+// budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
+// rate_limit_exceeded (type tokens) for the per-minute limit,
+// insufficient_quota for the quota; Retry-After is when the window resets.
+func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError {
+	win := d.Refusal()
+	retry := max(win.Reset.Sub(now), time.Second)
+	switch d.RefusedBy {
+	case budget.LimitTPM:
+		msg := fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
+			tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))
+		if d.Requested > win.Limit {
+			msg = fmt.Sprintf("Request too large for tenant %q on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
+				tenantID, win.Limit, d.Requested)
+		}
+		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: msg, RetryAfter: retry}
+	case budget.LimitQuota:
+		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
+			Message: fmt.Sprintf("You exceeded your current token quota for tenant %q: Limit %d, Used %d, Requested %d; it resets at %s.",
+				tenantID, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
+	}
+	// An id that was reserved before (request ids are unique: not expected).
+	return budgetFailed("the token budget refused a repeated request id")
+}
+
+// bodyError maps upstream.ParseBody's errors to their 400s, naming the
+// parameter at fault.
+func bodyError(err error) *apiError {
+	var ke *upstream.KeyError
+	var ie *upstream.IntError
+	switch {
+	case errors.As(err, &ke):
+		code := "unknown_parameter"
+		if ke.Duplicate {
+			code = "duplicate_parameter"
+		}
+		return invalidRequest(http.StatusBadRequest, code, ke.Param, ke.Error())
+	case errors.Is(err, upstream.ErrMissingModel):
+		return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "model", "you must provide a model parameter")
+	case errors.Is(err, upstream.ErrModelType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "model", err.Error())
+	case errors.Is(err, upstream.ErrStreamType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
+	case errors.Is(err, upstream.ErrPreviousType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "previous_response_id", err.Error())
+	case errors.As(err, &ie):
+		code := "invalid_type"
+		if ie.BelowMin {
+			code = "integer_below_min_value"
+		}
+		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
+	case errors.Is(err, upstream.ErrOptionsType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
+	}
+	return invalidRequest(http.StatusBadRequest, "invalid_json", "", err.Error())
+}
+
+func emptyBody() *apiError {
+	return invalidRequest(http.StatusBadRequest, "invalid_json", "", "request body is empty; send a JSON object")
+}
+
+func missingParameter(field string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", field, "missing required parameter: '"+field+"'")
+}
+
+func bodyTooLarge(max int64) *apiError {
+	return invalidRequest(http.StatusRequestEntityTooLarge, "request_too_large", "",
+		fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", max))
+}
+
+func bodyTimeout() *apiError {
+	return invalidRequest(http.StatusRequestTimeout, "request_timeout", "", "the request body did not arrive in time")
+}
+
+func bodyReadFailed(err error) *apiError {
+	return invalidRequest(http.StatusBadRequest, "invalid_body", "", "reading the request body failed: "+err.Error())
+}
+
+// Errors after a stream's first byte, sent as its one SSE error event.
+
+func streamDeadline() *apiError {
+	return serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+}
+
+func budgetExceeded() *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "budget_exceeded",
+		Message: "the backend went past the output cap of this request's token budget; the stream was ended"}
+}
+
+func streamIdle(d time.Duration) *apiError {
+	return serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("the backend sent nothing for %s; the stream was ended", d))
+}
+
+func streamFailed(why string) *apiError {
+	return serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+why)
+}
+
+func streamEndedEarly() *apiError {
+	return serverError(http.StatusBadGateway, "upstream_stream_error", "the backend ended the stream before it was done")
+}
+
+// A JSON answer that fails before the client got a byte.
+
+func bodyIdle(d time.Duration) *apiError {
+	return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("the backend sent nothing for %s; the response was abandoned", d))
+}
+
+func bodyCut(err error) *apiError {
+	return serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error())
+}
+
+func unknownURL(method, path string) *apiError {
+	return invalidRequest(http.StatusNotFound, "unknown_url", "", "Unknown request URL: "+method+" "+path+". Please check the URL for typos.")
+}
+
+func methodNotAllowed(method, path, allow string) *apiError {
+	return invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "", "Method "+method+" is not allowed on "+path+"; use "+allow+".")
+}
+
+func budgetUnavailable() *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "budget_unavailable",
+		"the token budget store is unavailable and this tenant's budget fails closed; retry shortly", time.Second)
+}
+
+func budgetFailed(msg string) *apiError {
+	return serverError(http.StatusInternalServerError, "budget_error", msg)
+}
+
+func requestsRefused(tenantID string, limit uint64, retry time.Duration) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
+		Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", tenantID, limit),
+		RetryAfter: retry}
+}
+
+// The Responses API's stored responses (responses.go).
+
+func affinityUnavailable() *apiError {
+	// Without the record the gateway cannot tell whose id it is.
+	return serverErrorRetry(http.StatusServiceUnavailable, "affinity_unavailable",
+		"the gateway cannot look up the stored response right now; retry shortly", time.Second)
+}
+
+func previousNotFound(id string) *apiError {
+	return invalidRequest(http.StatusNotFound, "previous_response_not_found", "previous_response_id",
+		fmt.Sprintf("Previous response with id '%s' not found.", id))
+}
+
+func previousElsewhere(id, createdWith, model string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "invalid_value", "previous_response_id",
+		fmt.Sprintf("previous response '%s' was created with model %q, served elsewhere than %q; continue it with a model of the same pool", id, createdWith, model))
+}
+
+func responseNotFound(id string) *apiError {
+	return invalidRequest(http.StatusNotFound, "not_found", "", fmt.Sprintf("Response with id '%s' not found.", id))
+}
+
+func webSocketRefused() *apiError {
+	return invalidRequest(http.StatusUpgradeRequired, "websocket_not_supported", "",
+		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)")
+}
+
+// Azure's routes (azure.go).
+
+func apiVersionMissing() *apiError {
+	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "api-version",
+		"missing required query parameter 'api-version' (for example api-version=2024-10-21)")
+}
+
+func apiVersionInvalid(v string) *apiError {
+	if len(v) > 64 {
+		v = v[:64] + "…"
+	}
+	return invalidRequest(http.StatusBadRequest, "invalid_api_version", "api-version",
+		"api-version '"+v+"' is not a version like 2024-10-21 or 2025-01-01-preview")
 }

@@ -374,9 +374,7 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *record, t
 	now := s.Now()
 	setRateHeaders(w.Header(), d, now)
 	if !d.Allowed {
-		s.fail(w, rec, &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
-			Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", tenantID, d.Limit),
-			RetryAfter: d.Reset.Sub(now)})
+		s.fail(w, rec, requestsRefused(tenantID, d.Limit, d.Reset.Sub(now)))
 		return false
 	}
 	return true

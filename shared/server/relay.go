@@ -7,7 +7,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -79,24 +78,23 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		rec.outcome = "client_gone"
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		ae = serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline is near; the stream was ended before it completed")
+		ae = streamDeadline()
 	case errors.Is(err, sse.ErrTokenLimit):
 		// The backend ignored the output cap written into the request:
 		// the stream ends at its reservation, and is charged what was sent.
 		rec.budget.cut = true
-		ae = &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "budget_exceeded",
-			Message: "the backend went past the output cap of this request's token budget; the stream was ended"}
+		ae = budgetExceeded()
 	case res.EndedWithError:
 		// The backend's own error event already reached the client: one
 		// error event is the contract, not two.
 		rec.outcome = "upstream_stream_error"
 		return
 	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
-		ae = serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("the backend sent nothing for %s; the stream was ended", s.StreamIdleTimeout))
+		ae = streamIdle(s.StreamIdleTimeout)
 	case err != nil:
-		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend stream failed mid-response: "+cause(err))
+		ae = streamFailed(cause(err))
 	case !res.Done:
-		ae = serverError(http.StatusBadGateway, "upstream_stream_error", "the backend ended the stream before [DONE]")
+		ae = streamEndedEarly()
 	default:
 		return
 	}
@@ -172,11 +170,10 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 	if err != nil && !whole {
 		// The backend failed before the client got a byte: still a clean error.
 		if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
-			s.fail(w, rec, serverError(http.StatusGatewayTimeout, "upstream_timeout",
-				fmt.Sprintf("the backend sent nothing for %s; the response was abandoned", s.StreamIdleTimeout)))
+			s.fail(w, rec, bodyIdle(s.StreamIdleTimeout))
 			return
 		}
-		s.fail(w, rec, serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error()))
+		s.fail(w, rec, bodyCut(err))
 		return
 	}
 	upstream.CopyResponseHeaders(w.Header(), resp.Header)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -41,18 +40,15 @@ func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, 
 	o, ok, err := s.lookup(ctx, id)
 	if err != nil {
 		// Without the record the gateway cannot tell whose id it is.
-		return serverErrorRetry(http.StatusServiceUnavailable, "affinity_unavailable",
-			"the gateway cannot look up previous_response_id right now; retry shortly", time.Second)
+		return affinityUnavailable()
 	}
 	switch {
 	case !ok:
 		return nil
 	case o.Tenant != tenantID:
-		return invalidRequest(http.StatusNotFound, "previous_response_not_found", "previous_response_id",
-			fmt.Sprintf("Previous response with id '%s' not found.", id))
+		return previousNotFound(id)
 	case o.Pool != pool.Name:
-		return invalidRequest(http.StatusBadRequest, "invalid_value", "previous_response_id",
-			fmt.Sprintf("previous response '%s' was created with model %q, served elsewhere than %q; continue it with a model of the same pool", id, o.Model, rec.model))
+		return previousElsewhere(id, o.Model, rec.model)
 	}
 	rec.pin = o.Endpoint
 	return nil
@@ -141,12 +137,11 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	if !ok {
 		return
 	}
-	notFound := invalidRequest(http.StatusNotFound, "not_found", "", fmt.Sprintf("Response with id '%s' not found.", id))
+	notFound := responseNotFound(id)
 	o, found, err := s.lookup(ctx, id)
 	switch {
 	case err != nil:
-		s.fail(w, rec, serverErrorRetry(http.StatusServiceUnavailable, "affinity_unavailable",
-			"the gateway cannot look up the response right now; retry shortly", time.Second))
+		s.fail(w, rec, affinityUnavailable())
 		return
 	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
 		s.fail(w, rec, notFound)
@@ -213,8 +208,7 @@ func (s *Server) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	closeUnread(w, r)
-	s.fail(w, rec, invalidRequest(http.StatusUpgradeRequired, "websocket_not_supported", "",
-		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)"))
+	s.fail(w, rec, webSocketRefused())
 }
 
 func isWebSocket(r *http.Request) bool {

@@ -81,8 +81,7 @@ func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	closeUnread(w, r)
-	s.fail(w, rec, invalidRequest(http.StatusNotFound, "unknown_url", "",
-		"Unknown request URL: "+r.Method+" "+r.URL.Path+". Please check the URL for typos."))
+	s.fail(w, rec, unknownURL(r.Method, r.URL.Path))
 }
 
 // methodNotAllowed answers a wrong method, listing the allowed ones.
@@ -91,8 +90,7 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow 
 	defer s.finish(w, rec)
 	w.Header().Set("Allow", allow)
 	closeUnread(w, r)
-	s.fail(w, rec, invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "",
-		"Method "+r.Method+" is not allowed on "+r.URL.Path+"; use "+allow+"."))
+	s.fail(w, rec, methodNotAllowed(r.Method, r.URL.Path, allow))
 }
 
 // boundBody bounds the reading of a request's body from the moment its
