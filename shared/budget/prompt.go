@@ -3,6 +3,8 @@ package budget
 import (
 	"bytes"
 	"unicode/utf8"
+
+	"github.com/llmgw/gateway/shared/jsonscan"
 )
 
 // Format is the API a request body is written for.
@@ -127,7 +129,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 	if img <= 0 {
 		img = DefaultImageTokens
 	}
-	i := skipWS(body, 0)
+	i := jsonscan.SkipWS(body, 0)
 	if i >= len(body) || body[i] != '{' {
 		// Not an object: the server refuses it before any budget; count
 		// every byte so that the bound still holds.
@@ -137,7 +139,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 	i++
 	var kb [32]byte
 	for {
-		i = skipWS(body, i)
+		i = jsonscan.SkipWS(body, i)
 		if i >= len(body) || body[i] == '}' {
 			break
 		}
@@ -150,30 +152,30 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 			break
 		}
 		ks := i
-		ke := skipString(body, i)
-		i = skipWS(body, ke)
+		ke := jsonscan.SkipString(body, i)
+		i = jsonscan.SkipWS(body, ke)
 		if i >= len(body) || body[i] != ':' {
 			s.malformed = true
 			break
 		}
-		i = skipWS(body, i+1)
+		i = jsonscan.SkipWS(body, i+1)
 		if i >= len(body) {
 			s.malformed = true
 			break
 		}
 		switch key := keyName(body[ks:ke], &kb); classify(key, f) {
 		case memberSkip:
-			i = skipValue(body, i)
+			i = jsonscan.SkipValue(body, i)
 		case memberChoices:
 			if v, ok := intValue(body, i); ok {
 				a.Choices = max(a.Choices, v)
 			}
-			i = skipValue(body, i)
+			i = jsonscan.SkipValue(body, i)
 		case memberCap:
 			if v, ok := intValue(body, i); ok && v > 0 {
 				a.ClientCap = max(a.ClientCap, v)
 			}
-			i = skipValue(body, i)
+			i = jsonscan.SkipValue(body, i)
 		case memberPrompt:
 			i, _ = s.value(i, false, 0)
 		case memberUnbounded:
@@ -231,11 +233,11 @@ func (s *scan) value(i int, keys bool, depth int) (end int, typ []byte) {
 	case '[':
 		if depth >= maxDepth {
 			s.malformed = true
-			return skipValue(b, i), nil
+			return jsonscan.SkipValue(b, i), nil
 		}
 		i++
 		for {
-			i = skipWS(b, i)
+			i = jsonscan.SkipWS(b, i)
 			if i >= len(b) {
 				return i, nil
 			}
@@ -249,12 +251,12 @@ func (s *scan) value(i int, keys bool, depth int) (end int, typ []byte) {
 			next, _ := s.value(i, keys, depth+1)
 			if next <= i {
 				s.malformed = true
-				return skipValue(b, i), nil
+				return jsonscan.SkipValue(b, i), nil
 			}
 			i = next
 		}
 	default:
-		e := skipValue(b, i)
+		e := jsonscan.SkipValue(b, i)
 		s.n += int64(e - i)
 		return e, nil
 	}
@@ -267,13 +269,13 @@ func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
 	b := s.b
 	if depth >= maxDepth {
 		s.malformed = true
-		return skipValue(b, i), nil
+		return jsonscan.SkipValue(b, i), nil
 	}
 	var kb [32]byte
 	image := false
 	i++
 	for {
-		i = skipWS(b, i)
+		i = jsonscan.SkipWS(b, i)
 		if i >= len(b) {
 			return i, typ
 		}
@@ -290,16 +292,16 @@ func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
 		case '"':
 		default:
 			s.malformed = true
-			return skipValue(b, i), typ
+			return jsonscan.SkipValue(b, i), typ
 		}
 		ks := i
-		ke := skipString(b, i)
-		i = skipWS(b, ke)
+		ke := jsonscan.SkipString(b, i)
+		i = jsonscan.SkipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			s.malformed = true
 			return i, typ
 		}
-		i = skipWS(b, i+1)
+		i = jsonscan.SkipWS(b, i+1)
 		if i >= len(b) {
 			return i, typ
 		}
@@ -310,11 +312,11 @@ func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
 			switch string(key) {
 			case "image_url":
 				image = true
-				i = skipValue(b, i)
+				i = jsonscan.SkipValue(b, i)
 				continue
 			case "file", "file_data":
 				s.unbounded = true
-				i = skipValue(b, i)
+				i = jsonscan.SkipValue(b, i)
 				continue
 			}
 		}
@@ -346,7 +348,7 @@ func (s *scan) tools(i int) int {
 	}
 	i++
 	for {
-		i = skipWS(b, i)
+		i = jsonscan.SkipWS(b, i)
 		if i >= len(b) {
 			return i
 		}
@@ -363,7 +365,7 @@ func (s *scan) tools(i int) int {
 		}
 		if next <= i {
 			s.malformed = true
-			return skipValue(b, i)
+			return jsonscan.SkipValue(b, i)
 		}
 		i = next
 	}
@@ -592,14 +594,14 @@ func intValue(b []byte, i int) (int64, bool) {
 		return 0, false
 	}
 	if b[i] == '"' {
-		e := skipString(b, i)
+		e := jsonscan.SkipString(b, i)
 		inner := b[i+1 : max(i+1, e-1)]
 		if bytes.IndexByte(inner, '\\') >= 0 {
 			return MaxTokens, true
 		}
 		return parseInteger(bytes.TrimSpace(inner))
 	}
-	return parseInteger(b[i:skipValue(b, i)])
+	return parseInteger(b[i:jsonscan.SkipValue(b, i)])
 }
 
 // parseInteger parses a JSON number that must have an integral value.
@@ -674,55 +676,3 @@ func parseInteger(t []byte) (int64, bool) {
 }
 
 func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i]=='"'.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return i
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	default:
-		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-			i++
-		}
-		return i
-	}
-}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/llmgw/gateway/shared/jsonscan"
 )
 
 // Body is what the gateway reads of a request body: only the top-level
@@ -180,7 +182,7 @@ func ParseBody(b []byte) (Body, error) {
 	if !json.Valid(b) {
 		return out, ErrNotJSON
 	}
-	i := skipWS(b, 0)
+	i := jsonscan.SkipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return out, ErrNotObject
 	}
@@ -467,7 +469,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			edits[n] = edit{p.streamOptions.start, p.streamOptions.end, func(d []byte) []byte { return append(d, `{"include_usage":true}`...) }}
 		case p.Has(hasStreamOptions): // an object without include_usage
 			open := p.streamOptions.start + 1
-			empty := skipWS(b, open) == p.streamOptions.end-1
+			empty := jsonscan.SkipWS(b, open) == p.streamOptions.end-1
 			edits[n] = edit{open, open, func(d []byte) []byte {
 				d = append(d, `"include_usage":true`...)
 				if !empty {
@@ -477,7 +479,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			}}
 		default: // append a member before the closing brace
 			end := lastBrace(b)
-			empty := skipWS(b, firstBrace(b)+1) == end
+			empty := jsonscan.SkipWS(b, firstBrace(b)+1) == end
 			edits[n] = edit{end, end, func(d []byte) []byte {
 				if !empty {
 					d = append(d, ',')
@@ -531,76 +533,27 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 // eachMember calls fn for each member of the object starting at b[i]=='{'.
 // b must be valid JSON.
 func eachMember(b []byte, i int, fn func(key []byte, v span) error) error {
-	i = skipWS(b, i+1)
+	i = jsonscan.SkipWS(b, i+1)
 	for i < len(b) && b[i] != '}' {
 		ks := i
-		ke := skipString(b, i)
+		ke := jsonscan.SkipString(b, i)
 		key := b[ks+1 : ke-1]
-		i = skipWS(b, ke)
-		i = skipWS(b, i+1) // ':'
+		i = jsonscan.SkipWS(b, ke)
+		i = jsonscan.SkipWS(b, i+1) // ':'
 		vs := i
-		ve := skipValue(b, i)
+		ve := jsonscan.SkipValue(b, i)
 		if err := fn(key, span{vs, ve}); err != nil {
 			return err
 		}
-		i = skipWS(b, ve)
+		i = jsonscan.SkipWS(b, ve)
 		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
+			i = jsonscan.SkipWS(b, i+1)
 		}
 	}
 	return nil
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i]=='"'.
-func skipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
-		}
-	}
-	return len(b)
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
-	default:
-		for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && b[i] != ' ' && b[i] != '\t' && b[i] != '\n' && b[i] != '\r' {
-			i++
-		}
-		return i
-	}
-}
-
-func firstBrace(b []byte) int { return skipWS(b, 0) }
+func firstBrace(b []byte) int { return jsonscan.SkipWS(b, 0) }
 
 func lastBrace(b []byte) int {
 	i := len(b) - 1
@@ -647,7 +600,7 @@ func WithModel(dst, b []byte, model string) ([]byte, error) {
 	open := firstBrace(b) + 1
 	dst = append(dst, b[:open]...)
 	dst = appendQuoted(append(dst, `"model":`...), model)
-	if skipWS(b, open) != lastBrace(b) {
+	if jsonscan.SkipWS(b, open) != lastBrace(b) {
 		dst = append(dst, ',')
 	}
 	return append(dst, b[open:]...), nil
