@@ -53,8 +53,9 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, id string) {
 	s.fail(w, rec, modelNotFound(id))
 }
 
-// principalTenant authenticates the caller and finds its tenant; on
-// failure it has answered.
+// principalTenant authenticates the caller and finds its tenant: the
+// prelude of every authenticated route (the proxy's, the models', the
+// stored responses'). On failure it has answered.
 func (s *Server) principalTenant(w http.ResponseWriter, r *http.Request, rec *record) (*tenant.Tenant, bool) {
 	p, err := s.Auth.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {

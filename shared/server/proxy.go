@@ -35,22 +35,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
-	// 1. Authenticate: JWT against the issuer's cached JWKS. Nothing of a
-	// caller without a valid token is read, not even its body.
-	p, err := s.Auth.Verify(ctx, r.Header.Get("Authorization"))
-	if err != nil {
-		s.fail(w, rec, authError(err))
+	// 1–2. Authenticate (JWT against the issuer's cached JWKS), then find
+	// the tenant in the in-process table. Nothing of a caller without a
+	// valid token is read, not even its body.
+	t, ok := s.principalTenant(w, r, rec)
+	if !ok {
 		return
 	}
-	rec.tenant, rec.subject = p.Tenant, p.Subject
-
-	// 2. Tenant: the in-process table from config.
-	t := s.Tenants.Lookup(p.Tenant)
-	if t == nil {
-		s.fail(w, rec, tenantNotAllowed(p.Tenant))
-		return
-	}
-	rec.tenantName = t.Name
 
 	// 3. Read: a capped body, bounded in time.
 	rc := http.NewResponseController(w)
