@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/internal/loopback"
 	"golang.org/x/sys/unix"
 )
 
@@ -242,12 +243,11 @@ func (t *tailBuffer) String() string {
 
 // freePort returns a loopback address nobody listens on now.
 func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := loopback.FreePort()
 	if err != nil {
 		return "", err
 	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
 }
 
 // waitListening polls addr until it accepts a TCP connection.

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/internal/stats"
 )
 
 // emitKey precedes the stub's emit time in every streamed chunk
@@ -148,18 +150,11 @@ func (h *Histogram) Quantile(q float64) time.Duration {
 	return time.Duration(h.max.Load())
 }
 
-// median returns the median of v (the mean of the middle two for an even
-// count), and its min and max: a figure over repetitions with its spread.
+// median is stats.Median with NaN for an empty list (a phase that ran no
+// repetition), so a report shows a gap rather than stopping.
 func median(v []float64) (med, lo, hi float64) {
 	if len(v) == 0 {
 		return math.NaN(), math.NaN(), math.NaN()
 	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	med = s[n/2]
-	if n%2 == 0 {
-		med = (s[n/2-1] + s[n/2]) / 2
-	}
-	return med, s[0], s[n-1]
+	return stats.Median(v)
 }
