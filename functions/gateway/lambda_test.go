@@ -473,3 +473,32 @@ func TestLambdaDeadline(t *testing.T) {
 		t.Fatalf("next invocation: %v %+v", err, p)
 	}
 }
+
+// TestLambdaKeepalive: on the Lambda host too, a slow first token is
+// preceded by the prelude and keepalive comments through the response
+// stream, and the stream then completes.
+func TestLambdaKeepalive(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{stubOpts: stub.Options{TTFT: 400 * time.Millisecond, Tokens: 3},
+		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
+	rt := startFunction(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	inv := invoke(t, ctx, rt, newRequest(t, "POST", "/v1/chat/completions", g.token("contoso"), streamBody), time.Time{})
+	prelude, stream, err := lambdatest.ParseStreamingResponse(inv.Body(ctx))
+	if err != nil || prelude.StatusCode != 200 || prelude.Headers["Content-Type"] != "text/event-stream" {
+		t.Fatalf("prelude %+v, %v", prelude, err)
+	}
+	b, err := io.ReadAll(stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b)
+	ka, data := strings.Index(out, ": keepalive\n\n"), strings.Index(out, "data: ")
+	if ka < 0 || data < 0 || ka > data || !strings.HasSuffix(out, "data: [DONE]\n\n") {
+		t.Fatalf("want keepalives before the first event and a whole stream, got %q", out)
+	}
+	if res, err := inv.Wait(ctx); err != nil || res.Endpoint != "response" || res.ErrorType() != "" {
+		t.Fatalf("invocation: %+v %v", res, err)
+	}
+}
