@@ -93,8 +93,10 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
 		IdleTimeout:       cfg.IdleTimeout.D(),
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Twice the limit: the handler answers blocks between the limit and
+		// this with a logged 431; net/http answers larger ones itself.
+		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String())
 	done := make(chan error, 1)

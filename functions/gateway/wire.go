@@ -98,6 +98,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Client:            client,
 		Log:               log,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
+		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		MaxAttempts:       cfg.Upstream.MaxAttempts,
 		DefaultCooldown:   cfg.Upstream.DefaultCooldown.D(),
 		StreamIdleTimeout: cfg.Upstream.StreamIdleTimeout.D(),

@@ -149,3 +149,25 @@ func TestEveryAnswerLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadersTooLarge: a header block over MaxHeaderBytes is answered 431
+// by the gateway, with its access-log line and the connection closed.
+func TestHeadersTooLarge(t *testing.T) {
+	g := newTestGatewayWith(t, func(d *Deps) { d.MaxHeaderBytes = 2048 }, http.HandlerFunc(sseBackend))
+	req, _ := http.NewRequest("GET", g.srv.URL+"/healthz", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 3000))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	l := g.lastLog(t)
+	if resp.StatusCode != 431 || !resp.Close || l["status"] != float64(431) || l["outcome"] != "request_header_fields_too_large" {
+		t.Fatalf("status %d close %v log %v", resp.StatusCode, resp.Close, l)
+	}
+	req, _ = http.NewRequest("GET", g.srv.URL+"/healthz", nil)
+	req.Header.Set("X-Small", strings.Repeat("a", 500))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("ordinary headers: %v %v", resp, err)
+	}
+}

@@ -395,3 +395,8 @@ func apiVersionInvalid(v string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "invalid_api_version", "api-version",
 		"api-version '"+v+"' is not a version like 2024-10-21 or 2025-01-01-preview")
 }
+
+func headersTooLarge(max int) *apiError {
+	return invalidRequest(http.StatusRequestHeaderFieldsTooLarge, "request_header_fields_too_large", "",
+		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
+}

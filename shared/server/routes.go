@@ -32,6 +32,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// one is never trusted into the log.
 	w.Header()["X-Request-Id"] = []string{newRequestID()}
 	s.boundBody(w, r)
+	if s.MaxHeaderBytes > 0 && headerBytes(r) > s.MaxHeaderBytes {
+		s.headersTooLarge(w, r)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/openai/") {
 		s.serveAzure(w, r)
 		return
@@ -73,6 +77,28 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
 		closeUnread(w, r) // only the proxied POSTs read a body
 	}
 	h(w, r)
+}
+
+// headerBytes is about what the request line and headers took on the wire.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+	for k, vv := range r.Header {
+		for _, v := range vv {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// headersTooLarge answers 431 with its access-log line. net/http's own
+// bound (twice max_header_bytes, see run.go) answers larger blocks before
+// any handler, unlogged; this check keeps the configured limit exact and
+// logged.
+func (s *Server) headersTooLarge(w http.ResponseWriter, r *http.Request) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	w.Header()["Connection"] = []string{"close"}
+	s.fail(w, rec, headersTooLarge(s.MaxHeaderBytes))
 }
 
 // notFound answers a path the gateway does not serve, with its access-log

@@ -46,6 +46,9 @@ type Deps struct {
 	Client  Doer
 	Log     *slog.Logger
 
+	// MaxHeaderBytes caps the request line and headers (431 beyond, logged).
+	// 0 = only net/http's bound.
+	MaxHeaderBytes int
 	// MaxBodyBytes caps a request body (413 beyond). Default 1 MiB.
 	MaxBodyBytes int64
 	// MaxAttempts bounds the endpoints tried before the first byte. Default 3.
