@@ -135,7 +135,8 @@ type Upstream struct {
 	// MaxAttempts bounds endpoints tried per request before the first byte. Default 3.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// HeaderTimeout bounds the wait for a streaming backend's response
-	// headers; past it the next endpoint is tried. Default 30s.
+	// headers; past it the next endpoint is tried. Default 2m (some
+	// backends send no headers before the first token).
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ResponseTimeout bounds a non-streaming answer, which a backend sends
 	// only when it is done; past it the client gets 504 and no other endpoint

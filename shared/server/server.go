@@ -97,10 +97,14 @@ type Server struct {
 // Defaults for the zero values of Deps; the config package takes its
 // defaults from here, so each lives in one place.
 const (
-	DefaultMaxBodyBytes      = 1 << 20
-	DefaultMaxAttempts       = 3
-	DefaultCooldown          = 5 * time.Second
-	DefaultHeaderTimeout     = 30 * time.Second
+	DefaultMaxBodyBytes = 1 << 20
+	DefaultMaxAttempts  = 3
+	DefaultCooldown     = 5 * time.Second
+	// DefaultHeaderTimeout is long because some backends hold a stream's
+	// headers until the first token, which a reasoning model may take
+	// minutes to produce; keepalive comments keep the client's hops open
+	// meanwhile. A dead endpoint fails fast on connect instead.
+	DefaultHeaderTimeout     = 2 * time.Minute
 	DefaultResponseTimeout   = 10 * time.Minute
 	DefaultBodyReadTimeout   = 10 * time.Second
 	DefaultStreamIdleTimeout = 2 * time.Minute
