@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -32,21 +31,6 @@ func startBoundedGateway(t *testing.T, stubOpts stub.Options) *gw {
 	return startGateway(t, options{stubOpts: stubOpts, extra: fmt.Sprintf(
 		"body_read_timeout: %s\nread_header_timeout: %s\nidle_timeout: %s\nmax_header_bytes: %d\n",
 		connBodyTimeout, connHeaderTimeout, connIdleTimeout, connMaxHeader)})
-}
-
-// dial opens a raw TCP connection to the gateway.
-func (g *gw) dial(t *testing.T) net.Conn {
-	t.Helper()
-	u, err := url.Parse(g.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
 }
 
 // ended reports whether the connection was closed by the server: EOF, or a
@@ -180,7 +164,7 @@ func TestChunkedWithContentLength(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := g.dial(t)
+			c := g.rawConn(t)
 			start := time.Now()
 			// One write, so the server reads the smuggled request along
 			// with the first and closes with nothing left unread.
@@ -217,7 +201,7 @@ func TestHeaderLimits(t *testing.T) {
 	g := startBoundedGateway(t, stub.Options{})
 	t.Run("over max_header_bytes", func(t *testing.T) {
 		t.Parallel()
-		c := g.dial(t)
+		c := g.rawConn(t)
 		// net/http allows 4 KiB beyond MaxHeaderBytes; send four times the limit.
 		big := strings.Repeat("a", 4*connMaxHeader)
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\nX-Big: "+big+"\r\n\r\n"); err != nil {
@@ -252,7 +236,7 @@ func TestHeaderLimits(t *testing.T) {
 	})
 	t.Run("headers that never end", func(t *testing.T) {
 		t.Parallel()
-		c := g.dial(t)
+		c := g.rawConn(t)
 		start := time.Now()
 		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n"); err != nil {
 			t.Fatal(err)
@@ -269,7 +253,7 @@ func TestHeaderLimits(t *testing.T) {
 func TestIdleKeepAliveClosed(t *testing.T) {
 	t.Parallel()
 	g := startBoundedGateway(t, stub.Options{})
-	c := g.dial(t)
+	c := g.rawConn(t)
 	if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}

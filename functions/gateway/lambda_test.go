@@ -479,7 +479,7 @@ func TestLambdaDeadline(t *testing.T) {
 // stream, and the stream then completes.
 func TestLambdaKeepalive(t *testing.T) {
 	t.Parallel()
-	g := startGateway(t, options{stubOpts: stub.Options{TTFT: 400 * time.Millisecond, Tokens: 3},
+	g := startGateway(t, options{stubOpts: stub.Options{TTFT: time.Second, Tokens: 3},
 		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
 	rt := startFunction(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -99,14 +99,16 @@ func TestSDKGoKeepalive(t *testing.T) {
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 6},
 		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
 	tok := g.token("contoso")
-	slow := []string{stub.TTFTHeader, "400ms"}
+	// A first token 25 intervals late: comments must come first even on a
+	// busy machine.
+	slow := []string{stub.TTFTHeader, "1s"}
 
 	// The raw stream proves comments were sent.
 	resp := g.post("/v1/chat/completions", tok, streamBody, slow...)
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(raw), ": keepalive\n\n") || !strings.HasSuffix(string(raw), "data: [DONE]\n\n") {
-		t.Fatalf("no keepalive before a 400 ms first token: %q", raw)
+		t.Fatalf("no keepalive before a 1 s first token: %q", raw)
 	}
 
 	c := g.sdkClient(tok, option.WithMaxRetries(0), option.WithHeader(slow[0], slow[1]))

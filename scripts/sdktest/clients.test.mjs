@@ -70,7 +70,7 @@ test('embeddings: the default base64 decodes to the float vectors', async () => 
 test('keepalive comments before a slow first token are invisible', async () => {
   const stream = await client().chat.completions.create(
     { model: 'llama', messages, stream: true },
-    { headers: { 'X-Stub-TTFT': '400ms' } },
+    { headers: { 'X-Stub-TTFT': '1s' } },
   );
   let text = '';
   for await (const chunk of stream) {

@@ -58,8 +58,9 @@ type entry struct {
 	until time.Time
 }
 
-// NewMemory keeps at most max records (default 100,000), dropping expired
-// ones first and then arbitrary ones when full. now may be nil.
+// NewMemory keeps at most max records (default 100,000): when full it
+// drops the expired ones, then arbitrary ones down to 90% of max. now may
+// be nil.
 func NewMemory(max int, now func() time.Time) *Memory {
 	if max <= 0 {
 		max = 100_000
@@ -76,13 +77,15 @@ func (m *Memory) Put(_ context.Context, id string, o Owner, ttl time.Duration) e
 	defer m.mu.Unlock()
 	now := m.now()
 	if len(m.m) >= m.max {
+		// Full: drop the expired, then arbitrary records down to 90%, so
+		// the scan is paid once per tenth of max puts, not on every put.
 		for k, e := range m.m {
 			if !e.until.After(now) {
 				delete(m.m, k)
 			}
 		}
 		for k := range m.m {
-			if len(m.m) < m.max {
+			if len(m.m) <= m.max*9/10 {
 				break
 			}
 			delete(m.m, k)

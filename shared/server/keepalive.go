@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmgw/gateway/shared/sse"
@@ -40,17 +41,21 @@ var keepaliveComment = []byte(": keepalive\n\n")
 // failure is an SSE error event (see failStream), while the endpoint may
 // still change until the first event (send).
 type keepalive struct {
-	mu      sync.Mutex
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	every   time.Duration
-	now     func() time.Time
-	t       *time.Timer
-	last    time.Time // last write to the client
-	started bool      // headers sent
-	stopped bool
-	sent    int       // comments sent
-	first   time.Time // when the first comment went out
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	every time.Duration
+	now   func() time.Time
+	t     *time.Timer
+	last  time.Time // last comment, or the headers' commit
+	// activity, once the stream is relaying, is the idle reader's clock of
+	// the backend's last data (each is written at once): the relay's
+	// writes then cost no clock read of their own.
+	activity *atomic.Int64
+	started  bool // headers sent
+	stopped  bool
+	sent     int       // comments sent
+	first    time.Time // when the first comment went out
 }
 
 // startKeepalive starts a stream's writer; every = 0 sends no comments
@@ -72,7 +77,13 @@ func (k *keepalive) fire() {
 		return
 	}
 	now := k.now()
-	if quiet := now.Sub(k.last); quiet < k.every {
+	last := k.last
+	if k.activity != nil {
+		if a := time.Unix(0, k.activity.Load()); a.After(last) {
+			last = a
+		}
+	}
+	if quiet := now.Sub(last); quiet < k.every {
 		k.t.Reset(k.every - quiet)
 		return
 	}
@@ -112,9 +123,19 @@ func (k *keepalive) commit(writeHeader func()) bool {
 func (k *keepalive) Write(p []byte) (int, error) {
 	k.mu.Lock()
 	n, err := k.w.Write(p)
-	k.last = k.now()
 	k.mu.Unlock()
 	return n, err
+}
+
+// watch makes the backend's last data (the idle reader's clock) count as
+// activity, so comments fill only real gaps.
+func (k *keepalive) watch(activity *atomic.Int64) {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	k.activity = activity
+	k.mu.Unlock()
 }
 
 func (k *keepalive) flush() error {

@@ -12,13 +12,22 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 )
 
-// fixedLimiter answers every take with d and err.
+// fixedLimiter answers every take with d and err; resetIn, when set, puts
+// d.Reset that long after the take (not after the test table was built,
+// which a busy machine may have done seconds earlier).
 type fixedLimiter struct {
-	d   ratelimit.Decision
-	err error
+	d       ratelimit.Decision
+	resetIn time.Duration
+	err     error
 }
 
-func (f fixedLimiter) Take(context.Context, string) (ratelimit.Decision, error) { return f.d, f.err }
+func (f fixedLimiter) Take(context.Context, string) (ratelimit.Decision, error) {
+	d := f.d
+	if f.resetIn > 0 {
+		d.Reset = time.Now().Add(f.resetIn)
+	}
+	return d, f.err
+}
 
 // TestLimiterDecisions: what a refusal and a store failure tell the caller.
 func TestLimiterDecisions(t *testing.T) {
@@ -30,8 +39,8 @@ func TestLimiterDecisions(t *testing.T) {
 		code   string
 		retry  string
 	}{
-		{"refused: Retry-After from the bucket's reset", fixedLimiter{d: ratelimit.Decision{Limit: 5, Reset: time.Now().Add(reset)}}, 429, "rate_limit_exceeded", "7"},
-		{"store down, closed: Retry-After from when it is tried again", fixedLimiter{d: ratelimit.Decision{Reset: time.Now().Add(reset)}, err: ratelimit.ErrUnavailable}, 503, "rate_limiter_unavailable", "7"},
+		{"refused: Retry-After from the bucket's reset", fixedLimiter{d: ratelimit.Decision{Limit: 5}, resetIn: reset}, 429, "rate_limit_exceeded", "7"},
+		{"store down, closed: Retry-After from when it is tried again", fixedLimiter{resetIn: reset, err: ratelimit.ErrUnavailable}, 503, "rate_limiter_unavailable", "7"},
 		{"store down, no reset: at least a second", fixedLimiter{err: ratelimit.ErrUnavailable}, 503, "rate_limiter_unavailable", "1"},
 		{"other failure", fixedLimiter{err: io.ErrUnexpectedEOF}, 500, "rate_limiter_error", ""},
 	}

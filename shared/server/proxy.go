@@ -104,6 +104,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	// A backend that goes silent mid-body is cut off after the idle timeout.
 	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()
+	rec.keepalive.watch(&idle.last)
 	if body.Stream && isEventStream(resp.Header) {
 		s.relayStream(ctx, w, rc, rec, resp, idle, inject)
 	} else {

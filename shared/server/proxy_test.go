@@ -82,15 +82,25 @@ func newTestGateway(t *testing.T, backends ...http.Handler) *testGateway {
 // newTestGatewayWith is newTestGateway with Deps adjusted by tune.
 func newTestGatewayWith(t *testing.T, tune func(*Deps), backends ...http.Handler) *testGateway {
 	t.Helper()
-	g := &testGateway{log: &lockedBuffer{}}
-	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
-	var targets []*upstream.Target
+	var urls []string
 	for _, h := range backends {
 		b := httptest.NewServer(h)
 		t.Cleanup(b.Close)
-		g.urls = append(g.urls, b.URL)
-		spec.Endpoints = append(spec.Endpoints, route.EndpointSpec{Name: b.URL, Weight: 1})
-		tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: "openai", URL: b.URL})
+		urls = append(urls, b.URL)
+	}
+	return gatewayOn(t, tune, urls...)
+}
+
+// gatewayOn serves model "m" from one openai-kind pool whose endpoints are
+// the given URLs, in that order.
+func gatewayOn(t *testing.T, tune func(*Deps), urls ...string) *testGateway {
+	t.Helper()
+	g := &testGateway{log: &lockedBuffer{}, urls: urls}
+	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
+	var targets []*upstream.Target
+	for _, u := range urls {
+		spec.Endpoints = append(spec.Endpoints, route.EndpointSpec{Name: u, Weight: 1})
+		tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: "openai", URL: u})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -285,7 +295,7 @@ func TestBackendFailuresLogged(t *testing.T) {
 	t.Run("TLS failure reason", func(t *testing.T) {
 		tlsBackend := httptest.NewTLSServer(http.HandlerFunc(sseBackend)) // self-signed
 		defer tlsBackend.Close()
-		g := newTLSGateway(t, tlsBackend.URL)
+		g := gatewayOn(t, nil, tlsBackend.URL) // the default transport: no trust in the test CA
 		resp, b := g.post(t, streamBody)
 		if got := errorCode(t, b); resp.StatusCode != 502 || got != "upstream_unreachable" {
 			t.Fatalf("status %d code %q", resp.StatusCode, got)
@@ -297,25 +307,6 @@ func TestBackendFailuresLogged(t *testing.T) {
 			t.Fatalf("log error %q lacks the TLS reason", d)
 		}
 	})
-}
-
-func newTLSGateway(t *testing.T, url string) *testGateway {
-	t.Helper()
-	g := &testGateway{log: &lockedBuffer{}, urls: []string{url}}
-	spec := route.PoolSpec{Name: "p", Models: []string{"m"}, Endpoints: []route.EndpointSpec{{Name: url, Weight: 1}}}
-	tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: "openai", URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	router := route.New([]route.PoolSpec{spec}, nil)
-	s := New(Deps{
-		Auth: allowAll{}, Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}), Limiter: unlimited{},
-		Router: router, Targets: endpointTargets(router.Pool("m"), []*upstream.Target{tg}),
-		Client: &http.Client{}, Log: slog.New(slog.NewJSONHandler(g.log, nil)),
-	})
-	g.srv = httptest.NewServer(s)
-	t.Cleanup(g.srv.Close)
-	return g
 }
 
 // TestDuplicateKeysRefused: the body-reading rule reaches the caller as a

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,7 +126,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 		s.notFound(w, r)
 		return
 	}
-	if !contains(methods, r.Method) {
+	if !slices.Contains(methods, r.Method) {
 		s.methodNotAllowed(w, r, strings.Join(methods, ", "))
 		return
 	}
@@ -214,15 +215,6 @@ func (s *Server) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
 func isWebSocket(r *http.Request) bool {
 	for _, v := range r.Header.Values("Upgrade") {
 		if strings.EqualFold(strings.TrimSpace(v), "websocket") {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
 			return true
 		}
 	}
