@@ -15,8 +15,8 @@
 // GOMAXPROCS=1; and is itself the load generator. Besides the load tables
 // it counts each relay's system calls per relayed event over a fixed load
 // (perf stat, or strace -c -f) and runs the gateway under several
-// GOGC/GOMEMLIMIT settings. The gateway runs with log_level warn, so that
-// its per-request access log does not dominate the figures. Every process
+// GOGC/GOMEMLIMIT settings. Every relay runs as in production: the
+// gateway and nginx write their per-request access log to a file. Every process
 // it starts it stops, by PID, also on failure and Ctrl-C.
 package main
 
@@ -145,7 +145,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
-	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on shared/upstream/epollconn (prototype)")
+	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on scripts/relayfloor/epollconn (prototype)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -202,7 +202,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	fmt.Fprintln(stdout, "bench:", cpus.describe())
-	fmt.Fprintln(stdout, "bench: the gateway runs with log_level warn (no per-request access log)")
+	fmt.Fprintln(stdout, "bench: the gateway and nginx write their access logs to files, as in production")
 
 	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now(), nginx: findNginx()}
 	if b.nginx.bin == "" {
@@ -212,7 +212,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer b.procs.stopAll()
 	b.epollFloor = *epollFloor
-	b.bins, err = build(ctx, root, *gatewayBin != "", *epollFloor, stdout)
+	b.bins, err = build(ctx, root, *gatewayBin != "", stdout)
 	if err != nil {
 		return err
 	}
@@ -346,7 +346,8 @@ func (b *bench) startBackends(ctx context.Context) error {
 
 // gatewayConfig is the bench's gateway config: the demo's shape with one
 // pool on the stub, one tenant with a bucket no run of one process can
-// empty (every request still takes from it), and log_level warn.
+// empty (every request still takes from it), and the access log on
+// (log_level info, stdout to a file: see logFile).
 //
 // The bucket is 1.8 M per hour, not "unlimited": go-limiter's memory store
 // refills interval/tokens tokens per elapsed interval, so a bucket larger
@@ -355,7 +356,7 @@ func (b *bench) startBackends(ctx context.Context) error {
 func (b *bench) gatewayConfig(listen string) (string, error) {
 	cfg := fmt.Sprintf(`# Written by scripts/bench.
 listen: %s
-log_level: warn
+log_level: info
 shutdown_grace: 1s
 auth:
   issuer: %s
@@ -411,7 +412,7 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 		if err != nil {
 			return nil, err
 		}
-		pr, t0, err = b.procs.start("gateway", b.cpus.relay, env, nil, b.bins.gateway, "-config", path)
+		pr, t0, err = b.startGateway(env, path)
 		if err != nil {
 			return nil, err
 		}
@@ -421,7 +422,7 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 			return nil, err
 		}
 	case "floor-epoll":
-		pr, t0, err = b.procs.start("floor-epoll", b.cpus.relay, env, nil, b.bins.floorEpoll, "-listen", addr, "-backend", "http://"+b.stubAddr)
+		pr, t0, err = b.procs.start("floor-epoll", b.cpus.relay, env, nil, b.bins.floor, "-epoll", "-listen", addr, "-backend", "http://"+b.stubAddr)
 		if err != nil {
 			return nil, err
 		}
@@ -711,7 +712,7 @@ func (b *bench) coldStarts(ctx context.Context, res *results) error {
 			return err
 		}
 		t := &target{name: "gateway", base: "http://" + addr, token: b.token, client: newClient(4)}
-		pr, t0, err := b.procs.start("gateway", b.cpus.relay, []string{"GOMAXPROCS=1"}, nil, b.bins.gateway, "-config", path)
+		pr, t0, err := b.startGateway([]string{"GOMAXPROCS=1"}, path)
 		if err != nil {
 			return err
 		}
@@ -795,4 +796,17 @@ func sizes(root, gateway string) (bin, image int64, note string) {
 	default:
 		return bin, image, "bin/oci blobs, every architecture in the layout"
 	}
+}
+
+// startGateway starts the gateway as in production: its access log (one
+// JSON line per request, on stdout) goes to a file under the bench's
+// temporary folder, written by the kernel from the gateway's own fd, so no
+// copy in the bench process skews the figures.
+func (b *bench) startGateway(env []string, config string) (*proc, time.Time, error) {
+	f, err := os.OpenFile(filepath.Join(b.tmp, "gateway-access.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close() // the child has its own copy of the fd
+	return b.procs.start("gateway", b.cpus.relay, env, f, b.bins.gateway, "-config", config)
 }

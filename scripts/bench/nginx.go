@@ -44,7 +44,8 @@ func findNginx() nginxPeer {
 
 // nginxConfig is the peer's configuration: one process that is its own
 // worker (master_process off: the same event loop as one worker, and one
-// PID to measure), epoll, no access log, proxy_buffering off (every
+// PID to measure), epoll, an access log to a file as in production,
+// proxy_buffering off (every
 // backend read is written to the client at once, as an SSE relay must),
 // HTTP/1.1 to the backend with a keep-alive pool (upstream keepalive),
 // and client keep-alive long enough for the load generator's connections.
@@ -65,7 +66,7 @@ events {
 }
 
 http {
-    access_log off;
+    access_log %s;
     client_body_temp_path %s;
     proxy_temp_path %s;
     fastcgi_temp_path %s;
@@ -93,7 +94,7 @@ http {
     }
 }
 `, 4*conns+1024, p("nginx.pid"), p("nginx-error.log"), 2*conns+256,
-		p("nginx-body"), p("nginx-proxy"), p("nginx-fastcgi"), p("nginx-uwsgi"), p("nginx-scgi"),
+		p("nginx-access.log"), p("nginx-body"), p("nginx-proxy"), p("nginx-fastcgi"), p("nginx-uwsgi"), p("nginx-scgi"),
 		backend, conns, listen)
 }
 

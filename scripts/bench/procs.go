@@ -275,12 +275,11 @@ func waitListening(ctx context.Context, p *proc, addr string, limit time.Duratio
 // binaries are the programs the bench runs.
 type binaries struct {
 	gateway, stub, issuer, floor string
-	floorEpoll                   string // built only for -epoll-floor
 }
 
 // build compiles the gateway exactly as `make build` does, and the helper
 // programs beside it; go build's cache makes a second run cheap.
-func build(ctx context.Context, root string, skipGateway, epollFloor bool, log io.Writer) (binaries, error) {
+func build(ctx context.Context, root string, skipGateway bool, log io.Writer) (binaries, error) {
 	b := binaries{
 		gateway: filepath.Join(root, "bin/gateway"),
 		stub:    filepath.Join(root, "bin/bench/stub"),
@@ -289,10 +288,6 @@ func build(ctx context.Context, root string, skipGateway, epollFloor bool, log i
 	}
 	type job struct{ out, pkg string }
 	jobs := []job{{b.stub, "./scripts/cmd/stub"}, {b.issuer, "./scripts/cmd/devissuer"}, {b.floor, "./scripts/cmd/relayfloor"}}
-	if epollFloor {
-		b.floorEpoll = filepath.Join(root, "bin/bench/floorepoll")
-		jobs = append(jobs, job{b.floorEpoll, "./scripts/bench/floorepoll"})
-	}
 	if !skipGateway {
 		jobs = append([]job{{b.gateway, "./functions/gateway"}}, jobs...)
 	}

@@ -460,7 +460,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		CeilingP99: ms(ceilingP99), CeilingWindow: res.plan.ceilingWindow,
 	}
 	if res.nginx.bin != "" {
-		v.Nginx = res.nginx.version + ": one process (`master_process off`, so it is its own single worker), epoll, `proxy_buffering off`, `proxy_request_buffering off`, HTTP/1.1 to the backend with `upstream keepalive`, no access log; its config is written by the bench (scripts/bench/nginx.go)"
+		v.Nginx = res.nginx.version + ": one process (`master_process off`, so it is its own single worker), epoll, `proxy_buffering off`, `proxy_request_buffering off`, HTTP/1.1 to the backend with `upstream keepalive`, an access log to a file as in production; its config is written by the bench (scripts/bench/nginx.go)"
 	} else {
 		v.Nginx = "not measured on this machine: " + res.nginx.why
 	}

@@ -72,7 +72,7 @@ func TestMarkdownRenders(t *testing.T) {
 func TestNginxConfig(t *testing.T) {
 	t.Parallel()
 	c := nginxConfig("/tmp/x", "127.0.0.1:9300", "127.0.0.1:9100", 500)
-	for _, w := range []string{"master_process off;", "proxy_buffering off;", "keepalive 500;", "server 127.0.0.1:9100;", "listen 127.0.0.1:9300", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "pid /tmp/x/nginx.pid;"} {
+	for _, w := range []string{"master_process off;", "proxy_buffering off;", "keepalive 500;", "server 127.0.0.1:9100;", "listen 127.0.0.1:9300", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "pid /tmp/x/nginx.pid;", "access_log /tmp/x/nginx-access.log;"} {
 		if !strings.Contains(c, w) {
 			t.Errorf("config lacks %q:\n%s", w, c)
 		}

@@ -3,6 +3,10 @@
 // front of one backend:
 //
 //	go run ./scripts/cmd/relayfloor -listen 127.0.0.1:9300 -backend http://127.0.0.1:9100
+//
+// -epoll dials the backend leg through scripts/relayfloor/epollconn, the
+// prototype that owns read readiness (the bench's floor-epoll), to measure
+// what that saves per relayed event.
 package main
 
 import (
@@ -21,6 +25,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/relayfloor"
+	"github.com/llmgw/gateway/scripts/relayfloor/epollconn"
 )
 
 func main() {
@@ -38,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	listen := fs.String("listen", "127.0.0.1:9300", "listen address")
 	backend := fs.String("backend", "http://127.0.0.1:9100", "backend base URL")
 	idle := fs.Int("max-idle-conns-per-host", 4096, "keep-alive pool size per backend host")
+	epoll := fs.Bool("epoll", false, "dial the backend leg through the epollconn prototype")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,6 +55,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("-backend %q: want an http(s) URL", *backend)
 	}
 	h := relayfloor.New(u, *idle, log.New(stderr, "relayfloor: ", 0))
+	if *epoll {
+		tr, ok := h.Transport.(*http.Transport)
+		if !ok {
+			return fmt.Errorf("relayfloor.New's transport is %T, not *http.Transport", h.Transport)
+		}
+		tr.DialContext = epollconn.Dialer{Dialer: &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}}.DialContext
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err

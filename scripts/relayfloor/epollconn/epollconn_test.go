@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/shared/upstream/epollconn"
+	"github.com/llmgw/gateway/scripts/relayfloor/epollconn"
 )
 
 // pair is a wrapped client connection and its server side on loopback.
