@@ -301,10 +301,13 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
 	isJSON := bytes.HasPrefix(ev, prefixJSONData)
 	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses API
-		isJSON = false
 		if rl.namedEvent(ev) {
 			rl.countToken()
 		}
+		if !rl.res.Done {
+			return false // only the terminal events carry usage: no scan for the rest
+		}
+		isJSON = false
 	}
 	if !isJSON && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
