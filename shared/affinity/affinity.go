@@ -11,6 +11,7 @@ package affinity
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,10 @@ type Owner struct {
 	Model    string // the public model it was created with
 	Pool     string
 	Endpoint string // the endpoint's name (its URL)
+	// Tokens is the response's total usage (input + output) once known, 0
+	// before: a follow-up's stored context is at most this, so strict
+	// budgets reserve it (issue 20).
+	Tokens int64
 }
 
 // ErrCorrupt is a record that does not decode.
@@ -33,16 +38,29 @@ const sep = "\x1f"
 
 // Encode is an Owner's stored form.
 func (o Owner) Encode() string {
-	return o.Tenant + sep + o.Model + sep + o.Pool + sep + o.Endpoint
+	e := o.Tenant + sep + o.Model + sep + o.Pool + sep + o.Endpoint
+	if o.Tokens > 0 {
+		e += sep + strconv.FormatInt(o.Tokens, 10)
+	}
+	return e
 }
 
-// Decode reads Encode's form.
+// Decode reads Encode's form (a record written before Tokens has four
+// fields).
 func Decode(s string) (Owner, error) {
 	f := strings.Split(s, sep)
-	if len(f) != 4 {
+	if len(f) != 4 && len(f) != 5 {
 		return Owner{}, ErrCorrupt
 	}
-	return Owner{Tenant: f[0], Model: f[1], Pool: f[2], Endpoint: f[3]}, nil
+	o := Owner{Tenant: f[0], Model: f[1], Pool: f[2], Endpoint: f[3]}
+	if len(f) == 5 {
+		n, err := strconv.ParseInt(f[4], 10, 64)
+		if err != nil || n < 0 {
+			return Owner{}, ErrCorrupt
+		}
+		o.Tokens = n
+	}
+	return o, nil
 }
 
 // Memory is the store for one process: exact, gone with the process.

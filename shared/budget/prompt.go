@@ -36,6 +36,12 @@ type Ask struct {
 	// Config.MinOutputTokens. A request with less left is refused rather
 	// than forwarded with a cap its backend rejects. Set by the caller.
 	MinOutput int64
+	// Prompts is the number of prompts a legacy completions request
+	// batches (a "prompt" array of strings or of token arrays): the
+	// backend generates Choices completions for each, so the output a
+	// reservation covers is Prompts × Choices × the cap (issue 20). 1 for
+	// every other request.
+	Prompts int64
 	// NoOutput marks a request without output tokens (embeddings).
 	NoOutput bool
 	// Unbounded marks a prompt that includes content the body does not
@@ -56,6 +62,14 @@ func (a Ask) choices() int64 { return max(a.Choices, 1) }
 // strict reservations for images small.
 const DefaultImageTokens = 48169
 
+// DefaultMediaTokens bounds one audio, video, file or precomputed-embedding
+// part (vLLM's video_url, audio_url, input_audio and image_embeds parts,
+// OpenAI's file and input_audio parts) when Scanner.MediaTokens is zero:
+// 32,768 tokens, the context of most models that take such parts. A part
+// whose media encodes to more is outside the bound; deployments set
+// MediaTokens to their models' context length to close that.
+const DefaultMediaTokens = 32768
+
 // The template allowances of the bound (see Scanner.Ask).
 const (
 	requestAllowance = 32 // once per request
@@ -68,6 +82,9 @@ type Scanner struct {
 	// ImageTokens bounds the prompt tokens of one image part. Default
 	// DefaultImageTokens.
 	ImageTokens int64
+	// MediaTokens bounds the prompt tokens of one audio, video, file or
+	// embeddings part. Default DefaultMediaTokens.
+	MediaTokens int64
 }
 
 // PromptBound returns Scanner{}.Ask(body, f).PromptBound: a bound provably
@@ -124,10 +141,14 @@ func PromptBound(body []byte, f Format) int {
 // where the allowances dominate; see the package tests for measured ratios.
 func (sc Scanner) Ask(body []byte, f Format) Ask {
 	s := scan{b: body, f: f}
-	a := Ask{NoOutput: f == FormatEmbeddings}
+	a := Ask{NoOutput: f == FormatEmbeddings, Prompts: 1}
 	img := sc.ImageTokens
 	if img <= 0 {
 		img = DefaultImageTokens
+	}
+	media := sc.MediaTokens
+	if media <= 0 {
+		media = DefaultMediaTokens
 	}
 	i := jsonscan.SkipWS(body, 0)
 	if i >= len(body) || body[i] != '{' {
@@ -177,6 +198,9 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 			}
 			i = jsonscan.SkipValue(body, i)
 		case memberPrompt:
+			if f == FormatCompletions && body[i] == '[' && isKey(keyName(body[ks:ke], &kb), "prompt") {
+				a.Prompts = max(a.Prompts, promptCount(body, i))
+			}
 			i, _ = s.value(i, false, 0)
 		case memberUnbounded:
 			if !isNull(body, i) {
@@ -197,7 +221,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 	if s.malformed {
 		s.n += int64(len(body)) * (objectAllowance + stringAllowance)
 	}
-	a.PromptBound = satAdd(satAdd(s.n, requestAllowance), satMul(s.images, img))
+	a.PromptBound = satAdd(satAdd(satAdd(s.n, requestAllowance), satMul(s.images, img)), satMul(s.media, media))
 	a.Unbounded = s.unbounded
 	return a
 }
@@ -208,6 +232,7 @@ type scan struct {
 	f         Format
 	n         int64 // tokens counted
 	images    int64
+	media     int64 // audio, video, file and embeddings parts
 	unbounded bool
 	malformed bool
 }
@@ -217,33 +242,34 @@ type scan struct {
 const maxDepth = 10000
 
 // value counts the JSON value at s.b[i] and returns the index after it and,
-// for an object, the span of its "type" member's string value.
-func (s *scan) value(i int, keys bool, depth int) (end int, typ []byte) {
+// for an object, whether its "type" is a function tool's ("function" or
+// "custom").
+func (s *scan) value(i int, keys bool, depth int) (end int, fn bool) {
 	b := s.b
 	if i >= len(b) {
-		return i, nil
+		return i, false
 	}
 	switch b[i] {
 	case '"':
 		n, e := strLen(b, i)
 		s.n += n + stringAllowance
-		return e, nil
+		return e, false
 	case '{':
 		return s.object(i, keys, depth+1)
 	case '[':
 		if depth >= maxDepth {
 			s.malformed = true
-			return jsonscan.SkipValue(b, i), nil
+			return jsonscan.SkipValue(b, i), false
 		}
 		i++
 		for {
 			i = jsonscan.SkipWS(b, i)
 			if i >= len(b) {
-				return i, nil
+				return i, false
 			}
 			switch b[i] {
 			case ']':
-				return i + 1, nil
+				return i + 1, false
 			case ',':
 				i++
 				continue
@@ -251,59 +277,62 @@ func (s *scan) value(i int, keys bool, depth int) (end int, typ []byte) {
 			next, _ := s.value(i, keys, depth+1)
 			if next <= i {
 				s.malformed = true
-				return jsonscan.SkipValue(b, i), nil
+				return jsonscan.SkipValue(b, i), false
 			}
 			i = next
 		}
 	default:
 		e := jsonscan.SkipValue(b, i)
 		s.n += int64(e - i)
-		return e, nil
+		return e, false
 	}
 }
 
 // object counts the object at s.b[i]=='{'. Inside the prompt members
 // (keys false) it recognizes image parts (their URL or data replaced by
 // one image's tokens) and file parts (unbounded; their data not counted).
-func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
+func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 	b := s.b
 	if depth >= maxDepth {
 		s.malformed = true
-		return jsonscan.SkipValue(b, i), nil
+		return jsonscan.SkipValue(b, i), false
 	}
-	var kb [32]byte
-	image := false
+	var kb, tb [32]byte
+	image, media := false, false
 	i++
 	for {
 		i = jsonscan.SkipWS(b, i)
 		if i >= len(b) {
-			return i, typ
+			return i, fn
 		}
 		switch b[i] {
 		case '}':
 			s.n += objectAllowance
-			if image {
+			switch {
+			case image:
 				s.images++
+			case media:
+				s.media++
 			}
-			return i + 1, typ
+			return i + 1, fn
 		case ',':
 			i++
 			continue
 		case '"':
 		default:
 			s.malformed = true
-			return jsonscan.SkipValue(b, i), typ
+			return jsonscan.SkipValue(b, i), fn
 		}
 		ks := i
 		ke := jsonscan.SkipString(b, i)
 		i = jsonscan.SkipWS(b, ke)
 		if i >= len(b) || b[i] != ':' {
 			s.malformed = true
-			return i, typ
+			return i, fn
 		}
 		i = jsonscan.SkipWS(b, i+1)
 		if i >= len(b) {
-			return i, typ
+			return i, fn
 		}
 		key := keyName(b[ks:ke], &kb)
 		if keys {
@@ -314,8 +343,16 @@ func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
 				image = true
 				i = jsonscan.SkipValue(b, i)
 				continue
+			case "video_url", "audio_url", "input_audio", "image_embeds":
+				// Media: what the backend encodes, not text.
+				media = true
+				i = jsonscan.SkipValue(b, i)
+				continue
 			case "file", "file_data":
-				s.unbounded = true
+				// A file's content is not in the body (file_id) or not text
+				// (file_data): counted as one media part, and the request
+				// marked as holding content the body does not.
+				media, s.unbounded = true, true
 				i = jsonscan.SkipValue(b, i)
 				continue
 			}
@@ -323,13 +360,18 @@ func (s *scan) object(i int, keys bool, depth int) (end int, typ []byte) {
 		vs := i
 		i, _ = s.value(i, keys, depth)
 		if string(key) == "type" && b[vs] == '"' {
-			typ = b[vs+1 : max(vs+1, i-1)]
+			// Compared after unescaping, as keys are and as every backend
+			// reads it ("input_im\u0061ge" is an image; issue 20).
+			typ := keyName(b[vs:i], &tb)
+			fn = string(typ) == "function" || string(typ) == "custom"
 			if !keys {
 				switch string(typ) {
 				case "image_url", "input_image", "image":
 					image = true
+				case "video_url", "audio_url", "input_audio", "image_embeds", "video", "audio":
+					media = true
 				case "file", "input_file":
-					s.unbounded = true
+					media, s.unbounded = true, true
 				}
 			}
 		}
@@ -359,8 +401,8 @@ func (s *scan) tools(i int) int {
 			i++
 			continue
 		}
-		next, typ := s.value(i, true, 1)
-		if b[i] == '{' && string(typ) != "function" && string(typ) != "custom" {
+		next, fn := s.value(i, true, 1)
+		if b[i] == '{' && !fn {
 			s.unbounded = true
 		}
 		if next <= i {
@@ -674,5 +716,29 @@ func parseInteger(t []byte) (int64, bool) {
 	}
 	return min(mant, MaxTokens), true
 }
+
+// promptCount is the number of prompts in the legacy completions "prompt"
+// array at b[i]=='[': one per element when the elements are strings or
+// token arrays, one in all for a single token array (numbers) or an empty
+// array. OpenAI accepts up to 2,048 prompts per request.
+func promptCount(b []byte, i int) int64 {
+	first := jsonscan.SkipWS(b, i+1)
+	if first >= len(b) || (b[first] != '"' && b[first] != '[') {
+		return 1
+	}
+	n := int64(0)
+	for j := first; j < len(b) && b[j] != ']'; {
+		n++
+		j = jsonscan.SkipWS(b, jsonscan.SkipValue(b, j))
+		if j < len(b) && b[j] == ',' {
+			j = jsonscan.SkipWS(b, j+1)
+		} else {
+			break
+		}
+	}
+	return max(n, 1)
+}
+
+func isKey(key []byte, want string) bool { return string(key) == want }
 
 func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }

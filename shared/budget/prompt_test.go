@@ -103,6 +103,14 @@ func TestPromptBoundCases(t *testing.T) {
 			budget.FormatResponses, base + 4 + 5 + 4 + 12 + budget.DefaultImageTokens},
 		{"completions prompt array", `{"model":"m","prompt":["ab","cd"],"suffix":"x"}`, budget.FormatCompletions, base + 3 + 3 + 2},
 		{"token ids count their digits", `{"model":"m","input":[[1234,5]]}`, budget.FormatEmbeddings, base + 5},
+		// Issue 20: a type value is read after unescaping, as backends read it.
+		{"escaped input_image type", `{"model":"m","input":[{"role":"user","content":[{"type":"input_im\u0061ge","file_id":"f"}]}]}`,
+			budget.FormatResponses, base + 4 + 5 + 4 + 12 + 2 + budget.DefaultImageTokens},
+		// vLLM's media parts: a bound each, their data not counted as text.
+		{"video part", `{"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}]}]}`,
+			budget.FormatChat, base + 4 + 5 + 4 + 10 + budget.DefaultMediaTokens},
+		{"audio and embeds parts", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"image_embeds","image_embeds":"AAAA"}]}]}`,
+			budget.FormatChat, base + 4 + 5 + 4 + 12 + 4 + 13 + 2*budget.DefaultMediaTokens},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -140,9 +148,20 @@ func TestAskFields(t *testing.T) {
 		{"hosted tool", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
 		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, budget.FormatResponses, budget.Ask{}},
 		{"web search options", `{"messages":[],"web_search_options":{}}`, budget.FormatChat, budget.Ask{Unbounded: true}},
+		// Issue 20: every prompt of a batch gets its own completions.
+		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, budget.FormatCompletions, budget.Ask{Choices: 2, Prompts: 3}},
+		{"prompt array of token arrays", `{"prompt":[[1,2],[3]]}`, budget.FormatCompletions, budget.Ask{Prompts: 2}},
+		{"one token array is one prompt", `{"prompt":[1,2,3]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},
+		{"empty prompt array", `{"prompt":[]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},
+		{"escaped prompt key", `{"pr\u006fmpt":["a","b"]}`, budget.FormatCompletions, budget.Ask{Prompts: 2}},
+		{"2048 prompts", `{"prompt":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 2048), ",") + `]}`, budget.FormatCompletions, budget.Ask{Prompts: 2048}},
+		{"chat messages are not prompts", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, budget.FormatChat, budget.Ask{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
+			if tc.want.Prompts == 0 {
+				tc.want.Prompts = 1
+			}
 			got := budget.Scanner{}.Ask([]byte(tc.body), tc.format)
 			got.PromptBound = 0
 			if got != tc.want {
@@ -257,12 +276,12 @@ func referenceAsk(body []byte, f budget.Format) (budget.Ask, error) {
 			r.value(true)
 		}
 	}
-	return budget.Ask{PromptBound: r.n + 32 + r.images*budget.DefaultImageTokens, Unbounded: r.unbounded}, r.err
+	return budget.Ask{PromptBound: r.n + 32 + r.images*budget.DefaultImageTokens + r.media*budget.DefaultMediaTokens, Unbounded: r.unbounded}, r.err
 }
 
 type ref struct {
-	dec       *json.Decoder
-	n, images int64
+	dec              *json.Decoder
+	n, images, media int64
 	unbounded bool
 	err       error
 }
@@ -297,17 +316,20 @@ func (r *ref) scalarOrOpen(tok json.Token, keys bool) string {
 			_, _ = r.dec.Token()
 			return "scalar" // not an object: no type
 		}
-		typ, image := "", false
+		typ, image, media := "", false, false
 		for r.dec.More() {
 			kt, _ := r.dec.Token()
 			key := kt.(string)
 			if keys {
 				r.n += int64(len(key))
-			} else if key == "image_url" || key == "file" || key == "file_data" {
-				if key == "image_url" {
+			} else if oneOf(key, "image_url", "file", "file_data", "video_url", "audio_url", "input_audio", "image_embeds") {
+				switch key {
+				case "image_url":
 					image = true
-				} else {
-					r.unbounded = true
+				case "file", "file_data":
+					media, r.unbounded = true, true
+				default:
+					media = true
 				}
 				var raw json.RawMessage
 				_ = r.dec.Decode(&raw)
@@ -322,8 +344,10 @@ func (r *ref) scalarOrOpen(tok json.Token, keys bool) string {
 					switch s {
 					case "image_url", "input_image", "image":
 						image = true
+					case "video_url", "audio_url", "input_audio", "image_embeds", "video", "audio":
+						media = true
 					case "file", "input_file":
-						r.unbounded = true
+						media, r.unbounded = true, true
 					}
 				}
 			}
@@ -332,6 +356,8 @@ func (r *ref) scalarOrOpen(tok json.Token, keys bool) string {
 		r.n += 4
 		if image {
 			r.images++
+		} else if media {
+			r.media++
 		}
 		return typ
 	}
@@ -378,7 +404,7 @@ func randomBody(rng *rand.Rand) []byte {
 			case 4:
 				b.WriteString(`\"`)
 			case 5:
-				b.WriteString([]string{"image_url", "input_image", "file", "function", "web_search"}[rng.IntN(5)])
+				b.WriteString([]string{"image_url", "input_image", "file", "function", "web_search", "input_im\\u0061ge", "video_url", "input_audio"}[rng.IntN(8)])
 			default:
 				b.WriteByte(byte('a' + rng.IntN(26)))
 			}

@@ -4,6 +4,8 @@
 // Every function returns an index into b; none allocates.
 package jsonscan
 
+import "bytes"
+
 // SkipWS returns the index of the first byte at or after i that is not
 // JSON whitespace.
 func SkipWS(b []byte, i int) int {
@@ -15,13 +17,22 @@ func SkipWS(b []byte, i int) int {
 
 // SkipString returns the index after the string starting at b[i]=='"'.
 func SkipString(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1
+	for i++; i < len(b); {
+		// The next quote, found by the vectorized byte search, ends the
+		// string unless an odd run of backslashes escapes it.
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return len(b)
 		}
+		q += i
+		bs := 0
+		for j := q - 1; j >= i && b[j] == '\\'; j-- {
+			bs++
+		}
+		if bs%2 == 0 {
+			return q + 1
+		}
+		i = q + 1
 	}
 	return len(b)
 }

@@ -68,6 +68,11 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 	if err != nil {
 		return b, bodyError(err)
 	}
+	for f := upstream.MaxTokens; f <= upstream.MaxOutputTokens; f++ {
+		if b.Sent(f) && !op.HasCap(f) {
+			return b, unsupportedCap(f.String(), op)
+		}
+	}
 	need, field := upstream.HasMessages, "messages"
 	switch op {
 	case upstream.Responses:

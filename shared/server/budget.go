@@ -46,6 +46,10 @@ type reservation struct {
 	cap      int64 // the output cap per choice written into the request (0: none)
 	choices  int64
 	maySpend bool // a backend may have spent tokens on the request
+	noOutput bool // embeddings: nothing generated
+	// eventsBound: each token event carries at least one output token
+	// (chat and completions chunks), so usage below them cannot be true.
+	eventsBound bool
 	cut      bool // the relay ended the stream at its reservation
 	charged  int64
 }
@@ -67,6 +71,14 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if lim.Enforced() {
 		a := s.BudgetScanner.Ask(raw, budgetFormat(op))
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
+		// Each prompt of a batch gets its own n completions.
+		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
+		if rec.previousTokens > 0 {
+			// A continued response's stored context is in no body: its
+			// recorded total (input + output) is the bound of what the
+			// backend adds to this prompt.
+			ask.PromptBound = min(ask.PromptBound+rec.previousTokens, budget.MaxTokens)
+		}
 	}
 	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
 	if err != nil {
@@ -87,10 +99,10 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		return false
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
-		granted: d.Granted, cap: d.OutputCap, choices: body.Choices()}
-	if !d.RewriteCap {
-		rec.budget.cap = 0 // the client's own cap stands: nothing to write
-	}
+		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
+		eventsBound: op == upstream.ChatCompletions || op == upstream.Completions}
+	// The cap is written even when it is the client's own: only the
+	// field the backend's kind reads binds it (Target.CapField).
 	return true
 }
 
@@ -168,21 +180,40 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *record) {
 		_ = http.NewResponseController(w).Flush()
 	}
 	ctx := context.Background() // the ledger bounds it; a client that left is settled too
-	var st budget.Settlement
-	var err error
-	switch {
-	case b.cut && !rec.hasUsage:
-		// The backend ignored the cap and reported nothing: charge the
-		// prompt bound and one token per token event it sent, at least the
-		// reservation. (With running usage, its own count is charged.)
-		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, max(b.granted, b.bound+rec.tokenEvents))
-	case rec.hasUsage:
-		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, rec.usage.PromptTokens+rec.usage.CompletionTokens)
-	case !b.maySpend:
-		st, err = s.Budgets.Settle(ctx, b.tenant, rec.id, 0)
-	default:
-		st, err = s.Budgets.Keep(ctx, b.tenant, rec.id)
+	// counted is what the gateway saw itself: the prompt bound, and one
+	// token per token event relayed (a JSON answer's text is at most one
+	// token per byte). Charged, with at least the reservation, whenever
+	// the backend's own count is missing or cannot be true.
+	counted := b.bound + rec.tokenEvents
+	if !b.noOutput && rec.answerBytes > 0 {
+		counted = b.bound + rec.answerBytes
 	}
+	actual, why := int64(0), ""
+	switch {
+	case rec.hasUsage:
+		billed, ok := rec.usage.Billed()
+		switch {
+		case !ok:
+			why = "usage holds a count that cannot be true"
+		case b.eventsBound && rec.tokenEvents > rec.usage.CompletionTokens+2*b.choices+2:
+			// Every token event carries at least one token (besides each
+			// choice's role and finish chunks and Azure's filter chunk).
+			why = "usage reports fewer output tokens than the token events relayed"
+		}
+		actual = billed
+	case b.cut:
+		// The backend ignored the cap and reported nothing.
+		why = "the stream was cut at its reservation without usage"
+	case !b.maySpend:
+	default:
+		why = "the backend reported no usage"
+	}
+	if why != "" {
+		actual = max(b.granted, counted)
+		s.Log.Warn("token budget settled without the backend's usage: charged the larger of the reservation and what the gateway counted",
+			"request_id", rec.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
+	}
+	st, err := s.Budgets.Settle(ctx, b.tenant, rec.id, actual)
 	if err != nil {
 		// The reservation stays until its lease ends: an overcharge for a
 		// while, never an overshoot.

@@ -285,6 +285,15 @@ func missingParameter(field string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", field, "missing required parameter: '"+field+"'")
 }
 
+// unsupportedCap refuses an output-cap field op does not have: a backend
+// may ignore it, so a budget could not trust it (issue 20).
+func unsupportedCap(field string, op upstream.Operation) *apiError {
+	use := map[upstream.Operation]string{upstream.ChatCompletions: "; use 'max_completion_tokens'",
+		upstream.Completions: "; use 'max_tokens'", upstream.Responses: "; use 'max_output_tokens'"}[op]
+	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", field,
+		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
+}
+
 func bodyTooLarge(max int64) *apiError {
 	return invalidRequest(http.StatusRequestEntityTooLarge, "request_too_large", "",
 		fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", max))
@@ -325,6 +334,11 @@ func streamEndedEarly() *apiError {
 
 func bodyIdle(d time.Duration) *apiError {
 	return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("the backend sent nothing for %s; the response was abandoned", d))
+}
+
+// answerCut: a JSON answer cut off before the client got a byte of it.
+func answerCut(pool string, err error) *apiError {
+	return serverError(http.StatusBadGateway, "upstream_error", fmt.Sprintf("pool %q: the backend response was cut off: %s", pool, cause(err)))
 }
 
 func bodyCut(err error) *apiError {

@@ -110,6 +110,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	} else {
 		s.relayJSON(w, rec, resp, idle)
 	}
+	s.rememberUsage(rec)
 }
 
 // readRequest reads the client's body into a pooled buffer, bounded in
@@ -258,8 +259,8 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
 	resp, err = s.Client.Do(req)
 	rec.noteAttempt(resp, err)
-	timer.Stop()
 	if err != nil {
+		timer.Stop()
 		timedOut := errors.Is(context.Cause(actx), errAttemptTimeout)
 		cancel(nil)
 		if ctx.Err() != nil {
@@ -273,12 +274,26 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 		return nil, nil, transportError(pool.Name, err), false
 	}
 	if fail := s.judge(rec, e, pool.Name, resp, a.body.Stream); fail != nil {
+		timer.Stop()
 		drain(resp.Body)
 		cancel(nil)
 		return nil, nil, fail, false
 	}
 	decodeBody(resp)
 	rec.upstreamHeaders = s.Now()
+	if !a.body.Stream || resp.StatusCode/100 != 2 {
+		// A JSON answer: its head is read within the attempt's time, and
+		// checked, before the client gets a byte.
+		fail, final := s.awaitJSON(ctx, actx, a, resp, timeout)
+		timer.Stop()
+		if fail != nil {
+			drain(resp.Body)
+			cancel(nil)
+			return nil, nil, fail, final
+		}
+		return resp, func() { cancel(nil) }, nil, false
+	}
+	timer.Stop()
 	if a.body.Stream && resp.StatusCode/100 == 2 {
 		if fail, final := s.awaitFirstEvent(ctx, actx, cancel, a, resp); fail != nil {
 			return nil, nil, fail, final
@@ -315,6 +330,39 @@ func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.R
 		return badResponse(pool, bad)
 	}
 	return nil
+}
+
+// awaitJSON reads a JSON answer's head (jsonAnswer) into rec.answer and
+// checks it: an answer that is cut, stalls, or is not the JSON a success
+// must be is abandoned for the next endpoint; one that outlasts the
+// attempt's timeout ends the request (final), as a slow answer would
+// only be slow again elsewhere.
+func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Response, timeout time.Duration) (fail *apiError, final bool) {
+	rec, pool := a.rec, a.pool.Name
+	ans := getAnswer()
+	err := ans.readHead(resp.Body)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		answerPool.Put(ans)
+		return contextError(ctx), true
+	case err != nil && errors.Is(context.Cause(actx), errAttemptTimeout):
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		return attemptTimeout(pool, timeout), !a.body.Stream
+	case err != nil:
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
+		return answerCut(pool, err), false
+	}
+	if bad := checkJSON(resp, ans); bad != "" {
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
+		return badResponse(pool, bad), false
+	}
+	rec.answer = ans
+	return nil, false
 }
 
 // awaitFirstEvent sends the client the stream's headers (unless a

@@ -35,8 +35,10 @@ type record struct {
 	failoverAfterHeaders bool
 	op                   upstream.Operation
 	pin                  string // the endpoint a stored response lives on ("" = any)
+	previousTokens       int64  // the continued response's recorded total tokens (0 = none known)
 	bytes, events        int64
 	tokenEvents          int64        // events that may carry generated tokens (sse.Result)
+	answerBytes          int64        // a whole successful JSON answer's size
 	budget               *reservation // the request's token budget; nil without one
 	usage                sse.Usage
 	hasUsage             bool
@@ -48,6 +50,12 @@ type record struct {
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody
+	// answer is a JSON answer's head, read by the attempt that got it
+	// (awaitJSON) and relayed by relayJSON; nil for a stream.
+	answer *jsonAnswer
+	// remembered: the stored response's owner was recorded (once).
+	remembered bool
+	responseID string // the stored response's id, once remembered
 }
 
 func (r *record) setUsage(u sse.Usage, ok bool) {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -151,54 +152,74 @@ func cause(err error) string {
 	}
 }
 
-// relayJSON relays a non-streaming answer byte for byte. Bodies that fit the
-// pooled buffer are scanned for usage; larger ones are copied through.
+// relayJSON relays a non-streaming answer byte for byte. Its head was
+// read and checked by the attempt (awaitJSON); the rest is copied through
+// the same scanner, so usage and a Responses id are read from their
+// documented places in an answer of any size. A stored response's owner
+// is recorded before the client gets a byte of it.
 func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader) {
-	bufp := copyPool.Get().(*[]byte)
-	defer copyPool.Put(bufp)
-	buf := *bufp
-	// Read until EOF or a full buffer. io.ReadFull cannot be used: it says
-	// ErrUnexpectedEOF both for a short complete body and for a body the
-	// backend cut, and a cut body must never be relayed as complete.
-	n, err := 0, error(nil)
-	for n < len(buf) && err == nil {
-		var m int
-		m, err = body.Read(buf[n:])
-		n += m
-	}
-	whole := err == io.EOF
-	if err != nil && !whole {
-		// The backend failed before the client got a byte: still a clean error.
-		if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
-			s.fail(w, rec, bodyIdle(s.StreamIdleTimeout))
+	ans := rec.answer
+	rec.answer = nil
+	if ans == nil { // the stored-response routes read no head in an attempt
+		ans = getAnswer()
+		if err := ans.readHead(body); err != nil {
+			answerPool.Put(ans)
+			if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
+				s.fail(w, rec, bodyIdle(s.StreamIdleTimeout))
+				return
+			}
+			s.fail(w, rec, bodyCut(err))
 			return
 		}
-		s.fail(w, rec, bodyCut(err))
-		return
+	}
+	defer answerPool.Put(ans)
+	created := rec.op == upstream.Responses && resp.StatusCode/100 == 2 && resp.Request.Method == http.MethodPost
+	if created {
+		s.rememberAnswer(rec, &ans.scan, w.Header())
 	}
 	upstream.CopyResponseHeaders(w.Header(), resp.Header)
 	rec.status = resp.StatusCode
-	if whole {
-		if u, _, ok := sse.ParseUsage(buf[:n]); ok {
-			rec.setUsage(u, true)
-		}
-		if rec.op == upstream.Responses && resp.StatusCode/100 == 2 && resp.Request.Method == http.MethodPost {
-			s.remember(rec, buf[:n], false)
-		}
-		w.Header().Set("Content-Length", strconv.Itoa(n))
+	switch {
+	case ans.whole:
+		w.Header().Set("Content-Length", strconv.Itoa(ans.n))
+	case resp.ContentLength > 0:
+		// The client can then tell a body cut short from a whole one.
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	w.WriteHeader(resp.StatusCode)
 	rec.wroteHeader = true
-	m, _ := w.Write(buf[:n])
+	m, _ := w.Write(ans.buf[:ans.n])
 	rec.bytes += int64(m)
 	rec.clientFirst = s.Now()
-	if !whole {
-		c, err := io.CopyBuffer(w, struct{ io.Reader }{body}, buf)
+	if !ans.whole {
+		c, err := io.CopyBuffer(struct{ io.Writer }{w}, io.TeeReader(body, &ans.scan), ans.buf[:])
 		rec.bytes += c
-		if err != nil {
+		switch {
+		case err != nil:
 			rec.outcome = "upstream_body_error"
+		case resp.StatusCode/100 == 2 && !ans.scan.Complete():
+			rec.outcome = "upstream_bad_response"
+			err = errors.New("not one whole JSON object")
+		}
+		if err != nil {
+			rec.detail = fmt.Sprintf("endpoint %s: answer cut after %d bytes: %v", rec.endpoint, rec.bytes, err)
+			s.readUsage(rec, &ans.scan)
 			panic(http.ErrAbortHandler) // a truncated JSON body must not look complete
 		}
+		if created {
+			s.rememberAnswer(rec, &ans.scan, nil) // an id past the head
+		}
+	}
+	s.readUsage(rec, &ans.scan)
+	if resp.StatusCode/100 == 2 {
+		rec.answerBytes = rec.bytes
+	}
+}
+
+// readUsage takes the answer's top-level usage for the record.
+func (s *Server) readUsage(rec *record, scan *sse.AnswerScanner) {
+	if u, ok := scan.Usage(); ok {
+		rec.setUsage(u, true)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, 
 	case o.Pool != pool.Name:
 		return previousElsewhere(id, o.Model, rec.model)
 	}
-	rec.pin = o.Endpoint
+	rec.pin, rec.previousTokens = o.Endpoint, o.Tokens
 	return nil
 }
 
@@ -61,13 +62,34 @@ func (s *Server) lookup(ctx context.Context, id string) (affinity.Owner, bool, e
 	return s.Affinity.Get(ctx, id)
 }
 
-// remember records that the response id in answer (a JSON Response, or a
-// stream's first event, response.created) lives where rec was served.
+// rememberAnswer records the id of a JSON Response (its top-level id,
+// with object "response") once the scanner has read it; h, when not nil,
+// is the response header still to be sent. It records once per request.
+func (s *Server) rememberAnswer(rec *record, scan *sse.AnswerScanner, h http.Header) {
+	if rec.remembered {
+		return
+	}
+	id, object := scan.ID()
+	if len(id) == 0 || string(object) != "response" && len(object) > 0 {
+		return
+	}
+	if len(object) == 0 && h != nil {
+		return // "object" may follow "id": wait for the whole answer
+	}
+	s.rememberID(rec, string(id))
+}
+
+// remember records that the response id in a stream's first event
+// (response.created) lives where rec was served.
 func (s *Server) remember(rec *record, answer []byte, stream bool) {
-	id := responseID(answer, stream)
+	s.rememberID(rec, responseID(answer, stream))
+}
+
+func (s *Server) rememberID(rec *record, id string) {
 	if id == "" {
 		return
 	}
+	rec.remembered, rec.responseID = true, id
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
@@ -219,4 +241,22 @@ func isWebSocket(r *http.Request) bool {
 		}
 	}
 	return false
+}
+
+// rememberUsage adds a recorded response's usage to its record once the
+// answer is relayed: a follow-up reserves it as its stored context.
+func (s *Server) rememberUsage(rec *record) {
+	if !rec.remembered || !rec.hasUsage {
+		return
+	}
+	billed, ok := rec.usage.Billed()
+	if !ok || billed <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
+	defer cancel()
+	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint, Tokens: billed}
+	if err := s.Affinity.Put(ctx, rec.responseID, o, s.ResponseTTL); err != nil {
+		s.Log.Warn("response usage not recorded: a follow-up reserves no stored context", "request_id", rec.id, "err", err)
+	}
 }

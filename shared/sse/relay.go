@@ -300,7 +300,8 @@ var (
 func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
 	isJSON := bytes.HasPrefix(ev, prefixJSONData)
-	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses API
+	named := bytes.HasPrefix(ev, prefixEvent)
+	if named { // a named event: the Responses API
 		if rl.namedEvent(ev) {
 			rl.countToken()
 		}
@@ -313,7 +314,11 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 		rl.res.Done = true
 		return false
 	}
-	u, usageOnly, ok := ParseUsage(ev)
+	where := TopLevel
+	if named {
+		where = InResponse // response.completed and its kin: response.usage
+	}
+	u, usageOnly, ok := EventUsage(ev, where)
 	if isJSON && !usageOnly && !rl.res.EndedWithError {
 		// A chunk with choices, or with running usage beside them (vLLM's
 		// continuous_usage_stats).

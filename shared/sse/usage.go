@@ -1,6 +1,10 @@
 package sse
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/llmgw/gateway/shared/jsonscan"
+)
 
 // Usage holds an OpenAI usage object's token counts: Chat Completions'
 // prompt/completion tokens or the Responses API's input/output tokens, with
@@ -10,73 +14,256 @@ type Usage struct {
 	CachedTokens, ReasoningTokens               int64
 }
 
+// maxCount is the largest token count believed: a count above it (or
+// below zero) cannot be true, and sums of believed counts never overflow.
+// 2^53 is also the largest integer a Lua store keeps exactly.
+const maxCount = 1 << 53
+
+// Billed is the tokens the usage bills: prompt plus completion, or the
+// total when the backend reports a larger one. ok is false when a count
+// cannot be true (negative, or above 2^53): the usage must not be
+// trusted then (issue 20: a prompt_tokens of 2^63-1 once settled as 0).
+func (u Usage) Billed() (n int64, ok bool) {
+	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens} {
+		if c < 0 || c > maxCount {
+			return 0, false
+		}
+	}
+	return max(u.PromptTokens+u.CompletionTokens, u.TotalTokens), true
+}
+
 var (
-	keyUsage   = []byte(`"usage"`)
-	keyChoices = []byte(`"choices"`)
+	keyUsage   = []byte("usage")
+	prefixData = []byte("data:")
 	tailNull   = []byte(`"usage":null}`)
 )
 
-// ParseUsage finds the usage object in one SSE event without decoding the
-// chunk: it byte-scans for the key "usage" whose value is an object and
-// reads only the three token counts from it. "usage":null, the value on
-// every ordinary chunk, costs one substring search.
-//
-// ok is false when the event has no usage object or its token counts are
-// not integers. usageOnlyChunk is true when ok and the chunk's "choices" is
-// an empty array: the chunk that stream_options.include_usage adds at the
-// end of a stream. Azure's prompt_filter_results chunk also has empty
-// choices but no usage, so it is never a usage-only chunk.
-//
-// The key is not checked to be at the top level of the JSON object; the
-// first "usage" key whose value is an object wins. A quoted "usage" inside
-// a string value is escaped (\"usage\") and so never matches.
+// Where says where an answer's usage object is documented to sit.
+type Where uint8
+
+const (
+	// TopLevel is the "usage" member of the answer itself: a chat,
+	// completions or embeddings answer or chunk, and a Responses object.
+	TopLevel Where = iota
+	// InResponse is the "usage" member of the top-level "response" object:
+	// the Responses API's terminal stream events (response.completed,
+	// .incomplete, .failed).
+	InResponse
+)
+
+// ParseUsage reads the usage of one SSE event (its data line) from its
+// documented place, top level (chat, completions, embeddings chunks); see
+// ReadUsage. It decodes nothing: "usage":null, the value on every ordinary
+// chunk, costs one suffix check.
 func ParseUsage(event []byte) (u Usage, usageOnlyChunk bool, ok bool) {
-	// OpenAI ends every ordinary chunk with a top-level "usage":null.
-	if bytes.HasSuffix(trimRightWS(event), tailNull) {
+	return EventUsage(event, TopLevel)
+}
+
+// EventUsage reads the usage of one SSE event, at where in its data. An
+// event whose data spans several lines is not read (ok false): no backend
+// sends one, and an unread usage is charged at the reservation.
+func EventUsage(event []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
+	// OpenAI ends every ordinary chunk with a top-level "usage":null: in
+	// valid JSON a final `"usage":null}` is the top-level object's last
+	// member (a later duplicate wins, as in encoding/json), unless its
+	// quote is an escaped one inside a key.
+	if t := trimRightWS(event); bytes.HasSuffix(t, tailNull) && where == TopLevel {
+		if i := len(t) - len(tailNull); i == 0 || t[i-1] != '\\' {
+			return Usage{}, false, false
+		}
+	}
+	if !bytes.Contains(event, keyUsage) && bytes.IndexByte(event, '\\') < 0 {
 		return Usage{}, false, false
 	}
-	v := valueOf(event, keyUsage, '{')
-	if v < 0 {
-		return Usage{}, false, false
-	}
-	u, ok = parseUsageObject(event[v:])
+	data, ok := dataOf(event)
 	if !ok {
 		return Usage{}, false, false
 	}
-	if c := valueOf(event, keyChoices, '['); c >= 0 {
-		i := skipWS(event, c+1)
-		usageOnlyChunk = i < len(event) && event[i] == ']'
-	}
-	return u, usageOnlyChunk, true
+	return ReadUsage(data, where)
 }
 
-// valueOf returns the index of the value of the first occurrence of key (a
-// quoted JSON string) that is followed by a colon and a value starting with
-// open, or -1.
-func valueOf(b, key []byte, open byte) int {
-	// Search without the opening quote: a letter is much rarer than '"' in
-	// JSON, so the byte search underneath skips ahead further.
-	tail := key[1:]
-	off := 0
-	for {
-		i := bytes.Index(b[off:], tail)
-		if i < 0 {
-			return -1
+// dataOf returns the value of the event's only data line.
+func dataOf(event []byte) ([]byte, bool) {
+	var data []byte
+	found := false
+	for len(event) > 0 {
+		line := event
+		if i := bytes.IndexAny(event, "\r\n"); i >= 0 {
+			line, event = event[:i], event[i+1:]
+		} else {
+			event = nil
 		}
-		i += off
-		off = i + 1
-		if i == 0 || b[i-1] != '"' {
+		v, ok := bytes.CutPrefix(line, prefixData)
+		if !ok {
 			continue
 		}
-		j := skipWS(b, i+len(tail))
-		if j >= len(b) || b[j] != ':' {
-			continue
+		if found {
+			return nil, false
 		}
-		j = skipWS(b, j+1)
-		if j < len(b) && b[j] == open {
-			return j
+		found = true
+		if len(v) > 0 && v[0] == ' ' {
+			v = v[1:]
+		}
+		data = v
+	}
+	return data, found
+}
+
+// ReadUsage reads the usage the backend bills by from one JSON answer
+// (valid JSON, as backends send): the top-level "usage" object, or with
+// InResponse the "usage" of the top-level "response" object. Only these
+// places count: a usage-shaped object anywhere else (in an echoed tool
+// schema, metadata, output text) is the caller's own JSON, and reading it
+// would let a tenant name its own charge (issue 20). A member that
+// appears twice takes its last value, as encoding/json does.
+//
+// ok is false when the place holds no usage object (absent or null) or
+// its counts are not integers. usageOnlyChunk is true when ok and the
+// top-level "choices" is an empty array: the chunk that
+// stream_options.include_usage adds at the end of a stream. Azure's
+// prompt_filter_results chunk also has empty choices but no usage, so it
+// is never a usage-only chunk.
+//
+// It tracks nesting with a byte scan and allocates nothing.
+func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
+	i := jsonscan.SkipWS(js, 0)
+	if i >= len(js) || js[i] != '{' {
+		return Usage{}, false, false
+	}
+	usage, emptyChoices := -1, false
+	var resp []byte
+	var kb [32]byte
+	members(js, i, func(raw []byte, v int, end int) {
+		switch string(keyOf(raw, &kb)) {
+		case "usage":
+			usage = -1
+			if js[v] == '{' {
+				usage = v
+			}
+		case "choices":
+			emptyChoices = js[v] == '[' && jsonscan.SkipWS(js, v+1) < len(js) && js[jsonscan.SkipWS(js, v+1)] == ']'
+		case "response":
+			if where != InResponse {
+				return
+			}
+			resp = nil
+			if js[v] == '{' {
+				resp = js[v:end]
+			}
+		}
+	})
+	if where == InResponse {
+		if resp == nil {
+			return Usage{}, false, false
+		}
+		u, _, ok = ReadUsage(resp, TopLevel)
+		return u, false, ok
+	}
+	if usage < 0 {
+		return Usage{}, false, false
+	}
+	if u, ok = parseUsageObject(js[usage:]); !ok {
+		return Usage{}, false, false
+	}
+	return u, emptyChoices, true
+}
+
+// members calls fn with each member of the object at b[i]=='{': its raw
+// key (without quotes) and where its value starts and ends. It stops at
+// the first byte that is not where valid JSON puts it, and reports whether
+// it reached the object's closing brace.
+func members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
+	i = jsonscan.SkipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		ke := jsonscan.SkipString(b, i)
+		key := b[i+1 : max(i+1, ke-1)]
+		i = jsonscan.SkipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		v := jsonscan.SkipWS(b, i+1)
+		if v >= len(b) {
+			return false
+		}
+		end := jsonscan.SkipValue(b, v)
+		fn(key, v, end)
+		i = jsonscan.SkipWS(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			return true
+		case ',':
+			i = jsonscan.SkipWS(b, i+1)
+		default:
+			return false
 		}
 	}
+	return false
+}
+
+// keyOf returns the raw JSON key (without quotes) unescaped into kb, or
+// raw itself when it has no escapes: a backend writes keys plainly, but
+// the reading must be the one a decoder makes. nil when it does not fit kb
+// or holds a non-ASCII escape (no key read here does either).
+func keyOf(raw []byte, kb *[32]byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
+	}
+	n := 0
+	for i := 0; i < len(raw); i++ {
+		if n == len(kb) {
+			return nil
+		}
+		c := raw[i]
+		if c == '\\' {
+			if i+1 >= len(raw) {
+				return nil
+			}
+			i++
+			switch raw[i] {
+			case 'u':
+				if i+4 >= len(raw) {
+					return nil
+				}
+				r, ok := hex4(raw[i+1 : i+5])
+				if !ok || r >= 0x80 {
+					return nil
+				}
+				c = byte(r)
+				i += 4
+			case '"', '\\', '/':
+				c = raw[i]
+			default: // \b \f \n \r \t: no key read here holds them
+				return nil
+			}
+		}
+		kb[n] = c
+		n++
+	}
+	return kb[:n]
+}
+
+func hex4(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 func trimRightWS(b []byte) []byte {
@@ -91,52 +278,18 @@ func trimRightWS(b []byte) []byte {
 	return b
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\r', '\n':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// parseUsageObject reads prompt_tokens, completion_tokens and total_tokens
-// from the JSON object at the start of b, skipping any other member (such as
-// prompt_tokens_details). A key that appears twice takes its last value, as
-// encoding/json does.
+// parseUsageObject reads the token counts from the JSON object at the
+// start of b, skipping any other member. A key that appears twice takes its
+// last value, as encoding/json does.
 func parseUsageObject(b []byte) (u Usage, ok bool) {
-	i := 1 // past '{'
-	for {
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return Usage{}, false
-		}
-		switch b[i] {
-		case '}':
-			return u, true
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return Usage{}, false
-		}
-		ks := i + 1
-		ke, ok := skipString(b, i)
+	ok = true
+	var kb [32]byte
+	closed := members(b, 0, func(raw []byte, v, end int) {
 		if !ok {
-			return Usage{}, false
+			return
 		}
-		key := b[ks : ke-1]
-		i = skipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return Usage{}, false
-		}
-		i = skipWS(b, i+1)
 		var dst *int64
-		switch string(key) {
+		switch string(keyOf(raw, &kb)) {
 		case "prompt_tokens", "input_tokens":
 			dst = &u.PromptTokens
 		case "completion_tokens", "output_tokens":
@@ -148,42 +301,49 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 		case "reasoning_tokens":
 			dst = &u.ReasoningTokens
 		case "prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details":
-			if i < len(b) && b[i] == '{' {
-				d, ok := parseUsageObject(b[i:])
-				if !ok {
-					return Usage{}, false
+			if b[v] == '{' {
+				d, dok := parseUsageObject(b[v:end])
+				if !dok {
+					ok = false
+					return
 				}
 				u.CachedTokens = max(u.CachedTokens, d.CachedTokens)
 				u.ReasoningTokens = max(u.ReasoningTokens, d.ReasoningTokens)
 			}
 		}
 		if dst != nil {
-			n, next, ok := parseInt(b, i)
-			if !ok {
-				return Usage{}, false
+			if b[v] == 'n' { // null: a count not reported
+				*dst = 0
+				return
 			}
-			*dst, i = n, next
-			continue
+			n, next, iok := parseInt(b, v)
+			if !iok || next != end {
+				ok = false
+				return
+			}
+			*dst = n
 		}
-		if i, ok = skipValue(b, i); !ok {
-			return Usage{}, false
-		}
+	})
+	if !ok || !closed {
+		return Usage{}, false
 	}
+	return u, true
 }
 
-// parseInt reads a JSON integer at b[i:]; a fraction or exponent, or a value
-// that overflows int64, is not ok.
+// parseInt reads a JSON integer at b[i:]; a fraction or exponent is not
+// ok, and a value beyond int64 reads as -1, which Billed refuses.
 func parseInt(b []byte, i int) (n int64, next int, ok bool) {
 	neg := false
 	if i < len(b) && b[i] == '-' {
 		neg = true
 		i++
 	}
-	start := i
+	start, over := i, false
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
 		d := int64(b[i] - '0')
-		if n > (1<<63-1-d)/10 {
-			return 0, 0, false
+		if over || n > (1<<63-1-d)/10 {
+			over = true
+			continue
 		}
 		n = n*10 + d
 	}
@@ -193,57 +353,11 @@ func parseInt(b []byte, i int) (n int64, next int, ok bool) {
 	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
 		return 0, 0, false
 	}
-	if neg {
+	switch {
+	case over:
+		n = -1
+	case neg:
 		n = -n
 	}
 	return n, i, true
-}
-
-// skipString returns the index just past the JSON string that starts at
-// b[i] == '"'.
-func skipString(b []byte, i int) (int, bool) {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, true
-		}
-	}
-	return 0, false
-}
-
-// skipValue returns the index just past the JSON value that starts at b[i]
-// (or of the ',' or '}' that ends a scalar). It tracks nesting and strings
-// but does not validate.
-func skipValue(b []byte, i int) (int, bool) {
-	depth := 0
-	for i < len(b) {
-		switch b[i] {
-		case '"':
-			j, ok := skipString(b, i)
-			if !ok {
-				return 0, false
-			}
-			if i = j; depth == 0 {
-				return i, true
-			}
-			continue
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth == 0 {
-				return i, true
-			}
-			if depth--; depth == 0 {
-				return i + 1, true
-			}
-		case ',':
-			if depth == 0 {
-				return i, true
-			}
-		}
-		i++
-	}
-	return 0, false
 }

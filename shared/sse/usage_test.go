@@ -3,6 +3,8 @@ package sse
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"testing"
 )
 
@@ -22,7 +24,7 @@ func TestParseUsage(t *testing.T) {
 		{name: "DONE", in: chunkDone},
 		{name: "comment", in: ": ping\n\n"},
 		{name: "whitespace around colon and braces", in: `data: {"choices" : [ ] , "usage" : { "prompt_tokens" : 1 , "completion_tokens" :2,"total_tokens": 3 } }` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 2, TotalTokens: 3}, usageOnly: true, ok: true},
-		{name: "responses completed", in: "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":2},\"output_tokens\":8,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":20}}}\n\n", want: Usage{PromptTokens: 12, CompletionTokens: 8, TotalTokens: 20, CachedTokens: 2, ReasoningTokens: 3}, ok: true},
+		{name: "responses completed is read in response, not at top level", in: "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":12,\"input_tokens_details\":{\"cached_tokens\":2},\"output_tokens\":8,\"output_tokens_details\":{\"reasoning_tokens\":3},\"total_tokens\":20}}}\n\n"},
 		{name: "nested details read", in: `data: {"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":9,"audio_tokens":[1,{"x":"}"}]},"prompt_tokens":5,"completion_tokens":6,"total_tokens":11,"completion_tokens_details":{"reasoning_tokens":7}}}` + "\n\n", want: Usage{PromptTokens: 5, CompletionTokens: 6, TotalTokens: 11, CachedTokens: 9, ReasoningTokens: 7}, usageOnly: true, ok: true},
 		{name: "usage before choices", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2},"choices":[]}` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, usageOnly: true, ok: true},
 		{name: "no choices key", in: `data: {"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}` + "\n\n", want: Usage{PromptTokens: 1, CompletionTokens: 1, TotalTokens: 2}, ok: true},
@@ -30,7 +32,11 @@ func TestParseUsage(t *testing.T) {
 		{name: "escaped quoted usage in content", in: `data: {"choices":[{"delta":{"content":"\"usage\":{\"prompt_tokens\":1}"}}],"usage":null}` + "\n\n"},
 		{name: "null usage then object elsewhere", in: `data: {"x":{"usage":null},"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":0,"total_tokens":2}}` + "\n\n", want: Usage{PromptTokens: 2, CompletionTokens: 0, TotalTokens: 2}, usageOnly: true, ok: true},
 		{name: "float count is not ok", in: `data: {"usage":{"prompt_tokens":1.5}}` + "\n\n"},
-		{name: "overflow is not ok", in: `data: {"usage":{"prompt_tokens":99999999999999999999}}` + "\n\n"},
+		{name: "overflow reads as a count that cannot be true", in: `data: {"usage":{"prompt_tokens":99999999999999999999}}` + "\n\n", want: Usage{PromptTokens: -1}, ok: true},
+		{name: "usage in a nested object is not the top-level usage", in: `data: {"choices":[{"delta":{"tool_calls":[{"function":{"parameters":{"usage":{"prompt_tokens":0,"completion_tokens":0}}}}]}}],"usage":{"prompt_tokens":50,"completion_tokens":60,"total_tokens":110}}` + "\n\n", want: Usage{PromptTokens: 50, CompletionTokens: 60, TotalTokens: 110}, ok: true},
+		{name: "nested usage only is no usage", in: `data: {"choices":[],"metadata":{"usage":{"prompt_tokens":0}}}` + "\n\n"},
+		{name: "duplicate top-level usage: last wins", in: `data: {"usage":{"prompt_tokens":1},"choices":[],"usage":{"prompt_tokens":7}}` + "\n\n", want: Usage{PromptTokens: 7}, usageOnly: true, ok: true},
+		{name: "escaped top-level key", in: `data: {"\u0075sage":{"prompt_tokens":4}}` + "\n\n", want: Usage{PromptTokens: 4}, ok: true},
 		{name: "truncated object is not ok", in: `data: {"usage":{"prompt_tokens":1,`},
 		{name: "empty usage object", in: `data: {"choices":[],"usage":{}}` + "\n\n", usageOnly: true, ok: true},
 		{name: "choices with whitespace but not empty", in: `data: {"choices":[ {} ],"usage":{"total_tokens":1}}` + "\n\n", want: Usage{TotalTokens: 1}, ok: true},
@@ -47,6 +53,50 @@ func TestParseUsage(t *testing.T) {
 	}
 }
 
+func TestReadUsageInResponse(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want Usage
+		ok   bool
+	}{
+		{"response.usage", `{"type":"response.completed","response":{"id":"resp_1","usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":2},"output_tokens":8,"output_tokens_details":{"reasoning_tokens":3},"total_tokens":20}}}`, Usage{PromptTokens: 12, CompletionTokens: 8, TotalTokens: 20, CachedTokens: 2, ReasoningTokens: 3}, true},
+		{"echoed tool schema before usage", `{"type":"response.completed","response":{"tools":[{"type":"function","parameters":{"usage":{"input_tokens":0,"output_tokens":0,"total_tokens":0}}}],"text":{"format":{"schema":{"usage":{"input_tokens":0}}}},"usage":{"input_tokens":3000,"output_tokens":5,"total_tokens":3005}}}`, Usage{PromptTokens: 3000, CompletionTokens: 5, TotalTokens: 3005}, true},
+		{"echoed schema and no usage", `{"type":"response.failed","response":{"tools":[{"parameters":{"usage":{"input_tokens":0,"output_tokens":0}}}],"usage":null}}`, Usage{}, false},
+		{"usage beside response is not response.usage", `{"usage":{"input_tokens":0},"response":{"id":"r"}}`, Usage{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ev := []byte("event: response.completed\ndata: " + tt.in + "\n\n")
+			u, _, ok := EventUsage(ev, InResponse)
+			if u != tt.want || ok != tt.ok {
+				t.Errorf("EventUsage(%s) = %+v, %v; want %+v, %v", tt.in, u, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestBilled(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		u    Usage
+		want int64
+		ok   bool
+	}{
+		{Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}, 15, true},
+		{Usage{TotalTokens: 40}, 40, true},
+		{Usage{PromptTokens: -1, CompletionTokens: 5}, 0, false},
+		{Usage{PromptTokens: 1 << 62, CompletionTokens: 1 << 62}, 0, false},
+		{Usage{PromptTokens: 9223372036854775807}, 0, false},
+	} {
+		if n, ok := tt.u.Billed(); n != tt.want || ok != tt.ok {
+			t.Errorf("%+v.Billed() = %d, %v; want %d, %v", tt.u, n, ok, tt.want, tt.ok)
+		}
+	}
+}
+
 func TestParseUsageAllocs(t *testing.T) {
 	for _, s := range []string{chunkContent, chunkUsage} {
 		ev := []byte(s)
@@ -56,40 +106,32 @@ func TestParseUsageAllocs(t *testing.T) {
 	}
 }
 
-// jsonUsage is the oracle: what encoding/json says about one JSON chunk.
-// decided is false when the oracle cannot judge the input fairly (invalid
-// JSON, escapes, duplicate or non-integer keys that the byte scanner is
-// documented not to handle).
-func jsonUsage(data []byte) (u Usage, usageOnly, ok, decided bool) {
-	if bytes.ContainsAny(data, "\\\r\n") || bytes.Count(data, keyUsage) > 1 || bytes.Count(data, keyChoices) > 1 {
-		return Usage{}, false, false, false
-	}
+// oracleUsage is the differential oracle: what encoding/json reads at the
+// documented place of one JSON answer (the top-level "usage", or
+// response.usage), with last-wins for duplicate members. decided is false
+// for input it cannot judge: invalid JSON, or a usage object whose members
+// repeat or alias (prompt_tokens beside input_tokens), where member order
+// matters and a map loses it.
+func oracleUsage(data []byte, where Where) (u Usage, usageOnly, ok, decided bool) {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(data, &top) != nil {
 		return Usage{}, false, false, false
 	}
-	raw, has := top["usage"]
-	if !has {
-		// The one "usage" literal, if any, is nested or a string value; the
-		// scanner does not tell levels apart.
-		return Usage{}, false, false, !bytes.Contains(data, keyUsage)
+	if where == InResponse {
+		r, has := top["response"]
+		if !has || len(r) == 0 || r[0] != '{' {
+			return Usage{}, false, false, true
+		}
+		u, _, ok, decided = oracleUsage(r, TopLevel)
+		return u, false, ok, decided
 	}
-	if len(raw) == 0 || raw[0] != '{' {
+	raw, has := top["usage"]
+	if !has || len(raw) == 0 || raw[0] != '{' {
 		return Usage{}, false, false, true
 	}
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(raw, &fields) != nil {
-		return Usage{}, false, false, false
-	}
-	for key, dst := range map[string]*int64{"prompt_tokens": &u.PromptTokens, "completion_tokens": &u.CompletionTokens, "total_tokens": &u.TotalTokens} {
-		if v, has := fields[key]; has {
-			if json.Unmarshal(v, dst) != nil || bytes.ContainsAny(v, ".eE") {
-				return Usage{}, false, false, false
-			}
-		}
-	}
-	if _, has := top["choices"]; !has && bytes.Contains(data, keyChoices) {
-		return Usage{}, false, false, false // a nested "choices"; not told apart either
+	u, ok, decided = oracleUsageObject(raw)
+	if !ok || !decided {
+		return Usage{}, false, false, decided
 	}
 	var choices []json.RawMessage
 	if c, has := top["choices"]; has && json.Unmarshal(c, &choices) == nil && choices != nil && len(choices) == 0 {
@@ -98,24 +140,179 @@ func jsonUsage(data []byte) (u Usage, usageOnly, ok, decided bool) {
 	return u, usageOnly, true, true
 }
 
+func oracleUsageObject(raw []byte) (u Usage, ok, decided bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var fields map[string]json.RawMessage
+	if dec.Decode(&fields) != nil {
+		return Usage{}, false, false
+	}
+	seen := map[*int64]bool{}
+	counts := map[string]*int64{"prompt_tokens": &u.PromptTokens, "input_tokens": &u.PromptTokens,
+		"completion_tokens": &u.CompletionTokens, "output_tokens": &u.CompletionTokens,
+		"total_tokens": &u.TotalTokens, "cached_tokens": &u.CachedTokens, "reasoning_tokens": &u.ReasoningTokens}
+	for k := range fields {
+		if dst, is := counts[k]; is {
+			if seen[dst] {
+				return Usage{}, false, false
+			}
+			seen[dst] = true
+		}
+	}
+	if n := bytes.Count(raw, []byte(`":`)); n > len(fields) && len(fields) > 0 {
+		// Possibly a repeated member: only judge when every key is distinct.
+		var keys []string
+		d := json.NewDecoder(bytes.NewReader(raw))
+		if _, err := d.Token(); err != nil {
+			return Usage{}, false, false
+		}
+		for d.More() {
+			k, err := d.Token()
+			if err != nil {
+				return Usage{}, false, false
+			}
+			keys = append(keys, k.(string))
+			var skip json.RawMessage
+			if d.Decode(&skip) != nil {
+				return Usage{}, false, false
+			}
+		}
+		if len(keys) != len(fields) {
+			return Usage{}, false, false
+		}
+	}
+	for k, v := range fields {
+		if dst, is := counts[k]; is {
+			if string(v) == "null" {
+				continue
+			}
+			if bytes.ContainsAny(v, ".eE\\\"") || len(v) == 0 || v[0] == '{' || v[0] == '[' || v[0] == 't' || v[0] == 'f' {
+				return Usage{}, false, true
+			}
+			if err := json.Unmarshal(v, dst); err != nil {
+				*dst = -1 // out of int64: a count that cannot be true
+			}
+		}
+	}
+	for _, k := range []string{"prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details"} {
+		v, has := fields[k]
+		if !has || v[0] != '{' {
+			continue
+		}
+		d, dok, ddec := oracleUsageObject(v)
+		if !ddec {
+			return Usage{}, false, false
+		}
+		if !dok {
+			return Usage{}, false, true
+		}
+		u.CachedTokens = max(u.CachedTokens, d.CachedTokens)
+		u.ReasoningTokens = max(u.ReasoningTokens, d.ReasoningTokens)
+	}
+	return u, true, true
+}
+
+// sameUsage compares what billing depends on: the counts when they can be
+// true, and only that they cannot otherwise.
+func sameUsage(a, b Usage) bool {
+	_, aok := a.Billed()
+	_, bok := b.Billed()
+	if !aok || !bok {
+		return aok == bok
+	}
+	return a == b
+}
+
 func FuzzParseUsage(f *testing.F) {
-	for _, s := range []string{chunkContent, chunkUsage, chunkAzure, chunkVLLM, chunkDone, `{"usage":{"prompt_tokens":-1,"total_tokens":0}}`, `{"usage":{"a":[{"b":"}"}],"total_tokens":2},"choices":[]}`, `{"usage":{"prompt_tokens":1,"prompt_tokens":2}}`} {
+	for _, s := range []string{chunkContent, chunkUsage, chunkAzure, chunkVLLM, chunkDone, `{"usage":{"prompt_tokens":-1,"total_tokens":0}}`, `{"usage":{"a":[{"b":"}"}],"total_tokens":2},"choices":[]}`, `{"usage":{"prompt_tokens":1,"prompt_tokens":2}}`,
+		`{"tools":[{"parameters":{"usage":{"input_tokens":0,"output_tokens":0}}}],"usage":{"input_tokens":9,"output_tokens":9}}`,
+		`{"type":"response.completed","response":{"tools":[{"usage":{"input_tokens":0}}],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}}`,
+		`{"\u0075sage":{"prompt_tokens":3},"usage":null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		u, only, ok := ParseUsage(data) // must not panic on anything
-		if !ok && (u != Usage{} || only) {
-			t.Fatalf("not ok but returned %+v, %v", u, only)
+		for _, where := range []Where{TopLevel, InResponse} {
+			u, only, ok := ReadUsage(data, where) // must not panic on anything
+			if !ok && (u != Usage{} || only) {
+				t.Fatalf("not ok but returned %+v, %v", u, only)
+			}
+			wu, wonly, wok, decided := oracleUsage(data, where)
+			if !decided {
+				continue
+			}
+			if !sameUsage(u, wu) || only != wonly || ok != wok {
+				t.Fatalf("ReadUsage(%q, %d) = %+v, %v, %v; encoding/json says %+v, %v, %v", data, where, u, only, ok, wu, wonly, wok)
+			}
+			if bytes.ContainsAny(data, "\r\n") {
+				continue
+			}
+			// As an SSE event, the JSON is one data line.
+			ev := append(append([]byte("data: "), data...), "\n\n"...)
+			if where == InResponse {
+				ev = append([]byte("event: response.completed\n"), ev...)
+			}
+			u, only, ok = EventUsage(ev, where)
+			if !sameUsage(u, wu) || only != wonly || ok != wok {
+				t.Fatalf("EventUsage(%q) = %+v, %v, %v; encoding/json says %+v, %v, %v", ev, u, only, ok, wu, wonly, wok)
+			}
 		}
-		wu, wonly, wok, decided := jsonUsage(data)
+	})
+}
+
+// FuzzUsagePlace builds answers whose caller-controlled parts (tool
+// schemas, metadata, output text, arrays) hold usage-shaped objects, as an
+// echoing backend returns them (issue 20), and checks that only the
+// documented place is read, as encoding/json reads it.
+func FuzzUsagePlace(f *testing.F) {
+	f.Add(uint8(0), uint8(0), int64(0), int64(0), int64(120), int64(80), false)
+	f.Add(uint8(1), uint8(2), int64(0), int64(0), int64(5017), int64(5017), true)
+	f.Add(uint8(3), uint8(1), int64(-1), int64(9223372036854775807), int64(10), int64(1), true)
+	f.Add(uint8(2), uint8(3), int64(1), int64(1), int64(1), int64(1), false)
+	f.Fuzz(func(t *testing.T, place, shape uint8, fakeIn, fakeOut, in, out int64, responses bool) {
+		fake := fmt.Sprintf(`{"usage":{"input_tokens":%d,"output_tokens":%d,"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, fakeIn, fakeOut, fakeIn, fakeOut, fakeIn)
+		decoys := []string{
+			`"tools":[{"type":"function","name":"f","parameters":` + fake + `}]`,
+			`"text":{"format":{"type":"json_schema","schema":{"properties":` + fake + `}}}`,
+			`"metadata":` + fake,
+			`"output":[{"type":"message","content":[{"type":"output_text","text":` + strconv.Quote(fake) + `}]}]`,
+			`"choices":[{"index":0,"message":{"content":null,"tool_calls":[{"function":{"arguments":` + strconv.Quote(fake) + `}}]}},` + fake + `]`,
+			`"x":[[[` + fake + `]]]`,
+		}
+		decoy := decoys[int(place)%len(decoys)]
+		real := fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, in, out, in+out)
+		if !responses {
+			real = fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, in, out, in+out)
+		}
+		var obj string
+		switch shape % 4 {
+		case 0: // decoy before the real usage (a Responses object)
+			obj = `{"id":"r",` + decoy + `,` + real + `}`
+		case 1: // real usage first, decoy after
+			obj = `{` + real + `,` + decoy + `}`
+		case 2: // no real usage at all
+			obj = `{"id":"r",` + decoy + `}`
+		case 3: // real usage null after a decoy
+			obj = `{` + decoy + `,"usage":null}`
+		}
+		where := TopLevel
+		if responses {
+			obj = `{"type":"response.completed","sequence_number":9,"response":` + obj + `}`
+			where = InResponse
+		}
+		data := []byte(obj)
+		if !json.Valid(data) {
+			t.Fatalf("generator made invalid JSON: %s", data)
+		}
+		wu, wonly, wok, decided := oracleUsage(data, where)
 		if !decided {
-			return
+			t.Fatalf("oracle undecided on %s", data)
 		}
-		// As an SSE event, the JSON is one data line.
-		ev := append(append([]byte("data: "), data...), "\n\n"...)
-		u, only, ok = ParseUsage(ev)
-		if u != wu || only != wonly || ok != wok {
-			t.Fatalf("ParseUsage(%q) = %+v, %v, %v; encoding/json says %+v, %v, %v", ev, u, only, ok, wu, wonly, wok)
+		u, only, ok := ReadUsage(data, where)
+		if !sameUsage(u, wu) || only != wonly || ok != wok {
+			t.Fatalf("ReadUsage(%s) = %+v, %v, %v; encoding/json says %+v, %v, %v", data, u, only, ok, wu, wonly, wok)
+		}
+		if ok && shape%4 < 2 && (u.PromptTokens != in || u.CompletionTokens != out) {
+			t.Fatalf("ReadUsage(%s) = %+v: not the top-level usage", data, u)
 		}
 	})
 }

@@ -69,6 +69,9 @@ var capNames = [numCaps]string{"max_tokens", "max_completion_tokens", "max_outpu
 
 func (f CapField) String() string { return capNames[f] }
 
+// Sent reports whether the body has the cap field f (null included).
+func (b *Body) Sent(f CapField) bool { return b.caps[f].end > 0 }
+
 // ClientCap is the largest output cap the client sent (0: none): what a
 // backend may generate per choice, whichever cap field it reads.
 func (b *Body) ClientCap() int64 { return max(b.Caps[0], b.Caps[1], b.Caps[2]) }
@@ -433,12 +436,12 @@ type Changes struct {
 	InjectUsage bool
 	// OutputCap, when positive, caps the output per choice: every cap
 	// field present (max_tokens, max_completion_tokens, max_output_tokens)
-	// that is null or larger is set to it, and when none is present,
-	// CapField is added after the model. So every backend reads a cap of
-	// at most OutputCap, whichever of the fields it honours.
+	// that is null or larger is set to it, and CapField, when absent, is
+	// added after the model. So every backend reads a cap of at most
+	// OutputCap, whichever of the fields it honours.
 	OutputCap int64
-	// CapField is the field added when the body has none: the one the
-	// backend's wire format reads (Target.CapField).
+	// CapField is the field the backend's wire format reads
+	// (Target.CapField): always present in a capped body.
 	CapField CapField
 }
 
@@ -491,18 +494,19 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 	}
 	if oc := c.OutputCap; oc > 0 {
 		capValue := func(d []byte) []byte { return strconv.AppendInt(d, oc, 10) }
-		present := false
 		for f, v := range p.caps {
 			if v.end == 0 {
 				continue
 			}
-			present = true
 			if p.Caps[f] == 0 || p.Caps[f] > oc { // null, or more than the cap
 				edits[n] = edit{v.start, v.end, capValue}
 				n++
 			}
 		}
-		if !present && p.Has(hasModel) {
+		// The field the backend reads always carries the cap, whichever
+		// others the client sent (issue 20: a backend that reads only
+		// max_tokens ignored a max_completion_tokens of 1).
+		if p.caps[c.CapField].end == 0 && p.Has(hasModel) {
 			// After the model, which every accepted body has: never the
 			// first member, never beside the closing brace another edit
 			// may append to.

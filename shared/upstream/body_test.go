@@ -100,8 +100,10 @@ func TestRewriteCap(t *testing.T) {
 			want: `{"messages":[],"model":"served","max_tokens":7}`},
 		{name: "insert max_output_tokens with usage injected", body: `{"model":"m","stream":true}`, c: Changes{InjectUsage: true, OutputCap: 16, CapField: MaxOutputTokens},
 			want: `{"model":"m","max_output_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`},
-		{name: "replace larger", body: `{"model":"m","max_tokens": 4096 ,"messages":[]}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
-			want: `{"model":"m","max_tokens": 100 ,"messages":[]}`},
+		{name: "replace larger, and write the field the backend reads", body: `{"model":"m","max_tokens": 4096 ,"messages":[]}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
+			want: `{"model":"m","max_completion_tokens":100,"max_tokens": 100 ,"messages":[]}`},
+		{name: "a smaller cap in a field the backend ignores is written where it reads", body: `{"model":"m","max_completion_tokens":1,"messages":[]}`, c: Changes{OutputCap: 1, CapField: MaxTokens},
+			want: `{"model":"m","max_tokens":1,"max_completion_tokens":1,"messages":[]}`},
 		{name: "replace null", body: `{"model":"m","max_completion_tokens":null}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
 			want: `{"model":"m","max_completion_tokens":100}`},
 		{name: "keep smaller", body: `{"model":"m","max_completion_tokens":10}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
@@ -200,16 +202,14 @@ func FuzzRewrite(f *testing.F) {
 			before["stream_options"] = opts
 		}
 		if outCap > 0 {
-			present := false
 			for f, name := range capNames {
 				if v, ok := before[name]; ok {
-					present = true
 					if n, _ := v.(float64); v == nil || b.Caps[f] > outCap || n > float64(outCap) {
 						before[name] = float64(outCap)
 					}
 				}
 			}
-			if !present {
+			if b.caps[cf].end == 0 { // the field the backend reads is always written
 				before[capNames[cf]] = float64(outCap)
 			}
 		}

@@ -25,6 +25,24 @@ const (
 	Responses
 )
 
+// HasCap reports whether op's request has the output-cap field f: chat
+// reads max_completion_tokens and its deprecated max_tokens, legacy
+// completions max_tokens, the Responses API max_output_tokens, and
+// embeddings none. A cap field an operation does not have is read by some
+// backends and ignored by others (vLLM's chat ignores max_output_tokens),
+// so the gateway refuses it rather than trust it (issue 20).
+func (o Operation) HasCap(f CapField) bool {
+	switch o {
+	case ChatCompletions:
+		return f == MaxTokens || f == MaxCompletionTokens
+	case Completions:
+		return f == MaxTokens
+	case Responses:
+		return f == MaxOutputTokens
+	}
+	return false
+}
+
 // suffix is the operation's path below the API root.
 func (o Operation) suffix() string {
 	switch o {

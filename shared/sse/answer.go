@@ -1,0 +1,235 @@
+package sse
+
+import "bytes"
+
+// AnswerScanner reads a JSON answer as it streams through, whatever its
+// size, for the few top-level members the gateway bills and records by:
+// "usage" (what the backend bills), and "id" and "object" (a stored
+// Responses object's owner is recorded from them). It tracks nesting and
+// strings byte by byte and keeps only those members' values (bounded), so
+// a usage-shaped object anywhere else, as an echoing backend returns the
+// caller's own tool schemas, is never read (issue 20), and an answer far
+// larger than the relay's buffer is read as completely as a small one.
+//
+// Its zero value is ready; it does not allocate.
+type AnswerScanner struct {
+	depth      int
+	inStr, esc bool
+	notObject  bool // the answer does not start with '{'
+	started    bool
+
+	// The member being read at depth 1.
+	keyNext bool // the next string at depth 1 is a key
+	inKey   bool
+	key     [32]byte
+	keyN    int // len(key) used; > len(key) when too long to be wanted
+	value   bool // between a depth-1 ':' and the end of its value
+	// capturing is the member whose value is being kept (index into
+	// kept, -1 none): an index, not a pointer, so a scanner on the stack
+	// stays there.
+	capturing int8
+
+	kept [3]captured // usage, id, object
+}
+
+const (
+	keptUsage = iota
+	keptID
+	keptObject
+)
+
+// cur is the value being captured, or nil.
+func (s *AnswerScanner) cur() *captured {
+	if s.capturing <= 0 {
+		return nil
+	}
+	return &s.kept[s.capturing-1]
+}
+
+// captured is one top-level member's value as sent.
+type captured struct {
+	buf  [maxCaptured]byte
+	n    int
+	seen bool // the member was present (its last occurrence is in buf)
+	over bool // the value did not fit buf
+}
+
+// maxCaptured bounds a captured value: a usage object with its details
+// fits easily, and no id is this long.
+const maxCaptured = 2048
+
+func (c *captured) reset() { c.n, c.seen, c.over = 0, true, false }
+
+func (c *captured) add(b byte) {
+	if c.n == len(c.buf) {
+		c.over = true
+		return
+	}
+	c.buf[c.n] = b
+	c.n++
+}
+
+func (c *captured) bytes() []byte {
+	if !c.seen || c.over {
+		return nil
+	}
+	return bytes.TrimSpace(c.buf[:c.n])
+}
+
+// Reset readies s for another answer.
+func (s *AnswerScanner) Reset() { *s = AnswerScanner{} }
+
+// Write scans p, the next bytes of the answer; it never fails.
+func (s *AnswerScanner) Write(p []byte) (int, error) {
+	for _, c := range p {
+		s.scan(c)
+	}
+	return len(p), nil
+}
+
+func (s *AnswerScanner) scan(c byte) {
+	if !s.started {
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			return
+		case '{':
+		default:
+			s.notObject = true
+		}
+		s.started = true
+	}
+	if s.notObject {
+		return
+	}
+	if k := s.cur(); k != nil {
+		k.add(c)
+	}
+	if s.inStr {
+		switch {
+		case s.esc:
+			s.esc = false
+		case c == '\\':
+			s.esc = true
+		case c == '"':
+			s.inStr = false
+			if s.inKey {
+				s.inKey = false
+				return
+			}
+			if s.depth == 1 && s.cur() != nil { // a string value ends
+				s.capturing, s.value = 0, false
+			}
+			return
+		}
+		if s.inKey {
+			if s.keyN < len(s.key) {
+				s.key[s.keyN] = c
+			}
+			s.keyN++
+		}
+		return
+	}
+	switch c {
+	case '"':
+		s.inStr = true
+		if s.depth == 1 && s.keyNext {
+			s.inKey, s.keyNext, s.keyN = true, false, 0
+			return
+		}
+		s.startValue(c)
+	case '{', '[':
+		s.startValue(c)
+		s.depth++
+		if s.depth == 1 {
+			s.keyNext = true
+		}
+	case '}', ']':
+		s.depth--
+		if s.depth == 1 && s.cur() != nil {
+			s.capturing, s.value = 0, false
+		}
+		if s.depth <= 0 && s.cur() != nil { // a scalar ended by the closing brace
+			s.cur().n--
+			s.capturing = 0
+		}
+	case ':':
+		if s.depth == 1 {
+			s.value = true
+		}
+	case ',':
+		if s.depth == 1 {
+			if s.cur() != nil { // a scalar value ends
+				s.cur().n--
+				s.capturing = 0
+			}
+			s.keyNext, s.value = true, false
+		}
+	case ' ', '\t', '\r', '\n':
+	default:
+		s.startValue(c)
+	}
+}
+
+// startValue begins capturing a depth-1 value whose first byte is c, when
+// its key is one the scanner keeps.
+func (s *AnswerScanner) startValue(c byte) {
+	if s.depth != 1 || !s.value || s.cur() != nil {
+		return
+	}
+	s.value = false
+	which := -1
+	if s.keyN <= len(s.key) {
+		var kb [32]byte
+		switch string(keyOf(s.key[:s.keyN], &kb)) {
+		case "usage":
+			which = keptUsage
+		case "id":
+			which = keptID
+		case "object":
+			which = keptObject
+		}
+	}
+	if which < 0 {
+		return
+	}
+	dst := &s.kept[which]
+	dst.reset()
+	dst.add(c)
+	s.capturing = int8(which + 1)
+}
+
+// Usage is the answer's top-level usage, as ReadUsage reads it; ok is
+// false when there is none, it was not an object, or it did not fit.
+func (s *AnswerScanner) Usage() (u Usage, ok bool) {
+	b := s.kept[keptUsage].bytes()
+	if len(b) == 0 || b[0] != '{' {
+		return Usage{}, false
+	}
+	return parseUsageObject(b)
+}
+
+// ID is the answer's top-level "id" string, raw (as sent, without quotes;
+// empty when absent, not a plain string, or not yet complete). object is
+// the top-level "object" string the same way.
+func (s *AnswerScanner) ID() (id, object []byte) {
+	return plainString(s.kept[keptID].bytes(), s.capturing == keptID+1), plainString(s.kept[keptObject].bytes(), s.capturing == keptObject+1)
+}
+
+// plainString returns the contents of the complete JSON string q when it
+// holds no escapes (ids never do), else nil.
+func plainString(q []byte, open bool) []byte {
+	if open || len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return nil
+	}
+	in := q[1 : len(q)-1]
+	if bytes.IndexByte(in, '\\') >= 0 {
+		return nil
+	}
+	return in
+}
+
+// Complete reports whether the answer was one whole JSON object: its
+// closing brace was scanned. Bytes after it are not checked.
+func (s *AnswerScanner) Complete() bool {
+	return s.started && !s.notObject && s.depth == 0 && !s.inStr
+}
