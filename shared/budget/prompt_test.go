@@ -282,8 +282,8 @@ func referenceAsk(body []byte, f budget.Format) (budget.Ask, error) {
 type ref struct {
 	dec              *json.Decoder
 	n, images, media int64
-	unbounded bool
-	err       error
+	unbounded        bool
+	err              error
 }
 
 // value counts one value; it returns an object's "type" string ("" when it

@@ -50,8 +50,8 @@ type reservation struct {
 	// eventsBound: each token event carries at least one output token
 	// (chat and completions chunks), so usage below them cannot be true.
 	eventsBound bool
-	cut      bool // the relay ended the stream at its reservation
-	charged  int64
+	cut         bool // the relay ended the stream at its reservation
+	charged     int64
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget

@@ -22,7 +22,7 @@ type AnswerScanner struct {
 	keyNext bool // the next string at depth 1 is a key
 	inKey   bool
 	key     [32]byte
-	keyN    int // len(key) used; > len(key) when too long to be wanted
+	keyN    int  // len(key) used; > len(key) when too long to be wanted
 	value   bool // between a depth-1 ':' and the end of its value
 	// capturing is the member whose value is being kept (index into
 	// kept, -1 none): an index, not a pointer, so a scanner on the stack
