@@ -95,12 +95,18 @@ func newTestGatewayWith(t *testing.T, tune func(*Deps), backends ...http.Handler
 // the given URLs, in that order.
 func gatewayOn(t *testing.T, tune func(*Deps), urls ...string) *testGateway {
 	t.Helper()
+	return gatewayOnKind(t, "openai", tune, urls...)
+}
+
+// gatewayOnKind is gatewayOn with endpoints of the given backend kind.
+func gatewayOnKind(t *testing.T, kind string, tune func(*Deps), urls ...string) *testGateway {
+	t.Helper()
 	g := &testGateway{log: &lockedBuffer{}, urls: urls}
 	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
 	var targets []*upstream.Target
 	for _, u := range urls {
 		spec.Endpoints = append(spec.Endpoints, route.EndpointSpec{Name: u, Weight: 1})
-		tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: "openai", URL: u})
+		tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: kind, URL: u})
 		if err != nil {
 			t.Fatal(err)
 		}
