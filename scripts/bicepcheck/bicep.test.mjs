@@ -545,7 +545,7 @@ test('the image: pinned, else the one the shared app runs, else the placeholder,
   assert.equal(ph.port, imagePort);
   assert.equal(ph.health, af.value(af.vars.get('healthPath')));
   // No probe or port depends on which image runs.
-  assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /gatewayImageName|placeholder/);
+  assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /containerImage|placeholder|image/);
 });
 
 test('optional pieces declare nothing when off; deployments are unique per environment', () => {
