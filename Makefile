@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest coldstart fuzz clean
+.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest coldstart fuzz clean
 
 all: build
 
@@ -38,6 +38,12 @@ redis:
 	  echo "installing redis-server (apt-get)"; \
 	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 	@redis-server --version
+
+# jq: scripts/azd/remove-tenant.sh edits the azd environment's JSON with it.
+jq:
+	@command -v jq >/dev/null || { \
+	  echo "installing jq (apt-get)"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
 
 rie:
 	@test -x $(GOBIN)/aws-lambda-rie || $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
@@ -104,12 +110,13 @@ bench-nginx:
 	  || echo "nginx-light could not be installed: the bench runs without its nginx peer"; }
 
 # Deployment checks: the bicep templates' syntax and consistency
-# (tree-sitter-bicep under Node.js); every app's config rendered as bicep
-# renders it and the real binary run on each, with Entra-shaped tokens, a
-# real redis-server and the azd hook (scripts/azconfig; needs redis-server);
-# and the Dockerfile against `make image` (BuildKit's parser, in a Go module
-# of its own).
-bicepcheck: redis
+# (tree-sitter-bicep under Node.js, which also evaluates the tenant-name
+# rule); every app's config rendered as bicep renders it and the real binary
+# run on each, with Entra-shaped tokens, a real redis-server, azd's
+# parameter flow on day two and the azd scripts (scripts/azconfig; needs
+# redis-server and jq); and the Dockerfile against `make image` (BuildKit's
+# parser, in a Go module of its own).
+bicepcheck: redis jq
 	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
 	$(GO) test -tags $(TAGS) -count=1 ./scripts/azconfig
 	cd scripts/image/dockerfile && $(GO) test -count=1 ./...

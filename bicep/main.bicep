@@ -39,8 +39,8 @@ param apiAppIdUri string = ''
 @description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name). Default: the API\'s directory, every model, 600 requests a minute.')
 param tenants array = []
 
-@description('Isolated tenants, one scale-to-zero app each: [{id, name, models, requests?, interval?, openAiAccountName?, openAiResourceGroup?, deployments?}]. name: lowercase letters, digits and hyphens, starting with a letter, at most 29 characters (the app is ca-{name}). Default: none.')
-param isolatedTenants array = []
+@description('Isolated tenants, one scale-to-zero app each. Default: none.')
+param isolatedTenants isolatedTenant[] = []
 
 @description('App roles (the token\'s roles claim) of which a token must carry one, unless it carries one of requiredScopes. Default: none required.')
 param requiredRoles array = []
@@ -64,8 +64,11 @@ param keyVaultResourceGroup string = ''
 @description('Extra env vars from Key Vault: [{env, secretUri}], e.g. backend keys named by api_key_env.')
 param keyVaultEnv array = []
 
-@description('The gateway image azd deployed (SERVICE_GATEWAY_IMAGE_NAME), kept by later provisions. Empty: a placeholder until the first azd deploy.')
-param gatewayImageName string = ''
+@description('Whether the shared gateway\'s app exists (SERVICE_GATEWAY_RESOURCE_EXISTS, which azd sets before every provision): then every app keeps the image that app runs now. False: the placeholder until azd deploy.')
+param gatewayExists bool = false
+
+@description('An image every app runs, pinned (GATEWAY_IMAGE): one you built and pushed yourself, for subscriptions without ACR Tasks. Empty: the image the shared app runs, else the placeholder.')
+param gatewayImage string = ''
 
 @minValue(1)
 @maxValue(300)
@@ -86,6 +89,52 @@ param enableRedis bool = false
 
 @description('Azure Managed Redis SKU.')
 param redisSku string = 'Balanced_B0'
+
+@description('Token scope of Azure OpenAI (GATEWAY_OPENAI_TOKEN_SCOPE). Empty: the scope of the cloud the deployment runs in, https://cognitiveservices.{azure.com, azure.us, azure.cn}/.default.')
+param openAiTokenScope string = ''
+
+@description('Token scope of Azure Managed Redis (GATEWAY_REDIS_TOKEN_SCOPE). Empty: https://redis.{azure.com, azure.us, azure.cn}/.default, by cloud.')
+param redisTokenScope string = ''
+
+// The DNS suffix of the cloud's data-plane token audiences, by the cloud this
+// deployment runs in (environment().name); any other cloud takes the public
+// one unless the two scopes above are set.
+var cloudSuffixes = { AzureCloud: 'azure.com', AzureUSGovernment: 'azure.us', AzureChinaCloud: 'azure.cn' }
+var cloudSuffix = contains(cloudSuffixes, environment().name) ? cloudSuffixes[environment().name] : 'azure.com'
+var openAiScope = empty(openAiTokenScope) ? 'https://cognitiveservices.${cloudSuffix}/.default' : openAiTokenScope
+var redisScope = empty(redisTokenScope) ? 'https://redis.${cloudSuffix}/.default' : redisTokenScope
+
+// An isolated tenant: what GATEWAY_ISOLATED_TENANTS holds for each.
+type isolatedTenant = {
+  @description('The tenant\'s directory ID (the token\'s tid).')
+  id: string
+  @minLength(1)
+  @maxLength(29)
+  @description('Names its resources (ca-{name}, id-tenant-{name}-…) and its key prefix: isTenantName.')
+  name: string
+  @description('The public model names it may call.')
+  models: string[]
+  requests: int?
+  interval: string?
+  openAiAccountName: string?
+  openAiResourceGroup: string?
+  deployments: object?
+}
+
+// isTenantName is the tenant-name rule the README states and
+// scripts/bicepcheck evaluates: lowercase letters, digits and single
+// hyphens, starting with a letter and ending with a letter or digit, 1 to
+// 29 characters (its app, ca-{name}, is a Container App name: at most 32,
+// no "--").
+func isTenantName(n string) bool => length(n) >= 1 && length(n) <= 29 && contains('abcdefghijklmnopqrstuvwxyz', take(n, 1)) && !endsWith(n, '-') && !contains(n, '--') && empty(filter(range(0, length(n)), i => !contains('abcdefghijklmnopqrstuvwxyz0123456789-', substring(n, i, 1))))
+
+// Every tenant name is checked before any resource of the gateway module
+// exists: a bad or repeated name fails the deployment here, not when its
+// app is created after its identity, role and Redis access.
+var tenantNames = map(isolatedTenants, t => t.name)
+var checkedTenants = length(union(tenantNames, [])) != length(tenantNames)
+  ? fail('isolatedTenants: every name must be unique: ${join(tenantNames, ', ')}')
+  : map(isolatedTenants, t => isTenantName(t.name) ? t : fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters'))
 
 var tags = { 'azd-env-name': environmentName }
 
@@ -109,7 +158,7 @@ module gateway 'modules/gateway.bicep' = {
     apiClientId: apiClientId
     apiAppIdUri: apiAppIdUri
     tenants: tenants
-    isolatedTenants: isolatedTenants
+    isolatedTenants: checkedTenants
     requiredRoles: requiredRoles
     requiredScopes: requiredScopes
     gatewayConfig: gatewayConfig
@@ -117,7 +166,10 @@ module gateway 'modules/gateway.bicep' = {
     keyVaultName: keyVaultName
     keyVaultResourceGroup: keyVaultResourceGroup
     keyVaultEnv: keyVaultEnv
-    gatewayImageName: gatewayImageName
+    gatewayExists: gatewayExists
+    gatewayImage: gatewayImage
+    openAiTokenScope: openAiScope
+    redisTokenScope: redisScope
     maxReplicas: maxReplicas
     concurrentRequests: concurrentRequests
     cpu: cpu

@@ -27,8 +27,14 @@ const (
 	secretRef = "{{resolve:secretsmanager:"
 )
 
-// Parameters for the secrets, as a deployer would give them.
+// apiClientID is the API's application (client) ID a deployer passes as
+// ApiClientId: the aud of its Entra v2.0 access tokens.
+const apiClientID = "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"
+
+// Parameters every stack needs, as a deployer would give them: the API and
+// the secrets.
 var secretParams = map[string]any{
+	"ApiClientId":          apiClientID,
 	"OpenAIKeySecret":      "arn:aws:secretsmanager:us-east-1:123456789012:secret:openai-AbCdEf",
 	"AzureOpenAIKeySecret": "azure-openai-key",
 	"RedisUrlSecret":       "gateway/redis-url",
@@ -254,7 +260,10 @@ func TestEnvironmentMatchesConfig(t *testing.T) {
 	if got := vars["GATEWAY_CONFIG"]; got != "/var/task/"+configFile {
 		t.Fatalf("GATEWAY_CONFIG = %q, want /var/task/%s (the config in the package)", got, configFile)
 	}
-	cfg := shippedConfig(t, func(k string) string { return vars[k] })
+	cfg, err := config.LoadOverlay(configFile, vars["GATEWAY_CONFIG_OVERLAY"], func(k string) string { return vars[k] })
+	if err != nil {
+		t.Fatalf("the stack's config does not load: %v", err)
+	}
 
 	secrets := secretEnv(cfg)
 	for _, name := range secrets {
@@ -265,7 +274,7 @@ func TestEnvironmentMatchesConfig(t *testing.T) {
 			}
 		})
 	}
-	want := map[string]bool{"GATEWAY_CONFIG": true}
+	want := map[string]bool{"GATEWAY_CONFIG": true, "GATEWAY_CONFIG_OVERLAY": true}
 	for _, n := range secrets {
 		want[n] = true
 	}

@@ -42,8 +42,8 @@ func stackConfig(t *testing.T, params map[string]any) (*config.Config, map[strin
 // (issuer, pools, limiter store) is the shipped config's.
 func TestTenantStacks(t *testing.T) {
 	shared, sharedVars := stackConfig(t, nil)
-	if _, ok := sharedVars["GATEWAY_CONFIG_OVERLAY"]; ok {
-		t.Fatal("the shared stack (no TenantId) has an overlay")
+	if got, want := sharedVars["GATEWAY_CONFIG_OVERLAY"], `{"auth":{"audiences":["`+apiClientID+`","api://`+apiClientID+`"]}}`; got != want {
+		t.Fatalf("the shared stack's overlay is %s, want the API's audiences only: %s", got, want)
 	}
 	fabrikam, fVars := stackConfig(t, tenantStack("3c4d5e6f-7081-4a2b-9c3d-4e5f60718293", "fabrikam", "gpt-4o-mini"))
 	northwind, nVars := stackConfig(t, tenantStack("8a9b0c1d-2e3f-4051-8617-28394a5b6c7d", "northwind", "gpt-4o", "gpt-4o-mini"))
@@ -77,7 +77,7 @@ func TestTenantStacks(t *testing.T) {
 				t.Error("pools or auth differ from the shipped config's")
 			}
 			for k, v := range sharedVars {
-				if tc.vars[k] != v {
+				if k != "GATEWAY_CONFIG_OVERLAY" && tc.vars[k] != v {
 					t.Errorf("%s = %q, the shared stack's is %q", k, tc.vars[k], v)
 				}
 			}
@@ -98,7 +98,7 @@ func TestTenantStackIsolation(t *testing.T) {
 	}
 	src := string(b)
 	for _, want := range []string{
-		"FunctionName: !Sub ${AWS::StackName}-gateway",
+		`FunctionName: !If [IsTenant, !Sub "llmgw-tenant-${TenantName}", !Sub "${AWS::StackName}-gateway"]`,
 		"LogGroupName: !Sub /aws/lambda/${AWS::StackName}-gateway",
 		"ReservedConcurrentExecutions: !If [HasReservedConcurrency, !Ref ReservedConcurrency, !Ref AWS::NoValue]",
 		"CodeUri: ../bin/lambda/gateway-lambda-arm64.zip",

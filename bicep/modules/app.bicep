@@ -1,8 +1,9 @@
 // One gateway Container App and what only it uses: its role assignments
-// (AcrPull on the registry, Cognitive Services OpenAI User on the account
-// its config calls, optionally Key Vault Secrets User), its config and the
-// app itself, running as the user-assigned identity gateway.bicep made for
-// it. gateway.bicep deploys this module once for the shared gateway (the
+// (Cognitive Services OpenAI User on the account its config calls,
+// optionally Key Vault Secrets User), its config and the app itself,
+// running as the user-assigned identity gateway.bicep made for it. It pulls
+// its image with the shared pull identity, whose AcrPull grant gateway.bicep
+// made once. gateway.bicep deploys this module once for the shared gateway (the
 // tenant table) and once per isolated tenant, with the same image, in the
 // same environment: the app's config, identity and role assignments are
 // its own, nothing else is.
@@ -23,7 +24,10 @@ param environmentId string
 param registryName string
 
 @description('The image to run (the same for every app), or empty for the placeholder.')
-param gatewayImageName string
+param image string
+
+@description('The shared identity every app pulls the image with (AcrPull on the registry, granted once by gateway.bicep).')
+param pullIdentityName string
 param cpu string
 param memory string
 param maxReplicas int
@@ -50,6 +54,9 @@ param enableRedis bool
 param redisUrl string
 @description('limiter.key_prefix: the app\'s namespace in the shared store.')
 param keyPrefix string
+@description('The token scopes of Azure OpenAI and Azure Managed Redis in this cloud.')
+param openAiTokenScope string
+param redisTokenScope string
 
 @secure()
 @description('A complete gateway config instead of the generated one (shared gateway only).')
@@ -66,34 +73,24 @@ var healthPath = '/healthz'
 var configDir = '/etc/gateway'
 var configFile = 'gateway.yaml'
 
-// Until `azd deploy` has pushed the gateway image (azd then sets
-// SERVICE_GATEWAY_IMAGE_NAME, which main.parameters.json feeds back so that
-// a later `azd provision` keeps it), the app runs a placeholder. It must pass
-// the same probes on the same port: `azd deploy` swaps only the image, never
-// the target port or the probes. The .NET sample listens on 8080 and serves
-// GET /healthz.
+// Until `azd deploy` has pushed the gateway image (gateway.bicep then reads
+// the image the shared app runs, so that a later `azd provision` keeps it),
+// the app runs a placeholder. It must pass the same probes on the same
+// port: `azd deploy` swaps only the image, never the target port or the
+// probes. The .NET sample listens on 8080 and serves GET /healthz.
 var placeholderImage = 'mcr.microsoft.com/dotnet/samples:aspnetapp'
-var image = empty(gatewayImageName) ? placeholderImage : gatewayImageName
-
-// Built-in role IDs (the same in every tenant).
-var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'
+var containerImage = empty(image) ? placeholderImage : image
 
 resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' existing = {
   name: identityName
 }
 
-resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = {
-  name: registryName
+resource pullIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' existing = {
+  name: pullIdentityName
 }
 
-resource acrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(registry.id, identity.id, acrPullRoleId)
-  scope: registry
-  properties: {
-    principalId: identity.properties.principalId
-    principalType: 'ServicePrincipal'
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', acrPullRoleId)
-  }
+resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = {
+  name: registryName
 }
 
 // Key Vault Secrets User on an existing vault, as a module that is skipped
@@ -140,11 +137,12 @@ var limiter = enableRedis
         credential: 'managed-identity'
         client_id: identity.properties.clientId
         username: identity.properties.principalId
+        scope: redisTokenScope
       }
     }
   : { store: 'memory', key_prefix: keyPrefix }
 var poolModels = empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])
-var configWithText = replace(replace(replace(replace(loadTextContent('gateway-config.json'), '__AUTH_ISSUER__', authIssuer), '__AUTH_JWKS_URL__', authJwksUrl), '__OPENAI_ENDPOINT__', openAiAccess.outputs.endpoint), '__IDENTITY_CLIENT_ID__', identity.properties.clientId)
+var configWithText = replace(replace(replace(replace(replace(loadTextContent('gateway-config.json'), '__AUTH_ISSUER__', authIssuer), '__AUTH_JWKS_URL__', authJwksUrl), '__OPENAI_ENDPOINT__', openAiAccess.outputs.endpoint), '__IDENTITY_CLIENT_ID__', identity.properties.clientId), '__OPENAI_TOKEN_SCOPE__', openAiTokenScope)
 var generatedConfig = replace(replace(replace(replace(replace(replace(configWithText, '"__AUTH_AUDIENCES__"', string(authAudiences)), '"__REQUIRED_ROLES__"', string(requiredRoles)), '"__REQUIRED_SCOPES__"', string(requiredScopes)), '"__LIMITER__"', string(limiter)), '"__TENANTS__"', string(tenantRows)), '"__MODELS__"', string(poolModels))
 
 // The config reaches the container as a file in a secret volume: from Key
@@ -167,9 +165,9 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
   tags: tags
   identity: {
     type: 'UserAssigned'
-    userAssignedIdentities: { '${identity.id}': {} }
+    userAssignedIdentities: { '${identity.id}': {}, '${pullIdentity.id}': {} }
   }
-  dependsOn: [acrPull, keyVaultAccess, openAiAccess]
+  dependsOn: [keyVaultAccess, openAiAccess]
   properties: {
     environmentId: environmentId
     workloadProfileName: 'Consumption'
@@ -187,7 +185,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
         allowInsecure: false
       }
       registries: [
-        { server: registry.properties.loginServer, identity: identity.id }
+        { server: registry.properties.loginServer, identity: pullIdentity.id }
       ]
       secrets: concat([configSecret], redisSecrets, vaultSecrets)
     }
@@ -195,7 +193,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
       containers: [
         {
           name: 'gateway'
-          image: image
+          image: containerImage
           resources: {
             cpu: json(cpu)
             memory: memory

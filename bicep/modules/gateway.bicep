@@ -1,9 +1,9 @@
 // Everything the gateways need in their resource group. Shared, once: logs,
-// the Container Apps environment, a registry for azd to push to, and
-// optional Azure Managed Redis (the limiter store). Per app: a user-assigned
-// identity (the only identity that app uses: Azure OpenAI, the registry, Key
-// Vault and Redis all see that one principal), its Redis access, and the app
-// with its role assignments and config (app.bicep). The apps are the shared
+// the Container Apps environment, a registry for azd to push to with one
+// pull identity and its AcrPull grant, and optional Azure Managed Redis (the
+// limiter store). Per app: a user-assigned identity (the one Azure OpenAI,
+// Key Vault and Redis see for that app), its Redis access, and the app with
+// its role assignments and config (app.bicep). The apps are the shared
 // gateway (the tenant table) and one per isolated tenant.
 
 param environmentName string
@@ -25,7 +25,10 @@ param gatewayConfigKeyVaultSecretUri string
 param keyVaultName string
 param keyVaultResourceGroup string
 param keyVaultEnv array
-param gatewayImageName string
+param gatewayExists bool
+param gatewayImage string
+param openAiTokenScope string
+param redisTokenScope string
 param maxReplicas int
 param concurrentRequests int
 param cpu string
@@ -70,6 +73,47 @@ resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' = {
   sku: { name: 'Basic' }
   properties: { adminUserEnabled: false }
 }
+
+// Every app pulls the one image with this identity, whose AcrPull grant is
+// made once, with the registry: an app added later (a new tenant) pulls
+// with a grant that has long propagated, instead of racing a grant made in
+// the same deployment (issue 23). On the first deployment every app runs
+// the public placeholder, so nothing pulls from the registry until azd
+// deploy, minutes later.
+resource pullIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: 'id-pull-${token}'
+  location: location
+  tags: tags
+}
+
+// Built-in role IDs (the same in every tenant).
+var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-43fe172d538d'
+
+resource acrPull 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(registry.id, pullIdentity.id, acrPullRoleId)
+  scope: registry
+  properties: {
+    principalId: pullIdentity.properties.principalId
+    principalType: 'ServicePrincipal'
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', acrPullRoleId)
+  }
+}
+
+// The image every app runs: the one pinned by GATEWAY_IMAGE; else, when the
+// shared app exists (azd's SERVICE_GATEWAY_RESOURCE_EXISTS, set before each
+// provision), the image it runs now, so that a provision from CI, another
+// machine or a fresh azd environment keeps every app where azd deploy and
+// its hook put them; else the placeholder (a first deploy, or after azd
+// down, when the old registry and its images are gone). scripts/azconfig
+// simulates azd's parameter flow on these lines: keep them on this form.
+module liveImage 'live-image.bicep' = {
+  name: 'live-image-${token}'
+  params: {
+    exists: gatewayExists
+    appName: sharedAppName
+  }
+}
+var image = !empty(gatewayImage) ? gatewayImage : liveImage.outputs.image
 
 // Azure Managed Redis (Microsoft.Cache/redisEnterprise; Azure Cache for
 // Redis is being retired) for the shared rate-limit store. Access keys are
@@ -126,6 +170,7 @@ var tenantRows = map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t
 // adding or removing one changes no other tenant's resources.
 var isolated = map(isolatedTenants, t => union({ requests: 600, interval: '1m', openAiAccountName: openAiAccountName, openAiResourceGroup: openAiResourceGroup, deployments: models }, t))
 var isolatedAppNames = map(isolated, t => 'ca-${t.name}')
+var sharedAppName = 'ca-gateway-${token}'
 
 // One identity per app, made here so that Redis access (below) exists
 // before the app that logs in with it starts.
@@ -168,16 +213,17 @@ resource tenantRedisAccess 'Microsoft.Cache/redisEnterprise/databases/accessPoli
 // The shared gateway: the tenant table, the azd service's app.
 module app 'app.bicep' = {
   name: 'app-${token}'
-  dependsOn: [redisAccess]
+  dependsOn: [redisAccess, acrPull]
   params: {
     token: token
     location: location
     tags: union(tags, { 'azd-service-name': 'gateway' })
-    appName: 'ca-gateway-${token}'
+    appName: sharedAppName
     identityName: identity.name
     environmentId: env.id
     registryName: registry.name
-    gatewayImageName: gatewayImageName
+    image: image
+    pullIdentityName: pullIdentity.name
     cpu: cpu
     memory: memory
     maxReplicas: maxReplicas
@@ -193,6 +239,8 @@ module app 'app.bicep' = {
     models: models
     enableRedis: enableRedis
     redisUrl: redisUrl
+    openAiTokenScope: openAiTokenScope
+    redisTokenScope: redisTokenScope
     keyPrefix: 'llmgw:'
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
@@ -206,10 +254,10 @@ module app 'app.bicep' = {
 // registry and store; its own name, identity, account role, table row,
 // models and key prefix. No azd-service-name tag: azd deploy updates the
 // shared app, and the postdeploy hook (scripts/azd) moves these apps to the
-// image it deployed.
+// image it deployed; a later provision keeps them on the shared app's image.
 module tenantApps 'app.bicep' = [for (t, i) in isolated: {
   name: 'tenant-${token}-${t.name}'
-  dependsOn: [tenantRedisAccess]
+  dependsOn: [tenantRedisAccess, acrPull]
   params: {
     token: token
     location: location
@@ -218,7 +266,8 @@ module tenantApps 'app.bicep' = [for (t, i) in isolated: {
     identityName: tenantIdentities[i].name
     environmentId: env.id
     registryName: registry.name
-    gatewayImageName: gatewayImageName
+    image: image
+    pullIdentityName: pullIdentity.name
     cpu: cpu
     memory: memory
     maxReplicas: maxReplicas
@@ -235,6 +284,8 @@ module tenantApps 'app.bicep' = [for (t, i) in isolated: {
     modelNames: t.models
     enableRedis: enableRedis
     redisUrl: redisUrl
+    openAiTokenScope: openAiTokenScope
+    redisTokenScope: redisTokenScope
     keyPrefix: 'llmgw:${t.name}:'
   }
 }]

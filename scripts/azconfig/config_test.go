@@ -80,6 +80,13 @@ func TestGeneratedConfigLoads(t *testing.T) {
 			p.RequiredRoles, p.RequiredScopes = []string{"Gateway.Invoke"}, []string{"access_as_user"}
 			return p
 		}(), "memory"},
+		{"US Government cloud, with Redis", func() params { p := testParams(true, contoso); p.Cloud = "AzureUSGovernment"; return p }(), "redis"},
+		{"China cloud", func() params { p := testParams(false, nil); p.Cloud = "AzureChinaCloud"; return p }(), "memory"},
+		{"scopes given", func() params {
+			p := testParams(true, contoso)
+			p.Cloud, p.OpenAITokenScope, p.RedisTokenScope = "AzureStackCloud", "https://cognitiveservices.example/.default", "https://redis.example/.default"
+			return p
+		}(), "redis"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -189,5 +196,18 @@ func checkCommon(t *testing.T, c *config.Config, p params) {
 	ep := c.Pools[0].Endpoints[0]
 	if c.Pools[0].Kind != "azure-openai" || ep.Auth != "entra" || ep.Entra.Credential != "managed-identity" {
 		t.Errorf("pool %+v", c.Pools[0])
+	}
+	// The token scopes are the cloud's (issue 23): what the gateway asks
+	// the managed identity for, for Azure OpenAI and for Redis.
+	suffix := map[string]string{"": "azure.com", "AzureUSGovernment": "azure.us", "AzureChinaCloud": "azure.cn"}[p.Cloud]
+	wantOpenAI, wantRedis := "https://cognitiveservices."+suffix+"/.default", "https://redis."+suffix+"/.default"
+	if p.OpenAITokenScope != "" {
+		wantOpenAI, wantRedis = p.OpenAITokenScope, p.RedisTokenScope
+	}
+	if ep.Entra.Scope != wantOpenAI {
+		t.Errorf("Azure OpenAI scope %q, want %q", ep.Entra.Scope, wantOpenAI)
+	}
+	if e := c.Limiter.RedisEntra; e != nil && e.Scope != wantRedis {
+		t.Errorf("Redis scope %q, want %q", e.Scope, wantRedis)
 	}
 }

@@ -3,6 +3,7 @@ package azconfig
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -254,5 +255,138 @@ func TestPostdeployHook(t *testing.T) {
 	}
 	if out, err := run("GATEWAY_TENANT_APPS=ca-fabrikam"); err == nil {
 		t.Fatalf("the hook ran without an image:\n%s", out)
+	}
+}
+
+// TestRemoveTenant runs scripts/azd/remove-tenant.sh with stand-ins for azd
+// (its environment in files) and the Azure CLI (answers as Azure would for
+// a deployment with Redis): the tenant's app goes first, then its role
+// assignments and Redis access while its identity exists, then the
+// identity; the environment no longer holds the tenant, and what the
+// templates render from it has no trace of it while every other app's
+// config is what it was.
+func TestRemoveTenant(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("no jq (the README's prerequisites; apt-get install jq)")
+	}
+	const (
+		rg        = "rg-gw-prod"
+		appID     = "/subscriptions/s/resourceGroups/rg-gw-prod/providers/Microsoft.App/containerApps/ca-northwind"
+		idID      = "/subscriptions/s/resourceGroups/rg-gw-prod/providers/Microsoft.ManagedIdentity/userAssignedIdentities/id-tenant-northwind-tok"
+		principal = "d00dfe02-7777-8888-9999-aaaabbbbcccc"
+		cluster   = "/subscriptions/s/resourceGroups/rg-gw-prod/providers/Microsoft.Cache/redisEnterprise/redis-tok"
+		apa       = cluster + "/databases/default/accessPolicyAssignments/tenantq1w2e3r4t5y6u"
+		ra1, ra2  = "/subscriptions/s/resourceGroups/rg-northwind/providers/Microsoft.CognitiveServices/accounts/northwind-openai/providers/Microsoft.Authorization/roleAssignments/1", "/subscriptions/s/providers/Microsoft.Authorization/roleAssignments/2"
+	)
+	p := threeTenants(true)
+	tenantsJSON := func(p params) string {
+		var rows []map[string]any
+		for _, it := range p.IsolatedTenants {
+			rows = append(rows, map[string]any{"id": it.ID, "name": it.Name, "models": it.Models})
+		}
+		return bicepJSON(t, rows)
+	}
+	dir := t.TempDir()
+	envDir, calls := filepath.Join(dir, "env"), filepath.Join(dir, "calls")
+	if err := os.Mkdir(envDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{"AZURE_SUBSCRIPTION_ID": "s", "AZURE_RESOURCE_GROUP": rg,
+		"GATEWAY_ISOLATED_TENANTS": tenantsJSON(p), "GATEWAY_TENANT_APPS": "ca-fabrikam ca-northwind ca-woodgrove"} {
+		if err := os.WriteFile(filepath.Join(envDir, k), []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakeAzd := `#!/bin/sh
+case "$1 $2" in
+"env get-value") cat "` + envDir + `/$3" ;;
+"env set") printf '%s' "$4" > "` + envDir + `/$3" ;;
+*) exit 2 ;;
+esac
+`
+	fakeAz := `#!/bin/sh
+printf '%s\n' "$*" >> ` + calls + `
+case "$*" in
+*"resource list"*containerApps*"gateway-tenant\"=='northwind'"*) echo ` + appID + ` ;;
+*"identity list"*"gateway-tenant\"=='northwind'"*) echo ` + idID + ` ;;
+*"identity show"*) echo ` + principal + ` ;;
+*"role assignment list"*` + principal + `*) echo ` + ra1 + `; echo ` + ra2 + ` ;;
+*"resource list"*redisEnterprise*) echo ` + cluster + ` ;;
+*"rest --method get"*"objectId=='` + principal + `'"*) echo ` + apa + ` ;;
+esac
+`
+	for name, body := range map[string]string{"azd": fakeAzd, "az": fakeAz} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		cmd := exec.Command("sh", append([]string{filepath.Join(root, "scripts", "azd", "remove-tenant.sh")}, args...)...)
+		cmd.Env = []string{"PATH=" + dir + ":/usr/bin:/bin"}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.String(), err
+	}
+
+	if out, err := run("tailspin"); err == nil || !strings.Contains(out, "no isolated tenant named tailspin") {
+		t.Fatalf("an unknown tenant: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(calls); err == nil {
+		t.Fatal("an unknown tenant's removal called az")
+	}
+	if out, err := run("northwind"); err != nil {
+		t.Fatalf("remove-tenant.sh northwind: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(calls)
+	var deletes []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if !strings.HasPrefix(l, "--subscription s ") {
+			t.Errorf("az call without the environment's subscription: %s", l)
+		}
+		if strings.Contains(l, " delete ") || strings.Contains(l, "--method delete") {
+			deletes = append(deletes, l)
+		}
+	}
+	want := []string{
+		"--subscription s resource delete --ids " + appID,
+		"--subscription s role assignment delete --ids " + ra1,
+		"--subscription s role assignment delete --ids " + ra2,
+		"--subscription s rest --method delete --url " + apa + "?api-version=2025-04-01",
+		"--subscription s identity delete --ids " + idID,
+	}
+	if !slices.Equal(deletes, want) {
+		t.Fatalf("deletions:\n%s\nwant, in this order:\n%s", strings.Join(deletes, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The rendered state: the environment's tenant list, as the next
+	// provision reads it, holds the others only, and the hook moves the
+	// others only.
+	read := func(k string) string { b, _ := os.ReadFile(filepath.Join(envDir, k)); return string(b) }
+	if got := read("GATEWAY_TENANT_APPS"); got != "ca-fabrikam ca-woodgrove" {
+		t.Errorf("GATEWAY_TENANT_APPS = %q", got)
+	}
+	var left []isolatedParam
+	if err := json.Unmarshal([]byte(read("GATEWAY_ISOLATED_TENANTS")), &left); err != nil {
+		t.Fatalf("GATEWAY_ISOLATED_TENANTS is no longer JSON: %v", err)
+	}
+	after := threeTenants(true)
+	after.IsolatedTenants = slices.DeleteFunc(after.IsolatedTenants, func(it isolatedParam) bool { return it.Name == "northwind" })
+	if got, want := tenantsJSON(params{IsolatedTenants: left}), tenantsJSON(after); got != want {
+		t.Fatalf("tenants left %s, want %s", got, want)
+	}
+	before := map[string]string{}
+	for _, a := range append([]app{sharedApp(p)}, tenantApps(p)...) {
+		before[a.Name] = string(render(t, a))
+	}
+	for _, a := range append([]app{sharedApp(after)}, tenantApps(after)...) {
+		cfg := string(render(t, a))
+		if a.Name == "northwind" || strings.Contains(cfg, northwindTenant) || strings.Contains(cfg, "llmgw:northwind:") {
+			t.Errorf("%s's config still names northwind", a.Name)
+		}
+		if cfg != before[a.Name] {
+			t.Errorf("removing northwind changed %s's config", a.Name)
+		}
 	}
 }

@@ -67,6 +67,11 @@ type params struct {
 	Models          []model
 	OpenAIAccount   string // openAiAccountName
 	EnableRedis     bool
+	// Cloud is environment().name of the cloud the deployment runs in; ""
+	// is the public cloud. OpenAITokenScope and RedisTokenScope are the
+	// openAiTokenScope and redisTokenScope parameters ("": by cloud).
+	Cloud                             string
+	OpenAITokenScope, RedisTokenScope string
 	// Values the deployment makes: each account's endpoint (openai-access
 	// output) and each app's identity (the shared one, then by tenant name).
 	Endpoints        map[string]string // account name → endpoint
@@ -88,6 +93,8 @@ type app struct {
 	EnableRedis         bool
 	KeyPrefix           string
 	Identity            identity
+	// The token scopes of Azure OpenAI and Azure Managed Redis.
+	OpenAIScope, RedisScope string
 }
 
 // row is one row of a generated tenant table (gateway.bicep's tenantRows).
@@ -145,10 +152,18 @@ var mirroredVars = map[string]map[string]string{
 		"tenantRows":       `map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: t.requests, interval: t.interval })`,
 		"isolated":         `map(isolatedTenants, t => union({ requests: 600, interval: '1m', openAiAccountName: openAiAccountName, openAiResourceGroup: openAiResourceGroup, deployments: models }, t))`,
 		"isolatedAppNames": `map(isolated, t => 'ca-${t.name}')`,
+		"sharedAppName":    `'ca-gateway-${token}'`,
+		"image":            `!empty(gatewayImage) ? gatewayImage : liveImage.outputs.image`,
 	},
 	"app.bicep": {
 		"poolModels": `empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])`,
-		"limiter":    `enableRedis ? { store: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId } } : { store: 'memory', key_prefix: keyPrefix }`,
+		"limiter":    `enableRedis ? { store: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId scope: redisTokenScope } } : { store: 'memory', key_prefix: keyPrefix }`,
+	},
+	"main.bicep": {
+		"cloudSuffixes": `{ AzureCloud: 'azure.com', AzureUSGovernment: 'azure.us', AzureChinaCloud: 'azure.cn' }`,
+		"cloudSuffix":   `contains(cloudSuffixes, environment().name) ? cloudSuffixes[environment().name] : 'azure.com'`,
+		"openAiScope":   `empty(openAiTokenScope) ? 'https://cognitiveservices.${cloudSuffix}/.default' : openAiTokenScope`,
+		"redisScope":    `empty(redisTokenScope) ? 'https://redis.${cloudSuffix}/.default' : redisTokenScope`,
 	},
 }
 
@@ -156,7 +171,7 @@ var mirroredVars = map[string]map[string]string{
 // gateway.bicep passes, as written: the shared app, then every tenant's.
 var mirroredParams = map[string]map[string]string{
 	"app": {
-		"appName":           `'ca-gateway-${token}'`,
+		"appName":           `sharedAppName`,
 		"identityName":      `identity.name`,
 		"openAiAccountName": `openAiAccountName`,
 		"authIssuer":        `authIssuer`,
@@ -169,6 +184,10 @@ var mirroredParams = map[string]map[string]string{
 		"modelNames":        ``, // not passed: every model
 		"enableRedis":       `enableRedis`,
 		"keyPrefix":         `'llmgw:'`,
+		"image":             `image`,
+		"pullIdentityName":  `pullIdentity.name`,
+		"openAiTokenScope":  `openAiTokenScope`,
+		"redisTokenScope":   `redisTokenScope`,
 	},
 	"tenantApps": {
 		"appName":           `isolatedAppNames[i]`,
@@ -184,7 +203,31 @@ var mirroredParams = map[string]map[string]string{
 		"modelNames":        `t.models`,
 		"enableRedis":       `enableRedis`,
 		"keyPrefix":         `'llmgw:${t.name}:'`,
+		"image":             `image`,
+		"pullIdentityName":  `pullIdentity.name`,
+		"openAiTokenScope":  `openAiTokenScope`,
+		"redisTokenScope":   `redisTokenScope`,
 	},
+}
+
+// cloudSuffixes is main.bicep's cloudSuffixes: environment().name → the DNS
+// suffix of the cloud's token audiences.
+var cloudSuffixes = map[string]string{"AzureCloud": "azure.com", "AzureUSGovernment": "azure.us", "AzureChinaCloud": "azure.cn"}
+
+// scopes are main.bicep's openAiScope and redisScope.
+func scopes(p params) (openAI, redis string) {
+	suffix, ok := cloudSuffixes[p.Cloud]
+	if !ok {
+		suffix = "azure.com"
+	}
+	openAI, redis = p.OpenAITokenScope, p.RedisTokenScope
+	if openAI == "" {
+		openAI = "https://cognitiveservices." + suffix + "/.default"
+	}
+	if redis == "" {
+		redis = "https://redis." + suffix + "/.default"
+	}
+	return openAI, redis
 }
 
 // common is what gateway.bicep gives every app.
@@ -193,7 +236,10 @@ func common(p params) app {
 	if appIDURI == "" {
 		appIDURI = "api://" + p.APIClientID
 	}
+	openAIScope, redisScope := scopes(p)
 	return app{
+		OpenAIScope: openAIScope,
+		RedisScope:  redisScope,
 		AuthIssuer:  loginEndpoint + "{tenantid}/v2.0",
 		JWKSURL:     loginEndpoint + "common/discovery/v2.0/keys",
 		Audiences:   []string{p.APIClientID, appIDURI},
@@ -278,6 +324,7 @@ func values(t *testing.T, a app) map[string]string {
 		Credential string `json:"credential"`
 		ClientID   string `json:"client_id"`
 		Username   string `json:"username"`
+		Scope      string `json:"scope"`
 	}
 	var limiter any = struct {
 		Store     string `json:"store"`
@@ -289,13 +336,14 @@ func values(t *testing.T, a app) map[string]string {
 			RedisURLEnv string `json:"redis_url_env"`
 			KeyPrefix   string `json:"key_prefix"`
 			RedisEntra  entra  `json:"redis_entra"`
-		}{"redis", "REDIS_URL", a.KeyPrefix, entra{"managed-identity", a.Identity.ClientID, a.Identity.PrincipalID}}
+		}{"redis", "REDIS_URL", a.KeyPrefix, entra{"managed-identity", a.Identity.ClientID, a.Identity.PrincipalID, a.RedisScope}}
 	}
 	return map[string]string{
 		"authIssuer":                    a.AuthIssuer,
 		"authJwksUrl":                   a.JWKSURL,
 		"openAiAccess.outputs.endpoint": a.Endpoint,
 		"identity.properties.clientId":  a.Identity.ClientID,
+		"openAiTokenScope":              a.OpenAIScope,
 		"string(authAudiences)":         bicepJSON(t, a.Audiences),
 		"string(requiredRoles)":         bicepJSON(t, a.Roles),
 		"string(requiredScopes)":        bicepJSON(t, a.Scopes),
@@ -310,6 +358,9 @@ type replacePair struct{ placeholder, value string }
 
 func bicepSource(t *testing.T, file string) string {
 	t.Helper()
+	if file == "main.bicep" || file == "main.parameters.json" {
+		return readFile(t, filepath.Join(root, "bicep", file))
+	}
 	return readFile(t, filepath.Join(root, "bicep", "modules", file))
 }
 

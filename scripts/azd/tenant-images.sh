@@ -3,8 +3,8 @@
 # the image once and updates the one app tagged azd-service-name: gateway
 # (the shared gateway); this moves every isolated tenant's app to that same
 # image, so that no tenant runs an older build. `azd provision` keeps them
-# there afterwards: main.parameters.json feeds SERVICE_GATEWAY_IMAGE_NAME
-# back to every app.
+# there afterwards: it gives every app the image the shared app runs
+# (bicep/modules/live-image.bicep).
 #
 # azd runs it with its environment's values: SERVICE_GATEWAY_IMAGE_NAME (the
 # image just deployed), GATEWAY_TENANT_APPS (the tenant apps, a main.bicep

@@ -173,7 +173,10 @@ const app = af.resource('Microsoft.App/containerApps');
 const appProps = prop(app.body, 'properties');
 const container = items(at(appProps, 'template.containers'))[0];
 const env = new Map(items(prop(container, 'env')).map((e) => [af.value(prop(e, 'name')), prop(e, 'value') ?? prop(e, 'secretRef')]));
-const identity = af.resource('Microsoft.ManagedIdentity/userAssignedIdentities'); // the app's, existing
+// The app's own identity (existing, made by gateway.bicep), and the shared
+// pull identity it pulls the image with.
+const identity = af.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities').find((r) => prop(r.body, 'name').text === 'identityName');
+const pullId = af.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities').find((r) => prop(r.body, 'name').text === 'pullIdentityName');
 const sharedApp = gw.module('app');
 const tenantApps = gw.module('tenantApps');
 
@@ -211,6 +214,7 @@ const paramsFile = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.paramete
 const paramEnv = new Map(Object.entries(paramsFile).map(([k, v]) => [k, String(v.value).match(/^\$\{([A-Z0-9_]+)\}$/)?.[1]]));
 const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
 const azureSection = readme.slice(readme.indexOf('## Run on Azure Container Apps'), readme.indexOf('\n## ', readme.indexOf('## Run on Azure Container Apps') + 1));
+const isolatedSection = readme.slice(readme.indexOf('### The isolated tier'), readme.indexOf('\n### ', readme.indexOf('### The isolated tier') + 1));
 
 test('every bicep file parses without errors', () => {
   assert.ok(Object.keys(files).length >= 4, 'bicep files found');
@@ -240,7 +244,7 @@ test('every app scales to zero on HTTP concurrency: one app definition, minRepli
   assert.ok(rules.some((r) => at(r, 'http.metadata.concurrentRequests')), 'an http concurrentRequests rule');
   // Every Container App of the deployment is this one definition.
   for (const [name, f] of Object.entries(files)) {
-    if (f !== af) assert.equal(f.resourcesOf('Microsoft.App/containerApps').length, 0, `${name} declares a Container App of its own`);
+    if (f !== af) assert.equal(f.resourcesOf('Microsoft.App/containerApps').filter((r) => !r.existing).length, 0, `${name} declares a Container App of its own`);
   }
   assert.deepEqual(gw.modules.filter((m) => m.file === 'app.bicep').map((m) => m.name).sort(), ['app', 'tenantApps']);
 });
@@ -283,33 +287,57 @@ test('GATEWAY_CONFIG names the file the secret volume mounts', () => {
 
 test('one identity per app: the app runs as it, AZURE_CLIENT_ID is its client id, its roles go to its principal', () => {
   const id = identity.name;
-  assert.ok(identity.existing, 'app.bicep uses the identity gateway.bicep made for it');
-  assert.equal(prop(identity.body, 'name').text, 'identityName');
+  assert.ok(identity.existing && pullId?.existing, 'app.bicep uses the identities gateway.bicep made');
   const uai = at(app.body, 'identity.userAssignedIdentities');
   assert.equal(af.value(at(app.body, 'identity.type')), 'UserAssigned');
-  assert.deepEqual(uai.namedChildren.map((p) => p.namedChildren[0].text), [`'\${${id}.id}'`]);
+  assert.deepEqual(uai.namedChildren.map((p) => p.namedChildren[0].text), [`'\${${id}.id}'`, `'\${${pullId.name}.id}'`]);
   assert.equal(env.get('AZURE_CLIENT_ID').text, `${id}.properties.clientId`);
   const mod = af.modules.find((m) => m.file === 'openai-access.bicep');
   assert.ok(mod, 'app.bicep calls openai-access.bicep');
   assert.equal(at(mod.body, 'params.principalId').text, `${id}.properties.principalId`);
-  const acr = af.resource('Microsoft.Authorization/roleAssignments');
-  assert.equal(at(acr.body, 'properties.principalId').text, `${id}.properties.principalId`);
+  assert.equal(af.resourcesOf('Microsoft.Authorization/roleAssignments').length, 0, 'app.bicep grants no AcrPull: the pull identity has it');
   // The generated config's entra client_id (backend and Redis) and the Redis
   // username are the same identity.
   assert.equal(configPairs.get('__IDENTITY_CLIENT_ID__'), `${id}.properties.clientId`);
   assert.match(af.vars.get('limiter').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
   assert.match(af.vars.get('limiter').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
-  // Registry pulls and Key Vault references use it too.
+  // Key Vault references use it too; registry pulls use the shared pull
+  // identity (the next test).
   for (const r of items(at(appProps, 'configuration.registries'))) {
-    assert.equal(prop(r, 'identity').text, `${id}.id`);
+    assert.equal(prop(r, 'identity').text, `${pullId.name}.id`);
+  }
+});
+
+test('every app pulls with the one pull identity, granted AcrPull once before any app exists', () => {
+  const ids = gw.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities');
+  const pull = ids.find((r) => /'id-pull-/.test(prop(r.body, 'name').text));
+  assert.ok(pull && !pull.loop, 'one pull identity, outside any loop');
+  const grants = gw.resourcesOf('Microsoft.Authorization/roleAssignments');
+  assert.equal(grants.length, 1, 'one AcrPull grant');
+  const g = grants[0];
+  assert.equal(g.loop, null);
+  assert.equal(at(g.body, 'properties.principalId').text, `${pull.name}.properties.principalId`);
+  assert.equal(prop(g.body, 'scope').text, gw.resource('Microsoft.ContainerRegistry/registries').name);
+  assert.match(at(g.body, 'properties.roleDefinitionId').text, /acrPullRoleId/);
+  assert.equal(gw.value(gw.vars.get('acrPullRoleId')), '7f951dda-4ed3-4680-a7ca-43fe172d538d');
+  for (const m of [sharedApp, tenantApps]) {
+    assert.equal(params(m).get('pullIdentityName').text, `${pull.name}.name`, `${m.name} pulls with the pull identity`);
+    assert.match(prop(m.body, 'dependsOn').text, new RegExp(`\\b${g.name}\\b`), `${m.name} waits for the grant`);
+  }
+  // A tenant's own identity gets no registry role: nothing of a new tenant
+  // races a grant made in its own deployment.
+  for (const f of Object.values(files)) {
+    for (const r of f.resourcesOf('Microsoft.Authorization/roleAssignments')) {
+      if (f !== gw) assert.doesNotMatch(r.body.text, /acrPull/i, `${f.path}: an AcrPull grant outside gateway.bicep`);
+    }
   }
 });
 
 test('each app gets an identity of its own, and its Redis access goes to that identity', () => {
-  const ids = gw.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities');
+  const ids = gw.resourcesOf('Microsoft.ManagedIdentity/userAssignedIdentities').filter((r) => !/'id-pull-/.test(prop(r.body, 'name').text));
   const shared = ids.find((r) => !r.loop);
   const perTenant = ids.find((r) => r.loop);
-  assert.ok(shared && perTenant && ids.length === 2, 'one shared identity, one per isolated tenant');
+  assert.ok(shared && perTenant && ids.length === 2, 'one shared identity, one per isolated tenant (besides the pull identity)');
   assert.equal(perTenant.loop.source, 'isolated');
   assert.match(prop(perTenant.body, 'name').text, new RegExp(`\\$\\{${perTenant.loop.item}\\.name\\}`), 'named by the tenant');
   assert.equal(params(sharedApp).get('identityName').text, `${shared.name}.name`);
@@ -373,7 +401,7 @@ test('the shared pieces exist once: logs, environment, registry, Redis; every ap
     assert.equal(p.get('environmentId').text, `${envName}.id`, `${m.name}: the shared environment`);
     assert.equal(p.get('registryName').text, `${registryName}.name`, `${m.name}: the shared registry`);
     assert.equal(p.get('redisUrl').text, 'redisUrl', `${m.name}: the shared store`);
-    assert.equal(p.get('gatewayImageName').text, 'gatewayImageName', `${m.name}: the one image`);
+    assert.equal(p.get('image').text, 'image', `${m.name}: the one image`);
     assert.equal(p.get('enableRedis').text, 'enableRedis');
   }
   // One namespace per app in the shared store.
@@ -449,7 +477,11 @@ test('every main.parameters.json entry is a main.bicep parameter and the reverse
     // bicep default applies (a ${VAR=} default would pass '' instead).
     assert.ok(v, `${name}: want "\${VAR}", got ${JSON.stringify(paramsFile[name].value)}`);
   }
-  assert.equal(paramEnv.get('gatewayImageName'), 'SERVICE_GATEWAY_IMAGE_NAME', 'azd feeds the deployed image back');
+  assert.equal(paramEnv.get('gatewayExists'), 'SERVICE_GATEWAY_RESOURCE_EXISTS', 'azd says whether the shared app exists');
+  assert.equal(paramEnv.get('gatewayImage'), 'GATEWAY_IMAGE');
+  // The image azd deployed last is never fed back: after azd down it names
+  // an image in a registry that no longer exists (issue 23).
+  assert.ok(![...paramEnv.values()].includes('SERVICE_GATEWAY_IMAGE_NAME'), 'no parameter reads SERVICE_GATEWAY_IMAGE_NAME');
   assert.equal(paramEnv.get('environmentName'), 'AZURE_ENV_NAME');
   assert.equal(paramEnv.get('location'), 'AZURE_LOCATION');
 });
@@ -488,10 +520,23 @@ test('the config template: valid JSON, every placeholder filled by app.bicep and
   assert.match(params(tenantApps).get('tenantRows').text, new RegExp(`^\\[\\{ id: ${tenantApps.loop.item}\\.id, `));
 });
 
-test('the image: azd feeds the deployed one back; the placeholder serves the same port and probes', () => {
-  assert.equal(main.value(main.params.get('gatewayImageName')), '');
-  assert.equal(prop(container, 'image').text, 'image');
-  assert.match(af.vars.get('image').text, /^empty\(gatewayImageName\) \? placeholderImage : gatewayImageName$/);
+test('the image: pinned, else the one the shared app runs, else the placeholder, which serves the same port and probes', () => {
+  assert.equal(main.value(main.params.get('gatewayImage')), '');
+  assert.equal(main.value(main.params.get('gatewayExists')), false);
+  assert.equal(prop(container, 'image').text, 'containerImage');
+  assert.match(af.vars.get('containerImage').text, /^empty\(image\) \? placeholderImage : image$/);
+  assert.equal(gw.vars.get('image').text, '!empty(gatewayImage) ? gatewayImage : liveImage.outputs.image');
+  const live = gw.module('liveImage');
+  assert.equal(live.file, 'live-image.bicep');
+  assert.equal(live.loop, null);
+  assert.equal(at(live.body, 'params.exists').text, 'gatewayExists');
+  assert.equal(at(live.body, 'params.appName').text, 'sharedAppName');
+  assert.equal(params(sharedApp).get('appName').text, 'sharedAppName', 'it reads the shared app');
+  const lf = files[path.join('modules', 'live-image.bicep')];
+  const existing = lf.resource('Microsoft.App/containerApps');
+  assert.ok(existing.existing);
+  assert.equal(lf.outputs.get('image').text, `exists ? ${existing.name}.properties.template.containers[0].image : ''`);
+  assert.equal(items(at(appProps, 'template.containers')).length, 1, 'the gateway is the app\'s first and only container');
   // azd deploy replaces only the image, so the placeholder must listen on
   // the target port and answer the health probes: images known to.
   const known = { 'mcr.microsoft.com/dotnet/samples:aspnetapp': { port: 8080, health: '/healthz' } };
@@ -500,13 +545,16 @@ test('the image: azd feeds the deployed one back; the placeholder serves the sam
   assert.equal(ph.port, imagePort);
   assert.equal(ph.health, af.value(af.vars.get('healthPath')));
   // No probe or port depends on which image runs.
-  assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /gatewayImageName|placeholder/);
+  assert.doesNotMatch(at(appProps, 'configuration.ingress').text + prop(container, 'probes').text, /containerImage|placeholder|image/);
 });
 
 test('optional pieces declare nothing when off; deployments are unique per environment', () => {
   for (const [name, f] of Object.entries(files)) {
     for (const d of f.tree.rootNode.namedChildren) {
-      assert.doesNotMatch(d.text, /^resource\s+\w+\s+'[^']+'\s+existing\s*=\s*if\b/, `${name}: a conditional existing resource still has its name evaluated`);
+      // A conditional existing resource still has its name evaluated: it
+      // must be a parameter that cannot be empty.
+      const cond = d.text.match(/^resource\s+\w+\s+'[^']+'\s+existing\s*=\s*if\b[\s\S]*?\n\s+name:\s*(\w+)/);
+      if (cond) assert.ok(/@minLength\(1\)/.test(f.tree.rootNode.text.split(`param ${cond[1]} `)[0].split('\n\n').at(-1)), `${name}: a conditional existing resource named by ${cond[1]}, which may be empty`);
     }
     for (const m of f.modules) {
       const n = prop(m.body, 'name');
@@ -544,4 +592,143 @@ test('the README links the Dockerfile instead of copying it', () => {
   assert.doesNotMatch(readme, /```dockerfile/);
   assert.match(azureSection, /\]\(Dockerfile\)/);
   assert.doesNotMatch(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'), /^```/m);
+});
+
+// evaluate computes a bicep expression of literals, parameters (scope),
+// operators, lambdas and the few ARM functions below, the way ARM would, so
+// that a test can run a user-defined function of the templates on inputs.
+const armFunctions = {
+  length: (x) => x.length,
+  contains: (x, v) => (typeof x === 'string' ? x.includes(v) : Array.isArray(x) ? x.includes(v) : Object.hasOwn(x, v)),
+  take: (x, n) => x.slice(0, Math.max(0, n)),
+  endsWith: (x, v) => x.endsWith(v),
+  startsWith: (x, v) => x.startsWith(v),
+  empty: (x) => (typeof x === 'string' || Array.isArray(x) ? x.length === 0 : Object.keys(x ?? {}).length === 0),
+  range: (start, count) => Array.from({ length: count }, (_, i) => start + i),
+  substring: (x, i, n) => {
+    if (i < 0 || i + n > x.length) throw new Error(`substring(${JSON.stringify(x)}, ${i}, ${n}) is out of range`);
+    return x.slice(i, i + n);
+  },
+  filter: (xs, f) => xs.filter((x) => f(x)),
+  map: (xs, f) => xs.map((x) => f(x)),
+  toLower: (x) => x.toLowerCase(),
+};
+function evaluate(node, scope) {
+  switch (node.type) {
+    case 'number':
+      return Number(node.text);
+    case 'boolean':
+      return node.text === 'true';
+    case 'string':
+      return node.namedChildren.map((c) => (c.type === 'interpolation' ? String(evaluate(c.namedChildren[0], scope)) : c.type === 'escape_sequence' ? c.text.slice(1) : c.text)).join('');
+    case 'identifier':
+      assert.ok(Object.hasOwn(scope, node.text), `unknown identifier ${node.text}`);
+      return scope[node.text];
+    case 'parenthesized_expression':
+      return evaluate(node.namedChildren[0], scope);
+    case 'unary_expression':
+      assert.equal(node.child(0).text, '!');
+      return !evaluate(node.namedChildren[0], scope);
+    case 'binary_expression': {
+      const op = node.children.find((c) => !c.isNamed).text;
+      const l = () => evaluate(node.childForFieldName('left'), scope);
+      const r = () => evaluate(node.childForFieldName('right'), scope);
+      switch (op) {
+        case '&&': return l() && r();
+        case '||': return l() || r();
+        case '==': return l() === r();
+        case '!=': return l() !== r();
+        case '>=': return l() >= r();
+        case '<=': return l() <= r();
+        case '>': return l() > r();
+        case '<': return l() < r();
+        default: throw new Error(`operator ${op}`);
+      }
+    }
+    case 'ternary_expression': {
+      const [c, a, b] = node.namedChildren;
+      return evaluate(c, scope) ? evaluate(a, scope) : evaluate(b, scope);
+    }
+    case 'lambda_expression': {
+      const ps = node.namedChildren.slice(0, -1).flatMap((c) => (c.type === 'identifier' ? [c.text] : c.namedChildren.map((x) => x.text)));
+      return (...args) => evaluate(node.namedChildren.at(-1), { ...scope, ...Object.fromEntries(ps.map((p, i) => [p, args[i]])) });
+    }
+    case 'call_expression': {
+      const fn = node.childForFieldName('function').text;
+      const args = node.childForFieldName('arguments').namedChildren.map((a) => evaluate(a, scope));
+      if (scope[fn]) return scope[fn](...args);
+      assert.ok(armFunctions[fn], `function ${fn} is not evaluated here`);
+      return armFunctions[fn](...args);
+    }
+    default:
+      throw new Error(`cannot evaluate ${node.type}: ${node.text.slice(0, 60)}`);
+  }
+}
+
+// userFunction returns a bicep user-defined function as a JS function.
+function userFunction(file, name) {
+  const d = file.tree.rootNode.namedChildren.find((c) => c.type === 'user_defined_function' && c.childForFieldName('name').text === name);
+  assert.ok(d, `${file.path} has no func ${name}`);
+  const ps = d.namedChildren.find((c) => c.type === 'parameters').namedChildren.map((p) => p.namedChildren[0].text);
+  const bodyNode = d.namedChildren.at(-1);
+  return (...args) => evaluate(bodyNode, Object.fromEntries(ps.map((p, i) => [p, args[i]])));
+}
+
+// The tenant-name rule as the README states it: lowercase letters, digits
+// and single hyphens, starting with a letter and ending with a letter or
+// digit, at most 29 characters.
+const readmeRule = (n) => /^[a-z](-?[a-z0-9])*$/.test(n) && n.length <= 29;
+const nameCases = ['a', 'fabrikam', 'north-wind2', 'a1-b2-c3', 'x'.repeat(29), 'x'.repeat(30), '', 'Fabrikam', 'fabri--kam', '-a', 'a-', '1abc', 'ab_c', 'a.b', 'a b', 'ä', 'tenant-' + 'y'.repeat(22), 'tenant-' + 'y'.repeat(23)];
+
+test('tenant names: bicep checks the README\'s rule before any tenant resource exists', () => {
+  const isTenantName = userFunction(main, 'isTenantName');
+  for (const n of nameCases) assert.equal(isTenantName(n), readmeRule(n), `isTenantName(${JSON.stringify(n)})`);
+  // Every accepted name makes a valid Container App name (ca-{name}: at
+  // most 32, lowercase alphanumerics and single hyphens, letter first).
+  for (const n of nameCases.filter(readmeRule)) assert.match(`ca-${n}`, /^(?=.{2,32}$)[a-z](-?[a-z0-9])*$/);
+  // The parameter's type bounds the name's length as the rule does, so a
+  // name too long fails at the parameter check, before anything runs.
+  const ty = main.tree.rootNode.namedChildren.find((c) => c.type === 'type_declaration' && c.namedChildren[0].text === 'isolatedTenant');
+  assert.ok(ty, 'main.bicep declares the isolatedTenant type');
+  assert.match(ty.text, /@minLength\(1\)\s*@maxLength\(29\)\s*(@description\([^\n]*\)\s*)?name: string/);
+  assert.match(main.tree.rootNode.text, /param isolatedTenants isolatedTenant\[\] = \[\]/);
+  // The gateway module gets the checked list only: the check runs before
+  // its first resource, and a repeated name fails too.
+  assert.equal(at(main.module('gateway').body, 'params.isolatedTenants').text, 'checkedTenants');
+  const checked = main.vars.get('checkedTenants').text;
+  assert.match(checked, /length\(union\(tenantNames, \[\]\)\) != length\(tenantNames\)\s*\? fail\(/);
+  assert.match(checked, /map\(isolatedTenants, t => isTenantName\(t\.name\) \? t : fail\(/);
+  // The README states the same rule, and its examples follow it.
+  assert.match(isolatedSection, /lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters/);
+  for (const m of readme.matchAll(/"name": "([^"]+)"/g)) assert.ok(readmeRule(m[1]), `README example tenant ${m[1]}`);
+});
+
+test('tenant names: the Lambda stack\'s TenantName takes the same rule', () => {
+  const tmpl = fs.readFileSync(path.join(root, 'infra', 'template.yaml'), 'utf8');
+  const block = tmpl.match(/\n {2}TenantName:\n((?: {4}.*\n)+)/)[1];
+  const pattern = new RegExp(block.match(/AllowedPattern: "([^"]+)"/)[1]);
+  const max = Number(block.match(/MaxLength: (\d+)/)[1]);
+  for (const n of nameCases) {
+    if (n === '') continue; // empty: the shared stack
+    assert.equal(pattern.test(n) && n.length <= max, readmeRule(n), `TenantName ${JSON.stringify(n)}`);
+  }
+  assert.ok(pattern.test(''), 'empty TenantName: the shared stack');
+});
+
+test('token scopes come from the cloud the deployment runs in, and reach every app\'s config', () => {
+  const suffixes = main.vars.get('cloudSuffixes').text;
+  for (const [cloud, suffix] of [['AzureCloud', 'azure.com'], ['AzureUSGovernment', 'azure.us'], ['AzureChinaCloud', 'azure.cn']]) {
+    assert.match(suffixes, new RegExp(`${cloud}: '${suffix.replace('.', '\\.')}'`));
+  }
+  assert.match(main.vars.get('cloudSuffix').text, /environment\(\)\.name/);
+  assert.equal(main.vars.get('openAiScope').text, "empty(openAiTokenScope) ? 'https://cognitiveservices.${cloudSuffix}/.default' : openAiTokenScope");
+  assert.equal(main.vars.get('redisScope').text, "empty(redisTokenScope) ? 'https://redis.${cloudSuffix}/.default' : redisTokenScope");
+  assert.equal(at(main.module('gateway').body, 'params.openAiTokenScope').text, 'openAiScope');
+  assert.equal(at(main.module('gateway').body, 'params.redisTokenScope').text, 'redisScope');
+  for (const m of [sharedApp, tenantApps]) {
+    assert.equal(params(m).get('openAiTokenScope').text, 'openAiTokenScope');
+    assert.equal(params(m).get('redisTokenScope').text, 'redisTokenScope');
+  }
+  assert.equal(JSON.parse(configTemplate).pools[0].endpoints[0].entra.scope, '__OPENAI_TOKEN_SCOPE__');
+  assert.match(af.vars.get('limiter').text, /scope: redisTokenScope/);
 });

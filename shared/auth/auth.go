@@ -260,7 +260,41 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 	if err != nil {
 		return Principal{}, invalid(`subject claim "sub" is not a string`, err)
 	}
-	return Principal{Tenant: tenant, Subject: sub}, nil
+	return Principal{Tenant: CanonicalTenant(tenant), Subject: sub}, nil
+}
+
+// CanonicalTenant is the spelling under which a tenant is looked up,
+// counted and logged: a GUID (an Entra directory ID, 8-4-4-4-12 hex digits)
+// in lower case, since its case carries no meaning and tools print either
+// (issue 23); any other tenant id unchanged, byte for byte. The config
+// package applies it to the tenant table, the verifier to the token's
+// claim, so the two always meet.
+func CanonicalTenant(id string) string {
+	if !isGUID(id) {
+		return id
+	}
+	return strings.ToLower(id)
+}
+
+// isGUID reports whether s is 8-4-4-4-12 hexadecimal digits.
+func isGUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // checkIssuer is the issuer check of a template: the tenant must be one

@@ -197,3 +197,34 @@ func TestVerifyRequiredRolesAndScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantGUIDCase: an Entra directory ID is a GUID, whose case carries
+// no meaning; the principal's tenant is its lower-case spelling, whatever
+// case the token writes it in, and any other tenant id is kept as it is.
+func TestTenantGUIDCase(t *testing.T) {
+	t.Parallel()
+	ti := newTestIssuer(t, devissuer.Options{})
+	v := templateVerifier(t, ti, nil)
+	upper := strings.ToUpper(dirA)
+	for _, tc := range []struct{ name, tid, want string }{
+		{"lower-case GUID", dirA, dirA},
+		{"upper-case GUID", upper, dirA},
+		{"mixed-case GUID", dirA[:9] + strings.ToUpper(dirA[9:]), dirA},
+		{"not a GUID keeps its case", "Contoso", "Contoso"},
+		{"GUID-length but not hex keeps its case", "ZZZZZZZZ-86f1-41af-91ab-2d7cd011db47", "ZZZZZZZZ-86f1-41af-91ab-2d7cd011db47"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tok := ti.mint(t, devissuer.Claims{Subject: "alice", Extra: map[string]any{"tid": tc.tid, "iss": dirIssuer(ti, tc.tid)}})
+			p, err := v.Verify(context.Background(), bearer(tok))
+			if err != nil || p.Tenant != tc.want {
+				t.Fatalf("Verify = %+v, %v; want tenant %q", p, err, tc.want)
+			}
+		})
+	}
+	for in, want := range map[string]string{"": "", upper: dirA, dirA + "x": dirA + "x", "a-b": "a-b"} {
+		if got := auth.CanonicalTenant(in); got != want {
+			t.Errorf("CanonicalTenant(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

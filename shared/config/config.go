@@ -394,6 +394,8 @@ func (c *Config) applyDefaults() {
 	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, time.Minute)
+		// An Entra directory ID matches the token's tid in any case.
+		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
 	}
 	for i := range c.Pools {
 		c.Pools[i].applyDefaults(c.Upstream)

@@ -53,3 +53,26 @@ func TestMultiDirectoryAuth(t *testing.T) {
 		})
 	}
 }
+
+// TestTenantIDCase: a tenant row's Entra directory ID matches the token's
+// tid in any case (the table keeps its lower-case spelling, as the
+// verifier does), so two rows that differ only in case are one tenant.
+func TestTenantIDCase(t *testing.T) {
+	const guid = "72F988BF-86F1-41AF-91AB-2D7CD011DB47"
+	c, err := Parse([]byte(strings.Replace(minimal, "{id: t1,", "{id: "+guid+",", 1)), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Tenants[0].ID; got != strings.ToLower(guid) {
+		t.Fatalf("tenant id %q, want %q", got, strings.ToLower(guid))
+	}
+	twice := strings.Replace(minimal, "tenants: [{id: t1, models: [m1], requests: 10}]",
+		"tenants: [{id: "+guid+", models: [m1], requests: 10}, {id: "+strings.ToLower(guid)+", models: [m1], requests: 10}]", 1)
+	if _, err := Parse([]byte(twice), env(nil)); err == nil || !strings.Contains(err.Error(), "tenants[1].id") {
+		t.Fatalf("two rows for one directory: %v", err)
+	}
+	c, err = Parse([]byte(strings.Replace(minimal, "{id: t1,", "{id: Tenant-One,", 1)), env(nil))
+	if err != nil || c.Tenants[0].ID != "Tenant-One" {
+		t.Fatalf("a tenant id that is not a GUID keeps its case: %+v, %v", c, err)
+	}
+}
