@@ -11,6 +11,7 @@ package affinity
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,12 +64,20 @@ func Decode(s string) (Owner, error) {
 	return o, nil
 }
 
+// DefaultPerTenant is how many records a tenant keeps when NewMemory's
+// perTenant is zero: the responses it created most recently.
+const DefaultPerTenant = 10_000
+
 // Memory is the store for one process: exact, gone with the process.
+// Capacity is per tenant: a tenant past it loses its own oldest records,
+// never another tenant's (issue 21: one tenant's flood once evicted other
+// tenants' ids). A record that is gone fails closed: nobody may use it.
 type Memory struct {
-	mu  sync.Mutex
-	m   map[string]entry
-	max int
-	now func() time.Time
+	mu        sync.Mutex
+	m         map[string]entry
+	perTenant int
+	order     map[string]*queue // per tenant: its ids, oldest first
+	now       func() time.Time
 }
 
 type entry struct {
@@ -76,39 +85,62 @@ type entry struct {
 	until time.Time
 }
 
-// NewMemory keeps at most max records (default 100,000): when full it
-// drops the expired ones, then arbitrary ones down to 90% of max. now may
-// be nil.
-func NewMemory(max int, now func() time.Time) *Memory {
-	if max <= 0 {
-		max = 100_000
+// queue is a tenant's ids in the order they were first recorded.
+type queue struct {
+	ids  []string
+	head int
+}
+
+func (q *queue) len() int { return len(q.ids) - q.head }
+
+func (q *queue) pop() string {
+	id := q.ids[q.head]
+	q.ids[q.head] = ""
+	q.head++
+	if q.head > len(q.ids)/2 && q.head > 64 { // reclaim the popped half
+		q.ids = append(q.ids[:0], q.ids[q.head:]...)
+		q.head = 0
+	}
+	return id
+}
+
+// NewMemory keeps at most perTenant records per tenant (default
+// DefaultPerTenant), dropping a tenant's oldest when it records one more.
+// now may be nil.
+func NewMemory(perTenant int, now func() time.Time) *Memory {
+	if perTenant <= 0 {
+		perTenant = DefaultPerTenant
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &Memory{m: map[string]entry{}, max: max, now: now}
+	return &Memory{m: map[string]entry{}, perTenant: perTenant, order: map[string]*queue{}, now: now}
 }
 
-// Put records id's owner for ttl.
+// Put records id's owner for ttl. Recording an id again (its usage, once
+// known) keeps its place; an id never changes tenant.
 func (m *Memory) Put(_ context.Context, id string, o Owner, ttl time.Duration) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
-	if len(m.m) >= m.max {
-		// Full: drop the expired, then arbitrary records down to 90%, so
-		// the scan is paid once per tenth of max puts, not on every put.
-		for k, e := range m.m {
-			if !e.until.After(now) {
-				delete(m.m, k)
-			}
-		}
-		for k := range m.m {
-			if len(m.m) <= m.max*9/10 {
-				break
-			}
-			delete(m.m, k)
+	if e, ok := m.m[id]; ok && e.owner.Tenant == o.Tenant {
+		m.m[id] = entry{owner: o, until: now.Add(ttl)}
+		return nil
+	} else if ok {
+		return fmt.Errorf("affinity: id %q is recorded for another tenant", id)
+	}
+	q := m.order[o.Tenant]
+	if q == nil {
+		q = &queue{}
+		m.order[o.Tenant] = q
+	}
+	for q.len() >= m.perTenant {
+		old := q.pop()
+		if e, ok := m.m[old]; ok && e.owner.Tenant == o.Tenant {
+			delete(m.m, old)
 		}
 	}
+	q.ids = append(q.ids, id)
 	m.m[id] = entry{owner: o, until: now.Add(ttl)}
 	return nil
 }
@@ -119,7 +151,7 @@ func (m *Memory) Get(_ context.Context, id string) (Owner, bool, error) {
 	defer m.mu.Unlock()
 	e, ok := m.m[id]
 	if !ok || !e.until.After(m.now()) {
-		delete(m.m, id)
+		delete(m.m, id) // its queue slot goes when the tenant's turn comes
 		return Owner{}, false, nil
 	}
 	return e.owner, true, nil

@@ -22,7 +22,7 @@ func TestMemory(t *testing.T) {
 	if _, ok, _ := m.Get(ctx, "a"); ok {
 		t.Fatal("an expired record was found")
 	}
-	// Full: the oldest are dropped in a batch, the newest kept.
+	// Full: the tenant's oldest are dropped, the newest kept.
 	for i := 0; i < 25; i++ {
 		_ = m.Put(ctx, strconv.Itoa(i), o, time.Hour)
 		if len(m.m) > 10 {

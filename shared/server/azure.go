@@ -16,6 +16,9 @@ import (
 //     model name; the body's model is set to it before the allow-list check.
 //     api-version is checked, not forwarded: each backend gets its own.
 //   - /openai/v1/…: OpenAI's shape, served as /v1/….
+//   - /openai/responses[/{id}…] and /openai/models[/{id}] ?api-version=…:
+//     what the AzureOpenAI class calls for the Responses API and models,
+//     served as /v1/responses… and /v1/models….
 //
 // The caller's JWT may come as Authorization: Bearer or, on these routes,
 // in the api-key header (the AzureOpenAI class with apiKey). Everything
@@ -40,6 +43,20 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
 		s.dispatch(w, r, "/v1/"+rest)
 		return
 	}
+	if rest, ok := strings.CutPrefix(path, "/openai/"); ok && azureV1Like(rest) {
+		// The AzureOpenAI class's Responses and models calls
+		// (client.responses.create, models.list) have no deployment in the
+		// path: the same routes as /v1/…, with an api-version.
+		if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
+			rec := s.begin(w, r)
+			defer s.finish(w, rec)
+			closeUnread(w, r)
+			s.fail(w, rec, aerr)
+			return
+		}
+		s.dispatch(w, r, "/v1/"+rest)
+		return
+	}
 	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
 	deployment, opPath, _ := strings.Cut(rest, "/")
 	op, known := azureOps[opPath]
@@ -58,6 +75,17 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.serveProxy(w, r, op, deployment)
+}
+
+// azureV1Like reports whether the path below /openai/ is one the Azure
+// client classes call without a deployment: responses[/…] and models[/…].
+func azureV1Like(rest string) bool {
+	for _, p := range [...]string{"responses", "models"} {
+		if rest == p || strings.HasPrefix(rest, p+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAPIVersion accepts Azure's date-shaped versions: 2024-10-21,

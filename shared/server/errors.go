@@ -294,6 +294,12 @@ func unsupportedCap(field string, op upstream.Operation) *apiError {
 		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
 }
 
+// storedStateRefused: a Responses body names stored state whose owner the
+// gateway does not record (issue 21).
+func storedStateRefused(param, msg string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
+}
+
 func bodyTooLarge(max int64) *apiError {
 	return invalidRequest(http.StatusRequestEntityTooLarge, "request_too_large", "",
 		fmt.Sprintf("request body exceeds the gateway's limit of %d bytes", max))
@@ -390,6 +396,8 @@ func responseNotFound(id string) *apiError {
 	return invalidRequest(http.StatusNotFound, "not_found", "", fmt.Sprintf("Response with id '%s' not found.", id))
 }
 
+// webSocketRefused: 426 Upgrade Required with Upgrade: HTTP/1.1 (RFC 9110
+// §15.5.22 requires the header; the protocol to use is plain HTTP).
 func webSocketRefused() *apiError {
 	return invalidRequest(http.StatusUpgradeRequired, "websocket_not_supported", "",
 		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)")

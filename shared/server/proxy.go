@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/shared/route"
@@ -26,7 +27,7 @@ func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation, deployment string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
-	rec.op = op
+	rec.op, rec.creates = op, op == upstream.Responses
 	ctx := r.Context()
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
@@ -160,6 +161,16 @@ func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record,
 	rec.pool = pool.Name
 	if op != upstream.Responses {
 		return body, pool, true
+	}
+	// Stored state the gateway cannot prove the tenant owns is refused
+	// before any backend sees it (issue 21).
+	if body.Conversation {
+		s.fail(w, rec, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'"))
+		return body, nil, false
+	}
+	if body.ItemReference(raw) {
+		s.fail(w, rec, storedStateRefused("input", "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'"))
+		return body, nil, false
 	}
 	for _, e := range pool.Endpoints {
 		if !s.Targets[e].SupportsResponses() {
@@ -372,7 +383,9 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 // On success the event is put back in front of resp.Body.
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
 	rec := a.rec
-	rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+	if a.op != upstream.Responses {
+		rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+	}
 	wait, why := s.StreamIdleTimeout, errStreamIdle
 	if ftt := s.streamPolicy(a.pool).FirstTokenTimeout; ftt > 0 && ftt < wait && !a.lastTry {
 		wait, why = ftt, errFirstToken
@@ -393,7 +406,16 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 	}
 	rec.upstreamFirst = s.Now()
 	if a.op == upstream.Responses {
-		s.remember(rec, first, true)
+		// The owner is recorded from response.created, before the client
+		// gets a byte of the stream, and the headers wait for it so that
+		// a failed record can be told in them.
+		unrecorded := s.remember(rec, first, true)
+		if unrecorded != "" {
+			a.w.Header().Set(HeaderUnrecorded, unrecorded)
+		}
+		if !rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) }) && unrecorded != "" {
+			_, _ = rec.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
+		}
 	}
 	resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
 	return nil, false

@@ -53,8 +53,12 @@ type record struct {
 	// answer is a JSON answer's head, read by the attempt that got it
 	// (awaitJSON) and relayed by relayJSON; nil for a stream.
 	answer *jsonAnswer
+	// creates: a POST /v1/responses, whose answer is a stored response to
+	// record.
+	creates bool
 	// remembered: the stored response's owner was recorded (once).
 	remembered bool
+
 	responseID string // the stored response's id, once remembered
 }
 

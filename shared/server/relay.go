@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,17 +40,37 @@ func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, 
 	if e.Status == 499 {
 		return
 	}
-	ev := sse.AppendErrorEvent(nil, e.JSON())
+	ev := appendStreamError(nil, rec, e, 0)
 	if n, werr := w.Write(ev); werr == nil {
 		rec.bytes += int64(n)
 		_ = rc.Flush()
 	}
 }
 
+// appendStreamError appends the event that ends a stream with e, in the
+// shape its API's clients parse: a Responses stream ends with the
+// Responses API's error event (event: error, with type, code, message,
+// param and sequence_number, seq being the events relayed before it, as
+// OpenAI numbers them from 0); every other stream with data: {"error":…}.
+func appendStreamError(dst []byte, rec *record, e *apiError, seq int64) []byte {
+	if rec.op != upstream.Responses {
+		return sse.AppendErrorEvent(dst, e.JSON())
+	}
+	body, _ := json.Marshal(struct {
+		Type     string  `json:"type"`
+		Code     string  `json:"code"`
+		Message  string  `json:"message"`
+		Param    *string `json:"param"`
+		Sequence int64   `json:"sequence_number"`
+	}{"error", e.Code, e.Message, nil, seq})
+	dst = append(dst, "event: error\n"...)
+	return sse.AppendErrorEvent(dst, body)
+}
+
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body io.Reader, stripUsage bool) {
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body *idleReader, stripUsage bool) {
 	rec.wroteHeader = true
 	var dst io.Writer = w
 	flush := rc.Flush
@@ -65,7 +86,14 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		s.writeStreamHeader(w, rec, resp)
 	}
 
-	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents()})
+	// From the first event on only data resets the idle timer: a backend
+	// that sends nothing but comments is cut after StreamIdleTimeout.
+	body.dataOnly = true
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(), Activity: &body.last})
+	if res.AfterDone {
+		rec.detail = "dropped what the backend sent after the terminal event"
+		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", rec.id, "endpoint", rec.endpoint)
+	}
 	rec.keepalive.stop()
 	rec.bytes += res.Bytes
 	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
@@ -100,7 +128,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		return
 	}
 	rec.outcome = ae.Code
-	ev := sse.AppendErrorEvent(nil, ae.JSON())
+	ev := appendStreamError(nil, rec, ae, res.Events)
 	if n, werr := w.Write(ev); werr == nil {
 		rec.bytes += int64(n)
 		_ = rc.Flush()
@@ -115,8 +143,11 @@ var errStreamIdle = errors.New("backend stream idle")
 // backend is cut off after d, and a busy stream costs one clock read per
 // read instead of a timer reset per event.
 type idleReader struct {
-	r      io.Reader
-	d      time.Duration
+	r io.Reader
+	d time.Duration
+	// dataOnly: reads no longer count as activity; the relay stores last
+	// for each event that carries data (sse.Options.Activity).
+	dataOnly bool
 	last   atomic.Int64 // unix nanoseconds of the last read that returned data
 	t      *time.Timer
 	cancel context.CancelCauseFunc
@@ -173,7 +204,7 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 		}
 	}
 	defer answerPool.Put(ans)
-	created := rec.op == upstream.Responses && resp.StatusCode/100 == 2 && resp.Request.Method == http.MethodPost
+	created := rec.creates && resp.StatusCode/100 == 2
 	if created {
 		s.rememberAnswer(rec, &ans.scan, w.Header())
 	}
@@ -225,7 +256,7 @@ func (s *Server) readUsage(rec *record, scan *sse.AnswerScanner) {
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	if n > 0 {
+	if n > 0 && !i.dataOnly {
 		i.last.Store(time.Now().UnixNano())
 	}
 	return n, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,8 +34,8 @@ type Affinity interface {
 const affinityTimeout = time.Second
 
 // pinPrevious resolves a request's previous_response_id: the endpoint it
-// must go to, or an error. An id with no record (never seen, or expired)
-// goes by normal routing and the backend answers for it.
+// must go to, or an error. Only an id recorded for the caller's tenant
+// reaches a backend.
 func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, pool *route.Pool, id string) *apiError {
 	if id == "" {
 		return nil
@@ -45,9 +46,10 @@ func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, 
 		return affinityUnavailable()
 	}
 	switch {
-	case !ok:
-		return nil
-	case o.Tenant != tenantID:
+	case !ok || o.Tenant != tenantID:
+		// Fails closed (issue 21): an id with no record (never recorded,
+		// expired, evicted, lost with the store) may be anyone's, so it is
+		// nobody's, answered exactly as another tenant's id is.
 		return previousNotFound(id)
 	case o.Pool != pool.Name:
 		return previousElsewhere(id, o.Model, rec.model)
@@ -62,11 +64,18 @@ func (s *Server) lookup(ctx context.Context, id string) (affinity.Owner, bool, e
 	return s.Affinity.Get(ctx, id)
 }
 
+// HeaderUnrecorded is set on a Responses answer whose stored response the
+// gateway could not record (the store failed): its id is then refused to
+// everyone, its creator included, and the caller learns it here rather
+// than from a 404 later. A stream whose headers a keepalive had already
+// sent gets the same news as an SSE comment before its first event.
+const HeaderUnrecorded = "X-Llmgw-Response-Unrecorded"
+
 // rememberAnswer records the id of a JSON Response (its top-level id,
 // with object "response") once the scanner has read it; h, when not nil,
 // is the response header still to be sent. It records once per request.
 func (s *Server) rememberAnswer(rec *record, scan *sse.AnswerScanner, h http.Header) {
-	if rec.remembered {
+	if rec.remembered || rec.responseID != "" {
 		return
 	}
 	id, object := scan.ID()
@@ -76,26 +85,42 @@ func (s *Server) rememberAnswer(rec *record, scan *sse.AnswerScanner, h http.Hea
 	if len(object) == 0 && h != nil {
 		return // "object" may follow "id": wait for the whole answer
 	}
-	s.rememberID(rec, string(id))
+	if !s.rememberID(rec, string(id)) && h != nil {
+		h.Set(HeaderUnrecorded, string(id))
+	}
 }
 
 // remember records that the response id in a stream's first event
-// (response.created) lives where rec was served.
-func (s *Server) remember(rec *record, answer []byte, stream bool) {
-	s.rememberID(rec, responseID(answer, stream))
+// (response.created) lives where rec was served; it returns the id when
+// it could not be recorded.
+func (s *Server) remember(rec *record, answer []byte, stream bool) (unrecorded string) {
+	id := responseID(answer, stream)
+	if !s.rememberID(rec, id) {
+		return id
+	}
+	return ""
 }
 
-func (s *Server) rememberID(rec *record, id string) {
+// rememberID records id's owner; it reports false when the store failed.
+// Nothing is retried: a record written late would open the id after a
+// window in which it was refused, and the caller was told it is unusable.
+func (s *Server) rememberID(rec *record, id string) bool {
 	if id == "" {
-		return
+		return true
 	}
-	rec.remembered, rec.responseID = true, id
+	rec.responseID = id
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
 	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); err != nil {
-		s.Log.Warn("response affinity not recorded: follow-ups will be routed normally", "request_id", rec.id, "err", err)
+		if rec.detail == "" {
+			rec.detail = "response_unrecorded: " + err.Error()
+		}
+		s.Log.Warn("stored response not recorded: its id is refused to every tenant, its creator included", "request_id", rec.id, "response_id", id, "err", err)
+		return false
 	}
+	rec.remembered = true
+	return true
 }
 
 // responseID reads a Response's id: the top-level "id" of a JSON answer,
@@ -180,9 +205,24 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	if !s.take(ctx, w, rec, t.ID) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.ResponseTimeout)
-	defer cancel()
-	req, err := target.NewStoredRequest(ctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
+	// GET …?stream=true resumes a background response as a stream: relayed
+	// event by event like a POST stream, bounded by the header and idle
+	// timeouts rather than a whole answer's.
+	stream := r.Method == http.MethodGet && sub == "" && r.URL.Query().Get("stream") == "true"
+	rec.streamKnown, rec.stream, rec.op = true, stream, upstream.Responses
+	var (
+		cancel context.CancelCauseFunc
+		rctx   context.Context
+	)
+	timeout := s.ResponseTimeout
+	if stream {
+		timeout = s.HeaderTimeout
+	}
+	rctx, cancel = context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	defer timer.Stop()
+	req, err := target.NewStoredRequest(rctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
 	if err != nil {
 		rec.detail = err.Error()
 		s.fail(w, rec, credentialError(o.Pool, err))
@@ -192,15 +232,27 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	rec.attempts, rec.sent = 1, s.Now()
 	resp, err := s.Client.Do(req)
 	if err != nil {
-		if ctx.Err() != nil && r.Context().Err() != nil {
+		switch {
+		case r.Context().Err() != nil:
 			s.fail(w, rec, contextError(r.Context()))
-			return
+		case errors.Is(context.Cause(rctx), errAttemptTimeout):
+			s.fail(w, rec, attemptTimeout(o.Pool, timeout))
+		default:
+			rec.detail = err.Error()
+			s.fail(w, rec, transportError(o.Pool, err))
 		}
-		rec.detail = err.Error()
-		s.fail(w, rec, transportError(o.Pool, err))
 		return
 	}
 	defer resp.Body.Close()
+	if stream && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
+		timer.Stop()
+		rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
+		decodeBody(resp)
+		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
+		defer idle.t.Stop()
+		s.relayStream(ctx, w, http.NewResponseController(w), rec, resp, idle, false)
+		return
+	}
 	rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
 	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
@@ -231,6 +283,8 @@ func (s *Server) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	closeUnread(w, r)
+	w.Header().Set("Upgrade", "HTTP/1.1")
+	w.Header().Set("Connection", "close")
 	s.fail(w, rec, webSocketRefused())
 }
 

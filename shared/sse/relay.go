@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,11 @@ type Options struct {
 	// ErrTokenLimit. Token budgets set it from the output cap they wrote
 	// into the request, to cut a backend that ignores the cap.
 	MaxTokenEvents int64
+	// Activity, when set, is stored the time (Unix nanoseconds) of each
+	// read that completed an event carrying data: comments alone do not
+	// count, so a backend that sends only comments cannot hold a stream
+	// open past an idle bound that watches Activity (issue 22).
+	Activity *atomic.Int64
 }
 
 // Result describes what one Relay did.
@@ -71,7 +77,13 @@ type Result struct {
 	Bytes       int64 // bytes written to the client
 	Usage       Usage // the last usage object seen (usage is cumulative)
 	HasUsage    bool  // a usage object was seen
-	Done        bool  // saw data: [DONE]
+	// Done: saw data: [DONE] or a Responses terminal event
+	// (response.completed, .incomplete, .failed). Nothing after it is
+	// relayed: the relay stops there.
+	Done bool
+	// AfterDone: the backend sent bytes after the terminal event; they
+	// were dropped.
+	AfterDone bool
 	// EndedWithError: the last event relayed was an OpenAI error event
 	// (data: {"error"…), so the client has already been told.
 	EndedWithError bool
@@ -120,7 +132,7 @@ func (r *Relayer) getBuf() *[]byte {
 // MaxEventBytes (also ErrEventTooLarge). An error wrapping ErrClient means a
 // write or flush failed; Relay stops at once. Result is valid in every case.
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
-	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents}
+	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity}
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
@@ -141,6 +153,10 @@ type relay struct {
 	// that would pass it.
 	maxTok int64
 	cut    bool
+	// activity is Options.Activity; data notes that the current read
+	// completed an event that is not only comments.
+	activity *atomic.Int64
+	data     bool
 
 	// Where scanning resumes in the pending incomplete event, relative to
 	// its start (see scanEvent).
@@ -175,6 +191,17 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 		consumed, err := rl.process(buf[:end], atEOF)
 		if err != nil {
 			return err
+		}
+		if rl.data && rl.activity != nil {
+			rl.activity.Store(time.Now().UnixNano())
+		}
+		rl.data = false
+		if rl.res.Done {
+			// The terminal event ends what the client gets: anything after
+			// it is dropped (noted in AfterDone), and the backend is not
+			// read further.
+			rl.res.AfterDone = consumed < end
+			return nil
 		}
 		// Keep the pending bytes at the start of buf; they are at most one
 		// partial event, usually a few hundred bytes. Nothing consumed means
@@ -227,6 +254,9 @@ func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
 			return 0, rl.tooLarge()
 		}
 		strip := rl.inspect(buf[start:end])
+		if buf[start] != ':' || bytes.Contains(buf[start:end], lineData) || bytes.Contains(buf[start:end], lineEvent) {
+			rl.data = true
+		}
 		if rl.cut { // the event is not written; the ones before it are
 			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
 				return 0, err
@@ -245,8 +275,11 @@ func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
 			events++
 		}
 		start, lineStart, pos = end, end, end
+		if rl.res.Done {
+			break // nothing after the terminal event is written
+		}
 	}
-	if start == len(buf) {
+	if start == len(buf) || rl.res.Done {
 		rl.lineStart, rl.pos = 0, 0
 	}
 	if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
@@ -288,6 +321,8 @@ func (rl *relay) flushIf(wrote bool) error {
 }
 
 var (
+	lineData        = []byte("\ndata:")
+	lineEvent       = []byte("\nevent:")
 	prefixEvent     = []byte("event: ")
 	prefixJSONData  = []byte("data: {")
 	prefixErrorData = []byte(`data: {"error"`)

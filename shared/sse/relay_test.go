@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -310,8 +311,8 @@ func TestRelayErrors(t *testing.T) {
 		},
 		{
 			name: "read error with data",
-			src:  func() io.Reader { return iotest.TimeoutReader(strings.NewReader(chunkContent + chunkDone)) },
-			want: chunkContent + chunkDone, is: []error{ErrUpstream, iotest.ErrTimeout},
+			src:  func() io.Reader { return iotest.TimeoutReader(strings.NewReader(chunkContent + chunkContent)) },
+			want: chunkContent + chunkContent, is: []error{ErrUpstream, iotest.ErrTimeout},
 		},
 		{
 			name: "client write error stops at once",
@@ -335,15 +336,15 @@ func TestRelayErrors(t *testing.T) {
 		},
 		{
 			name: "complete event too large",
-			src:  func() io.Reader { return strings.NewReader(chunkDone + big + chunkDone) },
-			opt:  Options{MaxEventBytes: 100},
-			want: chunkDone, is: []error{ErrUpstream, ErrEventTooLarge},
+			src:  func() io.Reader { return strings.NewReader(chunkContent + big + chunkDone) },
+			opt:  Options{MaxEventBytes: 180},
+			want: chunkContent, is: []error{ErrUpstream, ErrEventTooLarge},
 		},
 		{
 			name: "incomplete event too large, read in small pieces",
-			src:  func() io.Reader { return iotest.HalfReader(strings.NewReader(chunkDone + big + chunkDone)) },
-			opt:  Options{MaxEventBytes: 100},
-			want: chunkDone, is: []error{ErrUpstream, ErrEventTooLarge},
+			src:  func() io.Reader { return iotest.HalfReader(strings.NewReader(chunkContent + big + chunkDone)) },
+			opt:  Options{MaxEventBytes: 180},
+			want: chunkContent, is: []error{ErrUpstream, ErrEventTooLarge},
 		},
 		{
 			name: "endless event hits the default limit",
@@ -713,4 +714,67 @@ func FuzzTokenLimit(f *testing.F) {
 			t.Fatalf("cut output %q is not an event-aligned prefix of %q", got, full.String())
 		}
 	})
+}
+
+// TestRelayStopsAtTerminalEvent (issue 22): nothing after data: [DONE] or
+// a Responses terminal event reaches the client, and the relay says it
+// dropped something.
+func TestRelayStopsAtTerminalEvent(t *testing.T) {
+	t.Parallel()
+	completed := "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":2,\"total_tokens\":3}}}\n\n"
+	for _, tc := range []struct {
+		name, in, want string
+		after          bool
+	}{
+		{"events after [DONE]", chunkContent + chunkDone + chunkContent + chunkDone, chunkContent + chunkDone, true},
+		{"events after [DONE] read one byte at a time", chunkContent + chunkDone + chunkContent, chunkContent + chunkDone, true},
+		{"events after response.completed", completed + "event: response.output_text.delta\ndata: {}\n\n", completed, true},
+		{"nothing after", chunkContent + chunkDone, chunkContent + chunkDone, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			var src io.Reader = strings.NewReader(tc.in)
+			if strings.Contains(tc.name, "one byte") {
+				src = iotest.OneByteReader(src)
+			}
+			var r Relayer
+			res, err := r.Relay(&out, nil, src, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tc.want || !res.Done {
+				t.Fatalf("client got %q (done %v); want %q", out.String(), res.Done, tc.want)
+			}
+			// One byte at a time the relay stops before reading the rest.
+			if !strings.Contains(tc.name, "one byte") && res.AfterDone != tc.after {
+				t.Fatalf("AfterDone = %v, want %v", res.AfterDone, tc.after)
+			}
+		})
+	}
+}
+
+// TestRelayActivityIsData: comments alone never move Options.Activity.
+func TestRelayActivityIsData(t *testing.T) {
+	t.Parallel()
+	var act atomic.Int64
+	var r Relayer
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = r.Relay(io.Discard, nil, pr, Options{Activity: &act})
+	}()
+	_, _ = io.WriteString(pw, ": ping\n\n: ping\n\n")
+	_, _ = io.WriteString(pw, ": ping\n\n") // the relay has consumed the first write when this returns
+	if act.Load() != 0 {
+		t.Fatal("comments moved the activity clock")
+	}
+	_, _ = io.WriteString(pw, chunkContent)
+	_, _ = io.WriteString(pw, ": ping\n\n")
+	if act.Load() == 0 {
+		t.Fatal("a data event did not move the activity clock")
+	}
+	_ = pw.Close()
+	<-done
 }

@@ -30,6 +30,9 @@ type Body struct {
 	// PreviousResponseID is the Responses API's previous_response_id: the
 	// stored response this one continues, which lives on one endpoint.
 	PreviousResponseID string
+	// Conversation: the body names a stored conversation (the Responses
+	// API's "conversation", not null).
+	Conversation bool
 	// N and BestOf are the choices asked for (n; best_of of legacy
 	// completions); 0 when absent or null.
 	N, BestOf int64
@@ -43,6 +46,7 @@ type Body struct {
 	model         span          // the "model" value (with quotes)
 	streamOptions span          // the "stream_options" value
 	includeUsage  span          // the include_usage value inside stream_options
+	input         span          // the "input" value
 	present       uint8
 	// modelEscaped is set when the model value holds escapes or invalid
 	// UTF-8: it is then always rewritten in its canonical spelling, so the
@@ -68,6 +72,48 @@ const (
 var capNames = [numCaps]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
 
 func (f CapField) String() string { return capNames[f] }
+
+// ItemReference reports whether the body's input (b is the body Body was
+// parsed from) names a stored item: an input item of type
+// "item_reference", its type compared after unescaping. Such an item
+// belongs to whichever tenant created it, which the gateway does not
+// record (issue 21).
+func (p *Body) ItemReference(b []byte) bool {
+	v := p.input
+	if v.end == 0 || b[v.start] != '[' {
+		return false
+	}
+	found := false
+	i := jsonscan.SkipWS(b, v.start+1)
+	for i < v.end && b[i] != ']' && !found {
+		e := jsonscan.SkipValue(b, i)
+		if b[i] == '{' {
+			_ = eachMember(b, i, func(raw []byte, mv span) error {
+				if b[mv.start] == '"' && isTypeKey(raw) {
+					if t, _, err := unquote(b[mv.start:mv.end]); err == nil && t == "item_reference" {
+						found = true
+					}
+				}
+				return nil
+			})
+		}
+		i = jsonscan.SkipWS(b, e)
+		if i < v.end && b[i] == ',' {
+			i = jsonscan.SkipWS(b, i+1)
+		}
+	}
+	return found
+}
+
+// isTypeKey reports whether the raw key (between its quotes) is "type"
+// once unescaped.
+func isTypeKey(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == "type"
+	}
+	k, _, err := unquote(append(append([]byte{'"'}, raw...), '"'))
+	return err == nil && k == "type"
+}
 
 // Sent reports whether the body has the cap field f (null included).
 func (b *Body) Sent(f CapField) bool { return b.caps[f].end > 0 }
@@ -158,6 +204,7 @@ const (
 	keyMaxTokens
 	keyMaxCompletionTokens
 	keyMaxOutputTokens
+	keyConversation
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -168,13 +215,14 @@ var (
 	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
-		"max_output_tokens": keyMaxOutputTokens}
+		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation}
 	optionKeys = map[string]key{"include_usage": keyIncludeUsage}
 	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
-		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true}
+		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
-		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens"}
+		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
+		keyConversation: "conversation"}
 	topFolded    = foldedKeys(topKeys)
 	optionFolded = foldedKeys(optionKeys)
 )
@@ -248,6 +296,9 @@ func ParseBody(b []byte) (Body, error) {
 			out.present |= HasPrompt
 		case keyInput:
 			out.present |= HasInput
+			out.input = v
+		case keyConversation:
+			out.Conversation = string(b[v.start:v.end]) != "null"
 		}
 		return nil
 	})
