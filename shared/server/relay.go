@@ -148,9 +148,9 @@ type idleReader struct {
 	// dataOnly: reads no longer count as activity; the relay stores last
 	// for each event that carries data (sse.Options.Activity).
 	dataOnly bool
-	last   atomic.Int64 // unix nanoseconds of the last read that returned data
-	t      *time.Timer
-	cancel context.CancelCauseFunc
+	last     atomic.Int64 // unix nanoseconds of the last read that returned data
+	t        *time.Timer
+	cancel   context.CancelCauseFunc
 }
 
 func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc) *idleReader {
