@@ -167,9 +167,9 @@ const (
 )
 
 // Call runs call through the breaker: ErrOpen at once while the store is
-// skipped; else call's error, counted as a store failure unless ctx (the
-// caller's own context, not the one bounding the store) ended first, since
-// a caller that left says nothing about the store.
+// skipped; else call's error, counted as a store failure unless ctx was
+// canceled (the caller left, which says nothing about the store). A ctx
+// that passed its deadline counts: the store did not answer in time.
 func (b *Breaker) Call(ctx context.Context, call func() error) (Change, error) {
 	probe, ok := b.Allow(time.Now())
 	if !ok {
@@ -182,7 +182,7 @@ func (b *Breaker) Call(ctx context.Context, call func() error) (Change, error) {
 			return Recovered, nil
 		}
 		return Unchanged, nil
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.Canceled):
 		b.Abandon(probe)
 		return Unchanged, err
 	case b.Failure(time.Now(), probe):
