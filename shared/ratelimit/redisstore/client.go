@@ -143,30 +143,29 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	return redis.NewClient(opts), nil
 }
 
-// WarmPool establishes c's whole pool at once (dial, TLS, login, one PING
-// each, in parallel) and leaves the connections idle in it, so that a
-// burst right after a start, when scale-from-zero brings one, finds them
+// WarmPool establishes c's pool (dial, TLS, login) at once: PoolSize PINGs
+// in parallel, each of which finds no idle connection while the pool is
+// empty and so establishes one, and leaves them idle in it. A burst right
+// after a start, when scale-from-zero brings one, then finds connections
 // ready. Call it in the background: readiness must not wait for a store.
-// It reports the first failure, with how many connections failed.
+// It reports the first failure, with how many PINGs failed.
+//
+// (Holding each connection with c.Conn() would pin exactly PoolSize, but
+// go-redis cannot initialize a Conn's connection with streaming
+// credentials: it panics, v9.23.)
 func WarmPool(ctx context.Context, c *redis.Client) error {
 	n := c.Options().PoolSize
-	conns := make([]*redis.Conn, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() {
-			conns[i] = c.Conn()
-			errs[i] = conns[i].Ping(ctx).Err()
-		})
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
 	}
 	wg.Wait()
-	// Only now give them back: each PING held its own connection.
 	failed, first := 0, error(nil)
-	for i, cn := range conns {
-		_ = cn.Close()
-		if errs[i] != nil {
+	for _, err := range errs {
+		if err != nil {
 			failed++
-			first = cmp.Or(first, errs[i])
+			first = cmp.Or(first, err)
 		}
 	}
 	if first != nil {
