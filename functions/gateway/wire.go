@@ -31,18 +31,46 @@ type gateway struct {
 	handler http.Handler
 	limiter *ratelimit.Limiter
 	// state is the Redis client for shared state other than the request
-	// buckets (stored-response affinity, token budgets); nil with the
-	// memory store.
-	state *redis.Client
+	// buckets (stored-response affinity, budget settles); reserve is the
+	// budget's reservation client, whose answer timeout is budget.timeout.
+	// Both nil with the memory store.
+	state, reserve *redis.Client
 }
 
 func (g *gateway) close() {
 	if g.limiter != nil {
 		_ = g.limiter.Close()
 	}
-	if g.state != nil {
-		_ = g.state.Close()
+	for _, c := range []*redis.Client{g.state, g.reserve} {
+		if c != nil {
+			_ = c.Close()
+		}
 	}
+}
+
+// redisClient is a client on the limiter's Redis whose answers are bounded
+// by timeout and whose new connections by limiter.dial_timeout. Each
+// distinct answer timeout needs its own client: go-redis bounds every
+// socket read by its client's ReadTimeout.
+func redisClient(lc ratelimit.Config, timeout time.Duration) (*redis.Client, error) {
+	c, err := redisstore.NewClient(redisstore.ClientOptions{
+		URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials,
+		Timeout: timeout, DialTimeout: lc.DialTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("limiter: %w", err)
+	}
+	return c, nil
+}
+
+// warmPool establishes c's connections in the background, so that a burst
+// right after the start finds them ready; readiness does not wait for it.
+func warmPool(ctx context.Context, what string, c *redis.Client, log *slog.Logger) {
+	go func() {
+		if err := redisstore.WarmPool(ctx, c); err != nil {
+			log.Warn(what+" store not reachable yet", "err", err)
+		}
+	}()
 }
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
@@ -77,15 +105,13 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if cfg.Limiter.Store == ratelimit.StoreRedis {
 		// A client of its own: these calls may take longer than a take's
 		// tight budget.
-		g.state, err = redisstore.NewClient(redisstore.ClientOptions{
-			URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials, Timeout: stateTimeout,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("limiter: %w", err)
+		if g.state, err = redisClient(lc, stateTimeout); err != nil {
+			return nil, err
 		}
-		aff = redisaffinity.New(g.state, cfg.Limiter.KeyPrefix)
+		aff = redisaffinity.New(g.state, cfg.Limiter.KeyPrefix, log)
+		warmPool(ctx, "shared state", g.state, log)
 	}
-	bud, err := budgets(ctx, cfg, g.state, log)
+	bud, err := budgets(ctx, cfg, lc, g, log)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +178,7 @@ func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) st
 		Store:         l.Store,
 		KeyPrefix:     l.KeyPrefix,
 		Timeout:       l.Timeout.D(),
+		DialTimeout:   l.DialTimeout.D(),
 		FailurePolicy: l.FailurePolicy,
 	}
 	if l.Store != ratelimit.StoreRedis {
@@ -175,8 +202,9 @@ func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) st
 	return lc, nil
 }
 
-// newLimiter builds the request limiter and dials its store (TLS, AUTH) in
-// the background, so the first take does not pay for it inside its budget.
+// newLimiter builds the request limiter and establishes its store's
+// connections (TLS, AUTH) in the background, so that the first takes find
+// them ready; a take that still waits for one is bounded by the dial budget.
 func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, log *slog.Logger) (*ratelimit.Limiter, error) {
 	limits := make([]ratelimit.TenantLimit, 0, len(ts))
 	for _, t := range ts {

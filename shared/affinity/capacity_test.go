@@ -33,7 +33,7 @@ func TestCapacityPerTenant(t *testing.T) {
 			srv := redistest.Start(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			t.Cleanup(func() { _ = c.Close() })
-			s := redisaffinity.New(c, "test:")
+			s := redisaffinity.New(c, "test:", nil)
 			s.PerTenant = per
 			return s
 		},

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/gateway/shared/breaker"
 )
 
 // Modes accepted in Config.Mode.
@@ -25,6 +28,7 @@ const (
 	DefaultLease         = 15 * time.Minute
 	DefaultOutputTokens  = 4096
 	DefaultTimeout       = 50 * time.Millisecond
+	DefaultDialTimeout   = time.Second
 	DefaultSettleTimeout = time.Second
 )
 
@@ -65,8 +69,17 @@ type Config struct {
 	// Default 1.
 	MinOutputTokens int64
 
-	// Timeout bounds one Reserve against a remote store. Default 50ms.
+	// Timeout bounds a remote store's answer to one Reserve. Default 50ms.
+	// A remote store's client bounds its socket reads and writes by it
+	// (redisstore.NewClient's Timeout); the context a Reserve gets adds
+	// DialTimeout.
 	Timeout time.Duration
+
+	// DialTimeout bounds a Reserve that waits for a connection being
+	// established (dial, TLS, login, a pool turn while the pool fills): a
+	// cold pool on a healthy store is not a failing store (issue 20).
+	// Default 1s; the gateway passes limiter.dial_timeout.
+	DialTimeout time.Duration
 
 	// SettleTimeout bounds one Settle against a remote store. Settle runs
 	// after the response, so it may wait longer; a settle that fails leaves
@@ -78,6 +91,18 @@ type Config struct {
 	// its output still capped), "closed" refuses it with ErrUnavailable. A
 	// tenant with a TokenQuota always fails closed: a quota is spend.
 	FailurePolicy string
+
+	// BreakerThreshold and BreakerCooldown tune the circuit breaker in
+	// front of a remote store (shared/breaker, the limiter's): after
+	// BreakerThreshold consecutive failures (default 5) reservations and
+	// settles skip the store for BreakerCooldown (default 2s) and the
+	// failure policy applies at once, so a store that is down costs each
+	// request nothing instead of its Timeout.
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+
+	// Log, when set, is told when the breaker opens and closes.
+	Log *slog.Logger
 }
 
 // TenantBudget is one tenant's limits.
@@ -91,6 +116,10 @@ type Stats struct {
 	Reserves, Refused, Degraded, StoreErrors uint64
 	Settles, Overruns, LateSettles           uint64
 	SettleErrors                             uint64
+	// BreakerOpens counts openings of the store's breaker; Breaker is its
+	// state now (always closed for the memory store).
+	BreakerOpens uint64
+	Breaker      breaker.State
 }
 
 // Ledger applies per-tenant token budgets on the request path: Reserve
@@ -102,6 +131,8 @@ type Ledger struct {
 	remote  bool
 	closed  bool
 	tenants map[string]Limits
+	breaker *breaker.Breaker // remote stores only
+	log     *slog.Logger
 
 	reserves, refused, degraded, storeErrors atomic.Uint64
 	settles, overruns, late, settleErrors    atomic.Uint64
@@ -116,9 +147,14 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 	cfg.FailurePolicy = oneOf(cfg.FailurePolicy, "failure policy", &errs, PolicyOpen, PolicyClosed)
 	orDefault(&cfg.Lease, DefaultLease, "lease", &errs)
 	orDefault(&cfg.Timeout, DefaultTimeout, "timeout", &errs)
+	orDefault(&cfg.DialTimeout, DefaultDialTimeout, "dial timeout", &errs)
 	orDefault(&cfg.SettleTimeout, DefaultSettleTimeout, "settle timeout", &errs)
 	orDefault(&cfg.DefaultOutputTokens, DefaultOutputTokens, "default output tokens", &errs)
 	orDefault(&cfg.MinOutputTokens, 1, "min output tokens", &errs)
+	orDefault(&cfg.BreakerCooldown, breaker.DefaultCooldown, "breaker cooldown", &errs)
+	if cfg.BreakerThreshold < 0 {
+		errs = append(errs, fmt.Errorf("breaker threshold %d: must not be negative", cfg.BreakerThreshold))
+	}
 	if cfg.Lease > 0 && cfg.Lease%time.Microsecond != 0 {
 		errs = append(errs, fmt.Errorf("lease %s: must be whole microseconds (Redis TIME resolution)", cfg.Lease))
 	}
@@ -147,6 +183,11 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 	}
 	_, local := l.store.(*Memory)
 	l.remote = !local
+	l.breaker = breaker.New(cfg.BreakerThreshold, cfg.BreakerCooldown)
+	l.log = cfg.Log
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
 	return l, nil
 }
 
@@ -230,7 +271,9 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		if ctx.Err() != nil {
 			return Decision{}, fmt.Errorf("budget: reserve: %w", context.Cause(ctx))
 		}
-		l.storeErrors.Add(1)
+		if !errors.Is(err, breaker.ErrOpen) {
+			l.storeErrors.Add(1)
+		}
 		l.degraded.Add(1)
 		d = Decision{Requested: req.Min, Degraded: true}
 		if l.closed || lim.TokenQuota > 0 {
@@ -256,13 +299,31 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	return d, nil
 }
 
-func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (Decision, error) {
+func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d Decision, err error) {
 	if !l.remote {
 		return l.store.Reserve(ctx, tenant, id, req)
 	}
-	tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-	defer cancel()
-	return l.store.Reserve(tctx, tenant, id, req)
+	err = l.guard(ctx, "reserve", func() error {
+		tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout+l.cfg.DialTimeout)
+		defer cancel()
+		var err error
+		d, err = l.store.Reserve(tctx, tenant, id, req)
+		return err
+	})
+	return d, err
+}
+
+// guard runs one remote store call through the breaker, logging its
+// changes; ctx is the caller's, whose end is not a store failure.
+func (l *Ledger) guard(ctx context.Context, op string, call func() error) error {
+	change, err := l.breaker.Call(ctx, call)
+	switch change {
+	case breaker.Opened:
+		l.log.Warn("budget: store failing, breaker open", "op", op, "cooldown", l.breaker.Cooldown(), "err", err)
+	case breaker.Recovered:
+		l.log.Info("budget: store recovered, breaker closed")
+	}
+	return err
 }
 
 // Settle ends request id's reservation with the tokens it actually used
@@ -291,9 +352,15 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 	var s Settlement
 	var err error
 	if l.remote {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.SettleTimeout)
-		s, err = l.store.Settle(tctx, tenant, id, actual)
-		cancel()
+		// Detached: the settle's own end, not the client's, is what counts.
+		dctx := context.WithoutCancel(ctx)
+		err = l.guard(dctx, "settle", func() error {
+			tctx, cancel := context.WithTimeout(dctx, l.cfg.SettleTimeout)
+			defer cancel()
+			var err error
+			s, err = l.store.Settle(tctx, tenant, id, actual)
+			return err
+		})
 	} else {
 		s, err = l.store.Settle(ctx, tenant, id, actual)
 	}
@@ -313,7 +380,10 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 
 // Stats returns a snapshot of the counters.
 func (l *Ledger) Stats() Stats {
+	state, opens := l.breaker.Snapshot()
 	return Stats{
+		BreakerOpens: opens,
+		Breaker:      state,
 		Reserves:     l.reserves.Load(),
 		Refused:      l.refused.Load(),
 		Degraded:     l.degraded.Load(),

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/breaker"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
 )
@@ -219,7 +221,7 @@ func TestLedgerFailurePolicy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			st := &failing{block: tc.block}
-			l := newLedger(t, budget.Config{FailurePolicy: tc.policy, Timeout: 20 * time.Millisecond}, tenants, st)
+			l := newLedger(t, budget.Config{FailurePolicy: tc.policy, Timeout: 20 * time.Millisecond, DialTimeout: 20 * time.Millisecond}, tenants, st)
 			start := time.Now()
 			d, err := l.Reserve(context.Background(), tc.tenant, "1", ask)
 			if took := time.Since(start); took > time.Second {
@@ -261,6 +263,30 @@ func TestLedgerFailurePolicy(t *testing.T) {
 			t.Error("the store saw the caller's cancellation")
 		}
 	})
+}
+
+// TestLedgerBreaker: a remote store that keeps failing is skipped after
+// the breaker's threshold, so the policy applies at once (the limiter's
+// breaker, issue 20); a reservation the breaker refused is no store error.
+func TestLedgerBreaker(t *testing.T) {
+	t.Parallel()
+	tenants := []budget.TenantBudget{{Tenant: "quota", Limits: budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}}}
+	st := &failing{}
+	l := newLedger(t, budget.Config{BreakerThreshold: 3, BreakerCooldown: time.Hour}, tenants, st)
+	for i := range 10 {
+		if _, err := l.Reserve(context.Background(), "quota", strconv.Itoa(i), budget.Ask{PromptBound: 10}); !errors.Is(err, budget.ErrUnavailable) {
+			t.Fatalf("reserve %d: %v, want ErrUnavailable", i, err)
+		}
+	}
+	if _, err := l.Settle(context.Background(), "quota", "1", 5); !errors.Is(err, budget.ErrUnavailable) {
+		t.Fatalf("settle: %v", err)
+	}
+	if n := st.calls.Load(); n != 3 {
+		t.Errorf("the store was called %d times, want 3 (the threshold)", n)
+	}
+	if s := l.Stats(); s.StoreErrors != 3 || s.Degraded != 10 || s.BreakerOpens != 1 || s.Breaker != breaker.Open {
+		t.Errorf("stats %+v", s)
+	}
 }
 
 // TestStrictUsesBudget: 40 concurrent streams of realistic requests drain a

@@ -114,8 +114,15 @@ type Limiter struct {
 	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
 	// KeyPrefix lets several gateways share one Redis. Default "llmgw:".
 	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
-	// Timeout bounds one take against the store. Default 50ms.
+	// Timeout bounds the store's answer to one take. Default 50ms.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// DialTimeout is the dial budget of every Redis connection the gateway
+	// opens (limiter, budgets, response records): a take or reservation
+	// that waits for a connection being established (dial, TLS, login, a
+	// pool turn while the pool fills) waits up to this on top of its
+	// timeout, and is not a store failure; a store that cannot be reached
+	// within it is. Default 1s (issue 20).
+	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout"`
 	// FailurePolicy is open (default) or closed: what happens when the
 	// store is down.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
@@ -422,6 +429,7 @@ func (l *Limiter) applyDefaults() {
 	}
 	def(&l.KeyPrefix, ratelimit.DefaultKeyPrefix)
 	defD(&l.Timeout, ratelimit.DefaultTimeout)
+	defD(&l.DialTimeout, ratelimit.DefaultDialTimeout)
 	def(&l.FailurePolicy, ratelimit.PolicyOpen)
 }
 

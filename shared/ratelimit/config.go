@@ -28,6 +28,12 @@ func normalize(cfg Config) (Config, []error) {
 	case cfg.Timeout < 0:
 		errs = append(errs, fmt.Errorf("timeout %s: must not be negative", cfg.Timeout))
 	}
+	switch {
+	case cfg.DialTimeout == 0:
+		cfg.DialTimeout = DefaultDialTimeout
+	case cfg.DialTimeout < 0:
+		errs = append(errs, fmt.Errorf("dial timeout %s: must not be negative", cfg.DialTimeout))
+	}
 	switch cfg.FailurePolicy {
 	case "":
 		cfg.FailurePolicy = PolicyOpen

@@ -20,6 +20,19 @@ import (
 
 	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
+
+	"github.com/llmgw/gateway/shared/breaker"
+	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+)
+
+// BreakerState is the state of the store circuit breaker (shared/breaker).
+type BreakerState = breaker.State
+
+// Breaker states, as shared/breaker names them.
+const (
+	BreakerClosed   = breaker.Closed
+	BreakerOpen     = breaker.Open
+	BreakerHalfOpen = breaker.HalfOpen
 )
 
 // Store names accepted in Config.Store.
@@ -38,8 +51,9 @@ const (
 const (
 	DefaultKeyPrefix        = "llmgw:"
 	DefaultTimeout          = 50 * time.Millisecond
-	DefaultBreakerThreshold = 5
-	DefaultBreakerCooldown  = 2 * time.Second
+	DefaultDialTimeout      = redisstore.DefaultDialTimeout
+	DefaultBreakerThreshold = breaker.DefaultThreshold
+	DefaultBreakerCooldown  = breaker.DefaultCooldown
 )
 
 // ErrUnavailable is returned by Take when the store failed (error, timeout or
@@ -84,9 +98,18 @@ type Config struct {
 	// Redis. Default "llmgw:".
 	KeyPrefix string
 
-	// Timeout bounds one Take against the Redis store, so the limiter never
+	// Timeout bounds the Redis store's answer to one Take (the socket reads
+	// and writes on an established connection), so a healthy store never
 	// adds more than this to a request. Default 50ms. Unused for memory.
 	Timeout time.Duration
+
+	// DialTimeout bounds a Take that must wait for a connection being
+	// established (dial, TLS, login, or a pool turn while the pool fills):
+	// such a take gets DialTimeout on top of Timeout, so a cold pool on a
+	// healthy store, a burst after scale-from-zero, is not a store failure
+	// (issue 20). The pool is warmed in the background at start (Warm).
+	// Default 1s. Unused for memory.
+	DialTimeout time.Duration
 
 	// FailurePolicy decides a take when the store fails, times out or the
 	// breaker is open: "open" allows the request (Decision.Degraded), "closed"
@@ -120,6 +143,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("redis_password_set", c.RedisPassword != ""),
 		slog.String("key_prefix", c.KeyPrefix),
 		slog.Duration("timeout", c.Timeout),
+		slog.Duration("dial_timeout", c.DialTimeout),
 		slog.String("failure_policy", c.FailurePolicy),
 		slog.Int("breaker_threshold", c.BreakerThreshold),
 		slog.Duration("breaker_cooldown", c.BreakerCooldown),
@@ -172,10 +196,11 @@ type Limiter struct {
 	stores   []limiter.Store
 	closeFns []func() error
 	remote   bool
-	timeout  time.Duration
-	closed   bool // policy closed
+	timeout  time.Duration // Timeout + DialTimeout: the most one take may wait
+	closed   bool          // policy closed
 	log      *slog.Logger
-	breaker  breaker
+	breaker  *breaker.Breaker
+	warmPool func(context.Context) error // nil for memory
 
 	takes, degraded, storeErrors atomic.Uint64
 	lastWarn                     atomic.Int64 // unix ns of the last degraded warning
@@ -198,19 +223,19 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 	l := &Limiter{
 		tenants: make(map[string]*tenantBucket, len(limits)),
 		remote:  cfg.Store == StoreRedis,
-		timeout: cfg.Timeout,
+		timeout: cfg.Timeout + cfg.DialTimeout,
 		closed:  cfg.FailurePolicy == PolicyClosed,
 		log:     log,
-		breaker: breaker{threshold: cfg.BreakerThreshold, cooldown: cfg.BreakerCooldown},
+		breaker: breaker.New(cfg.BreakerThreshold, cfg.BreakerCooldown),
 	}
 	var factory storeFactory
 	switch cfg.Store {
 	case StoreRedis:
-		f, closeFn, err := newRedisFactory(cfg)
+		f, closeFn, warmPool, err := newRedisFactory(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: %w", err)
 		}
-		factory = f
+		factory, l.warmPool = f, warmPool
 		l.closeFns = append(l.closeFns, closeFn)
 	default:
 		factory = newMemoryStore
@@ -280,39 +305,43 @@ func (l *Limiter) Take(ctx context.Context, tenant string) (Decision, error) {
 
 func (l *Limiter) takeRemote(ctx context.Context, tb *tenantBucket) (Decision, error) {
 	now := time.Now()
-	probe, allowed := l.breaker.allow(now)
-	if !allowed {
-		return l.degrade(tb, now, errBreakerOpen)
+	var tokens, remaining, reset uint64
+	var ok bool
+	change, err := l.breaker.Call(ctx, func() error {
+		// The store's answer is bounded by Timeout (the client's socket
+		// deadlines); the context adds DialTimeout for a take that waits
+		// for a connection being established.
+		tctx, cancel := context.WithTimeout(ctx, l.timeout)
+		defer cancel()
+		var err error
+		tokens, remaining, reset, ok, err = tb.store.Take(tctx, tb.key)
+		return err
+	})
+	switch change {
+	case breaker.Opened:
+		l.log.Warn("ratelimit: store failing, breaker open", "cooldown", l.breaker.Cooldown(), "err", err)
+	case breaker.Recovered:
+		l.log.Info("ratelimit: store recovered, breaker closed")
 	}
-	tctx, cancel := context.WithTimeout(ctx, l.timeout)
-	tokens, remaining, reset, ok, err := tb.store.Take(tctx, tb.key)
-	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			// The caller left (client gone); that says nothing about the store.
-			l.breaker.abandon(probe)
 			return Decision{}, fmt.Errorf("ratelimit: take: %w", context.Cause(ctx))
 		}
-		l.storeErrors.Add(1)
-		if l.breaker.failure(time.Now(), probe) {
-			l.log.Warn("ratelimit: store failing, breaker open", "cooldown", l.breaker.cooldown, "err", err)
+		if !errors.Is(err, breaker.ErrOpen) {
+			l.storeErrors.Add(1)
 		}
 		return l.degrade(tb, now, err)
 	}
-	if l.breaker.success(probe) {
-		l.log.Info("ratelimit: store recovered, breaker closed")
-	}
 	return Decision{Allowed: ok, Limit: tokens, Remaining: remaining, Reset: time.Unix(0, int64(reset))}, nil
 }
-
-var errBreakerOpen = errors.New("breaker open")
 
 // degrade applies the failure policy to a take the store could not answer.
 func (l *Limiter) degrade(tb *tenantBucket, now time.Time, cause error) (Decision, error) {
 	l.degraded.Add(1)
 	l.warnDegraded(now, cause)
 	if l.closed {
-		retry := l.breaker.retryAt(now)
+		retry := l.breaker.RetryAt(now)
 		return Decision{Limit: tb.tokens, Reset: retry, Degraded: true}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
 	rem := uint64(0)
@@ -340,7 +369,7 @@ func (l *Limiter) warnDegraded(now time.Time, cause error) {
 
 // Stats returns a snapshot of the health counters.
 func (l *Limiter) Stats() Stats {
-	state, opens := l.breaker.snapshot()
+	state, opens := l.breaker.Snapshot()
 	return Stats{
 		Takes:        l.takes.Load(),
 		Degraded:     l.degraded.Load(),
@@ -350,16 +379,23 @@ func (l *Limiter) Stats() Stats {
 	}
 }
 
-// Warm connects to the store ahead of the first request (for example from a
-// background goroutine at start), so that the first Take does not pay for
-// the dial and TLS handshake within Timeout. The memory store needs nothing.
+// Warm connects to the store ahead of the first request, from a background
+// goroutine at start: it loads the scripts, then establishes the whole
+// connection pool (dial, TLS, login), so that a burst of first takes finds
+// connections ready instead of waiting up to DialTimeout for them. The
+// memory store needs nothing.
 func (l *Limiter) Warm(ctx context.Context) error {
 	for _, st := range l.stores {
 		if w, ok := st.(interface{ Warm(context.Context) error }); ok {
 			if err := w.Warm(ctx); err != nil {
 				return fmt.Errorf("ratelimit: warm: %w", err)
 			}
-			return nil // the stores share one client
+			break // the stores share one client
+		}
+	}
+	if l.warmPool != nil {
+		if err := l.warmPool(ctx); err != nil {
+			return fmt.Errorf("ratelimit: warm: %w", err)
 		}
 	}
 	return nil

@@ -13,18 +13,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/breaker"
 )
 
 // Store is the Redis-backed affinity store.
 type Store struct {
-	c      redis.UniversalClient
-	prefix string
+	c       redis.UniversalClient
+	prefix  string
+	breaker *breaker.Breaker
+	log     *slog.Logger
 	// PerTenant is how many records a tenant keeps; default
 	// affinity.DefaultPerTenant.
 	PerTenant int
@@ -32,13 +36,36 @@ type Store struct {
 
 // New uses c (the limiter's Redis, see redisstore.NewClient) with keys
 // prefix + "resp:" + id, and prefix + "resp-tenant:" + tenant for each
-// tenant's ids.
-func New(c redis.UniversalClient, prefix string) *Store {
-	return &Store{c: c, prefix: prefix}
+// tenant's ids. Every call goes through a circuit breaker (the limiter's
+// kind, shared/breaker, with its defaults): while Redis is failing, calls
+// fail at once instead of after their timeout, and the server's policy for
+// an unreadable record applies (a follow-up is refused: isolation fails
+// closed; an unrecorded response is logged and its creator told). log,
+// when not nil, is told when the breaker opens and closes.
+func New(c redis.UniversalClient, prefix string, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{c: c, prefix: prefix, breaker: breaker.New(0, 0), log: log}
 }
 
 func (s *Store) key(id string) string           { return s.prefix + "resp:" + id }
 func (s *Store) tenantKey(tenant string) string { return s.prefix + "resp-tenant:" + tenant }
+
+// call runs one Redis call through the breaker; ctx is the caller's.
+func (s *Store) call(ctx context.Context, op string, fn func() error) error {
+	change, err := s.breaker.Call(ctx, fn)
+	switch change {
+	case breaker.Opened:
+		s.log.Warn("redisaffinity: store failing, breaker open", "op", op, "cooldown", s.breaker.Cooldown(), "err", err)
+	case breaker.Recovered:
+		s.log.Info("redisaffinity: store recovered, breaker closed")
+	}
+	if err != nil {
+		return fmt.Errorf("redisaffinity: %s: %w", op, err)
+	}
+	return nil
+}
 
 // Put records id's owner for ttl, in one pipeline (the record, the
 // tenant's set of ids, its size), and trims the tenant's oldest records
@@ -50,52 +77,61 @@ func (s *Store) Put(ctx context.Context, id string, o affinity.Owner, ttl time.D
 	if per <= 0 {
 		per = affinity.DefaultPerTenant
 	}
-	now := time.Now()
+	var over int64
 	tk := s.tenantKey(o.Tenant)
-	pipe := s.c.Pipeline()
-	pipe.Set(ctx, s.key(id), o.Encode(), ttl)
-	pipe.ZRemRangeByScore(ctx, tk, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
-	pipe.ZAdd(ctx, tk, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
-	pipe.PExpire(ctx, tk, ttl)
-	card := pipe.ZCard(ctx, tk)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("redisaffinity: put: %w", err)
-	}
-	over := card.Val() - int64(per)
-	if over <= 0 {
-		return nil
-	}
-	old, err := s.c.ZPopMin(ctx, tk, over).Result()
-	if err != nil {
-		return fmt.Errorf("redisaffinity: trim tenant %q: %w", o.Tenant, err)
-	}
-	keys := make([]string, 0, len(old))
-	for _, z := range old {
-		if m, ok := z.Member.(string); ok && m != id {
-			keys = append(keys, s.key(m))
+	err := s.call(ctx, "put", func() error {
+		now := time.Now()
+		pipe := s.c.Pipeline()
+		pipe.Set(ctx, s.key(id), o.Encode(), ttl)
+		pipe.ZRemRangeByScore(ctx, tk, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
+		pipe.ZAdd(ctx, tk, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
+		pipe.PExpire(ctx, tk, ttl)
+		card := pipe.ZCard(ctx, tk)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return err
 		}
-	}
-	if len(keys) == 0 {
+		over = card.Val() - int64(per)
 		return nil
+	})
+	if err != nil || over <= 0 {
+		return err
 	}
-	pipe = s.c.Pipeline()
-	for _, k := range keys {
-		pipe.Del(ctx, k) // one key per command: keys may be in different slots
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("redisaffinity: trim tenant %q: %w", o.Tenant, err)
-	}
-	return nil
+	return s.call(ctx, "trim", func() error {
+		old, err := s.c.ZPopMin(ctx, tk, over).Result()
+		if err != nil {
+			return err
+		}
+		pipe := s.c.Pipeline()
+		n := 0
+		for _, z := range old {
+			if m, ok := z.Member.(string); ok && m != id {
+				pipe.Del(ctx, s.key(m)) // one key per command: keys may be in different slots
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		_, err = pipe.Exec(ctx)
+		return err
+	})
 }
 
 // Get returns id's owner; ok is false for an unknown or expired id.
 func (s *Store) Get(ctx context.Context, id string) (affinity.Owner, bool, error) {
-	v, err := s.c.Get(ctx, s.key(id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return affinity.Owner{}, false, nil
-	}
-	if err != nil {
-		return affinity.Owner{}, false, fmt.Errorf("redisaffinity: get: %w", err)
+	var v string
+	found := true
+	err := s.call(ctx, "get", func() error {
+		var err error
+		v, err = s.c.Get(ctx, s.key(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			found = false // an answer: Redis is fine
+			return nil
+		}
+		return err
+	})
+	if err != nil || !found {
+		return affinity.Owner{}, false, err
 	}
 	o, err := affinity.Decode(v)
 	return o, err == nil, err
@@ -103,8 +139,8 @@ func (s *Store) Get(ctx context.Context, id string) (affinity.Owner, bool, error
 
 // Delete forgets id.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	if err := s.c.Del(ctx, s.key(id)).Err(); err != nil {
-		return fmt.Errorf("redisaffinity: delete: %w", err)
-	}
-	return nil
+	return s.call(ctx, "delete", func() error { return s.c.Del(ctx, s.key(id)).Err() })
 }
+
+// Breaker is the store's breaker state now and how often it opened.
+func (s *Store) Breaker() (breaker.State, uint64) { return s.breaker.Snapshot() }

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -38,6 +39,12 @@ type Config struct {
 	// KeyPrefix prefixes every key, so several gateways can share one
 	// Redis. Default DefaultKeyPrefix.
 	KeyPrefix string
+	// ReserveClient, when set, runs Reserve (and Warm's second pool) while
+	// the client New was given runs Settle: a reservation is on the request
+	// path and wants a client whose answer timeout is the budget's tight
+	// one, a settle may wait longer (go-redis bounds every socket read by
+	// its client's ReadTimeout, so the two need two clients).
+	ReserveClient Client
 	// Now, when set, replaces Redis TIME as the scripts' clock. It exists
 	// for tests that cross windows and leases without waiting; production
 	// leaves it nil so that every replica reads Redis's one clock.
@@ -53,6 +60,7 @@ type Client interface {
 // Store is a budget.Store in Redis. It does not own the client.
 type Store struct {
 	client Client
+	fast   Client // Reserve's: Config.ReserveClient, else client
 	prefix string
 	now    func() time.Time
 }
@@ -65,7 +73,11 @@ func New(client Client, cfg Config) (*Store, error) {
 	if cfg.KeyPrefix == "" {
 		cfg.KeyPrefix = DefaultKeyPrefix
 	}
-	return &Store{client: client, prefix: cfg.KeyPrefix, now: cfg.Now}, nil
+	fast := cfg.ReserveClient
+	if fast == nil {
+		fast = client
+	}
+	return &Store{client: client, fast: fast, prefix: cfg.KeyPrefix, now: cfg.Now}, nil
 }
 
 // Keys returns tenant's keys: windows, records and deadlines (for
@@ -92,7 +104,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 	if lim.TokenQuota > 0 {
 		period = int(lim.QuotaPeriod)
 	}
-	res, err := reserveScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id,
+	res, err := reserveScript.Run(ctx, s.fast, s.Keys(tenant), s.nowArg(), id,
 		r.Min, r.Want, lim.TokensPerMinute, lim.TokenQuota, period, r.Lease.Microseconds()).Int64Slice()
 	if err != nil {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", err)
@@ -131,10 +143,19 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual int64) (bu
 }
 
 // Warm loads the scripts into Redis, which also dials a connection, so
-// that the first Reserve is a single EVALSHA round trip.
+// that the first Reserve is a single EVALSHA round trip; then, when
+// Reserve's client is a *redis.Client, it establishes that client's
+// connection pool (redisstore.WarmPool), so that a burst of first
+// reservations finds connections ready. Call it in the background at
+// start; the settle client's owner warms that one.
 func (s *Store) Warm(ctx context.Context) error {
 	for _, sc := range []*redis.Script{reserveScript, settleScript} {
-		if err := sc.Load(ctx, s.client).Err(); err != nil {
+		if err := sc.Load(ctx, s.fast).Err(); err != nil {
+			return fmt.Errorf("redisbudget: warm: %w", err)
+		}
+	}
+	if rc, ok := s.fast.(*redis.Client); ok {
+		if err := redisstore.WarmPool(ctx, rc); err != nil {
 			return fmt.Errorf("redisbudget: warm: %w", err)
 		}
 	}

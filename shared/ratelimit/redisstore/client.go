@@ -1,10 +1,15 @@
 package redisstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,21 +36,39 @@ type ClientOptions struct {
 	// CredentialsInterval is how often Credentials is asked for a change.
 	// Default DefaultCredentialsInterval.
 	CredentialsInterval time.Duration
-	// Timeout is the budget of one limiter call. Reads, writes and waiting
-	// for a pooled connection are bounded by it (the caller's context deadline
-	// bounds them too). Default 50ms.
+	// Timeout bounds the store's answer: every socket read and write on an
+	// established connection (the caller's context deadline bounds them
+	// too). Default 50ms.
 	Timeout time.Duration
+	// DialTimeout is the dial budget: it bounds establishing a connection
+	// (dial, TLS, the first login and its round trip) and waiting for a
+	// pool turn while the pool fills, none of which Timeout bounds, so a
+	// cold pool on a healthy store is not mistaken for a failing one. A
+	// caller whose command may wait for a connection gives its context
+	// Timeout + DialTimeout. Default DefaultDialTimeout.
+	DialTimeout time.Duration
 }
+
+// DefaultDialTimeout is the dial budget when ClientOptions.DialTimeout is
+// zero: a TLS handshake and an Entra login to a managed Redis in the same
+// region take tens of milliseconds, a busy host's scheduler adds some.
+const DefaultDialTimeout = time.Second
 
 // NewClient builds a Redis client tuned for a limiter with a tight budget.
 // It does no I/O: the first command dials.
 //
 //   - no retries: a retry cannot fit in the budget, and the caller's failure
 //     policy and breaker decide what a failure means;
-//   - one dial attempt per command, bounded by the context (go-redis itself
-//     stops dialing after PoolSize failures and probes once a second);
-//   - context deadlines bound socket reads and writes;
+//   - one dial attempt per command, bounded by DialTimeout and the context
+//     (go-redis itself stops dialing after PoolSize failures and probes once
+//     a second);
+//   - Timeout and context deadlines bound socket reads and writes, except
+//     a new connection's handshake (HELLO/AUTH), which is part of
+//     establishing it and gets the dial budget (establishingConn);
+//   - a pool turn is waited for up to DialTimeout: while the pool fills,
+//     a command waits for a connection being established;
 //   - MinIdleConns 0, so nothing is dialed before it is needed (cold start);
+//     WarmPool establishes the pool in the background;
 //   - no CLIENT SETINFO and no maintenance-notification handshake, so a new
 //     connection costs the dial, TLS and HELLO/AUTH only;
 //   - with Credentials, streaming credentials: open connections re-AUTH when
@@ -79,9 +102,10 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 		opts.DialerRetries = 1
 	}
 	if opts.DialTimeout == 0 {
-		// The context bounds a dial within a take; this bounds Warm's and
-		// go-redis' own background probes.
-		opts.DialTimeout = max(timeout, 2*time.Second)
+		opts.DialTimeout = o.DialTimeout
+		if opts.DialTimeout <= 0 {
+			opts.DialTimeout = DefaultDialTimeout
+		}
 	}
 	if opts.ReadTimeout == 0 {
 		opts.ReadTimeout = timeout
@@ -90,16 +114,26 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 		opts.WriteTimeout = timeout
 	}
 	if opts.PoolTimeout == 0 {
-		opts.PoolTimeout = timeout
+		opts.PoolTimeout = opts.DialTimeout
+	}
+	if opts.Dialer == nil {
+		dial, budget := redis.NewDialer(opts), opts.DialTimeout
+		opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return establishing(c, budget), nil
+		}
 	}
 	if o.Credentials != nil {
 		interval := o.CredentialsInterval
 		if interval <= 0 {
 			interval = DefaultCredentialsInterval
 		}
-		// A new connection waits for its first login no longer than a take
-		// may take; Warm and the background poll wait up to DialTimeout.
-		opts.StreamingCredentialsProvider = newCredentialStream(o.Credentials, interval, timeout, opts.DialTimeout)
+		// A new connection's first login is part of establishing it: it
+		// waits up to the dial budget, as Warm and the background poll do.
+		opts.StreamingCredentialsProvider = newCredentialStream(o.Credentials, interval, opts.DialTimeout, opts.DialTimeout)
 	}
 	opts.ContextTimeoutEnabled = true
 	opts.DisableIdentity = true
@@ -108,3 +142,97 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	return redis.NewClient(opts), nil
 }
+
+// WarmPool establishes c's pool (dial, TLS, login) at once: PoolSize PINGs
+// in parallel, each of which finds no idle connection while the pool is
+// empty and so establishes one, and leaves them idle in it. A burst right
+// after a start, when scale-from-zero brings one, then finds connections
+// ready. Call it in the background: readiness must not wait for a store.
+// It reports the first failure, with how many PINGs failed.
+//
+// (Holding each connection with c.Conn() would pin exactly PoolSize, but
+// go-redis cannot initialize a Conn's connection with streaming
+// credentials: it panics, v9.23.)
+func WarmPool(ctx context.Context, c *redis.Client) error {
+	n := c.Options().PoolSize
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = c.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	failed, first := 0, error(nil)
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			first = cmp.Or(first, err)
+		}
+	}
+	if first != nil {
+		return fmt.Errorf("redisstore: warm pool: %d of %d connections: %w", failed, n, first)
+	}
+	return nil
+}
+
+// establishing wraps a new connection so that its handshake, the
+// round trip of HELLO/AUTH that go-redis sends before the first command,
+// is bounded by the dial budget rather than the answer timeout go-redis
+// sets for every read and write: until the first reply byte arrives, a
+// deadline earlier than now + budget is moved to it. The handshake is part
+// of establishing the connection (a TLS session's first records, a managed
+// Redis checking an Entra token); a take that waits for it is waiting for a
+// connection, not for a failing store (issue 20). Afterwards deadlines pass
+// through unchanged. A connection that go-redis can health-check (a
+// syscall.Conn) stays one.
+func establishing(c net.Conn, budget time.Duration) net.Conn {
+	e := &establishingConn{Conn: c, budget: budget}
+	if sc, ok := c.(syscall.Conn); ok {
+		return &establishingSyscallConn{establishingConn: e, sc: sc}
+	}
+	return e
+}
+
+type establishingConn struct {
+	net.Conn
+	budget      time.Duration
+	established atomic.Bool
+}
+
+func (c *establishingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.established.Load() {
+		c.established.Store(true)
+	}
+	return n, err
+}
+
+func (c *establishingConn) extend(t time.Time) time.Time {
+	if t.IsZero() || c.established.Load() {
+		return t
+	}
+	if floor := time.Now().Add(c.budget); t.Before(floor) {
+		return floor
+	}
+	return t
+}
+
+func (c *establishingConn) SetDeadline(t time.Time) error {
+	return c.Conn.SetDeadline(c.extend(t))
+}
+
+func (c *establishingConn) SetReadDeadline(t time.Time) error {
+	return c.Conn.SetReadDeadline(c.extend(t))
+}
+
+func (c *establishingConn) SetWriteDeadline(t time.Time) error {
+	return c.Conn.SetWriteDeadline(c.extend(t))
+}
+
+// establishingSyscallConn keeps the socket reachable for go-redis's
+// health check of idle connections.
+type establishingSyscallConn struct {
+	*establishingConn
+	sc syscall.Conn
+}
+
+func (c *establishingSyscallConn) SyscallConn() (syscall.RawConn, error) { return c.sc.SyscallConn() }

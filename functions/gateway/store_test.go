@@ -1,0 +1,164 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/ratelimit"
+)
+
+// storeOutcome is one request's status, error code and time to answer.
+type storeOutcome struct {
+	status  int
+	code    string
+	elapsed time.Duration
+}
+
+// storeRequest sends one budgeted streaming request and reads it to the end.
+func storeRequest(g *gw, tok string) storeOutcome {
+	start := time.Now()
+	req, err := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(budgetBody(10)))
+	if err != nil {
+		return storeOutcome{code: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return storeOutcome{code: err.Error(), elapsed: time.Since(start)}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	o := storeOutcome{status: resp.StatusCode, elapsed: time.Since(start)}
+	if resp.StatusCode != http.StatusOK {
+		if i := strings.Index(string(body), `"code":"`); i >= 0 {
+			o.code, _, _ = strings.Cut(string(body[i+len(`"code":"`):]), `"`)
+		}
+	}
+	return o
+}
+
+// storeGateway is a gateway on the Redis at url whose limiter fails with
+// policy and whose budgeted tenant has a quota (a quota always fails
+// closed); store timeouts are the defaults (50ms).
+func storeGateway(t *testing.T, url, policy string, share *gw) *gw {
+	return startGateway(t, options{
+		limiter: "limiter: {store: redis, redis_url_env: REDIS_URL, key_prefix: \"burst:\", failure_policy: " + policy + "}\n",
+		env:     map[string]string{"REDIS_URL": url},
+		tenants: budgetRow(1<<30, 64),
+		share:   share,
+	})
+}
+
+// TestRedisBurstOnFreshGateway (issue 20, section 6): a gateway that has
+// just started, on a healthy redis-server whose every new connection takes
+// 30ms to establish (a loopback proxy holds it, as TLS and a login would),
+// answers 100 concurrent first requests without refusing one: a take or
+// reservation that waits for a connection is bounded by the dial budget,
+// not the store's 50ms timeout, and is not a store failure.
+func TestRedisBurstOnFreshGateway(t *testing.T) {
+	const n = 100
+	rs := redistest.Start(t)
+	px := redistest.NewProxy(t, rs.Addr(), 30*time.Millisecond)
+	g := storeGateway(t, px.URL(), "closed", nil)
+	tok := g.token("budgeted")
+
+	outcomes := make([]storeOutcome, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			outcomes[i] = storeRequest(g, tok)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	refused := map[string]int{}
+	var slowest time.Duration
+	for _, o := range outcomes {
+		if o.status != http.StatusOK {
+			refused[fmt.Sprintf("%d %s", o.status, o.code)]++
+		}
+		slowest = max(slowest, o.elapsed)
+	}
+	t.Logf("%d concurrent first requests: refused %v; slowest answer %s; the proxy accepted %d Redis connections",
+		n, refused, slowest.Round(time.Millisecond), px.Accepted())
+	if len(refused) > 0 {
+		t.Fatalf("a fresh gateway on a healthy Redis refused first requests: %v", refused)
+	}
+}
+
+// TestRedisBlackholePolicyWithinBreakerBound (issue 20, section 6): when
+// the network to Redis drops everything, the limiter's and the budget's
+// failure policies apply within the breaker's bound: the first takes or
+// reservations cost at most their bound, then the breaker answers at once
+// (one probe per cooldown), so a blackholed Redis does not cost every
+// request its timeout. One gateway fails closed at the limiter (503
+// rate_limiter_unavailable); the other fails open there and closed at the
+// budget (503 budget_unavailable), which exercises the budget's breaker.
+func TestRedisBlackholePolicyWithinBreakerBound(t *testing.T) {
+	const (
+		n       = 40
+		timeout = 50 * time.Millisecond // the stores' default timeout
+		// bound is what one request may cost while its stores' breakers
+		// are still closed: the dial budget plus a timeout, for the
+		// limiter and the budget each, and a busy machine's slack.
+		bound = 2*(ratelimit.DefaultDialTimeout+timeout) + 2*time.Second
+	)
+	rs := redistest.Start(t)
+	px := redistest.NewProxy(t, rs.Addr(), 30*time.Millisecond)
+	closed := storeGateway(t, px.URL(), "closed", nil)
+	open := storeGateway(t, px.URL(), "open", closed)
+	tok := closed.token("budgeted")
+	for _, g := range []*gw{closed, open} {
+		if o := storeRequest(g, tok); o.status != http.StatusOK {
+			t.Fatalf("with Redis reachable: %d %s", o.status, o.code)
+		}
+	}
+	px.Blackhole(true)
+
+	for _, c := range []struct {
+		name string
+		g    *gw
+		code string
+	}{
+		{"limiter closed", closed, "rate_limiter_unavailable"},
+		{"limiter open, quota closed", open, "budget_unavailable"},
+	} {
+		var slow int // answers that took a store timeout or more
+		var took []time.Duration
+		for i := range n {
+			o := storeRequest(c.g, tok)
+			if o.status != http.StatusServiceUnavailable || o.code != c.code {
+				t.Fatalf("%s: request %d with Redis blackholed: %d %q, want 503 %s", c.name, i, o.status, o.code, c.code)
+			}
+			if o.elapsed > bound {
+				t.Errorf("%s: request %d took %s, more than the breaker's bound %s", c.name, i, o.elapsed, bound)
+			}
+			if o.elapsed >= timeout {
+				slow++
+			}
+			took = append(took, o.elapsed)
+		}
+		sorted := append([]time.Duration(nil), took...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+		t.Logf("%s: %d of %d requests took a store timeout (%s) or more; median %s, slowest %s",
+			c.name, slow, n, timeout, sorted[n/2].Round(time.Millisecond), sorted[n-1].Round(time.Millisecond))
+		// The breaker opens after 5 failures; then at most one probe per
+		// 2s cooldown waits for the store. 40 requests that each answer at
+		// once take far less than a cooldown, so 5 + a few probes at most.
+		if slow > 10 {
+			t.Errorf("%s: %d of %d requests waited for a blackholed store: the breaker does not spare them", c.name, slow, n)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package redisaffinity_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
+	"github.com/llmgw/gateway/shared/breaker"
+	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+)
+
+// TestBreaker: records round-trip through a real redis-server; with the
+// network to it blackholed, calls fail within their timeout until the
+// breaker opens, then at once (issue 20: the limiter's breaker for the
+// response records too); after the cooldown a probe finds Redis back.
+func TestBreaker(t *testing.T) {
+	t.Parallel()
+	rs := redistest.Start(t)
+	px := redistest.NewProxy(t, rs.Addr(), 0)
+	c, err := redisstore.NewClient(redisstore.ClientOptions{URL: px.URL(), Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	s := redisaffinity.New(c, "t:", nil)
+	ctx := context.Background()
+	o := affinity.Owner{Tenant: "a", Model: "m", Pool: "p", Endpoint: "http://e", Tokens: 7}
+	if err := s.Put(ctx, "resp_1", o, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.Get(ctx, "resp_1"); err != nil || !ok || got != o {
+		t.Fatalf("get: %+v %v %v", got, ok, err)
+	}
+	if _, ok, err := s.Get(ctx, "resp_none"); err != nil || ok {
+		t.Fatalf("unknown id: %v %v (a miss is an answer, not a failure)", ok, err)
+	}
+
+	px.Blackhole(true)
+	var skipped int
+	for i := range 20 {
+		start := time.Now()
+		_, _, err := s.Get(ctx, "resp_1")
+		if err == nil {
+			t.Fatalf("get %d with Redis blackholed: no error", i)
+		}
+		if errors.Is(err, breaker.ErrOpen) {
+			skipped++
+		} else if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("get %d took %s", i, took)
+		}
+	}
+	if state, opens := s.Breaker(); state != breaker.Open || opens != 1 || skipped < 20-breaker.DefaultThreshold {
+		t.Fatalf("breaker %s, opened %d times, %d of 20 calls skipped; want open, once, at least %d", state, opens, skipped, 20-breaker.DefaultThreshold)
+	}
+
+	px.Blackhole(false)
+	deadline := time.Now().Add(3 * breaker.DefaultCooldown)
+	for {
+		if _, ok, err := s.Get(ctx, "resp_1"); err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the breaker never closed after Redis came back")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
