@@ -134,7 +134,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Streams:           streamPolicies(cfg),
 		Affinity:          aff,
 		Budgets:           bud,
-		BudgetScanner:     budget.Scanner{ImageTokens: cfg.Budget.ImageTokens},
+		BudgetScanner:     budget.Scanner{ImageTokens: cfg.Budget.ImageTokens, MediaTokens: cfg.Budget.MediaTokens},
 		MinRemaining:      cfg.Lambda.MinRemaining.D(),
 	})
 	return g, nil

@@ -238,6 +238,10 @@ type Budget struct {
 	// Default 48169, the largest per-image charge OpenAI publishes
 	// (gpt-4o-mini, high detail); 1445 covers gpt-4o and gpt-4.1.
 	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
+	// MediaTokens bounds one audio, video, file or precomputed-embeddings
+	// part's prompt tokens in the prompt bound. Default
+	// budget.DefaultMediaTokens; set it to the models' context length.
+	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens"`
 	// FailurePolicy is open or closed when the store is down or slow;
 	// default the limiter's. A tenant with a token_quota always fails
 	// closed.
@@ -441,6 +445,7 @@ func (b *Budget) applyDefaults(limiterPolicy string) {
 	defN(&b.DefaultOutputTokens, budget.DefaultOutputTokens)
 	defD(&b.Timeout, budget.DefaultTimeout)
 	defN(&b.ImageTokens, budget.DefaultImageTokens)
+	defN(&b.MediaTokens, budget.DefaultMediaTokens)
 	def(&b.FailurePolicy, limiterPolicy)
 }
 

@@ -231,6 +231,9 @@ func validateBudget(ck *checker, b *Budget) {
 	if b.ImageTokens > budget.MaxTokens {
 		ck.add("budget.image_tokens", "must be at most %d", int64(budget.MaxTokens))
 	}
+	if b.MediaTokens > budget.MaxTokens {
+		ck.add("budget.media_tokens", "must be at most %d", int64(budget.MaxTokens))
+	}
 }
 
 // validateTenantBudget mirrors budget.New's rules for one tenant's limits.

@@ -198,9 +198,12 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 		rl.data = false
 		if rl.res.Done {
 			// The terminal event ends what the client gets: anything after
-			// it is dropped (noted in AfterDone), and the backend is not
-			// read further.
+			// it is dropped (noted in AfterDone). The backend's body is read
+			// to its end (a little at most: its chunked terminator), so its
+			// connection is reused; a backend that keeps sending is left
+			// after maxAfterDone bytes.
 			rl.res.AfterDone = consumed < end
+			rl.discardRest(buf, src, rerr)
 			return nil
 		}
 		// Keep the pending bytes at the start of buf; they are at most one
@@ -219,6 +222,18 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 			return nil
 		case rerr != nil:
 			return fmt.Errorf("%w: read: %w", ErrUpstream, rerr)
+		}
+	}
+}
+
+// maxAfterDone bounds what is read, and dropped, after a terminal event.
+const maxAfterDone = 64 << 10
+
+func (rl *relay) discardRest(buf []byte, src io.Reader, err error) {
+	for n, total := 0, 0; err == nil && total < maxAfterDone; total += n {
+		n, err = src.Read(buf)
+		if n > 0 {
+			rl.res.AfterDone = true
 		}
 	}
 }
