@@ -69,6 +69,10 @@ fuzz:
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzRelay -fuzztime 30s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzEventEnd -fuzztime 20s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzTokenLimit -fuzztime 20s
+	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzParseUsage -fuzztime 30s
+	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzUsagePlace -fuzztime 20s
+	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzAnswerScanner -fuzztime 20s
+	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
 	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/upstream -run '^$$' -fuzz FuzzRewrite -fuzztime 30s

@@ -94,3 +94,43 @@ test('responses.create, a follow-up, and responses.stream', async () => {
   assert.equal(final.status, 'completed');
   assert.equal(final.usage.output_tokens, tokens);
 });
+
+// Issue 21: the AzureOpenAI class's Responses and models calls carry no
+// deployment (POST /openai/responses, GET /openai/models?api-version=…).
+test('AzureOpenAI: responses.create, retrieve, and models.list', async () => {
+  const c = new AzureOpenAI({ endpoint, apiKey: token, apiVersion: '2025-04-01-preview', maxRetries: 0 });
+  const first = await c.responses.create({ model: 'llama', input: 'hi' });
+  assert.equal(first.output_text, want);
+  const again = await c.responses.retrieve(first.id);
+  assert.equal(again.id, first.id);
+  const models = [];
+  for await (const m of c.models.list()) models.push(m.id);
+  assert.ok(models.includes('llama'), `models: ${models}`);
+});
+
+// Issue 21: an id the gateway never recorded for this tenant is a 404 the
+// SDK raises as NotFoundError, and never reaches a backend.
+test('responses: a follow-up of an unknown id is NotFoundError', async () => {
+  await assert.rejects(client().responses.create({ model: 'llama', input: 'x', previous_response_id: 'resp_not_yours' }), (e) => {
+    assert.ok(e instanceof OpenAI.NotFoundError, `got ${e?.constructor?.name}: ${e}`);
+    assert.equal(e.code, 'previous_response_not_found');
+    return true;
+  });
+});
+
+// Issue 21: a Responses stream the backend drops mid-way ends with the
+// Responses API's error event, which the Vercel AI SDK (default
+// openai('…') = Responses) raises as an API error, not a schema error.
+test('Vercel AI SDK: a dropped Responses stream is an API error', async () => {
+  const { createOpenAI } = await import('@ai-sdk/openai');
+  const { streamText, generateText } = await import('ai');
+  const ok = await generateText({ model: createOpenAI({ baseURL, apiKey: token })('llama'), prompt: 'hi', maxRetries: 0 });
+  assert.equal(ok.text, want);
+  const provider = createOpenAI({ baseURL, apiKey: token, headers: { 'X-Stub-Fault': 'drop_after=3' } });
+  const result = streamText({ model: provider('llama'), prompt: 'hi', maxRetries: 0, onError: () => {} });
+  let err;
+  for await (const part of result.fullStream) if (part.type === 'error') err = part.error;
+  assert.ok(err, 'no error part');
+  assert.notEqual(err?.name, 'AI_TypeValidationError', `schema error instead of the API error: ${err}`);
+  assert.match(JSON.stringify(err) + String(err?.message ?? err), /upstream_stream_error/);
+});
