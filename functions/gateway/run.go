@@ -60,25 +60,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return serveHTTP(ctx, cfg, getenv, gw.handler, log)
 }
 
-// serveHTTP listens on cfg.Listen ($PORT, else $CONTAINER_APP_PORT, overrides
-// the port) and, when ctx
-// ends, stops accepting and lets open streams finish for the grace period.
+// serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
+// else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
+// open streams finish for the grace period.
 func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, h http.Handler, log *slog.Logger) error {
-	addr := cfg.Listen
-	port := getenv("PORT")
-	if port == "" {
-		port = getenv("CONTAINER_APP_PORT") // Azure Container Apps' name for it
-	}
-	if port != "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = ""
-		}
-		if cfg.Listen == config.DefaultListen { // a container must listen on every interface
-			host = ""
-		}
-		addr = net.JoinHostPort(host, port)
-	}
+	addr := cfg.ListenAddr(getenv)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -31,16 +32,18 @@ import (
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
-// DefaultListen is the listen address when the config names none. With it,
-// $PORT makes the gateway listen on every interface (a container's port).
+// DefaultListen is the listen address when the config names none and
+// neither $PORT nor $CONTAINER_APP_PORT is set.
 const DefaultListen = "127.0.0.1:8080"
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
 // ending in _env name the environment variable that holds them.
 type Config struct {
-	// Listen is the host:port to serve HTTP on. Default DefaultListen;
-	// $PORT, else $CONTAINER_APP_PORT (Azure Container Apps sets it to the
-	// ingress target port), overrides the port.
+	// Listen is the host:port to serve HTTP on. An explicit listen always
+	// wins; when it is absent, $PORT, else $CONTAINER_APP_PORT (Azure
+	// Container Apps sets it to the ingress target port), fills it in as
+	// ":PORT" (every interface, as a container needs), else DefaultListen.
+	// See ListenAddr.
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
@@ -67,6 +70,25 @@ type Config struct {
 	Budget   Budget   `yaml:"budget" json:"budget"`
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
+
+	// listenGiven records that the config wrote listen: the environment's
+	// port then never replaces it (issue 22: a default compared by value
+	// let $PORT widen an explicit 127.0.0.1:8080 to every interface).
+	listenGiven bool
+}
+
+// ListenAddr is the address to serve HTTP on: listen as written, else
+// ":$PORT", else ":$CONTAINER_APP_PORT", else DefaultListen.
+func (c *Config) ListenAddr(getenv func(string) string) string {
+	if c.listenGiven {
+		return c.Listen
+	}
+	for _, env := range []string{"PORT", "CONTAINER_APP_PORT"} {
+		if port := getenv(env); port != "" {
+			return net.JoinHostPort("", port)
+		}
+	}
+	return c.Listen
 }
 
 // Auth configures JWT verification.
@@ -378,6 +400,7 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
+	c.listenGiven = c.Listen != ""
 	def(&c.Listen, DefaultListen)
 	defN(&c.MaxBodyBytes, server.DefaultMaxBodyBytes)
 	defD(&c.ShutdownGrace, 30*time.Second)

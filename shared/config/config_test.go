@@ -414,3 +414,31 @@ func TestBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestListenAddr: an explicit listen always wins; the environment's port
+// only fills in an absent one, on every interface.
+func TestListenAddr(t *testing.T) {
+	tests := []struct {
+		name, listen string
+		env          map[string]string
+		want         string
+	}{
+		{"absent, no port", "", nil, DefaultListen},
+		{"absent, PORT", "", map[string]string{"PORT": "9000"}, ":9000"},
+		{"absent, CONTAINER_APP_PORT", "", map[string]string{"CONTAINER_APP_PORT": "9001"}, ":9001"},
+		{"absent, both", "", map[string]string{"PORT": "9000", "CONTAINER_APP_PORT": "9001"}, ":9000"},
+		{"the default's value, PORT", "listen: 127.0.0.1:8080\n", map[string]string{"PORT": "9000"}, "127.0.0.1:8080"},
+		{"every interface, PORT", "listen: \":8081\"\n", map[string]string{"PORT": "9000"}, ":8081"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.listen+minimal), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ListenAddr(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Fatalf("ListenAddr = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

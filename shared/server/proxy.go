@@ -251,6 +251,9 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	}
 	req.Header.Set("X-Request-Id", rec.id)
 	rec.sent = s.Now()
+	if rec.firstSent.IsZero() {
+		rec.firstSent = rec.sent
+	}
 	timeout := s.HeaderTimeout
 	if !a.body.Stream {
 		timeout = s.ResponseTimeout

@@ -168,6 +168,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	}
 	req.Header.Set("X-Request-Id", rec.id)
 	rec.attempts, rec.sent = 1, s.Now()
+	rec.firstSent = rec.sent
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		if ctx.Err() != nil && r.Context().Err() != nil {
