@@ -199,6 +199,14 @@ func badResponse(pool, what string) *apiError {
 	return serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool, what))
 }
 
+// redirected is a backend's 3xx: a failure like a 5xx (issue 22: a
+// redirect relayed with its Location gave a tenant an internal URL with a
+// signature). Its Location reaches neither the caller nor the log.
+func redirected(rec *record, endpoint, pool string, status int) *apiError {
+	rec.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
+	return badResponse(pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", status))
+}
+
 // firstEventError: a stream's endpoint sent no first event, by why it was
 // cut (the first-token or idle timeout) or how it failed.
 func firstEventError(pool string, why error, wait time.Duration, err error) *apiError {

@@ -292,8 +292,9 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 
 // judge says whether a backend's answer is a failure to try elsewhere,
 // and benches the endpoint accordingly: 429 and 5xx (for Retry-After or
-// the default cooldown), a refusal of the gateway's own credentials, and
-// a success the gateway cannot relay as asked.
+// the default cooldown), a refusal of the gateway's own credentials, a
+// redirect (never followed, never relayed), and a success the gateway
+// cannot relay as asked.
 func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
 	rec.upstreamStatus = resp.StatusCode
 	switch {
@@ -309,6 +310,9 @@ func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.R
 		// backend's 401. The endpoint is named in the log, never to the caller.
 		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
 		return upstreamAuthFailed(pool, resp.StatusCode)
+	case resp.StatusCode/100 == 3:
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		return redirected(rec, e.Name, pool, resp.StatusCode)
 	}
 	if bad := checkAnswer(resp, stream); bad != "" {
 		// A stream answered with a web page, or a body in an encoding the

@@ -181,6 +181,10 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	}
 	defer resp.Body.Close()
 	rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
+	if resp.StatusCode/100 == 3 {
+		s.fail(w, rec, redirected(rec, o.Endpoint, o.Pool, resp.StatusCode))
+		return
+	}
 	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
 		_ = s.Affinity.Delete(dctx, id)
