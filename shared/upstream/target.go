@@ -316,4 +316,3 @@ func CopyResponseHeaders(dst, src http.Header) {
 
 // relayedResponse is the allow-list of CopyResponseHeaders (canonical).
 var relayedResponse = []string{"Content-Type", "Openai-Processing-Ms"}
-
