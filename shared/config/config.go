@@ -58,6 +58,29 @@ type Config struct {
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default 32 KiB.
 	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
+	// MaxConnections caps the open client connections of the HTTP host
+	// (one replica); beyond it a connection is answered 503
+	// too_many_connections and closed, logged. Default 4096: 1,500 open
+	// streams and their neighbours' kept-alive connections.
+	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// LingeringTime bounds, in all, the reading and discarding of a body
+	// still arriving after an early answer (413, 401, …), so that the
+	// client reads the answer instead of a reset (nginx's lingering_time).
+	// Default 30s.
+	LingeringTime Duration `yaml:"lingering_time" json:"lingering_time"`
+	// LingeringTimeout bounds each wait for more of such a body (nginx's
+	// lingering_timeout). Default 5s; at most lingering_time.
+	LingeringTimeout Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
+	// LingeringMaxBytes bounds what is discarded after an early answer.
+	// Default 64 MiB.
+	LingeringMaxBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
+	// MaxConcurrentRequests caps each tenant's proxied requests in flight
+	// on one replica (429 too_many_concurrent_requests beyond, with
+	// Retry-After); a tenant's row may set its own. Per replica, not
+	// shared: exact across replicas would cost a store round trip per
+	// request and a lease per stream. Default 512 (a third of the 1,500
+	// streams a replica is sized for).
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	// ShutdownGrace is how long open streams may run after SIGTERM. Default 30s.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// LogLevel is debug, info (default), warn or error.
@@ -209,6 +232,9 @@ type Tenant struct {
 	Requests uint64 `yaml:"requests" json:"requests"`
 	// Interval of the token bucket. Default 1m.
 	Interval Duration `yaml:"interval" json:"interval"`
+	// MaxConcurrentRequests caps the tenant's requests in flight on one
+	// replica. Default the top-level max_concurrent_requests.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 
 	// Token budgets (optional; see Budget): each counts prompt plus
 	// completion tokens, and 0 is no limit.
@@ -408,6 +434,11 @@ func (c *Config) applyDefaults() {
 	defD(&c.ReadHeaderTimeout, 10*time.Second)
 	defD(&c.IdleTimeout, 60*time.Second)
 	defN(&c.MaxHeaderBytes, 32<<10)
+	defN(&c.MaxConnections, server.DefaultMaxConns)
+	defD(&c.LingeringTime, server.DefaultLingerTime)
+	defD(&c.LingeringTimeout, server.DefaultLingerTimeout)
+	defN(&c.LingeringMaxBytes, server.DefaultLingerBytes)
+	defN(&c.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)
 	def(&c.LogLevel, "info")
 	c.Auth.applyDefaults()
 	c.Limiter.applyDefaults()
@@ -417,6 +448,7 @@ func (c *Config) applyDefaults() {
 	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, time.Minute)
+		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)
 	}
 	for i := range c.Pools {
 		c.Pools[i].applyDefaults(c.Upstream)

@@ -408,3 +408,15 @@ func headersTooLarge(max int) *apiError {
 	return invalidRequest(http.StatusRequestHeaderFieldsTooLarge, "request_header_fields_too_large", "",
 		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
 }
+
+// What a caller or a neighbour can hold (listener.go, concurrency.go).
+
+func tooManyConnections(max int) *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",
+		fmt.Sprintf("this gateway replica holds its limit of %d open connections (max_connections); retry shortly", max), time.Second)
+}
+
+func tooManyConcurrent(tenantID string, max int) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "too_many_concurrent_requests", RetryAfter: time.Second,
+		Message: fmt.Sprintf("Too many concurrent requests for tenant %q: limit %d in flight on this gateway replica (max_concurrent_requests). Retry after the time in Retry-After.", tenantID, max)}
+}

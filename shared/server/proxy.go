@@ -43,6 +43,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
+	// 2b. Concurrency: one of the tenant's slots on this replica, held to
+	// the end of the answer, so one tenant's flood is its own problem.
+	if !s.admit(w, rec, t) {
+		return
+	}
+	defer t.Release()
+
 	// 3. Read: a capped body, bounded in time.
 	rc := http.NewResponseController(w)
 	bufp, raw, ok := s.readRequest(w, rc, r, rec, deployment)

@@ -84,8 +84,9 @@ func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
 	rec.wroteHeader = true
 	if rec.body != nil && !rec.body.done {
 		// An answer before the body was read (a bad token, a body too
-		// large or too slow): close rather than wait for the rest.
-		w.Header()["Connection"] = []string{"close"}
+		// large or too slow): close rather than wait for the rest, after
+		// the answer has reached the client (a lingering close).
+		rec.body.closeEarly(w.Header())
 	}
 	e.write(w)
 }
