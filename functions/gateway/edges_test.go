@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,5 +345,93 @@ func TestLingerIsBounded(t *testing.T) {
 				t.Fatalf("the gateway still reads a body it refused after %s", tt.within+5*time.Second)
 			}
 		})
+	}
+}
+
+// TestMaxConnections: beyond max_connections a new connection is answered
+// 503 too_many_connections (OpenAI's shape, Retry-After, Connection:
+// close) and logged; once one closes, a new one is served. Before issue
+// 22 there was no cap: every connection was served.
+func TestMaxConnections(t *testing.T) {
+	t.Parallel()
+	const max = 6
+	g := startGateway(t, options{extra: fmt.Sprintf("max_connections: %d\n", max)})
+	var held []net.Conn
+	for range max {
+		c := g.rawConn(t)
+		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection within the cap: %v %v", err, resp)
+		}
+		resp.Body.Close()
+		held = append(held, c) // kept alive, idle
+	}
+	over := g.rawConn(t)
+	_, _ = io.WriteString(over, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
+	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+	if err != nil {
+		t.Fatalf("over the cap: no answer: %v", err)
+	}
+	if resp.Header.Get("Retry-After") == "" || !resp.Close {
+		t.Errorf("over the cap: Retry-After %q, close %t", resp.Header.Get("Retry-After"), resp.Close)
+	}
+	e := openAIError(t, resp, http.StatusServiceUnavailable, "too_many_connections")
+	if !strings.Contains(e["message"].(string), "max_connections") {
+		t.Errorf("message %q does not name max_connections", e["message"])
+	}
+	eventually(t, "the refusal's log line", func() bool {
+		return strings.Contains(g.logs.String(), `"msg":"connection refused: max_connections reached"`)
+	})
+	// One leaves; a new connection is served.
+	held[0].Close()
+	eventually(t, "a connection served after one closed", func() bool {
+		resp, err := http.Get(g.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// TestTenantConcurrencyCap: a tenant holding max_concurrent_requests
+// requests gets 429 too_many_concurrent_requests (OpenAI's shape,
+// Retry-After) for one more, while another tenant is served. Before
+// issue 22 there was no cap.
+func TestTenantConcurrencyCap(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{extra: "max_concurrent_requests: 2\n"})
+	tok := g.token("contoso")
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := g.post("/v1/chat/completions", tok, streamBody, stub.TTFTHeader, "3s")
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
+	defer wg.Wait()
+	eventually(t, "two streams held at the backend", func() bool { return g.Stubs[0].Stats().ActiveStreams == 2 })
+	refused := g.post("/v1/chat/completions", tok, chatBody)
+	if refused.Header.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After")
+	}
+	e := openAIError(t, refused, http.StatusTooManyRequests, "too_many_concurrent_requests")
+	if msg := e["message"].(string); !strings.Contains(msg, `"contoso"`) || !strings.Contains(msg, "limit 2") {
+		t.Errorf("message %q does not name the tenant and its limit", msg)
+	}
+	// The neighbour is served meanwhile.
+	resp := g.post("/v1/chat/completions", g.token("fabrikam"), chatBody)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("the neighbour got %d", resp.StatusCode)
 	}
 }
