@@ -7,11 +7,15 @@ func (t *Tenant) Acquire() bool {
 	if t.MaxConcurrent <= 0 {
 		return true
 	}
-	if t.inflight.Add(1) > int64(t.MaxConcurrent) {
-		t.inflight.Add(-1)
-		return false
+	for {
+		n := t.inflight.Load()
+		if n >= int64(t.MaxConcurrent) {
+			return false
+		}
+		if t.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	return true
 }
 
 // Release returns a slot Acquire took.
