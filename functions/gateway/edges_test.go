@@ -5,12 +5,16 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -434,4 +438,44 @@ func TestTenantConcurrencyCap(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("the neighbour got %d", resp.StatusCode)
 	}
+}
+
+// TestSDKNodeEarlyAnswers: the official npm openai client posting a 3 MB
+// prompt (over the default 1 MiB max_body_bytes), with a valid token or a
+// bad one, gets the 413 or 401 APIError on each of three tries. Before
+// issue 22 it got APIConnectionError ("Connection error") after uploading
+// the prompt three times.
+func TestSDKNodeEarlyAnswers(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeSDK(t)
+	g := startGateway(t, options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "edges.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "pass 2") {
+		t.Fatalf("node --test did not pass both tests:\n%s", out)
+	}
+}
+
+// nodeSDK finds node and scripts/sdktest with its openai package.
+func nodeSDK(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node not found on PATH: install Node.js 20+ and run `make test` (it runs `npm ci --prefix scripts/sdktest`)")
+	}
+	dir, err = filepath.Abs(filepath.Join("..", "..", "scripts", "sdktest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		t.Fatalf("scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
+	}
+	return node, dir
 }
