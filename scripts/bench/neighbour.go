@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -16,12 +17,12 @@ import (
 )
 
 // The neighbour phase's shape: floodStreams streams of tenant flood held
-// in a closed loop (a refused one retries after its Retry-After, 1 s, as
-// OpenAI's SDKs do) while neighbourStreams streams of tenant bench run;
+// in a closed loop (a refused one retries after its Retry-After, 1 s
+// give or take half, as clients with jitter do) while neighbourStreams streams of tenant bench run;
 // floodCap is the flood's max_concurrent_requests in the capped run.
 const (
 	floodStreams     = 400
-	neighbourStreams = 10
+	neighbourStreams = 30
 	floodCap         = 64
 )
 
@@ -73,8 +74,16 @@ func (b *bench) neighbours(ctx context.Context, res *results) error {
 			flood := &target{name: "flood", base: t.base, token: floodToken, client: newClient(floodStreams + 16)}
 			defer flood.close()
 			measureFrom := time.Now().Add(p.ramp)
-			for range sc.flood {
+			for i := range sc.flood {
 				wg.Go(func() {
+					// Started across the ramp, as closedLoop starts its
+					// streams, and retried with jitter, as clients are:
+					// 400 refusals in lockstep each second would measure
+					// a synchronised wave no real flood sends.
+					select {
+					case <-time.After(time.Duration(int64(p.ramp) * int64(i) / int64(sc.flood))):
+					case <-fctx.Done():
+					}
 					for fctx.Err() == nil {
 						r := flood.doStream(fctx, reqOpts{}, nil)
 						switch {
@@ -83,7 +92,7 @@ func (b *bench) neighbours(ctx context.Context, res *results) error {
 						case r.err == "status 429":
 							atomic.AddInt64(&run.floodRefused, 1)
 							select {
-							case <-time.After(time.Second):
+							case <-time.After(time.Second/2 + rand.N(time.Second)):
 							case <-fctx.Done():
 							}
 						case r.err != "" && fctx.Err() == nil:
