@@ -124,7 +124,7 @@ func errorsGoCodes(t *testing.T) map[string]bool {
 }
 
 var (
-	tableRow = regexp.MustCompile("^\\| (\\d{3}) \\| ([^|]*) \\|")
+	tableRow = regexp.MustCompile(`^\| (\d{3}) \| ([^|]*) \|`)
 	backtick = regexp.MustCompile("`([a-z_]+)`")
 )
 
