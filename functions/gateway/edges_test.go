@@ -86,8 +86,8 @@ func TestAddedMsNeverNegative(t *testing.T) {
 }
 
 // leakyBackend answers like OpenAI, with the headers a real backend adds
-// about the gateway's account and network, and, on /redirect/, a 302 to an
-// internal URL with a signature.
+// about the gateway's account and network, and, on /redirect/ and for a
+// stored response's GET, a 302 to an internal URL with a signature.
 func leakyBackend(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +96,7 @@ func leakyBackend(t *testing.T) *httptest.Server {
 		for k, v := range leakedHeaders {
 			h.Set(k, v)
 		}
-		if strings.HasPrefix(r.URL.Path, "/redirect/") {
+		if strings.HasPrefix(r.URL.Path, "/redirect/") || r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/responses/") {
 			h.Set("Location", "https://internal.example/blob?sig=secret-signature")
 			w.WriteHeader(http.StatusFound)
 			return
@@ -107,6 +107,10 @@ func leakyBackend(t *testing.T) *httptest.Server {
 			return
 		}
 		h.Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/responses") {
+			_, _ = io.WriteString(w, `{"id":"resp_leak1","object":"response","status":"completed","output":[]}`)
+			return
+		}
 		_, _ = io.WriteString(w, completionJSON)
 	}))
 	t.Cleanup(srv.Close)
@@ -478,4 +482,39 @@ func nodeSDK(t *testing.T) (node, dir string) {
 		t.Fatalf("scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
 	}
 	return node, dir
+}
+
+// TestStoredResponseRedirect: a backend that answers a stored response's
+// GET with a 302 gives the caller 502 upstream_bad_response and no
+// Location. Before issue 22 the 302 and its Location were relayed.
+func TestStoredResponseRedirect(t *testing.T) {
+	t.Parallel()
+	backend := leakyBackend(t)
+	g := startGateway(t, options{
+		tenants: "  - {id: recco, models: [gpt-rec], requests: 100, interval: 1h}\n",
+		extra: fmt.Sprintf(`  - name: direct
+    kind: openai
+    models: {gpt-rec: ""}
+    endpoints:
+      - {url: %q, api_key_env: BACKEND_KEY}
+`, backend.URL+"/v1"),
+	})
+	tok := g.token("recco")
+	resp := g.post("/v1/responses", tok, `{"model":"gpt-rec","input":"hi"}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create: %d %s", resp.StatusCode, b)
+	}
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/v1/responses/resp_leak1", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if loc := resp.Header.Get("Location"); loc != "" {
+		t.Errorf("Location %q reached the client", loc)
+	}
+	openAIError(t, resp, http.StatusBadGateway, "upstream_bad_response")
 }

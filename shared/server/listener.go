@@ -88,9 +88,6 @@ func NewListener(ln net.Listener, o ConnOptions) *Listener {
 	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...)}
 }
 
-// Open is the number of client connections open now.
-func (l *Listener) Open() int64 { return l.open.Load() }
-
 // Accept returns the next connection within the cap; those beyond it are
 // answered and closed in the background.
 func (l *Listener) Accept() (net.Conn, error) {
