@@ -420,7 +420,7 @@ func TestTenantConcurrencyCap(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp := g.post("/v1/chat/completions", tok, streamBody, stub.TTFTHeader, "3s")
+			resp := g.post("/v1/chat/completions", tok, streamBody, stub.TTFTHeader, "6s")
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}()
