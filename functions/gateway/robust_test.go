@@ -222,6 +222,9 @@ func serverGoroutines() (int, string) {
 	n := 0
 	var sample string
 	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "shared/server.(*Listener).Accept") {
+			continue // the accept loop, not a request
+		}
 		if strings.Contains(g, "llmgw/gateway/shared/server.") || strings.Contains(g, "llmgw/gateway/shared/sse.") {
 			n++
 			if sample == "" {

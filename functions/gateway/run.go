@@ -14,7 +14,13 @@ import (
 
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
+	"github.com/llmgw/gateway/shared/server"
 )
+
+// fdReserve is the open files beyond two per client connection (one for
+// it, one for its backend request): the listener, Redis, JWKS and token
+// fetches, idle backend connections.
+const fdReserve = 256
 
 var errUsage = errors.New("usage")
 
@@ -60,35 +66,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return serveHTTP(ctx, cfg, getenv, gw.handler, log)
 }
 
-// serveHTTP listens on cfg.Listen ($PORT, else $CONTAINER_APP_PORT, overrides
-// the port) and, when ctx
-// ends, stops accepting and lets open streams finish for the grace period.
+// serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
+// else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
+// open streams finish for the grace period.
 func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, h http.Handler, log *slog.Logger) error {
-	addr := cfg.Listen
-	port := getenv("PORT")
-	if port == "" {
-		port = getenv("CONTAINER_APP_PORT") // Azure Container Apps' name for it
+	addr := cfg.ListenAddr(getenv)
+	fds := raiseFDLimit()
+	if need := uint64(2*cfg.MaxConnections + fdReserve); fds > 0 && fds < need {
+		// Each connection may hold a backend connection too.
+		log.Warn("the open-file limit is below what max_connections needs; lower max_connections or raise the limit",
+			"fd_limit", fds, "max_connections", cfg.MaxConnections, "needs", need)
 	}
-	if port != "" {
-		host, _, err := net.SplitHostPort(addr)
-		if err != nil {
-			host = ""
-		}
-		if cfg.Listen == config.DefaultListen { // a container must listen on every interface
-			host = ""
-		}
-		addr = net.JoinHostPort(host, port)
-	}
-	ln, err := net.Listen("tcp", addr)
+	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln := server.NewListener(tcp, server.ConnOptions{
+		MaxConns:      cfg.MaxConnections,
+		LingerTime:    cfg.LingeringTime.D(),
+		LingerTimeout: cfg.LingeringTimeout.D(),
+		LingerBytes:   cfg.LingeringMaxBytes,
+		Log:           log,
+	})
 	// Every connection is bounded from its first byte, with a token or
 	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
 	// beyond, and net/http closes), the body by the handler's read deadline
 	// (server.Server, body_read_timeout), a kept-alive connection between
-	// requests by IdleTimeout. No ReadTimeout or WriteTimeout: they would
-	// cut long streams.
+	// requests by IdleTimeout, the close after an early answer by the
+	// lingering bounds, and their number by max_connections (the
+	// Listener). No ReadTimeout or WriteTimeout: they would cut long
+	// streams.
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
@@ -97,8 +104,9 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		// this with a logged 431; net/http answers larger ones itself.
 		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnContext:    ln.ConnContext,
 	}
-	log.Info("gateway listening", "addr", "http://"+ln.Addr().String())
+	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", cfg.MaxConnections, "fd_limit", fds)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

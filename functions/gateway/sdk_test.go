@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -355,17 +354,7 @@ func TestSDKGoMidStreamFailure(t *testing.T) {
 // the package is missing: `make test` installs it with npm ci.
 func TestSDKNode(t *testing.T) {
 	t.Parallel()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatal("node not found on PATH: install Node.js 20+ and run `make test` (it runs `npm ci --prefix scripts/sdktest`)")
-	}
-	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "sdktest"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		t.Fatalf("scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
-	}
+	node, dir := nodeSDK(t)
 	// Two endpoints (stored Responses must find theirs) and a short
 	// keepalive interval (a slow first token brings comments).
 	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{Tokens: 12}, tenants: sdkBudgetTenants,

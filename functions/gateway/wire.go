@@ -166,7 +166,7 @@ func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Ve
 func tenantTable(ts []config.Tenant) *tenant.Table {
 	rows := make([]tenant.Row, 0, len(ts))
 	for _, t := range ts {
-		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models})
+		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models, MaxConcurrent: t.MaxConcurrentRequests})
 	}
 	return tenant.NewTable(rows)
 }

@@ -99,7 +99,7 @@ var gcSettings = []gcSetting{
 }
 
 // allPhases are the phases in the order they run.
-var allPhases = []string{"closed", "syscalls", "gc", "open", "plain", "ceiling", "cold"}
+var allPhases = []string{"closed", "syscalls", "gc", "open", "plain", "ceiling", "cold", "neighbour"}
 
 // phase reports whether the plan runs the named phase.
 func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name] }
@@ -295,6 +295,9 @@ type bench struct {
 	nginx nginxPeer
 
 	epollFloor bool // measure floor-epoll too
+	// floodCap is the flood tenant's max_concurrent_requests in the
+	// gateway's config (the neighbour phase); 0: no flood tenant.
+	floodCap int
 
 	stubAddr, issuerURL string
 	token               string
@@ -349,6 +352,12 @@ func (b *bench) startBackends(ctx context.Context) error {
 // empty (every request still takes from it), and the access log on
 // (log_level info, stdout to a file: see logFile).
 //
+// The bench tenant's max_concurrent_requests and the replica's
+// max_connections are raised above every level the bench drives (1,500
+// streams, 4,096 connections for the non-streaming rates): the bench
+// measures the relay, not the caps. The neighbour phase adds a tenant
+// flood with its own cap (floodCap).
+//
 // The bucket is 1.8 M per hour, not "unlimited": go-limiter's memory store
 // refills interval/tokens tokens per elapsed interval, so a bucket larger
 // than sqrt(interval in ns) never refills to full (1e12 per second would
@@ -369,21 +378,31 @@ limiter:
   failure_policy: open
 upstream:
   max_idle_conns_per_host: 4096
+max_connections: 16384
 tenants:
   - id: bench
     models: [bench-model]
     requests: 1800000
     interval: 1h
-pools:
+    max_concurrent_requests: 100000
+%spools:
   - name: stub
     kind: openai
     models: {bench-model: ""}
     forward_headers: [X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - {url: "http://%s"}
-`, listen, b.issuerURL, b.issuerURL, b.stubAddr)
+`, listen, b.issuerURL, b.issuerURL, b.floodTenant(), b.stubAddr)
 	path := filepath.Join(b.tmp, "gateway-"+strings.ReplaceAll(listen, ":", "_")+".yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
+}
+
+// floodTenant is the neighbour phase's flooding tenant's row ("" outside it).
+func (b *bench) floodTenant() string {
+	if b.floodCap == 0 {
+		return ""
+	}
+	return fmt.Sprintf("  - {id: flood, models: [bench-model], requests: 1800000, interval: 1h, max_concurrent_requests: %d}\n", b.floodCap)
 }
 
 // relay is a started relay under test.
@@ -675,6 +694,11 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 
 	if p.phase("cold") {
 		if err := b.coldStarts(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+	if p.phase("neighbour") {
+		if err := b.neighbours(ctx, res); err != nil {
 			return nil, err
 		}
 	}

@@ -421,6 +421,7 @@ type mdView struct {
 	CeilingP99    string
 	CeilingWindow time.Duration
 	Memory        *mdTable
+	Neighbour     *mdTable
 	Cold          *mdTable
 	ColdErrors    string
 	BinSize       string
@@ -468,6 +469,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		v.Noise = worst * 100
 	}
 	v.FloorEpoll = slices.Contains(res.targets, "floor-epoll")
+	v.Neighbour = neighbourTable(res.neighbours)
 	v.DocDir = plotDir
 
 	v.Closed = newTable("streams>", "relay", "added TTFT p50>", "p90>", "p99>", "p99.9>", "max>", "added end p50>", "end p99>", "per-event p99>", "streams/s>", "events/s>", "errors", "CPU/event>", "RSS max>", "other load on relay core>")

@@ -37,6 +37,8 @@ type results struct {
 	coldEvent   []time.Duration
 	coldErrors  map[string]int
 
+	neighbours []neighbourRun // the neighbour phase, in order
+
 	binSize, imageSize int64
 	imageNote          string
 	elapsed            time.Duration

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"time"
 
@@ -31,16 +32,18 @@ import (
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
-// DefaultListen is the listen address when the config names none. With it,
-// $PORT makes the gateway listen on every interface (a container's port).
+// DefaultListen is the listen address when the config names none and
+// neither $PORT nor $CONTAINER_APP_PORT is set.
 const DefaultListen = "127.0.0.1:8080"
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
 // ending in _env name the environment variable that holds them.
 type Config struct {
-	// Listen is the host:port to serve HTTP on. Default DefaultListen;
-	// $PORT, else $CONTAINER_APP_PORT (Azure Container Apps sets it to the
-	// ingress target port), overrides the port.
+	// Listen is the host:port to serve HTTP on. An explicit listen always
+	// wins; when it is absent, $PORT, else $CONTAINER_APP_PORT (Azure
+	// Container Apps sets it to the ingress target port), fills it in as
+	// ":PORT" (every interface, as a container needs), else DefaultListen.
+	// See ListenAddr.
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
@@ -55,6 +58,29 @@ type Config struct {
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default 32 KiB.
 	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
+	// MaxConnections caps the open client connections of the HTTP host
+	// (one replica); beyond it a connection is answered 503
+	// too_many_connections and closed, logged. Default 4096: 1,500 open
+	// streams and their neighbours' kept-alive connections.
+	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// LingeringTime bounds, in all, the reading and discarding of a body
+	// still arriving after an early answer (413, 401, …), so that the
+	// client reads the answer instead of a reset (nginx's lingering_time).
+	// Default 30s.
+	LingeringTime Duration `yaml:"lingering_time" json:"lingering_time"`
+	// LingeringTimeout bounds each wait for more of such a body (nginx's
+	// lingering_timeout). Default 5s; at most lingering_time.
+	LingeringTimeout Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
+	// LingeringMaxBytes bounds what is discarded after an early answer.
+	// Default 64 MiB.
+	LingeringMaxBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
+	// MaxConcurrentRequests caps each tenant's proxied requests in flight
+	// on one replica (429 too_many_concurrent_requests beyond, with
+	// Retry-After); a tenant's row may set its own. Per replica, not
+	// shared: exact across replicas would cost a store round trip per
+	// request and a lease per stream. Default 512 (a third of the 1,500
+	// streams a replica is sized for).
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	// ShutdownGrace is how long open streams may run after SIGTERM. Default 30s.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// LogLevel is debug, info (default), warn or error.
@@ -67,6 +93,25 @@ type Config struct {
 	Budget   Budget   `yaml:"budget" json:"budget"`
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
+
+	// listenGiven records that the config wrote listen: the environment's
+	// port then never replaces it (issue 22: a default compared by value
+	// let $PORT widen an explicit 127.0.0.1:8080 to every interface).
+	listenGiven bool
+}
+
+// ListenAddr is the address to serve HTTP on: listen as written, else
+// ":$PORT", else ":$CONTAINER_APP_PORT", else DefaultListen.
+func (c *Config) ListenAddr(getenv func(string) string) string {
+	if c.listenGiven {
+		return c.Listen
+	}
+	for _, env := range []string{"PORT", "CONTAINER_APP_PORT"} {
+		if port := getenv(env); port != "" {
+			return net.JoinHostPort("", port)
+		}
+	}
+	return c.Listen
 }
 
 // Auth configures JWT verification.
@@ -194,6 +239,9 @@ type Tenant struct {
 	Requests uint64 `yaml:"requests" json:"requests"`
 	// Interval of the token bucket. Default 1m.
 	Interval Duration `yaml:"interval" json:"interval"`
+	// MaxConcurrentRequests caps the tenant's requests in flight on one
+	// replica. Default the top-level max_concurrent_requests.
+	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 
 	// Token budgets (optional; see Budget): each counts prompt plus
 	// completion tokens, and 0 is no limit.
@@ -389,6 +437,7 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
+	c.listenGiven = c.Listen != ""
 	def(&c.Listen, DefaultListen)
 	defN(&c.MaxBodyBytes, server.DefaultMaxBodyBytes)
 	defD(&c.ShutdownGrace, 30*time.Second)
@@ -396,6 +445,11 @@ func (c *Config) applyDefaults() {
 	defD(&c.ReadHeaderTimeout, 10*time.Second)
 	defD(&c.IdleTimeout, 60*time.Second)
 	defN(&c.MaxHeaderBytes, 32<<10)
+	defN(&c.MaxConnections, server.DefaultMaxConns)
+	defD(&c.LingeringTime, server.DefaultLingerTime)
+	defD(&c.LingeringTimeout, server.DefaultLingerTimeout)
+	defN(&c.LingeringMaxBytes, server.DefaultLingerBytes)
+	defN(&c.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)
 	def(&c.LogLevel, "info")
 	c.Auth.applyDefaults()
 	c.Limiter.applyDefaults()
@@ -407,6 +461,7 @@ func (c *Config) applyDefaults() {
 		defD(&c.Tenants[i].Interval, time.Minute)
 		// An Entra directory ID matches the token's tid in any case.
 		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
+		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)
 	}
 	for i := range c.Pools {
 		c.Pools[i].applyDefaults(c.Upstream)

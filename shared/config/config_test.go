@@ -235,6 +235,8 @@ func TestNegativeDurations(t *testing.T) {
 		"read_header_timeout":                 top("read_header_timeout"),
 		"idle_timeout":                        top("idle_timeout"),
 		"shutdown_grace":                      top("shutdown_grace"),
+		"lingering_time":                      top("lingering_time"),
+		"lingering_timeout":                   top("lingering_timeout"),
 		"auth.leeway":                         strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], leeway: -1s", 1),
 		"auth.jwks_refresh_min":               strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], jwks_refresh_min: -1s", 1),
 		"auth.jwks_refresh_max":               strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], jwks_refresh_max: -1s", 1),
@@ -413,6 +415,71 @@ func TestBudget(t *testing.T) {
 	} {
 		if err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("error does not mention %q:\n%v", w, err)
+		}
+	}
+}
+
+// TestListenAddr: an explicit listen always wins; the environment's port
+// only fills in an absent one, on every interface.
+func TestListenAddr(t *testing.T) {
+	tests := []struct {
+		name, listen string
+		env          map[string]string
+		want         string
+	}{
+		{"absent, no port", "", nil, DefaultListen},
+		{"absent, PORT", "", map[string]string{"PORT": "9000"}, ":9000"},
+		{"absent, CONTAINER_APP_PORT", "", map[string]string{"CONTAINER_APP_PORT": "9001"}, ":9001"},
+		{"absent, both", "", map[string]string{"PORT": "9000", "CONTAINER_APP_PORT": "9001"}, ":9000"},
+		{"the default's value, PORT", "listen: 127.0.0.1:8080\n", map[string]string{"PORT": "9000"}, "127.0.0.1:8080"},
+		{"every interface, PORT", "listen: \":8081\"\n", map[string]string{"PORT": "9000"}, ":8081"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.listen+minimal), env(nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.ListenAddr(func(k string) string { return tt.env[k] }); got != tt.want {
+				t.Fatalf("ListenAddr = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEdgeLimits: the connection and concurrency caps and the lingering
+// bounds have working defaults, a tenant's cap defaults to the top-level
+// one, and bad values are named by field.
+func TestEdgeLimits(t *testing.T) {
+	c, err := Parse([]byte(minimal), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != 4096 || c.LingeringTime.D() != 30*time.Second || c.LingeringTimeout.D() != 5*time.Second ||
+		c.LingeringMaxBytes != 64<<20 || c.MaxConcurrentRequests != 512 || c.Tenants[0].MaxConcurrentRequests != 512 {
+		t.Fatalf("defaults: max_connections %d lingering %s/%s/%d max_concurrent_requests %d tenant %d", c.MaxConnections,
+			c.LingeringTime.D(), c.LingeringTimeout.D(), c.LingeringMaxBytes, c.MaxConcurrentRequests, c.Tenants[0].MaxConcurrentRequests)
+	}
+	c, err = Parse([]byte(minimal+"max_concurrent_requests: 7\n"), env(nil))
+	if err != nil || c.Tenants[0].MaxConcurrentRequests != 7 {
+		t.Fatalf("tenant cap from the top-level one: %v %+v", err, c)
+	}
+	c, err = Parse([]byte(strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: 3}", 1)), env(nil))
+	if err != nil || c.Tenants[0].MaxConcurrentRequests != 3 {
+		t.Fatalf("tenant's own cap: %v %+v", err, c)
+	}
+	tenantCap := strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: -1}", 1)
+	tests := map[string]string{
+		"lingering_timeout: must not exceed lingering_time (2s), got 3s":   minimal + "lingering_time: 2s\nlingering_timeout: 3s\n",
+		"max_connections: must not be negative, got -1":                    minimal + "max_connections: -1\n",
+		"lingering_max_bytes: must not be negative, got -1":                minimal + "lingering_max_bytes: -1\n",
+		"max_concurrent_requests: must not be negative, got -2":            minimal + "max_concurrent_requests: -2\n",
+		"tenants[0].max_concurrent_requests: must not be negative, got -1": tenantCap,
+	}
+	for want, cfg := range tests {
+		_, err := Parse([]byte(cfg), env(nil))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("want %q, got %v", want, err)
 		}
 	}
 }

@@ -129,6 +129,9 @@ func validateServer(ck *checker, c *Config) {
 	case !isHost(host):
 		ck.add("listen", "host %q is not an IP address or host name", host)
 	}
+	if c.LingeringTimeout > c.LingeringTime {
+		ck.add("lingering_timeout", "must not exceed lingering_time (%s), got %s", c.LingeringTime.D(), c.LingeringTimeout.D())
+	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

@@ -199,6 +199,14 @@ func badResponse(pool, what string) *apiError {
 	return serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool, what))
 }
 
+// redirected is a backend's 3xx: a failure like a 5xx (issue 22: a
+// redirect relayed with its Location gave a tenant an internal URL with a
+// signature). Its Location reaches neither the caller nor the log.
+func redirected(rec *record, endpoint, pool string, status int) *apiError {
+	rec.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
+	return badResponse(pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", status))
+}
+
 // firstEventError: a stream's endpoint sent no first event, by why it was
 // cut (the first-token or idle timeout) or how it failed.
 func firstEventError(pool string, why error, wait time.Duration, err error) *apiError {
@@ -421,4 +429,16 @@ func apiVersionInvalid(v string) *apiError {
 func headersTooLarge(max int) *apiError {
 	return invalidRequest(http.StatusRequestHeaderFieldsTooLarge, "request_header_fields_too_large", "",
 		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
+}
+
+// What a caller or a neighbour can hold (listener.go, concurrency.go).
+
+func tooManyConnections(max int) *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",
+		fmt.Sprintf("this gateway replica holds its limit of %d open connections (max_connections); retry shortly", max), time.Second)
+}
+
+func tooManyConcurrent(tenantID string, max int) *apiError {
+	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "too_many_concurrent_requests", RetryAfter: time.Second,
+		Message: fmt.Sprintf("Too many concurrent requests for tenant %q: limit %d in flight on this gateway replica (max_concurrent_requests). Retry after the time in Retry-After.", tenantID, max)}
 }

@@ -44,6 +44,13 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 		return
 	}
 
+	// 2b. Concurrency: one of the tenant's slots on this replica, held to
+	// the end of the answer, so one tenant's flood is its own problem.
+	if !s.admit(w, rec, t) {
+		return
+	}
+	defer t.Release()
+
 	// 3. Read: a capped body, bounded in time.
 	rc := http.NewResponseController(w)
 	bufp, raw, ok := s.readRequest(w, rc, r, rec, deployment)
@@ -263,6 +270,9 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	}
 	req.Header.Set("X-Request-Id", rec.id)
 	rec.sent = s.Now()
+	if rec.firstSent.IsZero() {
+		rec.firstSent = rec.sent
+	}
 	timeout := s.HeaderTimeout
 	if !a.body.Stream {
 		timeout = s.ResponseTimeout
@@ -315,8 +325,9 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 
 // judge says whether a backend's answer is a failure to try elsewhere,
 // and benches the endpoint accordingly: 429 and 5xx (for Retry-After or
-// the default cooldown), a refusal of the gateway's own credentials, and
-// a success the gateway cannot relay as asked.
+// the default cooldown), a refusal of the gateway's own credentials, a
+// redirect (never followed, never relayed), and a success the gateway
+// cannot relay as asked.
 func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
 	rec.upstreamStatus = resp.StatusCode
 	switch {
@@ -332,6 +343,9 @@ func (s *Server) judge(rec *record, e *route.Endpoint, pool string, resp *http.R
 		// backend's 401. The endpoint is named in the log, never to the caller.
 		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
 		return upstreamAuthFailed(pool, resp.StatusCode)
+	case resp.StatusCode/100 == 3:
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		return redirected(rec, e.Name, pool, resp.StatusCode)
 	}
 	if bad := checkAnswer(resp, stream); bad != "" {
 		// A stream answered with a web page, or a body in an encoding the

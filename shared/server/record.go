@@ -42,7 +42,8 @@ type record struct {
 	budget               *reservation // the request's token budget; nil without one
 	usage                sse.Usage
 	hasUsage             bool
-	sent                 time.Time // request handed to the backend
+	sent                 time.Time // request handed to the backend (the last attempt)
+	firstSent            time.Time // the first attempt's request handed to a backend
 	upstreamHeaders      time.Time // backend's response headers arrived
 	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
 	clientFirst          time.Time // first byte (headers) flushed to the client
@@ -95,8 +96,9 @@ func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
 	rec.wroteHeader = true
 	if rec.body != nil && !rec.body.done {
 		// An answer before the body was read (a bad token, a body too
-		// large or too slow): close rather than wait for the rest.
-		w.Header()["Connection"] = []string{"close"}
+		// large or too slow): close rather than wait for the rest, after
+		// the answer has reached the client (a lingering close).
+		rec.body.closeEarly(w.Header())
 	}
 	e.write(w)
 }
@@ -131,20 +133,11 @@ func (s *Server) log(rec *record) {
 		}
 		return float64(b.Sub(a).Microseconds()) / 1000
 	}
-	// The gateway's own added time: before the backend was asked, plus
-	// between the backend's headers and the client's.
 	kaSent, kaFirst := rec.keepalive.stats()
-	from := rec.upstreamHeaders
-	if !rec.upstreamFirst.IsZero() {
-		from = rec.upstreamFirst
-	}
-	added := ms(rec.start, rec.sent) + ms(from, rec.clientFirst)
+	added := addedMs(rec, end)
 	clientFirst := rec.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
-	}
-	if rec.sent.IsZero() {
-		added = ms(rec.start, end)
 	}
 	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 		slog.String("request_id", rec.id),
@@ -179,6 +172,35 @@ func (s *Server) log(rec *record) {
 		slog.Float64("duration_ms", ms(rec.start, end)),
 	)
 }
+
+// addedMs is the access log's added_ms, the gateway's own time in a
+// request: from its start until the first backend request was sent (what
+// failed attempts took is the backends' time), plus from
+// the backend's first event (a stream's) or headers (a JSON answer's) until
+// the client was written that event (or, for JSON, the answer's first
+// bytes). A request that never reached a backend is the gateway's time
+// throughout. Each part is clamped at zero, so added_ms is never negative:
+// a stream's headers go to the client before its first event (issue 22:
+// compared with them, 1 stream in 6 was "negative"), and that wait is the
+// backend's, not the gateway's.
+func addedMs(rec *record, end time.Time) float64 {
+	span := func(a, b time.Time) time.Duration {
+		if a.IsZero() || b.IsZero() || b.Before(a) {
+			return 0
+		}
+		return b.Sub(a)
+	}
+	if rec.firstSent.IsZero() {
+		return msOf(span(rec.start, end))
+	}
+	from, to := rec.upstreamHeaders, rec.clientFirst
+	if !rec.upstreamFirst.IsZero() {
+		from, to = rec.upstreamFirst, rec.clientFirstEvent
+	}
+	return msOf(span(rec.start, rec.firstSent) + span(from, to))
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 const hexDigits = "0123456789abcdef"
 

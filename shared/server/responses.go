@@ -230,6 +230,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	}
 	req.Header.Set("X-Request-Id", rec.id)
 	rec.attempts, rec.sent = 1, s.Now()
+	rec.firstSent = rec.sent
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		switch {
@@ -254,6 +255,10 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 		return
 	}
 	rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
+	if resp.StatusCode/100 == 3 {
+		s.fail(w, rec, redirected(rec, o.Endpoint, o.Pool, resp.StatusCode))
+		return
+	}
 	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
 		_ = s.Affinity.Delete(dctx, id)

@@ -151,7 +151,7 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength < 0 {
 		w.Header()["Connection"] = []string{"close"}
 	}
-	r.Body = &watchedBody{ReadCloser: r.Body}
+	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
 }
 
 // watchedBody notes whether a request body was read to its end, so that an
@@ -160,6 +160,17 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
 type watchedBody struct {
 	io.ReadCloser
 	done bool
+	conn *conn // nil: not through a Listener (tests, Lambda)
+}
+
+// closeEarly ends the connection after an answer given while the body is
+// still unread: Connection: close, and a lingering close (listener.go), so
+// that a client still sending reads the answer instead of a reset.
+func (b *watchedBody) closeEarly(h http.Header) {
+	h["Connection"] = []string{"close"}
+	if b.conn != nil {
+		b.conn.linger.Store(true)
+	}
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
@@ -176,7 +187,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 // cannot be trusted to start the next request.
 func closeUnread(w http.ResponseWriter, r *http.Request) {
 	if b, ok := r.Body.(*watchedBody); ok && !b.done {
-		w.Header()["Connection"] = []string{"close"}
+		b.closeEarly(w.Header())
 	}
 }
 

@@ -1,9 +1,13 @@
 // Package tenant owns the in-process tenant table: which models each tenant
-// may call. It is built once from config at start and never changes, so
-// lookups need no locks.
+// may call, and how many requests it may have in flight on this replica.
+// It is built once from config at start and never changes, so lookups need
+// no locks; the in-flight counts are atomic.
 package tenant
 
-import "sort"
+import (
+	"sort"
+	"sync/atomic"
+)
 
 // Tenant is one tenant's row.
 type Tenant struct {
@@ -12,7 +16,11 @@ type Tenant struct {
 	Name string
 	// Models is the sorted allow-list of public model names.
 	Models []string
-	allow  map[string]struct{}
+	// MaxConcurrent caps the tenant's requests in flight on this replica
+	// (Acquire); 0 = no cap.
+	MaxConcurrent int
+	allow         map[string]struct{}
+	inflight      atomic.Int64
 }
 
 // Allows reports whether the tenant may call model.
@@ -28,9 +36,10 @@ type Table struct {
 
 // Row is the input to NewTable.
 type Row struct {
-	ID     string
-	Name   string
-	Models []string
+	ID            string
+	Name          string
+	Models        []string
+	MaxConcurrent int
 }
 
 // NewTable builds the table. Validation (duplicates, unknown models) is the
@@ -44,7 +53,7 @@ func NewTable(rows []Row) *Table {
 		for _, m := range models {
 			allow[m] = struct{}{}
 		}
-		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, allow: allow}
+		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent, allow: allow}
 	}
 	return t
 }

@@ -1,6 +1,10 @@
 package tenant
 
-import "testing"
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+)
 
 func TestTable(t *testing.T) {
 	tbl := NewTable([]Row{
@@ -33,5 +37,38 @@ func TestTable(t *testing.T) {
 	}
 	if got := tbl.Lookup("contoso").Models; len(got) != 2 || got[0] != "gpt-4o" {
 		t.Fatalf("Models not sorted copy: %v", got)
+	}
+}
+
+// TestAcquireConcurrent: many goroutines taking and releasing slots never
+// hold more than MaxConcurrent at once, and all are back at the end.
+func TestAcquireConcurrent(t *testing.T) {
+	tn := NewTable([]Row{{ID: "a", MaxConcurrent: 5}, {ID: "b"}})
+	a, b := tn.Lookup("a"), tn.Lookup("b")
+	var wg sync.WaitGroup
+	var granted, over atomic.Int64
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				if a.Acquire() {
+					granted.Add(1)
+					if a.InFlight() > 5 {
+						over.Add(1)
+					}
+					a.Release()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if over.Load() > 0 || granted.Load() == 0 || a.InFlight() != 0 {
+		t.Fatalf("granted %d, over the cap %d, in flight at the end %d", granted.Load(), over.Load(), a.InFlight())
+	}
+	for range 1000 {
+		if !b.Acquire() {
+			t.Fatal("a tenant without a cap was refused")
+		}
 	}
 }

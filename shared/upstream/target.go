@@ -311,36 +311,26 @@ func validHeaderName(k string) bool {
 	return true
 }
 
-// dropResponse lists backend response headers not relayed: hop-by-hop ones,
-// those the server sets itself, and the backend's own rate-limit headers,
-// which describe the gateway's backend key, not the caller's budget.
-var dropResponse = map[string]bool{
-	"Connection": true, "Keep-Alive": true, "Proxy-Connection": true, "Te": true, "Trailer": true,
-	"Transfer-Encoding": true, "Upgrade": true, "Set-Cookie": true,
-	"X-Ratelimit-Limit-Requests": true, "X-Ratelimit-Remaining-Requests": true, "X-Ratelimit-Reset-Requests": true,
-	"X-Ratelimit-Limit-Tokens": true, "X-Ratelimit-Remaining-Tokens": true, "X-Ratelimit-Reset-Tokens": true,
-	"X-Request-Id": true,
-}
-
-// CopyResponseHeaders copies a backend's response headers that may reach the
-// client.
+// CopyResponseHeaders copies the backend response headers that may reach
+// the client, by allow-list (issue 22): a backend's other headers
+// (OpenAI-Organization, OpenAI-Project, Apim-Request-Id, X-Ms-Region,
+// Server, Set-Cookie, Location, its own x-ratelimit-* and request id)
+// describe the gateway's account and network, not the caller's request.
+// Relayed are only
+//   - Content-Type, the media type of what follows;
+//   - OpenAI-Processing-Ms, the backend's processing time, which OpenAI's
+//     SDKs log and which names nothing.
+//
+// Everything else a caller gets is the gateway's own: X-Request-Id, the
+// x-ratelimit-* headers of the tenant's limits, Retry-After on the
+// gateway's own refusals, Content-Length and the SSE headers.
 func CopyResponseHeaders(dst, src http.Header) {
-	connection := src["Connection"]
-	for k, vv := range src {
-		if dropResponse[k] || listed(connection, k) {
-			continue
+	for _, k := range relayedResponse {
+		if v := src[k]; len(v) > 0 {
+			dst[k] = v
 		}
-		dst[k] = vv
 	}
 }
 
-func listed(connection []string, key string) bool {
-	for _, v := range connection {
-		for _, f := range strings.Split(v, ",") {
-			if http.CanonicalHeaderKey(strings.TrimSpace(f)) == key {
-				return true
-			}
-		}
-	}
-	return false
-}
+// relayedResponse is the allow-list of CopyResponseHeaders (canonical).
+var relayedResponse = []string{"Content-Type", "Openai-Processing-Ms"}

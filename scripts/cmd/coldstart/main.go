@@ -179,8 +179,7 @@ func startWorld(ctx context.Context, dir string) (*world, error) {
 		return nil, err
 	}
 	w.config = filepath.Join(dir, "gateway.yaml")
-	cfg := fmt.Sprintf(`listen: 127.0.0.1:0
-log_level: warn
+	cfg := fmt.Sprintf(`log_level: warn
 auth: {issuer: %q, audiences: [%s]}
 tenants:
   - {id: contoso, models: [llama], requests: 100000, interval: 1m}
