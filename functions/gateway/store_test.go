@@ -47,10 +47,18 @@ func storeRequest(g *gw, tok string) storeOutcome {
 
 // storeGateway is a gateway on the Redis at url whose limiter fails with
 // policy and whose budgeted tenant has a quota (a quota always fails
-// closed); store timeouts are the defaults (50ms).
-func storeGateway(t *testing.T, url, policy string, share *gw) *gw {
+// closed); store timeouts are timeout for both stores ("" = the 50ms
+// defaults).
+func storeGateway(t *testing.T, url, policy, timeout string, share *gw) *gw {
+	limiter := "limiter: {store: redis, redis_url_env: REDIS_URL, key_prefix: \"burst:\", failure_policy: " + policy
+	extra := ""
+	if timeout != "" {
+		limiter += ", timeout: " + timeout
+		extra = "budget: {timeout: " + timeout + "}\n"
+	}
 	return startGateway(t, options{
-		limiter: "limiter: {store: redis, redis_url_env: REDIS_URL, key_prefix: \"burst:\", failure_policy: " + policy + "}\n",
+		limiter: limiter + "}\n",
+		extra:   extra,
 		env:     map[string]string{"REDIS_URL": url},
 		tenants: budgetRow(1<<30, 64),
 		share:   share,
@@ -63,11 +71,17 @@ func storeGateway(t *testing.T, url, policy string, share *gw) *gw {
 // answers 100 concurrent first requests without refusing one: a take or
 // reservation that waits for a connection is bounded by the dial budget,
 // not the store's 50ms timeout, and is not a store failure.
+//
+// On a machine busy with other tests an answer on an open connection can
+// itself take tens of milliseconds, so the test scales both sides: store
+// timeouts of 250ms (headroom for a loaded machine), and new connections
+// held 300ms, longer than the timeout, so that counting a dial against the
+// timeout would still refuse every request that waits for one.
 func TestRedisBurstOnFreshGateway(t *testing.T) {
 	const n = 100
 	rs := redistest.Start(t)
-	px := redistest.NewProxy(t, rs.Addr(), 30*time.Millisecond)
-	g := storeGateway(t, px.URL(), "closed", nil)
+	px := redistest.NewProxy(t, rs.Addr(), 300*time.Millisecond)
+	g := storeGateway(t, px.URL(), "closed", "250ms", nil)
 	tok := g.token("budgeted")
 
 	outcomes := make([]storeOutcome, n)
@@ -117,8 +131,8 @@ func TestRedisBlackholePolicyWithinBreakerBound(t *testing.T) {
 	)
 	rs := redistest.Start(t)
 	px := redistest.NewProxy(t, rs.Addr(), 30*time.Millisecond)
-	closed := storeGateway(t, px.URL(), "closed", nil)
-	open := storeGateway(t, px.URL(), "open", closed)
+	closed := storeGateway(t, px.URL(), "closed", "", nil)
+	open := storeGateway(t, px.URL(), "open", "", closed)
 	tok := closed.token("budgeted")
 	for _, g := range []*gw{closed, open} {
 		if o := storeRequest(g, tok); o.status != http.StatusOK {
