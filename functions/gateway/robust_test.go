@@ -388,7 +388,7 @@ var faultCases = []faultCase{
 	// aborts. The body fits the gateway's buffer, so nothing has reached
 	// the client: a clean 502, never a 200 whose body reads cleanly (nor a
 	// 502 whose body fails to read).
-	{name: "json body cut in half", fault: "drop_after=1", kind: "json_error", status: 502, code: "upstream_error"},
+	{name: "json body cut in half", fault: "drop_after=1", kind: "json_error", status: 502, code: "upstream_bad_response"},
 	// Half the JSON, then silence: the gateway must not wait forever.
 	{name: "json body stalls", fault: "stall_after=1", kind: "json_error", status: 504, code: "upstream_timeout"},
 }

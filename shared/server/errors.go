@@ -352,7 +352,7 @@ func bodyIdle(d time.Duration) *apiError {
 
 // answerCut: a JSON answer cut off before the client got a byte of it.
 func answerCut(pool string, err error) *apiError {
-	return serverError(http.StatusBadGateway, "upstream_error", fmt.Sprintf("pool %q: the backend response was cut off: %s", pool, cause(err)))
+	return serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend response was cut off: %s", pool, cause(err)))
 }
 
 func bodyCut(err error) *apiError {
