@@ -64,6 +64,12 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if !ok {
 		return true
 	}
+	if tb := body.ThinkingBudget; tb > 0 && lim.MaxOutputTokens > 0 && tb >= lim.MaxOutputTokens {
+		// max_tokens would be lowered to the tenant's cap, at or below
+		// budget_tokens: a request no backend accepts, refused here.
+		s.fail(w, rec, thinkingOverCap(tb, lim.MaxOutputTokens))
+		return false
+	}
 	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: op == upstream.Embeddings}
 	switch {
 	case op == upstream.Responses:

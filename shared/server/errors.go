@@ -309,6 +309,13 @@ func unsupportedCap(field string, op upstream.Operation) *apiError {
 		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
 }
 
+// thinkingOverCap: the Messages API's thinking.budget_tokens does not fit
+// below the output cap of the tenant's token budget.
+func thinkingOverCap(budgetTokens, maxOutput int64) *apiError {
+	return invalidRequest(http.StatusBadRequest, "thinking_budget_over_cap", "thinking.budget_tokens",
+		fmt.Sprintf("thinking.budget_tokens %d must be below max_tokens, which this tenant's token budget caps at %d", budgetTokens, maxOutput))
+}
+
 // unsupportedStream: count_tokens answers one JSON object.
 func unsupportedStream() *apiError {
 	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", "stream",
