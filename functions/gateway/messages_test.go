@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -329,4 +333,43 @@ func TestMessagesBudget(t *testing.T) {
 	}
 	resp = g.post("/v1/messages", tok, `{"model":"claude-test","max_tokens":4096,"thinking":{"type":"enabled","budget_tokens":2048},"messages":[{"role":"user","content":"Hello"}]}`)
 	anthropicError(t, resp, 400, "invalid_request_error")
+}
+
+// TestSDKNodeAnthropic runs scripts/sdktest/anthropic.test.mjs (node
+// --test with the official @anthropic-ai/sdk npm package) against a live
+// gateway with an anthropic pool: messages create (apiKey and authToken),
+// stream, tools (tool_use, then tool_result), count_tokens, and the
+// error classes for 401, 404, 400, 429 and a broken stream. It fails,
+// never skips, when node or the package is missing.
+func TestSDKNodeAnthropic(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeSDK(t)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@anthropic-ai", "sdk", "package.json")); err != nil {
+		t.Fatalf("scripts/sdktest/node_modules/@anthropic-ai/sdk missing: run `npm ci --prefix scripts/sdktest`: %v", err)
+	}
+	g, _ := startClaude(t, options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "anthropic.test.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(cleanAnthropicEnv(), "ANTHROPIC_GATEWAY="+g.URL, "TOKEN="+g.token("anthro"), "EXPECT_TOKENS=8")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node --test failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "pass") {
+		t.Fatalf("node --test printed no passes:\n%s", out)
+	}
+	t.Logf("node --test:\n%s", out)
+}
+
+// cleanAnthropicEnv is cleanEnv without ANTHROPIC_* (the SDK would read them).
+func cleanAnthropicEnv() []string {
+	var env []string
+	for _, kv := range cleanEnv() {
+		if !strings.HasPrefix(kv, "ANTHROPIC_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
