@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -348,19 +346,7 @@ func TestSDKNodeAnthropic(t *testing.T) {
 		t.Fatalf("scripts/sdktest/node_modules/@anthropic-ai/sdk missing: run `npm ci --prefix scripts/sdktest`: %v", err)
 	}
 	g, _ := startClaude(t, options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "anthropic.test.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(cleanAnthropicEnv(), "ANTHROPIC_GATEWAY="+g.URL, "TOKEN="+g.token("anthro"), "EXPECT_TOKENS=8")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("node --test failed: %v\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "pass") {
-		t.Fatalf("node --test printed no passes:\n%s", out)
-	}
-	t.Logf("node --test:\n%s", out)
+	nodeTest(t, node, dir, append(cleanAnthropicEnv(), "ANTHROPIC_GATEWAY="+g.URL, "TOKEN="+g.token("anthro"), "EXPECT_TOKENS=8"), "anthropic.test.mjs")
 }
 
 // cleanAnthropicEnv is cleanEnv without ANTHROPIC_* (the SDK would read them).

@@ -60,7 +60,11 @@ func (e *apiError) JSON() []byte {
 }
 
 // write sends e as the whole response.
-func (e *apiError) write(w http.ResponseWriter) {
+func (e *apiError) write(w http.ResponseWriter) { e.writeBody(w, e.JSON()) }
+
+// writeBody sends e's status and headers (Retry-After, WWW-Authenticate)
+// with body, e in one API's shape.
+func (e *apiError) writeBody(w http.ResponseWriter, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.Bearer {
@@ -70,7 +74,7 @@ func (e *apiError) write(w http.ResponseWriter) {
 		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(e.JSON())
+	_, _ = w.Write(body)
 }
 
 func retryAfterSeconds(d time.Duration) string {

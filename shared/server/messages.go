@@ -85,16 +85,7 @@ func (e *apiError) writeAs(w http.ResponseWriter, rec *record) {
 		e.write(w)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if e.Bearer {
-		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
-	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
-	}
-	w.WriteHeader(e.Status)
-	_, _ = w.Write(e.anthropicJSON(rec.id))
+	e.writeBody(w, e.anthropicJSON(rec.id))
 }
 
 // appendAnthropicStreamError appends the Messages API's error event, which
