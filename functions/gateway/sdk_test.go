@@ -359,12 +359,20 @@ func TestSDKNode(t *testing.T) {
 	// keepalive interval (a slow first token brings comments).
 	g := startGateway(t, options{stubs: 2, stubOpts: stub.Options{Tokens: 12}, tenants: sdkBudgetTenants,
 		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
+	env := append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "EXPECT_TOKENS=12",
+		"BUDGET_TOKEN="+g.token("budgeted"), "TPM_TOKEN="+g.token("tpm"))
+	nodeTest(t, node, dir, env, "sdk.test.mjs", "clients.test.mjs")
+}
+
+// nodeTest runs node --test on files in dir with env, and fails on a
+// failure or when nothing passed.
+func nodeTest(t *testing.T, node, dir string, env []string, files ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "--test", "--test-reporter=spec", "sdk.test.mjs", "clients.test.mjs")
+	cmd := exec.CommandContext(ctx, node, append([]string{"--test", "--test-reporter=spec"}, files...)...)
 	cmd.Dir = dir
-	cmd.Env = append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "EXPECT_TOKENS=12",
-		"BUDGET_TOKEN="+g.token("budgeted"), "TPM_TOKEN="+g.token("tpm"))
+	cmd.Env = env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("node --test failed: %v\n%s", err, out)

@@ -17,6 +17,8 @@ const (
 	kindResponse           // GET or DELETE responses/{id}
 	kindResponseCancel     // POST responses/{id}/cancel
 	kindResponseInputItems // GET responses/{id}/input_items
+	kindMessages           // POST messages: Anthropic's Messages API
+	kindCountTokens        // POST messages/count_tokens
 )
 
 // route is what a path asks for.
@@ -26,6 +28,7 @@ type route struct {
 	azure      bool   // an /openai/... path: api-key auth is accepted
 	deployment string // the {deployment} of /openai/deployments/{deployment}/...
 	id         string // the {id} of responses/{id}...
+	anthropic  bool   // a Messages API path: x-api-key auth, Anthropic's errors
 }
 
 // allows reports whether method is one of rt.allow.
@@ -59,10 +62,20 @@ func (rt route) allows(method string) bool {
 //	GET  /openai/v1/responses/{id}                            (DELETE too)
 //	POST /openai/v1/responses/{id}/cancel
 //	GET  /openai/v1/responses/{id}/input_items
+//	POST /v1/messages                                         Anthropic's Messages API (vLLM's too)
+//	POST /v1/messages/count_tokens
+//	POST /anthropic/v1/messages                               Claude in Microsoft Foundry
+//	POST /anthropic/v1/messages/count_tokens
 //	GET  /health                                              vLLM's health check
 func parseRoute(path string) (route, bool) {
 	if path == "/health" {
 		return route{kind: kindHealth, allow: http.MethodGet}, true
+	}
+	switch strings.TrimPrefix(path, "/anthropic") {
+	case "/v1/messages":
+		return route{kind: kindMessages, allow: http.MethodPost, anthropic: true}, true
+	case "/v1/messages/count_tokens":
+		return route{kind: kindCountTokens, allow: http.MethodPost, anthropic: true}, true
 	}
 	var rt route
 	rest, ok := strings.CutPrefix(path, "/v1/")

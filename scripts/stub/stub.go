@@ -72,8 +72,9 @@ type Options struct {
 	// Name is sent as the NameHeader on every response; empty sends none.
 	Name string
 	// APIKey, when set, is required as "Authorization: Bearer <key>", or on
-	// the Azure paths (/openai/...) also as "api-key: <key>"; other
-	// requests get 401. Empty accepts any request.
+	// the Azure paths (/openai/...) also as "api-key: <key>", or on the
+	// Messages API's paths also as "x-api-key: <key>"; other requests get
+	// 401. Empty accepts any request.
 	APIKey string
 	// NonStreamDelay delays a non-streaming answer. Zero answers at once:
 	// non-streaming requests measure the requests-per-second ceiling.
@@ -205,6 +206,8 @@ const (
 	AuthNone   = ""
 	AuthBearer = "bearer"
 	AuthAPIKey = "api-key"
+	// AuthXAPIKey is Anthropic's x-api-key header.
+	AuthXAPIKey = "x-api-key"
 )
 
 // RecordedRequest is what the stub received, for asserting what the
@@ -314,7 +317,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "stub_bad_header")
 		return
 	}
-	if !s.before(w, r, f) {
+	if !s.before(w, r, f, rt) {
 		return
 	}
 	if f.SlowHeaders > 0 {
@@ -331,6 +334,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case rt.deployment != "" && r.URL.Query().Get("api-version") == "":
 		writeError(w, http.StatusBadRequest, "stub: missing required query parameter api-version", "invalid_request_error", "missing_api_version")
+		return
+	case !s.authorized(r, rt) && rt.anthropic:
+		writeAnthropicError(w, http.StatusUnauthorized, "stub: invalid x-api-key")
 		return
 	case !s.authorized(r, rt):
 		writeError(w, http.StatusUnauthorized, "stub: incorrect API key provided", "invalid_request_error", "invalid_api_key")
@@ -352,6 +358,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.cancelResponse(w, rt)
 	case kindResponseInputItems:
 		s.inputItems(w, r, rt)
+	case kindMessages:
+		s.messages(w, r, body, f, shape, arrived)
+	case kindCountTokens:
+		s.countTokens(w, body)
 	default:
 		s.complete(w, r, body, rt, f, shape, arrived)
 	}
@@ -359,7 +369,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // before applies the faults that strike before the response: Close, Hang,
 // SlowHeaders and Status. It reports whether the request goes on.
-func (s *Server) before(w http.ResponseWriter, r *http.Request, f Fault) bool {
+func (s *Server) before(w http.ResponseWriter, r *http.Request, f Fault, rt route) bool {
 	switch {
 	case f.Close:
 		resetConn(w)
@@ -389,6 +399,10 @@ func (s *Server) before(w http.ResponseWriter, r *http.Request, f Fault) bool {
 			typ, code = "requests", "rate_limit_exceeded"
 		case f.Status < 500:
 			typ = "invalid_request_error"
+		}
+		if rt.anthropic {
+			writeAnthropicError(w, f.Status, "stub: injected fault: status "+strconv.Itoa(f.Status))
+			return false
 		}
 		writeError(w, f.Status, "stub: injected fault: status "+strconv.Itoa(f.Status), typ, code)
 		return false
@@ -497,6 +511,8 @@ func credential(r *http.Request) string {
 		return AuthBearer
 	case r.Header.Get("api-key") != "":
 		return AuthAPIKey
+	case r.Header.Get("x-api-key") != "":
+		return AuthXAPIKey
 	}
 	return AuthNone
 }
@@ -512,6 +528,9 @@ func (s *Server) authorized(r *http.Request, rt route) bool {
 	if v := r.Header.Get("Authorization"); len(v) > 7 && strings.EqualFold(v[:7], "bearer ") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(v[7:])), want) == 1 {
 		return true
+	}
+	if rt.anthropic {
+		return subtle.ConstantTimeCompare([]byte(r.Header.Get("x-api-key")), want) == 1
 	}
 	return rt.azure && subtle.ConstantTimeCompare([]byte(r.Header.Get("api-key")), want) == 1
 }

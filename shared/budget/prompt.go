@@ -16,6 +16,12 @@ const (
 	FormatCompletions               // /v1/completions
 	FormatEmbeddings                // /v1/embeddings: no output tokens
 	FormatResponses                 // /v1/responses
+	// FormatMessages is Anthropic's /v1/messages (and count_tokens): the
+	// prompt is system, messages and tools; a tool without a "type" is
+	// the caller's own (client) tool; an image's or document's "source"
+	// object is media, not text; mcp_servers and container bring content
+	// the body does not hold.
+	FormatMessages
 )
 
 // Ask is what one request asks of a budget, read from its body by Scanner.
@@ -298,7 +304,7 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 		return jsonscan.SkipValue(b, i), false
 	}
 	var kb, tb [32]byte
-	image, media := false, false
+	image, media, sourced := false, false, false
 	i++
 	for {
 		i = jsonscan.SkipWS(b, i)
@@ -308,6 +314,11 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 		switch b[i] {
 		case '}':
 			s.n += objectAllowance
+			if sourced && !image && !media {
+				// A source object on a part of another type: not text the
+				// body holds.
+				media, s.unbounded = true, true
+			}
 			switch {
 			case image:
 				s.images++
@@ -348,6 +359,14 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 				media = true
 				i = jsonscan.SkipValue(b, i)
 				continue
+			case "source":
+				if s.f == FormatMessages && b[i] == '{' {
+					// A Messages image's or document's data (base64, a URL,
+					// a file id): media, not text.
+					sourced = true
+					i = jsonscan.SkipValue(b, i)
+					continue
+				}
 			case "file", "file_data":
 				// A file's content is not in the body (file_id) or not text
 				// (file_data): counted as one media part, and the request
@@ -370,7 +389,7 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 					image = true
 				case "video_url", "audio_url", "input_audio", "image_embeds", "video", "audio":
 					media = true
-				case "file", "input_file":
+				case "file", "input_file", "document", "container_upload":
 					media, s.unbounded = true, true
 				}
 			}
@@ -402,6 +421,9 @@ func (s *scan) tools(i int) int {
 			continue
 		}
 		next, fn := s.value(i, true, 1)
+		if s.f == FormatMessages && b[i] == '{' && !hasMember(b, i, "type") {
+			fn = true // a Messages tool without a type is the caller's own
+		}
 		if b[i] == '{' && !fn {
 			s.unbounded = true
 		}
@@ -457,6 +479,18 @@ func classify(key []byte, f Format) int {
 		return memberTools
 	case "previous_response_id", "conversation", "web_search_options":
 		return memberUnbounded
+	case "mcp_servers", "container":
+		if f == FormatMessages {
+			return memberUnbounded
+		}
+	case "system":
+		if f == FormatMessages {
+			return memberPrompt
+		}
+	case "thinking", "stop_sequences", "tool_choice":
+		if f == FormatMessages {
+			return memberSkip
+		}
 	case "model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
 		"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
 		"logprobs", "top_logprobs", "user", "seed", "metadata", "store", "service_tier",
@@ -737,6 +771,29 @@ func promptCount(b []byte, i int) int64 {
 		}
 	}
 	return max(n, 1)
+}
+
+// hasMember reports whether the object at b[i]=='{' has a member named
+// want (compared after unescaping).
+func hasMember(b []byte, i int, want string) bool {
+	var kb [32]byte
+	i = jsonscan.SkipWS(b, i+1)
+	for i < len(b) && b[i] == '"' {
+		ke := jsonscan.SkipString(b, i)
+		if string(keyName(b[i:ke], &kb)) == want {
+			return true
+		}
+		i = jsonscan.SkipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		i = jsonscan.SkipWS(b, jsonscan.SkipValue(b, jsonscan.SkipWS(b, i+1)))
+		if i >= len(b) || b[i] != ',' {
+			return false
+		}
+		i = jsonscan.SkipWS(b, i+1)
+	}
+	return false
 }
 
 func isKey(key []byte, want string) bool { return string(key) == want }

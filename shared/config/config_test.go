@@ -172,7 +172,7 @@ func TestProblems(t *testing.T) {
 		{name: "missing env", cfg: endpoint("api_key_env: VLLM_KEY"),
 			wants: []string{"pools[0].endpoints[0].api_key_env: environment variable VLLM_KEY is not set"}},
 		{name: "bad kind and url", cfg: strings.Replace(strings.Replace(minimal, "kind: vllm", "kind: bedrock", 1), "http://127.0.0.1:8000", "ftp://x", 1),
-			wants: []string{`pools[0].kind: must be openai, azure-openai or vllm, not "bedrock"`, `pools[0].endpoints[0].url`}},
+			wants: []string{`pools[0].kind: must be openai, azure-openai, vllm or anthropic, not "bedrock"`, `pools[0].endpoints[0].url`}},
 		{name: "redis without url", cfg: minimal + "\nlimiter: {store: redis, failure_policy: maybe}\n", wants: []string{"limiter.redis_url_env: required", "limiter.failure_policy"}},
 		{name: "redis interval finer than a microsecond", cfg: strings.Replace(minimal, "requests: 10}", "requests: 10, interval: 1500ns}", 1) +
 			"limiter: {store: redis, redis_url_env: R}\n", env: map[string]string{"R": "redis://x"},

@@ -341,8 +341,8 @@ func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
 			ck.add(f+".entra", "only used with auth: entra")
 		}
 	case "entra":
-		if kind != "azure-openai" {
-			ck.add(f+".auth", "entra is only for azure-openai pools")
+		if kind != "azure-openai" && kind != "anthropic" { // Claude in Microsoft Foundry takes Entra ID too
+			ck.add(f+".auth", "entra is only for azure-openai and anthropic pools")
 		}
 		if e.APIKeyEnv != "" {
 			ck.add(f+".api_key_env", "must be empty when auth is entra")

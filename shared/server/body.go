@@ -77,6 +77,15 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 	switch op {
 	case upstream.Responses:
 		return b, nil // input may be absent (a prompt template, a continued response)
+	case upstream.Messages:
+		// max_tokens is required by the Messages API, and is the cap.
+		if b.Caps[upstream.MaxTokens] == 0 {
+			return b, missingParameter("max_tokens")
+		}
+	case upstream.CountTokens:
+		if b.Stream {
+			return b, unsupportedStream()
+		}
 	case upstream.Completions:
 		need, field = upstream.HasPrompt, "prompt"
 	case upstream.Embeddings:

@@ -57,16 +57,28 @@ type reservation struct {
 // reserveBudget reserves the request's tokens for a tenant with a budget
 // and sets the x-ratelimit-*-tokens headers; on a refusal it has answered.
 func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op upstream.Operation, body *upstream.Body, raw []byte) bool {
-	if s.Budgets == nil {
+	if s.Budgets == nil || op == upstream.CountTokens { // counting a prompt generates and bills nothing
 		return true
 	}
 	lim, ok := s.Budgets.Limits(tenantID)
 	if !ok {
 		return true
 	}
+	if tb := body.ThinkingBudget; tb > 0 && lim.MaxOutputTokens > 0 && tb >= lim.MaxOutputTokens {
+		// max_tokens would be lowered to the tenant's cap, at or below
+		// budget_tokens: a request no backend accepts, refused here.
+		s.fail(w, rec, thinkingOverCap(tb, lim.MaxOutputTokens))
+		return false
+	}
 	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: op == upstream.Embeddings}
-	if op == upstream.Responses {
+	switch {
+	case op == upstream.Responses:
 		ask.MinOutput = minResponsesOutput
+	case body.ThinkingBudget > 0:
+		// Extended thinking counts within max_tokens, which must stay
+		// above budget_tokens: a smaller grant is refused (429) rather
+		// than forwarded as a cap the backend answers with 400.
+		ask.MinOutput = body.ThinkingBudget + 1
 	}
 	if lim.Enforced() {
 		a := s.BudgetScanner.Ask(raw, budgetFormat(op))
@@ -233,6 +245,8 @@ func budgetFormat(op upstream.Operation) budget.Format {
 		return budget.FormatEmbeddings
 	case upstream.Responses:
 		return budget.FormatResponses
+	case upstream.Messages, upstream.CountTokens:
+		return budget.FormatMessages
 	}
 	return budget.FormatChat
 }

@@ -60,7 +60,11 @@ func (e *apiError) JSON() []byte {
 }
 
 // write sends e as the whole response.
-func (e *apiError) write(w http.ResponseWriter) {
+func (e *apiError) write(w http.ResponseWriter) { e.writeBody(w, e.JSON()) }
+
+// writeBody sends e's status and headers (Retry-After, WWW-Authenticate)
+// with body, e in one API's shape.
+func (e *apiError) writeBody(w http.ResponseWriter, body []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	if e.Bearer {
@@ -70,7 +74,7 @@ func (e *apiError) write(w http.ResponseWriter) {
 		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
 	}
 	w.WriteHeader(e.Status)
-	_, _ = w.Write(e.JSON())
+	_, _ = w.Write(body)
 }
 
 func retryAfterSeconds(d time.Duration) string {
@@ -224,9 +228,14 @@ func deadlineTooNear() *apiError {
 		"this invocation has too little time left to serve the request; retry", time.Second)
 }
 
-func unsupportedAPI(model string) *apiError {
+// unsupportedAPI: the model's pool has a kind that does not serve op (the
+// gateway translates no API into another).
+func unsupportedAPI(model string, op upstream.Operation) *apiError {
+	api := map[upstream.Operation]string{upstream.Responses: "the Responses API", upstream.Messages: "the Messages API",
+		upstream.CountTokens: "the Messages API's count_tokens", upstream.ChatCompletions: "Chat Completions",
+		upstream.Completions: "Completions", upstream.Embeddings: "Embeddings"}[op]
 	return invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
-		fmt.Sprintf("model %q is served on a surface without the Responses API", model))
+		fmt.Sprintf("model %q is served on a surface without %s", model, api))
 }
 
 // budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
@@ -279,6 +288,8 @@ func bodyError(err error) *apiError {
 			code = "integer_below_min_value"
 		}
 		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
+	case errors.Is(err, upstream.ErrThinkingType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "thinking", err.Error())
 	case errors.Is(err, upstream.ErrOptionsType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
 	}
@@ -297,9 +308,22 @@ func missingParameter(field string) *apiError {
 // may ignore it, so a budget could not trust it (issue 20).
 func unsupportedCap(field string, op upstream.Operation) *apiError {
 	use := map[upstream.Operation]string{upstream.ChatCompletions: "; use 'max_completion_tokens'",
-		upstream.Completions: "; use 'max_tokens'", upstream.Responses: "; use 'max_output_tokens'"}[op]
+		upstream.Completions: "; use 'max_tokens'", upstream.Responses: "; use 'max_output_tokens'", upstream.Messages: "; use 'max_tokens'"}[op]
 	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", field,
 		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
+}
+
+// thinkingOverCap: the Messages API's thinking.budget_tokens does not fit
+// below the output cap of the tenant's token budget.
+func thinkingOverCap(budgetTokens, maxOutput int64) *apiError {
+	return invalidRequest(http.StatusBadRequest, "thinking_budget_over_cap", "thinking.budget_tokens",
+		fmt.Sprintf("thinking.budget_tokens %d must be below max_tokens, which this tenant's token budget caps at %d", budgetTokens, maxOutput))
+}
+
+// unsupportedStream: count_tokens answers one JSON object.
+func unsupportedStream() *apiError {
+	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", "stream",
+		"Unsupported parameter: 'stream' is not a parameter of count_tokens.")
 }
 
 // storedStateRefused: a Responses body names stored state whose owner the

@@ -152,6 +152,7 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 // decode reads the body's routing fields and finds the model's pool: one
 // the tenant may use and, for the Responses API, one that has it (and the
 // endpoint a continued response lives on). On failure it has answered.
+// Every endpoint of the pool must serve op.
 func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op upstream.Operation, raw []byte) (upstream.Body, *route.Pool, bool) {
 	body, perr := parseBody(raw, op)
 	rec.streamKnown, rec.stream = true, body.Stream
@@ -166,6 +167,15 @@ func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record,
 		return body, nil, false
 	}
 	rec.pool = pool.Name
+	for _, e := range pool.Endpoints {
+		// A pool whose kind lacks the operation (the Responses API on
+		// Azure's deployments surface, the Messages API on an OpenAI
+		// pool, chat on an anthropic pool): no translation, a clear 400.
+		if !s.Targets[e].Supports(op) {
+			s.fail(w, rec, unsupportedAPI(body.Model, op))
+			return body, nil, false
+		}
+	}
 	if op != upstream.Responses {
 		return body, pool, true
 	}
@@ -178,12 +188,6 @@ func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record,
 	if body.ItemReference(raw) {
 		s.fail(w, rec, storedStateRefused("input", "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'"))
 		return body, nil, false
-	}
-	for _, e := range pool.Endpoints {
-		if !s.Targets[e].SupportsResponses() {
-			s.fail(w, rec, unsupportedAPI(body.Model))
-			return body, nil, false
-		}
 	}
 	if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
 		s.fail(w, rec, aerr)

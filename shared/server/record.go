@@ -77,6 +77,9 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
 		w.Header()["X-Request-Id"] = id
 	}
 	rec := &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
+	if anthropicPath(r.URL.Path) {
+		rec.op = upstream.Messages // its errors in Anthropic's shape
+	}
 	rec.body, _ = r.Body.(*watchedBody)
 	return rec
 }
@@ -100,7 +103,7 @@ func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
 		// the answer has reached the client (a lingering close).
 		rec.body.closeEarly(w.Header())
 	}
-	e.write(w)
+	e.writeAs(w, rec)
 }
 
 // finish recovers a panic into a 500 and writes the access-log line.

@@ -51,8 +51,12 @@ func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, 
 // shape its API's clients parse: a Responses stream ends with the
 // Responses API's error event (event: error, with type, code, message,
 // param and sequence_number, seq being the events relayed before it, as
-// OpenAI numbers them from 0); every other stream with data: {"error":…}.
+// OpenAI numbers them from 0); a Messages stream with Anthropic's error
+// event; every other stream with data: {"error":…}.
 func appendStreamError(dst []byte, rec *record, e *apiError, seq int64) []byte {
+	if rec.op.Anthropic() {
+		return appendAnthropicStreamError(dst, rec, e)
+	}
 	if rec.op != upstream.Responses {
 		return sse.AppendErrorEvent(dst, e.JSON())
 	}

@@ -21,7 +21,10 @@ func (s *Server) routeTable() map[string]methods {
 		"/v1/completions":      {http.MethodPost: s.proxy(upstream.Completions)},
 		"/v1/embeddings":       {http.MethodPost: s.proxy(upstream.Embeddings)},
 		"/v1/responses":        {http.MethodPost: s.proxy(upstream.Responses)},
-		"/v1/models":           {http.MethodGet: s.listModels},
+		// Anthropic's Messages API (messages.go).
+		"/v1/messages":              {http.MethodPost: s.messages(upstream.Messages)},
+		"/v1/messages/count_tokens": {http.MethodPost: s.messages(upstream.CountTokens)},
+		"/v1/models":                {http.MethodGet: s.listModels},
 	}
 }
 

@@ -71,21 +71,23 @@ type Result struct {
 	Events int64 // events written to the client (stripped ones excluded)
 	// TokenEvents counts the events written that may carry generated
 	// tokens, each at least one: data events holding a JSON object other
-	// than a usage-only chunk or an error, and in named-event streams (the
-	// Responses API) the events whose name ends in ".delta".
+	// than a usage-only chunk or an error, and in named-event streams the
+	// events whose name ends in ".delta" (the Responses API) or is
+	// content_block_delta (the Messages API).
 	TokenEvents int64
 	Bytes       int64 // bytes written to the client
 	Usage       Usage // the last usage object seen (usage is cumulative)
 	HasUsage    bool  // a usage object was seen
-	// Done: saw data: [DONE] or a Responses terminal event
-	// (response.completed, .incomplete, .failed). Nothing after it is
-	// relayed: the relay stops there.
+	// Done: saw data: [DONE], a Responses terminal event
+	// (response.completed, .incomplete, .failed) or the Messages API's
+	// message_stop. Nothing after it is relayed: the relay stops there.
 	Done bool
 	// AfterDone: the backend sent bytes after the terminal event; they
 	// were dropped.
 	AfterDone bool
-	// EndedWithError: the last event relayed was an OpenAI error event
-	// (data: {"error"…), so the client has already been told.
+	// EndedWithError: the last event relayed was an error event (OpenAI's
+	// data: {"error"…, or an event named error), so the client has already
+	// been told.
 	EndedWithError bool
 	FirstWrite     time.Time // when the first byte was written to dst; zero if none
 }
@@ -349,26 +351,25 @@ var (
 // event is to be stripped.
 func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
-	isJSON := bytes.HasPrefix(ev, prefixJSONData)
-	named := bytes.HasPrefix(ev, prefixEvent)
-	if named { // a named event: the Responses API
-		if rl.namedEvent(ev) {
+	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses or Messages API
+		delta, where, usage := rl.namedEvent(ev)
+		if delta {
 			rl.countToken()
 		}
-		if !rl.res.Done {
-			return false // only the terminal events carry usage: no scan for the rest
+		if !usage {
+			return false // only a few events carry usage: no scan for the rest
 		}
-		isJSON = false
+		if u, _, ok := EventUsage(ev, where); ok {
+			rl.noteUsage(u, where)
+		}
+		return false
 	}
+	isJSON := bytes.HasPrefix(ev, prefixJSONData)
 	if !isJSON && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
 		return false
 	}
-	where := TopLevel
-	if named {
-		where = InResponse // response.completed and its kin: response.usage
-	}
-	u, usageOnly, ok := EventUsage(ev, where)
+	u, usageOnly, ok := EventUsage(ev, TopLevel)
 	if isJSON && !usageOnly && !rl.res.EndedWithError {
 		// A chunk with choices, or with running usage beside them (vLLM's
 		// continuous_usage_stats).
@@ -381,6 +382,22 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 	return usageOnly && rl.strip
 }
 
+// noteUsage records a named event's usage. A Messages stream's
+// message_delta (TopLevel) carries the cumulative output, and input
+// counts only when the backend revised them: its input counts replace
+// message_start's only when present.
+func (rl *relay) noteUsage(u Usage, where Where) {
+	if where == TopLevel && rl.res.HasUsage {
+		p := &rl.res.Usage
+		p.CompletionTokens, p.TotalTokens = u.CompletionTokens, u.TotalTokens
+		if u.PromptTokens > 0 {
+			p.PromptTokens, p.CachedTokens = u.PromptTokens, u.CachedTokens
+		}
+		return
+	}
+	rl.res.Usage, rl.res.HasUsage = u, true
+}
+
 // countToken counts a token event, or marks the cut when it would pass
 // MaxTokenEvents (the event is then not written, nor counted).
 func (rl *relay) countToken() {
@@ -391,11 +408,14 @@ func (rl *relay) countToken() {
 	rl.res.TokenEvents++
 }
 
-// namedEvent notes the Responses API's terminal events: a stream ends
+// namedEvent reads a named event's name. The Responses API's stream ends
 // after response.completed, .incomplete or .failed (there is no [DONE]),
-// and an error event is the backend telling the client itself. It reports
-// whether the event is a delta (carries generated tokens).
-func (rl *relay) namedEvent(ev []byte) (delta bool) {
+// whose response.usage is read (InResponse); its deltas are the events
+// whose name ends in ".delta". The Messages API's ends after message_stop;
+// usage is read from message_start (InMessage) and message_delta
+// (TopLevel); its deltas are content_block_delta. An error event is the
+// backend telling the client itself.
+func (rl *relay) namedEvent(ev []byte) (delta bool, where Where, usage bool) {
 	name := ev[len(prefixEvent):]
 	if i := bytes.IndexAny(name, "\r\n"); i >= 0 {
 		name = name[:i]
@@ -404,10 +424,20 @@ func (rl *relay) namedEvent(ev []byte) (delta bool) {
 	switch string(name) {
 	case "response.completed", "response.incomplete", "response.failed":
 		rl.res.Done = true
+		return false, InResponse, true
+	case "content_block_delta":
+		return true, TopLevel, false
+	case "message_start":
+		return false, InMessage, true
+	case "message_delta":
+		return false, TopLevel, true
+	case "message_stop":
+		rl.res.Done = true
+		return false, TopLevel, false
 	case "error":
 		rl.res.EndedWithError = true
 	}
-	return bytes.HasSuffix(name, suffixDelta)
+	return bytes.HasSuffix(name, suffixDelta), TopLevel, false
 }
 
 // AppendErrorEvent appends an SSE event carrying errorJSON as its data, the

@@ -21,6 +21,8 @@ func BenchmarkRelay(b *testing.B) {
 	events, _ := refEvents(stream)
 	resp := responsesStream(128)
 	respEvents, _ := refEvents(resp)
+	msgs := messagesStream(128)
+	msgEvents, _ := refEvents(msgs)
 	cases := []struct {
 		name   string
 		src    func() io.Reader
@@ -33,6 +35,8 @@ func BenchmarkRelay(b *testing.B) {
 		{name: "buffered strip usage", src: whole(stream), strip: true},
 		{name: "responses one event per read", src: perEvent(respEvents), stream: resp},
 		{name: "responses buffered", src: whole(resp), stream: resp},
+		{name: "messages one event per read", src: perEvent(msgEvents), stream: msgs},
+		{name: "messages buffered", src: whole(msgs), stream: msgs},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -778,3 +778,89 @@ func TestRelayActivityIsData(t *testing.T) {
 	_ = pw.Close()
 	<-done
 }
+
+// TestRelayMessagesStream: an Anthropic Messages stream is relayed byte
+// for byte, done at message_stop (nothing after it relayed), its token
+// events are content_block_delta, and its usage is read from message_start
+// (input with cache creation and reads) and message_delta (output) only:
+// usage-shaped objects in tool inputs, deltas and message content are the
+// caller's own JSON. Read one byte at a time too.
+func TestRelayMessagesStream(t *testing.T) {
+	start := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"content\":[{\"type\":\"tool_use\",\"input\":{\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}],\"usage\":{\"input_tokens\":10,\"cache_creation_input_tokens\":5,\"cache_read_input_tokens\":20,\"output_tokens\":1}},\"usage\":{\"input_tokens\":1}}\n\n"
+	tool := "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"f\",\"input\":{\"usage\":{\"output_tokens\":0}}}}\n\n"
+	delta := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"usage\\\":{\\\"output_tokens\\\":0}}\",\"usage\":{\"output_tokens\":0}}}\n\n"
+	ping := "event: ping\ndata: {\"type\": \"ping\"}\n\n"
+	msgDelta := "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\",\"usage\":{\"output_tokens\":1}},\"usage\":{\"output_tokens\":42}}\n\n"
+	stop := "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+	errEv := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
+	after := "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":1}}\n\n"
+	want := Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20}
+	for _, tt := range []struct {
+		name, in, out string
+		done, errored bool
+		usage         Usage
+		tokens        int64
+		afterDone     bool
+	}{
+		{"whole", start + tool + ping + delta + delta + msgDelta + stop, "", true, false, want, 2, false},
+		{"after message_stop dropped", start + delta + msgDelta + stop + after, start + delta + msgDelta + stop, true, false, want, 1, true},
+		{"cut before message_stop", start + delta + msgDelta, "", false, false, want, 1, false},
+		{"backend's error event", start + delta + errEv, "", false, true, Usage{PromptTokens: 35, CompletionTokens: 1, CachedTokens: 20}, 1, false},
+	} {
+		for _, size := range []int{1, 7, 1 << 16} {
+			t.Run(fmt.Sprintf("%s/%d", tt.name, size), func(t *testing.T) {
+				var out strings.Builder
+				var r Relayer
+				res, err := r.Relay(&out, nil, &chunkReader{src: []byte(tt.in), sizes: []int{size}}, Options{})
+				wantOut := tt.out
+				if wantOut == "" {
+					wantOut = tt.in
+				}
+				if err != nil || out.String() != wantOut || res.Done != tt.done || res.EndedWithError != tt.errored || res.AfterDone != tt.afterDone {
+					t.Fatalf("err %v done %v errored %v afterDone %v out %q", err, res.Done, res.EndedWithError, res.AfterDone, out.String())
+				}
+				if !res.HasUsage || res.Usage != tt.usage || res.TokenEvents != tt.tokens {
+					t.Fatalf("usage %+v (want %+v), token events %d (want %d)", res.Usage, tt.usage, res.TokenEvents, tt.tokens)
+				}
+			})
+		}
+	}
+}
+
+// TestAnthropicUsage: Anthropic's usage objects read at their documented
+// places, with cache creation and reads counted as prompt tokens, and
+// cache counts that cannot be true refused.
+func TestAnthropicUsage(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		in    string
+		where Where
+		want  Usage
+		ok    bool
+	}{
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_creation_input_tokens":4,"cache_read_input_tokens":5,"output_tokens":1}}}`, InMessage, Usage{PromptTokens: 12, CompletionTokens: 1, CachedTokens: 5}, true},
+		{"message_start top-level usage is not the message's", `{"type":"message_start","usage":{"input_tokens":1},"message":{"content":[]}}`, InMessage, Usage{}, false},
+		{"usage in message content is not the message's", `{"message":{"content":[{"input":{"usage":{"input_tokens":1}}}]}}`, InMessage, Usage{}, false},
+		{"message_delta", `{"type":"message_delta","delta":{"usage":{"output_tokens":1}},"usage":{"output_tokens":9}}`, TopLevel, Usage{CompletionTokens: 9}, true},
+		{"JSON answer", `{"id":"msg_1","content":[{"type":"tool_use","input":{"usage":{"input_tokens":999999}}}],"usage":{"input_tokens":2,"cache_read_input_tokens":8,"output_tokens":3}}`, TopLevel, Usage{PromptTokens: 10, CompletionTokens: 3, CachedTokens: 8}, true},
+		{"escaped message key", `{"m\u0065ssage":{"usage":{"input_tokens":2}}}`, InMessage, Usage{PromptTokens: 2}, true},
+		{"negative cache read", `{"usage":{"input_tokens":10,"cache_read_input_tokens":-5}}`, TopLevel, Usage{}, false},
+		{"cache count beyond 2^53", `{"usage":{"input_tokens":1,"cache_creation_input_tokens":9007199254740993}}`, TopLevel, Usage{}, false},
+		{"null cache counts", `{"usage":{"input_tokens":1,"cache_creation_input_tokens":null,"cache_read_input_tokens":null}}`, TopLevel, Usage{PromptTokens: 1}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			u, _, ok := ReadUsage([]byte(tt.in), tt.where)
+			if u != tt.want || ok != tt.ok {
+				t.Fatalf("ReadUsage = %+v, %v; want %+v, %v", u, ok, tt.want, tt.ok)
+			}
+			if tt.where == TopLevel && tt.ok {
+				var s AnswerScanner
+				_, _ = s.Write([]byte(tt.in))
+				if su, sok := s.Usage(); su != tt.want || !sok {
+					t.Fatalf("AnswerScanner.Usage = %+v, %v", su, sok)
+				}
+			}
+		})
+	}
+}

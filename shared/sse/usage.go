@@ -6,9 +6,13 @@ import (
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
 
-// Usage holds an OpenAI usage object's token counts: Chat Completions'
+// Usage holds a usage object's token counts: Chat Completions'
 // prompt/completion tokens or the Responses API's input/output tokens, with
-// their cached and reasoning details.
+// their cached and reasoning details. An Anthropic usage object is read
+// into the same shape: PromptTokens is every input token the request
+// processed (input_tokens + cache_creation_input_tokens +
+// cache_read_input_tokens, as OpenAI's prompt_tokens includes its cached
+// tokens) and CachedTokens the cache reads.
 type Usage struct {
 	PromptTokens, CompletionTokens, TotalTokens int64
 	CachedTokens, ReasoningTokens               int64
@@ -49,6 +53,11 @@ const (
 	// the Responses API's terminal stream events (response.completed,
 	// .incomplete, .failed).
 	InResponse
+	// InMessage is the "usage" member of the top-level "message" object:
+	// the Messages API's message_start event (its input counts; the
+	// output so far). Its message_delta events carry a top-level usage
+	// (TopLevel) with the cumulative output.
+	InMessage
 )
 
 // ParseUsage reads the usage of one SSE event (its data line) from its
@@ -133,8 +142,20 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	usage, emptyChoices := -1, false
 	var resp []byte
 	var kb [32]byte
+	container := "response"
+	if where == InMessage {
+		container = "message"
+	}
 	members(js, i, func(raw []byte, v int, end int) {
-		switch string(keyOf(raw, &kb)) {
+		k := keyOf(raw, &kb)
+		if where != TopLevel && string(k) == container {
+			resp = nil
+			if js[v] == '{' {
+				resp = js[v:end]
+			}
+			return
+		}
+		switch string(k) {
 		case "usage":
 			usage = -1
 			if js[v] == '{' {
@@ -142,17 +163,9 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 			}
 		case "choices":
 			emptyChoices = js[v] == '[' && jsonscan.SkipWS(js, v+1) < len(js) && js[jsonscan.SkipWS(js, v+1)] == ']'
-		case "response":
-			if where != InResponse {
-				return
-			}
-			resp = nil
-			if js[v] == '{' {
-				resp = js[v:end]
-			}
 		}
 	})
-	if where == InResponse {
+	if where != TopLevel {
 		if resp == nil {
 			return Usage{}, false, false
 		}
@@ -280,10 +293,14 @@ func trimRightWS(b []byte) []byte {
 
 // parseUsageObject reads the token counts from the JSON object at the
 // start of b, skipping any other member. A key that appears twice takes its
-// last value, as encoding/json does.
+// last value, as encoding/json does. Anthropic's cache counts
+// (cache_creation_input_tokens, cache_read_input_tokens), which its
+// input_tokens excludes, are added to PromptTokens, the reads also kept
+// as CachedTokens; each must be a count that can be true.
 func parseUsageObject(b []byte) (u Usage, ok bool) {
 	ok = true
 	var kb [32]byte
+	var cacheWrite, cacheRead int64
 	closed := members(b, 0, func(raw []byte, v, end int) {
 		if !ok {
 			return
@@ -300,6 +317,10 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 			dst = &u.CachedTokens
 		case "reasoning_tokens":
 			dst = &u.ReasoningTokens
+		case "cache_creation_input_tokens":
+			dst = &cacheWrite
+		case "cache_read_input_tokens":
+			dst = &cacheRead
 		case "prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details":
 			if b[v] == '{' {
 				d, dok := parseUsageObject(b[v:end])
@@ -326,6 +347,13 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 	})
 	if !ok || !closed {
 		return Usage{}, false
+	}
+	if cacheWrite != 0 || cacheRead != 0 {
+		if min(cacheWrite, cacheRead, u.PromptTokens) < 0 || max(cacheWrite, cacheRead, u.PromptTokens) > maxCount {
+			return Usage{}, false
+		}
+		u.PromptTokens += cacheWrite + cacheRead
+		u.CachedTokens = max(u.CachedTokens, cacheRead)
 	}
 	return u, true
 }

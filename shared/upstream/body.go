@@ -41,6 +41,10 @@ type Body struct {
 	// (RewriteWith), so that every backend reads one cap whichever field
 	// it honours.
 	Caps [numCaps]int64
+	// ThinkingBudget is the Messages API's thinking.budget_tokens (0 when
+	// absent or null): extended thinking's share of max_tokens, which
+	// must stay above it (issue 26).
+	ThinkingBudget int64
 
 	caps          [numCaps]span // the cap fields' values; end 0 = absent
 	model         span          // the "model" value (with quotes)
@@ -147,6 +151,7 @@ var (
 	ErrStreamType   = errors.New("'stream' must be a boolean")
 	ErrOptionsType  = errors.New("'stream_options' must be an object")
 	ErrPreviousType = errors.New("'previous_response_id' must be a string")
+	ErrThinkingType = errors.New("'thinking' must be an object")
 )
 
 // maxCount is the largest n, best_of or output cap read; larger values
@@ -205,6 +210,8 @@ const (
 	keyMaxCompletionTokens
 	keyMaxOutputTokens
 	keyConversation
+	keyThinking
+	keyBudgetTokens
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -215,16 +222,19 @@ var (
 	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
-		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation}
-	optionKeys = map[string]key{"include_usage": keyIncludeUsage}
-	guarded    = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
-		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true}
+		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking}
+	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
+	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
+	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
+		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
+		keyThinking: true, keyBudgetTokens: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
-		keyConversation: "conversation"}
-	topFolded    = foldedKeys(topKeys)
-	optionFolded = foldedKeys(optionKeys)
+		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens"}
+	topFolded      = foldedKeys(topKeys)
+	optionFolded   = foldedKeys(optionKeys)
+	thinkingFolded = foldedKeys(thinkingKeys)
 )
 
 // ParseBody validates b as JSON and extracts the routing fields.
@@ -299,6 +309,8 @@ func ParseBody(b []byte) (Body, error) {
 			out.input = v
 		case keyConversation:
 			out.Conversation = string(b[v.start:v.end]) != "null"
+		case keyThinking:
+			return out.parseThinking(b, v)
 		}
 		return nil
 	})
@@ -357,6 +369,31 @@ func (out *Body) parseStreamOptions(b []byte, v span) error {
 			out.IncludeUsage = string(b[iv.start:iv.end]) == "true"
 		}
 		return err
+	})
+}
+
+// parseThinking reads the Messages API's thinking object: its
+// budget_tokens, a count read once like every cap ({"type":"disabled"}
+// has none).
+func (out *Body) parseThinking(b []byte, v span) error {
+	if string(b[v.start:v.end]) == "null" {
+		return nil
+	}
+	if b[v.start] != '{' {
+		return ErrThinkingType
+	}
+	var seen [len(guarded)]bool
+	return eachMember(b, v.start, func(raw []byte, iv span) error {
+		k, err := classify(raw, thinkingKeys, thinkingFolded, &seen)
+		if err != nil {
+			return err
+		}
+		if k == keyBudgetTokens {
+			n, err := count(b[iv.start:iv.end], keyNames[k])
+			out.ThinkingBudget = n
+			return err
+		}
+		return nil
 	})
 }
 

@@ -14,7 +14,8 @@ import (
 	"strings"
 )
 
-// Operation is the OpenAI API operation being proxied.
+// Operation is the API operation being proxied: OpenAI's, or Anthropic's
+// Messages API (issue 26).
 type Operation uint8
 
 // Operations the gateway proxies.
@@ -23,19 +24,29 @@ const (
 	Completions
 	Embeddings
 	Responses
+	// Messages is Anthropic's POST /v1/messages.
+	Messages
+	// CountTokens is Anthropic's POST /v1/messages/count_tokens: a prompt
+	// counted, nothing generated.
+	CountTokens
 )
+
+// Anthropic reports whether op is one of Anthropic's Messages API, whose
+// errors and stream events have Anthropic's shapes.
+func (o Operation) Anthropic() bool { return o == Messages || o == CountTokens }
 
 // HasCap reports whether op's request has the output-cap field f: chat
 // reads max_completion_tokens and its deprecated max_tokens, legacy
-// completions max_tokens, the Responses API max_output_tokens, and
-// embeddings none. A cap field an operation does not have is read by some
+// completions max_tokens, the Responses API max_output_tokens, the
+// Messages API max_tokens (which it requires), and embeddings and
+// count_tokens none. A cap field an operation does not have is read by some
 // backends and ignored by others (vLLM's chat ignores max_output_tokens),
 // so the gateway refuses it rather than trust it (issue 20).
 func (o Operation) HasCap(f CapField) bool {
 	switch o {
 	case ChatCompletions:
 		return f == MaxTokens || f == MaxCompletionTokens
-	case Completions:
+	case Completions, Messages:
 		return f == MaxTokens
 	case Responses:
 		return f == MaxOutputTokens
@@ -52,6 +63,10 @@ func (o Operation) suffix() string {
 		return "/embeddings"
 	case Responses:
 		return "/responses"
+	case Messages:
+		return "/messages"
+	case CountTokens:
+		return "/messages/count_tokens"
 	default:
 		return "/chat/completions"
 	}
@@ -95,7 +110,7 @@ type wire interface {
 
 // Kinds lists the backend kinds NewTarget builds; config validation takes
 // it from here, so a new kind is its wire file plus its case in NewTarget.
-func Kinds() []string { return []string{"openai", "azure-openai", "vllm"} }
+func Kinds() []string { return []string{"openai", "azure-openai", "vllm", "anthropic"} }
 
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
@@ -113,7 +128,7 @@ type Target struct {
 
 // TargetSpec describes a Target for NewTarget.
 type TargetSpec struct {
-	Kind       string // openai | azure-openai | vllm
+	Kind       string // openai | azure-openai | vllm | anthropic
 	URL        string
 	APIVersion string // azure-openai
 	AzureAPI   string // azure-openai: deployments | v1
@@ -147,6 +162,8 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 		t.wire = openAI{}
 	case "vllm":
 		t.wire = vllm{}
+	case "anthropic":
+		t.wire = anthropic{}
 	case "azure-openai":
 		if spec.AzureAPI == "v1" {
 			t.wire = azureV1{}
@@ -185,11 +202,12 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 // ignores fields it does not know, and knows max_completion_tokens only
 // since 0.6) and for Azure api-versions before 2024-09-01; else
 // max_completion_tokens (OpenAI's reasoning models refuse max_tokens).
+// The Messages API reads max_tokens.
 func (t *Target) CapField(op Operation) CapField {
 	switch op {
 	case Responses:
 		return MaxOutputTokens
-	case Completions:
+	case Completions, Messages, CountTokens:
 		return MaxTokens
 	}
 	switch w := t.wire.(type) {
@@ -222,16 +240,25 @@ func (t *Target) BackendModel(public string) string {
 //     a compressed SSE stream could not be scanned per event);
 //   - the endpoint's credential (Cred), never the caller's;
 //   - OpenAI-Organization and OpenAI-Project from the endpoint's config;
+//   - on the Messages API's operations, Anthropic-Version and
+//     Anthropic-Beta as the caller sent them (they choose the API's
+//     version and features, as the body does; prompt caching and
+//     extended thinking need them), and an anthropic kind's default
+//     Anthropic-Version when the caller sent none;
 //   - the caller headers named in TargetSpec.Forward;
 //   - what the server and transport add: X-Request-Id (the gateway's own
 //     id), Host, Content-Length, User-Agent.
 //
 // Everything else a caller sends stays at the gateway: credentials and
-// cookies, OpenAI-Organization and OpenAI-Project, X-Forwarded-* and
+// cookies (X-Api-Key among them), OpenAI-Organization and OpenAI-Project, X-Forwarded-* and
 // Forwarded, Content-Encoding, Expect, hop-by-hop headers, X-Ms-* and any
 // other vendor header.
 func (t *Target) NewRequest(ctx context.Context, op Operation, public string, body []byte, in http.Header) (*http.Request, error) {
-	return t.newRequest(ctx, http.MethodPost, t.wire.url(t.Base, op, t.BackendModel(public)), body, in)
+	req, err := t.newRequest(ctx, http.MethodPost, t.wire.url(t.Base, op, t.BackendModel(public)), body, in)
+	if err == nil && op.Anthropic() {
+		anthropicHeaders(req.Header, in, t.wire)
+	}
+	return req, err
 }
 
 // newRequest builds a backend request with exactly the allowed headers.
@@ -292,7 +319,7 @@ func CheckForward(name string) error {
 // check.
 func neverForward(k string) bool {
 	switch k {
-	case "Authorization", "Proxy-Authorization", "Cookie", "Api-Key",
+	case "Authorization", "Proxy-Authorization", "Cookie", "Api-Key", "X-Api-Key",
 		"Connection", "Keep-Alive", "Proxy-Connection", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 		"Host", "Content-Length", "Content-Type", "Content-Encoding", "Accept-Encoding", "Expect",
 		"Openai-Organization", "Openai-Project", "X-Request-Id", "Forwarded", "X-Real-Ip":
