@@ -86,7 +86,7 @@ func TestTelemetryCollector(t *testing.T) {
 	g := startGateway(t, options{
 		deadURL: true,
 		env:     otelEnv(col),
-		tenants: "  - {id: tiny, name: Tiny Corp, models: [llama], requests: 1, interval: 1h}\n",
+		tenants: "  - {id: tiny, name: Tiny Corp, models: [llama], requests: 1, interval: 1h}\n" + budgetRow(1_000_000, 64),
 		extra:   "telemetry: {trust_traceparent: true}\n",
 	})
 	tok := g.token("contoso")
@@ -125,6 +125,14 @@ func TestTelemetryCollector(t *testing.T) {
 			t.Fatalf("tiny request %d: status %d, want %d", i, resp.StatusCode, want)
 		}
 	}
+
+	resp = g.post("/v1/chat/completions", g.token("budgeted"), `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`)
+	bb, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("budgeted: %d %s", resp.StatusCode, bb)
+	}
+	budIn, budOut := usageOf(t, bb)
 
 	if p, s, _ := col.Received(); len(p)+len(s) != 0 {
 		t.Fatalf("the collector got %d points and %d spans before the stop: the export interval is an hour", len(p), len(s))
@@ -178,6 +186,8 @@ func TestTelemetryCollector(t *testing.T) {
 		{"limiter refused tiny", "llmgw.limiter.decisions", map[string]string{"llmgw.decision": "refused", "llmgw.tenant.id": "tiny"}, 1, 1},
 		{"429 by route", "llmgw.requests", map[string]string{"http.route": "/v1/chat/completions", "http.response.status_code": "429", "error.type": "rate_limit_exceeded", "llmgw.tenant.id": "tiny"}, 1, 1},
 		{"failover", "llmgw.failovers", map[string]string{"llmgw.tenant.id": "contoso"}, 1, 1},
+		{"budget reserved", "llmgw.budget.decisions", map[string]string{"llmgw.decision": "reserved", "llmgw.tenant.id": "budgeted"}, 1, 1},
+		{"budget charged", "llmgw.budget.tokens.charged", map[string]string{"llmgw.tenant.id": "budgeted"}, float64(budIn + budOut), 1},
 		{"streams closed", "llmgw.streams.open", map[string]string{"llmgw.pool": "pool-a"}, 0, 1},
 	} {
 		got, n := sumPoints(points, c.metric, c.attrs)
