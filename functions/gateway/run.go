@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -59,17 +60,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer gw.close()
 
 	if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+		opts := lambdaurl.Options{DeadlineMargin: cfg.Lambda.DeadlineMargin.D(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
+		if gw.tel != nil {
+			gw.tel.Ready(ctx, "lambda", time.Now())
+			// Lambda freezes the sandbox once the invocation ends: what a
+			// request recorded is exported before its stream ends.
+			opts.AfterResponse = func(ictx context.Context) {
+				fctx, cancel := context.WithTimeout(ictx, cfg.Telemetry.FlushTimeout.D())
+				defer cancel()
+				flushTelemetry(fctx, gw.tel, log, slog.LevelDebug, "invocation")
+			}
+		}
 		// lambda.Start blocks for the life of the process.
-		lambdaurl.Start(gw.handler, lambdaurl.Options{DeadlineMargin: cfg.Lambda.DeadlineMargin.D(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+		lambdaurl.Start(gw.handler, opts)
 		return nil
 	}
-	return serveHTTP(ctx, cfg, getenv, gw.handler, log)
+	return serveHTTP(ctx, cfg, getenv, gw, log)
 }
 
 // serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
 // else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
 // open streams finish for the grace period.
-func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, h http.Handler, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) error {
 	addr := cfg.ListenAddr(getenv)
 	fds := raiseFDLimit()
 	if need := uint64(2*cfg.MaxConnections + fdReserve); fds > 0 && fds < need {
@@ -97,7 +109,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	// Listener). No ReadTimeout or WriteTimeout: they would cut long
 	// streams.
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           gw.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
 		IdleTimeout:       cfg.IdleTimeout.D(),
 		// Twice the limit: the handler answers blocks between the limit and
@@ -107,6 +119,9 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		ConnContext:    ln.ConnContext,
 	}
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", cfg.MaxConnections, "fd_limit", fds)
+	if gw.tel != nil {
+		gw.tel.Ready(ctx, "http", time.Now())
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {
@@ -120,6 +135,17 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("grace period over; closing open connections", "err", err)
 		_ = srv.Close()
+	}
+	if gw.tel != nil {
+		// What the last streams recorded leaves before the process does:
+		// within what the grace left, but never less than flush_timeout.
+		fctx := sctx
+		if dl, _ := sctx.Deadline(); time.Until(dl) < cfg.Telemetry.FlushTimeout.D() {
+			var cancel context.CancelFunc
+			fctx, cancel = context.WithTimeout(context.Background(), cfg.Telemetry.FlushTimeout.D())
+			defer cancel()
+		}
+		flushTelemetry(fctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/telemetry/otlp"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -35,9 +36,17 @@ type gateway struct {
 	// budget's reservation client, whose answer timeout is budget.timeout.
 	// Both nil with the memory store.
 	state, reserve *redis.Client
+	// tel exports metrics and spans; nil without an OTLP endpoint.
+	tel *otlp.Exporter
 }
 
 func (g *gateway) close() {
+	if g.tel != nil {
+		// Stops the exporter's goroutines (serveHTTP has flushed already).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = g.tel.Shutdown(ctx)
+		cancel()
+	}
 	if g.limiter != nil {
 		_ = g.limiter.Close()
 	}
@@ -115,6 +124,13 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if err != nil {
 		return nil, err
 	}
+	if g.tel, err = newTelemetry(cfg, getenv, log); err != nil {
+		return nil, err
+	}
+	var tel server.Telemetry // a nil *otlp.Exporter must stay a nil interface
+	if g.tel != nil {
+		tel = g.tel
+	}
 	g.handler = server.New(server.Deps{
 		Auth:              verifier,
 		Tenants:           tenantTable(cfg.Tenants),
@@ -136,6 +152,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Budgets:           bud,
 		BudgetScanner:     budget.Scanner{ImageTokens: cfg.Budget.ImageTokens, MediaTokens: cfg.Budget.MediaTokens},
 		MinRemaining:      cfg.Lambda.MinRemaining.D(),
+		Telemetry:         tel,
 	})
 	return g, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
@@ -93,6 +94,10 @@ type Config struct {
 	Budget   Budget   `yaml:"budget" json:"budget"`
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
+	// Telemetry is how the gateway's OTLP export behaves; whether and
+	// where it exports is the standard OTEL_* environment's (README:
+	// Telemetry).
+	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
 
 	// listenGiven records that the config wrote listen: the environment's
 	// port then never replaces it (issue 22: a default compared by value
@@ -227,6 +232,20 @@ type Lambda struct {
 	// has less time left than this, rather than start it and cut it.
 	// Default 5s; 0 = off.
 	MinRemaining *Duration `yaml:"min_remaining" json:"min_remaining"`
+}
+
+// Telemetry is the OTLP export's behaviour (issue 25).
+type Telemetry struct {
+	// TrustTraceparent continues a caller's W3C trace (traceparent,
+	// tracestate) in the gateway's spans. Default false: every request
+	// starts a trace of its own, so callers cannot place their requests
+	// in a trace they choose; set it when the callers are your own
+	// applications.
+	TrustTraceparent bool `yaml:"trust_traceparent" json:"trust_traceparent"`
+	// FlushTimeout bounds the export at the end of each Lambda invocation
+	// and, on SIGTERM, the export after the open streams ended (at least
+	// this long, even when shutdown_grace was spent on them). Default 2s.
+	FlushTimeout Duration `yaml:"flush_timeout" json:"flush_timeout"`
 }
 
 // Tenant is one row of the tenant table.
@@ -456,6 +475,7 @@ func (c *Config) applyDefaults() {
 	c.Budget.applyDefaults(c.Limiter.FailurePolicy)
 	c.Upstream.applyDefaults()
 	defD(&c.Lambda.DeadlineMargin, lambdaurl.DefaultDeadlineMargin)
+	defD(&c.Telemetry.FlushTimeout, telemetry.DefaultFlushTimeout)
 	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, time.Minute)

@@ -251,6 +251,7 @@ func TestNegativeDurations(t *testing.T) {
 		"upstream.default_cooldown":           in("upstream", "default_cooldown"),
 		"lambda.deadline_margin":              in("lambda", "deadline_margin"),
 		"lambda.min_remaining":                in("lambda", "min_remaining"),
+		"telemetry.flush_timeout":             in("telemetry", "flush_timeout"),
 		"upstream.keepalive_interval":         in("upstream", "keepalive_interval"),
 		"upstream.first_token_timeout":        in("upstream", "first_token_timeout"),
 		"pools[0].keepalive_interval":         strings.Replace(minimal, "kind: vllm", "kind: vllm\n    keepalive_interval: -1s", 1),

@@ -46,6 +46,15 @@ type Options struct {
 	// ErrorLog receives handler panics, as http.Server.ErrorLog does.
 	// Nil means the log package's standard logger.
 	ErrorLog *log.Logger
+
+	// AfterResponse, when set, runs after the handler returned and every
+	// byte of its response reached the response stream, before the stream
+	// ends: the invocation, and so the sandbox, is not frozen until it
+	// returns, so telemetry flushed here is exported (issue 25). ctx is
+	// the invocation's (Lambda's own deadline); the caller bounds it
+	// further. The client has its whole answer; only the stream's end
+	// waits.
+	AfterResponse func(ctx context.Context)
 }
 
 func (o Options) margin() time.Duration {
@@ -116,7 +125,7 @@ func Handler(h http.Handler, opts Options) func(ctx context.Context, ev *events.
 		pr, pw := io.Pipe()
 		body := &streamBody{pr: pr, gone: make(chan struct{})}
 		rw := newResponseWriter(req.Method, pw, body.gone)
-		go serve(h, rw, req, cancel, opts)
+		go serve(ctx, h, rw, req, cancel, opts)
 
 		select {
 		case c := <-rw.committed:
@@ -138,7 +147,7 @@ func Handler(h http.Handler, opts Options) func(ctx context.Context, ev *events.
 // serve runs the handler and always ends the response: it commits headers
 // if the handler did not, flushes, and closes the body pipe, so the Lambda
 // runtime's read of the body ends and no goroutine is left waiting.
-func serve(h http.Handler, rw *responseWriter, req *http.Request, cancel context.CancelFunc, opts Options) {
+func serve(ctx context.Context, h http.Handler, rw *responseWriter, req *http.Request, cancel context.CancelFunc, opts Options) {
 	defer cancel()
 	defer func() {
 		if v := recover(); v != nil {
@@ -146,10 +155,17 @@ func serve(h http.Handler, rw *responseWriter, req *http.Request, cancel context
 			if v != http.ErrAbortHandler {
 				opts.logf("lambdaurl: panic serving %s %s: %v", req.Method, req.URL.RequestURI(), v)
 			}
+			if opts.AfterResponse != nil {
+				opts.AfterResponse(ctx)
+			}
 			rw.abort(err)
 			return
 		}
-		rw.finish()
+		err := rw.flushAll()
+		if opts.AfterResponse != nil {
+			opts.AfterResponse(ctx)
+		}
+		rw.end(err)
 	}()
 	h.ServeHTTP(rw, req)
 }

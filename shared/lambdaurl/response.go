@@ -130,15 +130,19 @@ func (rw *responseWriter) FlushError() error {
 	return rw.bw.Flush() // commits with the buffered bytes otherwise
 }
 
-// finish ends a response whose handler returned.
-func (rw *responseWriter) finish() {
+// flushAll commits and sends everything a returned handler wrote; end
+// then ends the stream (with err, or io.EOF when nil).
+func (rw *responseWriter) flushAll() error {
 	if rw.status == 0 {
 		rw.status = http.StatusOK
 	}
 	if rw.bw.Buffered() == 0 {
 		rw.commit(nil)
 	}
-	err := rw.bw.Flush()
+	return rw.bw.Flush()
+}
+
+func (rw *responseWriter) end(err error) {
 	rw.done = true
 	rw.pw.CloseWithError(err) // nil closes with io.EOF
 }

@@ -93,6 +93,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		}
 	}
 	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+	rec.budgetDecision = budgetDecision(d, err)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:

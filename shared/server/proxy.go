@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -28,7 +29,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	rec.op, rec.creates = op, op == upstream.Responses
-	ctx := r.Context()
+	ctx := rec.context(r)
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
 		// whole rather than start it and cut it.
@@ -114,6 +115,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	defer idle.t.Stop()
 	rec.keepalive.watch(&idle.last)
 	if body.Stream && isEventStream(resp.Header) {
+		s.streamOpens(rec)
 		s.relayStream(ctx, w, rc, rec, resp, idle, inject)
 	} else {
 		s.relayJSON(w, rec, resp, idle)
@@ -234,6 +236,7 @@ func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, i
 			s.Router.Healthy(e)
 			return resp, release, nil
 		}
+		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: !final && i < len(order)-1})
 		if last = fail; final {
 			break
 		}
@@ -273,6 +276,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 		return nil, nil, credentialError(pool.Name, err), false
 	}
 	req.Header.Set("X-Request-Id", rec.id)
+	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model)
 	rec.sent = s.Now()
 	if rec.firstSent.IsZero() {
 		rec.firstSent = rec.sent
@@ -448,9 +452,11 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *record, t
 			s.fail(w, rec, contextError(ctx))
 			return false
 		}
+		rec.limit = telemetry.Unavailable
 		s.fail(w, rec, limiterError(err, d.Reset.Sub(s.Now())))
 		return false
 	}
+	rec.limit = limitDecision(d)
 	now := s.Now()
 	setRateHeaders(w.Header(), d, now)
 	if !d.Allowed {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -61,6 +62,17 @@ type record struct {
 	remembered bool
 
 	responseID string // the stored response's id, once remembered
+
+	// Telemetry (telemetry.go), all unset without it: ctx carries the
+	// server span; backend is the last attempt and attemptEnd ends its
+	// span; limit and budgetDecision are the limiter's and the budget's
+	// decisions; streamOpen: counted in llmgw.streams.open.
+	ctx            context.Context
+	backend        telemetry.Attempt
+	attemptEnd     func(telemetry.Result)
+	limit          string
+	budgetDecision string
+	streamOpen     bool
 }
 
 func (r *record) setUsage(u sse.Usage, ok bool) {
@@ -81,6 +93,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
 		rec.op = upstream.Messages // its errors in Anthropic's shape
 	}
 	rec.body, _ = r.Body.(*watchedBody)
+	s.traced(rec, r)
 	return rec
 }
 
@@ -106,11 +119,13 @@ func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
 	e.writeAs(w, rec)
 }
 
-// finish recovers a panic into a 500 and writes the access-log line.
+// finish recovers a panic into a 500, writes the access-log line and
+// reports the request to telemetry.
 func (s *Server) finish(w http.ResponseWriter, rec *record) {
 	if v := recover(); v != nil {
 		if v == http.ErrAbortHandler {
 			s.log(rec)
+			s.report(rec)
 			panic(v)
 		}
 		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
@@ -119,10 +134,12 @@ func (s *Server) finish(w http.ResponseWriter, rec *record) {
 		} else {
 			rec.outcome = "panic"
 			s.log(rec)
+			s.report(rec)
 			panic(http.ErrAbortHandler)
 		}
 	}
 	s.log(rec)
+	s.report(rec)
 }
 
 func (s *Server) log(rec *record) {

@@ -83,6 +83,8 @@ type Deps struct {
 	// ResponseTTL is how long a stored response's record is kept: the
 	// backend's retention. Default 30 days (OpenAI's).
 	ResponseTTL time.Duration
+	// Telemetry exports metrics and spans (telemetry/otlp); nil: none.
+	Telemetry Telemetry
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

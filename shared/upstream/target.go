@@ -116,6 +116,8 @@ func Kinds() []string { return []string{"openai", "azure-openai", "vllm", "anthr
 type Target struct {
 	Base *url.URL
 	Cred Credential // nil = no credentials
+	// Kind is the backend kind from config (openai, azure-openai, vllm).
+	Kind string
 	wire wire
 	// Models maps public model names to the backend's names.
 	Models map[string]string
@@ -156,7 +158,7 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint url %q: %w", spec.URL, err)
 	}
-	t := &Target{Base: u, Cred: spec.Cred, Models: spec.Models}
+	t := &Target{Base: u, Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models}
 	switch spec.Kind {
 	case "openai":
 		t.wire = openAI{}

@@ -1,0 +1,277 @@
+// Package otelcoltest starts a real OpenTelemetry Collector for tests: the
+// one in scripts/otelcol (the collector's own OTLP receiver, and an
+// exporter that appends each batch as OTLP JSON to a file), built once per
+// source version and started on loopback. Tests point the gateway's
+// OTEL_EXPORTER_OTLP_ENDPOINT at URL and read what the collector received.
+package otelcoltest
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Collector is a running collector.
+type Collector struct {
+	// URL is the OTLP/HTTP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT).
+	URL  string
+	file string
+}
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds scripts/otelcol (once per process; the binary is kept in
+// the temp directory under a name that hashes its sources, so later runs
+// skip the build) and returns its path.
+func Binary() (string, error) {
+	buildOnce.Do(func() {
+		_, self, _, _ := runtime.Caller(0)
+		dir := filepath.Join(filepath.Dir(self), "..", "otelcol")
+		h := sha256.New()
+		for _, f := range []string{"go.mod", "go.sum", "main.go", "jsonfile.go"} {
+			b, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				buildErr = err
+				return
+			}
+			h.Write(b)
+		}
+		binPath = filepath.Join(os.TempDir(), "llmgw-otelcol-"+hex.EncodeToString(h.Sum(nil))[:16])
+		if _, err := os.Stat(binPath); err == nil {
+			return
+		}
+		tmp := binPath + ".tmp" + strconv.Itoa(os.Getpid())
+		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, ".")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building the collector: %v\n%s", err, out)
+			return
+		}
+		buildErr = os.Rename(tmp, binPath)
+	})
+	return binPath, buildErr
+}
+
+// Start builds (if needed) and starts a collector on a free loopback port;
+// it is stopped when the test ends.
+func Start(t testing.TB) *Collector {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	dir := t.TempDir()
+	c := &Collector{URL: "http://" + addr, file: filepath.Join(dir, "otlp.jsonl")}
+	cfg := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: %q
+exporters:
+  jsonfile:
+    path: %q
+service:
+  telemetry:
+    logs: {level: warn}
+    metrics: {level: none}
+  pipelines:
+    metrics: {receivers: [otlp], exporters: [jsonfile]}
+    traces: {receivers: [otlp], exporters: [jsonfile]}
+`, addr, c.file)
+	cfgPath := filepath.Join(dir, "otelcol.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--config", cfgPath)
+	logf, err := os.Create(filepath.Join(dir, "otelcol.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		_ = logf.Close()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			_ = conn.Close()
+			return c
+		}
+		select {
+		case <-exited:
+			b, _ := os.ReadFile(logf.Name())
+			t.Fatalf("collector exited:\n%s", b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("collector never listened")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Point is one metric data point as received.
+type Point struct {
+	Metric   string
+	Attrs    map[string]string // values as strings ("8", "true")
+	Resource map[string]string
+	Int      int64   // a sum or gauge's integer value
+	Double   float64 // a sum or gauge's double value
+	Count    uint64  // a histogram's count
+	Sum      float64 // a histogram's sum
+}
+
+// Span is one span as received.
+type Span struct {
+	TraceID, SpanID, ParentSpanID, Name string
+	Kind                                int // 2 server, 3 client
+	Attrs                               map[string]string
+}
+
+// Received reads every batch the collector has written so far.
+func (c *Collector) Received() ([]Point, []Span, error) {
+	f, err := os.Open(c.file)
+	if os.IsNotExist(err) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	var points []Point
+	var spans []Span
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+	for sc.Scan() {
+		var doc otlpDoc
+		if err := json.Unmarshal(sc.Bytes(), &doc); err != nil {
+			return nil, nil, fmt.Errorf("collector output: %w", err)
+		}
+		for _, rm := range doc.ResourceMetrics {
+			res := attrs(rm.Resource.Attributes)
+			for _, sm := range rm.ScopeMetrics {
+				for _, m := range sm.Metrics {
+					add := func(dps []dataPoint) {
+						for _, dp := range dps {
+							p := Point{Metric: m.Name, Attrs: attrs(dp.Attributes), Resource: res, Double: dp.AsDouble, Sum: dp.Sum}
+							p.Int, _ = strconv.ParseInt(dp.AsInt, 10, 64)
+							p.Count, _ = strconv.ParseUint(dp.Count, 10, 64)
+							points = append(points, p)
+						}
+					}
+					add(m.Sum.DataPoints)
+					add(m.Gauge.DataPoints)
+					add(m.Histogram.DataPoints)
+				}
+			}
+		}
+		for _, rs := range doc.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, s := range ss.Spans {
+					spans = append(spans, Span{TraceID: s.TraceID, SpanID: s.SpanID, ParentSpanID: s.ParentSpanID,
+						Name: s.Name, Kind: s.Kind, Attrs: attrs(s.Attributes)})
+				}
+			}
+		}
+	}
+	return points, spans, sc.Err()
+}
+
+type otlpDoc struct {
+	ResourceMetrics []struct {
+		Resource     resource `json:"resource"`
+		ScopeMetrics []struct {
+			Metrics []struct {
+				Name      string `json:"name"`
+				Sum       series `json:"sum"`
+				Gauge     series `json:"gauge"`
+				Histogram series `json:"histogram"`
+			} `json:"metrics"`
+		} `json:"scopeMetrics"`
+	} `json:"resourceMetrics"`
+	ResourceSpans []struct {
+		Resource   resource `json:"resource"`
+		ScopeSpans []struct {
+			Spans []struct {
+				TraceID      string     `json:"traceId"`
+				SpanID       string     `json:"spanId"`
+				ParentSpanID string     `json:"parentSpanId"`
+				Name         string     `json:"name"`
+				Kind         int        `json:"kind"`
+				Attributes   []keyValue `json:"attributes"`
+			} `json:"spans"`
+		} `json:"scopeSpans"`
+	} `json:"resourceSpans"`
+}
+
+type resource struct {
+	Attributes []keyValue `json:"attributes"`
+}
+
+type series struct {
+	DataPoints []dataPoint `json:"dataPoints"`
+}
+
+type dataPoint struct {
+	Attributes []keyValue `json:"attributes"`
+	AsInt      string     `json:"asInt"`
+	AsDouble   float64    `json:"asDouble"`
+	Count      string     `json:"count"`
+	Sum        float64    `json:"sum"`
+}
+
+type keyValue struct {
+	Key   string `json:"key"`
+	Value struct {
+		String *string  `json:"stringValue"`
+		Int    *string  `json:"intValue"`
+		Bool   *bool    `json:"boolValue"`
+		Double *float64 `json:"doubleValue"`
+	} `json:"value"`
+}
+
+func attrs(kvs []keyValue) map[string]string {
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		switch v := kv.Value; {
+		case v.String != nil:
+			m[kv.Key] = *v.String
+		case v.Int != nil:
+			m[kv.Key] = *v.Int
+		case v.Bool != nil:
+			m[kv.Key] = strconv.FormatBool(*v.Bool)
+		case v.Double != nil:
+			m[kv.Key] = strconv.FormatFloat(*v.Double, 'g', -1, 64)
+		}
+	}
+	return m
+}

@@ -1,0 +1,172 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/telemetry"
+	"github.com/llmgw/gateway/shared/upstream"
+)
+
+// Telemetry exports each request's metrics and spans (telemetry/otlp
+// satisfies it). Nil: none, and a request pays one nil check at each of
+// the few places below that call it.
+type Telemetry interface {
+	// Begin starts a request's server span; backend attempts are made
+	// under the context it returns.
+	Begin(ctx context.Context, method, route string, h http.Header) context.Context
+	// Attempt starts a backend attempt's client span, writes its
+	// traceparent into req, and returns what ends it.
+	Attempt(ctx context.Context, req *http.Request, a telemetry.Attempt) func(telemetry.Result)
+	// Stream counts streams being relayed, by pool (+1 opened, -1 ended).
+	Stream(ctx context.Context, pool string, delta int64)
+	// End records the request's metrics and ends its span.
+	End(ctx context.Context, r *telemetry.Request)
+}
+
+// traced begins the request's telemetry (begin calls it).
+func (s *Server) traced(rec *record, r *http.Request) {
+	if s.Telemetry != nil {
+		rec.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
+	}
+}
+
+// context is the context a request's backend calls are made under: the
+// request's, carrying its server span when telemetry is on.
+func (rec *record) context(r *http.Request) context.Context {
+	if rec.ctx != nil {
+		return rec.ctx
+	}
+	return r.Context()
+}
+
+// attemptBegins starts an attempt's client span (try calls it with the
+// request it is about to send).
+func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Request, target *upstream.Target, op upstream.Operation, model string) {
+	if s.Telemetry == nil {
+		return
+	}
+	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
+	rec.backend = telemetry.Attempt{Operation: operationName(op), Model: model, ResponseModel: target.BodyModel(model),
+		Provider: telemetry.Provider(target.Kind), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant}
+	rec.attemptEnd = s.Telemetry.Attempt(ctx, req, rec.backend)
+}
+
+// attemptEnds ends the current attempt's span (send calls it for a failed
+// attempt; report for the one that answered).
+func (rec *record) attemptEnds(r telemetry.Result) {
+	if rec.attemptEnd != nil {
+		rec.attemptEnd(r)
+		rec.attemptEnd = nil
+	}
+}
+
+// streamOpens counts a stream being relayed; report counts its end.
+func (s *Server) streamOpens(rec *record) {
+	if s.Telemetry != nil {
+		rec.streamOpen = true
+		s.Telemetry.Stream(rec.ctx, rec.pool, 1)
+	}
+}
+
+// report hands the ended request to telemetry (finish calls it, after the
+// access log).
+func (s *Server) report(rec *record) {
+	if s.Telemetry == nil || rec.ctx == nil {
+		return
+	}
+	errType := ""
+	if rec.outcome != "ok" {
+		errType = rec.outcome
+	}
+	rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: errType})
+	if rec.streamOpen {
+		rec.streamOpen = false
+		s.Telemetry.Stream(rec.ctx, rec.pool, -1)
+	}
+	kaSent, _ := rec.keepalive.stats()
+	t := telemetry.Request{
+		Route: routeOf(rec.path), Method: rec.method,
+		Tenant: rec.tenant, TenantName: rec.tenantName,
+		Pool: rec.pool, Stream: rec.stream, Status: rec.status, ErrorType: errType,
+		Start: rec.start, End: s.Now(), FirstEvent: rec.clientFirstEvent,
+		InputTokens: rec.usage.PromptTokens, OutputTokens: rec.usage.CompletionTokens, Usage: rec.hasUsage,
+		Attempts: rec.attempts, Keepalives: kaSent,
+		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
+	}
+	if rec.pool != "" { // a model a pool serves: a bounded name, from config
+		t.Operation, t.Model = operationName(rec.op), rec.model
+		t.ResponseModel, t.Provider = rec.backend.ResponseModel, rec.backend.Provider
+		t.ServerAddress, t.ServerPort = rec.backend.ServerAddress, rec.backend.ServerPort
+	}
+	s.Telemetry.End(rec.ctx, &t)
+}
+
+// operationName is gen_ai.operation.name for an operation: the Responses
+// API is a chat, as the semantic conventions name OpenAI's.
+func operationName(op upstream.Operation) string {
+	switch op {
+	case upstream.Completions:
+		return "text_completion"
+	case upstream.Embeddings:
+		return "embeddings"
+	}
+	return "chat"
+}
+
+// routeOf is a path's route template: the http.route attribute, bounded
+// whatever paths callers send.
+func routeOf(path string) string {
+	switch {
+	case strings.HasPrefix(path, "/v1/responses/"):
+		return "/v1/responses/{response_id}"
+	case strings.HasPrefix(path, "/v1/models/"):
+		return "/v1/models/{model}"
+	case strings.HasPrefix(path, "/openai/deployments/"):
+		rest := path[len("/openai/deployments/"):]
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			if sub := routeOf(rest[i:]); sub != "other" {
+				return "/openai/deployments/{deployment}" + sub
+			}
+		}
+		return "other"
+	case strings.HasPrefix(path, "/openai/v1/"):
+		return "/openai" + routeOf(path[len("/openai"):])
+	}
+	switch path {
+	case "/healthz", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/models",
+		"/chat/completions", "/completions", "/embeddings":
+		return path
+	}
+	return "other"
+}
+
+// limitDecision names a limiter's answer for telemetry.
+func limitDecision(d ratelimit.Decision) string {
+	switch {
+	case d.Degraded && d.Allowed:
+		return telemetry.Degraded
+	case d.Allowed:
+		return telemetry.Allowed
+	}
+	return telemetry.Refused
+}
+
+// budgetDecision names a budget's answer for telemetry.
+func budgetDecision(d budget.Decision, err error) string {
+	switch {
+	case errors.Is(err, budget.ErrUnavailable):
+		return telemetry.Unavailable
+	case err != nil:
+		return "failed"
+	case d.Degraded && d.Allowed:
+		return telemetry.Degraded
+	case d.Allowed:
+		return telemetry.Reserved
+	}
+	return telemetry.Refused
+}

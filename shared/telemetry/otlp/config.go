@@ -1,0 +1,165 @@
+package otlp
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the exporter's settings, read from the standard OpenTelemetry
+// environment variables by FromEnv. The zero value exports nothing.
+type Config struct {
+	// TracesURL and MetricsURL are the full OTLP/HTTP URLs of each signal
+	// ("" = that signal is off).
+	TracesURL, MetricsURL string
+	// TracesHeaders and MetricsHeaders are sent with every export (an
+	// Authorization or api-key header of the collector's).
+	TracesHeaders, MetricsHeaders map[string]string
+	// Timeout bounds one export. Default 10s (the specification's).
+	Timeout time.Duration
+	// Gzip compresses exports.
+	Gzip bool
+	// Interval is how often metrics are exported. Default 60s (the
+	// specification's); Lambda exports at the end of each invocation too.
+	Interval time.Duration
+	// Delta exports counters and histograms as deltas (cumulative by
+	// default).
+	Delta bool
+	// ServiceName is service.name. Default "llmgw".
+	ServiceName string
+	// Resource is OTEL_RESOURCE_ATTRIBUTES, key by key.
+	Resource map[string]string
+	// TrustTraceparent continues a caller's W3C trace (traceparent,
+	// tracestate); off, every request starts its own trace, so a caller
+	// cannot choose the trace its requests are recorded under.
+	TrustTraceparent bool
+	// CardinalityLimit bounds the attribute sets of each metric; beyond it
+	// the SDK folds new sets into one otel.metric.overflow=true series.
+	// Default DefaultCardinalityLimit.
+	CardinalityLimit int
+	// Start is the process's start, for the cold-start metrics (zero: not
+	// recorded).
+	Start time.Time
+}
+
+// DefaultCardinalityLimit bounds each metric's attribute sets: tenants ×
+// models × routes × statuses stay far below it in any config this gateway
+// is sized for (the tenant and model attributes only ever take values from
+// config).
+const DefaultCardinalityLimit = 2000
+
+// Enabled reports whether any signal is exported.
+func (c Config) Enabled() bool { return c.TracesURL != "" || c.MetricsURL != "" }
+
+// ErrProtocol is returned for an OTEL_EXPORTER_OTLP_PROTOCOL other than
+// http/protobuf, the one protocol this build exports with.
+var ErrProtocol = errors.New("only http/protobuf is supported")
+
+// FromEnv reads the standard variables: OTEL_SDK_DISABLED,
+// OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT, _METRICS_ENDPOINT),
+// OTEL_EXPORTER_OTLP_HEADERS (and per signal), _TIMEOUT, _COMPRESSION,
+// _PROTOCOL, OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (none turns a
+// signal off), OTEL_METRIC_EXPORT_INTERVAL,
+// OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES. With no endpoint set, nothing is exported.
+// TLS settings (OTEL_EXPORTER_OTLP_CERTIFICATE, …) are read by the
+// exporters themselves from the process environment.
+func FromEnv(getenv func(string) string) (Config, error) {
+	var c Config
+	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
+		return c, nil
+	}
+	var problems []error
+	for _, s := range []string{"", "_TRACES", "_METRICS"} {
+		if p := getenv("OTEL_EXPORTER_OTLP" + s + "_PROTOCOL"); p != "" && p != "http/protobuf" {
+			problems = append(problems, fmt.Errorf("OTEL_EXPORTER_OTLP%s_PROTOCOL=%s: %w", s, p, ErrProtocol))
+		}
+	}
+	signal := func(name, path string) string {
+		if strings.EqualFold(getenv("OTEL_"+name+"_EXPORTER"), "none") {
+			return ""
+		}
+		if u := getenv("OTEL_EXPORTER_OTLP_" + name + "_ENDPOINT"); u != "" {
+			return u
+		}
+		if u := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
+			return strings.TrimRight(u, "/") + path
+		}
+		return ""
+	}
+	c.TracesURL = signal("TRACES", "/v1/traces")
+	c.MetricsURL = signal("METRICS", "/v1/metrics")
+	for _, u := range []string{c.TracesURL, c.MetricsURL} {
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			problems = append(problems, fmt.Errorf("OTLP endpoint %q: not an http(s) URL", u))
+		}
+	}
+	common := parsePairs(getenv("OTEL_EXPORTER_OTLP_HEADERS"))
+	c.TracesHeaders = merge(common, parsePairs(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")))
+	c.MetricsHeaders = merge(common, parsePairs(getenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS")))
+	ms := func(name string, def time.Duration) time.Duration {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			problems = append(problems, fmt.Errorf("%s=%q: want a positive number of milliseconds", name, v))
+			return def
+		}
+		return time.Duration(n) * time.Millisecond
+	}
+	c.Timeout = ms("OTEL_EXPORTER_OTLP_TIMEOUT", 10*time.Second)
+	c.Interval = ms("OTEL_METRIC_EXPORT_INTERVAL", 60*time.Second)
+	c.Gzip = getenv("OTEL_EXPORTER_OTLP_COMPRESSION") == "gzip"
+	c.Delta = strings.EqualFold(getenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"), "delta")
+	c.Resource = parsePairs(getenv("OTEL_RESOURCE_ATTRIBUTES"))
+	c.ServiceName = getenv("OTEL_SERVICE_NAME")
+	if c.ServiceName == "" {
+		c.ServiceName = c.Resource["service.name"]
+	}
+	if c.ServiceName == "" {
+		c.ServiceName = "llmgw"
+	}
+	return c, errors.Join(problems...)
+}
+
+// parsePairs reads the specification's key=value,key=value lists
+// (values percent-decoded); malformed entries are skipped.
+func parsePairs(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			continue
+		}
+		if d, err := url.PathUnescape(strings.TrimSpace(v)); err == nil {
+			m[k] = d
+		}
+	}
+	return m
+}
+
+func merge(a, b map[string]string) map[string]string {
+	if len(a)+len(b) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}

@@ -1,0 +1,71 @@
+package otlp
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestFromEnv(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		traces  string
+		metrics string
+		check   func(t *testing.T, c Config)
+		err     error
+	}{
+		{name: "off without an endpoint", env: map[string]string{"OTEL_SERVICE_NAME": "x"}},
+		{name: "one endpoint for both", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318/"},
+			traces: "http://127.0.0.1:4318/v1/traces", metrics: "http://127.0.0.1:4318/v1/metrics",
+			check: func(t *testing.T, c Config) {
+				if c.ServiceName != "llmgw" || c.Timeout != 10*time.Second || c.Interval != time.Minute || c.Delta || c.Gzip {
+					t.Errorf("defaults %+v", c)
+				}
+			}},
+		{name: "per signal, one off", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://b/t", "OTEL_METRICS_EXPORTER": "none"}, traces: "https://b/t"},
+		{name: "disabled", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_SDK_DISABLED": "true"}},
+		{name: "headers, resource, settings", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+			"OTEL_EXPORTER_OTLP_HEADERS": "api-key=s%3Dcret, x=1", "OTEL_EXPORTER_OTLP_METRICS_HEADERS": "x=2",
+			"OTEL_RESOURCE_ATTRIBUTES": "service.name=gw,deployment.environment.name=prod", "OTEL_EXPORTER_OTLP_TIMEOUT": "500",
+			"OTEL_METRIC_EXPORT_INTERVAL": "1000", "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE": "delta"},
+			traces: "http://a:4318/v1/traces", metrics: "http://a:4318/v1/metrics",
+			check: func(t *testing.T, c Config) {
+				if c.TracesHeaders["api-key"] != "s=cret" || c.TracesHeaders["x"] != "1" || c.MetricsHeaders["x"] != "2" {
+					t.Errorf("headers %v %v", c.TracesHeaders, c.MetricsHeaders)
+				}
+				if c.ServiceName != "gw" || c.Resource["deployment.environment.name"] != "prod" || c.Timeout != 500*time.Millisecond ||
+					c.Interval != time.Second || !c.Gzip || !c.Delta {
+					t.Errorf("settings %+v", c)
+				}
+			}},
+		{name: "grpc refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			traces: "http://a:4317/v1/traces", metrics: "http://a:4317/v1/metrics", err: ErrProtocol},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := FromEnv(func(k string) string { return c.env[k] })
+			if !errors.Is(err, c.err) || (c.err == nil && err != nil) {
+				t.Fatalf("err %v, want %v", err, c.err)
+			}
+			if got.TracesURL != c.traces || got.MetricsURL != c.metrics || got.Enabled() != (c.traces+c.metrics != "") {
+				t.Fatalf("urls %q %q, want %q %q", got.TracesURL, got.MetricsURL, c.traces, c.metrics)
+			}
+			if c.check != nil {
+				c.check(t, got)
+			}
+		})
+	}
+}
+
+func TestFromEnvBadValues(t *testing.T) {
+	t.Parallel()
+	_, err := FromEnv(func(k string) string {
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}[k]
+	})
+	if err == nil {
+		t.Fatal("a URL without a scheme and a bad timeout passed")
+	}
+}
