@@ -136,9 +136,12 @@ func routeOf(path string) string {
 		return "other"
 	case strings.HasPrefix(path, "/openai/v1/"):
 		return "/openai" + routeOf(path[len("/openai"):])
+	case strings.HasPrefix(path, "/openai/responses"), strings.HasPrefix(path, "/openai/models"):
+		return "/openai" + routeOf("/v1"+path[len("/openai"):])
 	}
 	switch path {
 	case "/healthz", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/models",
+		"/v1/messages", "/v1/messages/count_tokens",
 		"/chat/completions", "/completions", "/embeddings":
 		return path
 	}

@@ -14,6 +14,11 @@ func TestRouteOf(t *testing.T) {
 		"/openai/v1/chat/completions":                           "/openai/v1/chat/completions",
 		"/v1/secret-path-123":                                   "other",
 		"/healthz":                                              "/healthz",
+		"/v1/messages":                                          "/v1/messages",
+		"/v1/messages/count_tokens":                             "/v1/messages/count_tokens",
+		"/openai/responses":                                     "/openai/v1/responses",
+		"/openai/responses/resp_1/cancel":                       "/openai/v1/responses/{response_id}",
+		"/openai/models":                                        "/openai/v1/models",
 	} {
 		if got := routeOf(path); got != want {
 			t.Errorf("routeOf(%q) = %q, want %q", path, got, want)
