@@ -353,7 +353,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case kindResponses:
 		s.createResponse(w, r, body, rt, f, shape, arrived)
 	case kindResponse:
-		s.response(w, r, rt)
+		s.response(w, r, rt, f)
 	case kindResponseCancel:
 		s.cancelResponse(w, rt)
 	case kindResponseInputItems:
