@@ -168,6 +168,13 @@ func (rs *respStream) event(i int) respEvent {
 		ev.Type, ev.ItemID, ev.OutputIndex, ev.Name, ev.Arguments = "response.function_call_arguments.done", item.ID, &zero, item.Name, &item.Arguments
 	case rs.call && k == rs.tokens+1:
 		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
+	case rs.call && k == rs.tokens+2, !rs.call && k == rs.tokens+3:
+		ev.Type, ev.Response = "response.completed", &final
+		if final.Status == "incomplete" {
+			ev.Type = "response.incomplete"
+		}
+	case rs.call:
+		panic(http.ErrAbortHandler) // unreachable: count() bounds i
 	case i == 3:
 		part := newOutputText("")
 		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.added", item.ID, &zero, &zero, &part
@@ -178,13 +185,8 @@ func (rs *respStream) event(i int) respEvent {
 	case k == rs.tokens+1:
 		part := item.Content[0]
 		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.done", item.ID, &zero, &zero, &part
-	case k == rs.tokens+2:
-		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
 	default:
-		ev.Type, ev.Response = "response.completed", &final
-		if final.Status == "incomplete" {
-			ev.Type = "response.incomplete"
-		}
+		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
 	}
 	return ev
 }
