@@ -167,3 +167,23 @@ test('LangChain ChatOpenAI (useResponsesApi): invoke, stream, a tool call and it
   const structured = await llm.withStructuredOutput(weatherSchema).invoke('Paris, three days');
   assert.deepEqual(structured, { city: 'stub', days: 2 });
 });
+
+test('openai: a background response resumed as a stream (responses.retrieve with stream: true, starting_after)', async () => {
+  const { default: OpenAI } = await import('openai');
+  const c = new OpenAI({ baseURL, apiKey: token, maxRetries: 0 });
+  const bg = await c.responses.create({ model, input: 'hi', background: true });
+  assert.equal(bg.status, 'queued');
+  const read = async (query) => {
+    const events = [];
+    for await (const ev of await c.responses.retrieve(bg.id, query)) events.push(ev);
+    return events;
+  };
+  const all = await read({ stream: true });
+  assert.deepEqual(all.map((e) => e.sequence_number), [...all.keys()]);
+  assert.equal(all.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join(''), want);
+  assert.equal(all.at(-1).type, 'response.completed');
+  assert.equal(all.at(-1).response.id, bg.id);
+  const rest = await read({ stream: true, starting_after: 3 });
+  assert.equal(rest[0].sequence_number, 4);
+  assert.equal(rest.length, all.length - 4);
+});
