@@ -14,8 +14,10 @@ import (
 )
 
 // OpenAI's Responses API (POST /v1/responses and the stored-response
-// routes), as far as a text-only backend goes: the answer is one output
-// message with one output_text part, the same words as a chat answer.
+// routes): the answer is one output item, a message with one output_text
+// part (the same words as a chat answer, or JSON for text.format), or a
+// function_call when the request offers function tools
+// (responses_tools.go).
 // Responses are stored per Server (store defaults to true, as OpenAI's), so
 // two stubs never know each other's ids.
 
