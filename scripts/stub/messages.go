@@ -271,12 +271,9 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m anthMes
 		opening.Input = json.RawMessage(`{}`)
 		// Anthropic's first input_json_delta is empty; the input follows
 		// in pieces.
-		js := string(block.Input)
 		pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": ""})
-		for len(js) > 0 {
-			n := min(len(js), 8)
-			pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": js[:n]})
-			js = js[n:]
+		for _, p := range splitPieces(string(block.Input), 8) {
+			pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": p})
 		}
 	} else {
 		empty := ""
