@@ -18,7 +18,8 @@ import (
 // TestSDKNodeAgents runs scripts/sdktest/agents.test.mjs against a live
 // gateway: @openai/agents (Responses, one tool, streamed too, and an
 // outputType), the Vercel AI SDK's openai('…') (generateText, streamText,
-// a tool call, Output.object) and LangChain's ChatOpenAI with
+// a tool call, Output.object; and openai.chat('…') on Chat Completions: a
+// streamed tool call, Output.object) and LangChain's ChatOpenAI with
 // useResponsesApi (invoke, stream, a tool call and its result,
 // withStructuredOutput), and the openai package resuming a background
 // response as a stream. Then every Responses call they made is in the
@@ -43,7 +44,7 @@ func TestSDKNodeAgents(t *testing.T) {
 	// two), the background one 1. Every one is counted but the background
 	// create, answered queued (no usage yet); its resumed streams are GETs.
 	const minCalls = 19
-	calls, counted := 0, 0
+	calls, counted, chats := 0, 0, 0
 	var resumed []string
 	for _, l := range g.logs.Lines() {
 		var m map[string]any
@@ -52,6 +53,15 @@ func TestSDKNodeAgents(t *testing.T) {
 		}
 		if path, _ := m["path"].(string); strings.HasPrefix(path, "/v1/responses/") {
 			resumed = append(resumed, fmt.Sprint(m["method"], " ", path, " ", m["status"], " stream=", m["stream"], " events=", m["events"], " tokens=", m["prompt_tokens"], "+", m["completion_tokens"]))
+			continue
+		}
+		if m["path"] == "/v1/chat/completions" {
+			chats++
+			p, _ := m["prompt_tokens"].(float64)
+			c, _ := m["completion_tokens"].(float64)
+			if m["status"] != 200.0 || p <= 0 || c <= 0 {
+				t.Errorf("chat: %s", l)
+			}
 			continue
 		}
 		if m["path"] != "/v1/responses" {
@@ -68,9 +78,9 @@ func TestSDKNodeAgents(t *testing.T) {
 			counted++
 		}
 	}
-	t.Logf("%d Responses calls in the access log, %d with tokens counted; resumed: %q", calls, counted, resumed)
-	if calls < minCalls || counted != calls-1 || len(resumed) != 2 {
-		t.Fatalf("%d Responses calls in the access log (want %d or more), %d with tokens counted (want all but the queued one), %d resumed streams (want 2)",
-			calls, minCalls, counted, len(resumed))
+	t.Logf("%d Responses calls in the access log, %d with tokens counted; %d chat calls; resumed: %q", calls, counted, chats, resumed)
+	if calls < minCalls || counted != calls-1 || len(resumed) != 2 || chats < 3 {
+		t.Fatalf("%d Responses calls in the access log (want %d or more), %d with tokens counted (want all but the queued one), %d resumed streams (want 2), %d chat calls (want 3 or more)",
+			calls, minCalls, counted, len(resumed), chats)
 	}
 }

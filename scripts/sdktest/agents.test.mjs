@@ -131,6 +131,35 @@ test('Vercel AI SDK: Output.object (structured output), whole and streamed', asy
   assert.deepEqual(await stream.output, { city: 'stub', days: 2 });
 });
 
+test('Vercel AI SDK openai.chat(…) (Chat Completions): a streamed tool call, then Output.object', async () => {
+  const { createOpenAI } = await import('@ai-sdk/openai');
+  const { generateText, streamText, tool, stepCountIs, Output } = await import('ai');
+  const openai = createOpenAI({ baseURL, apiKey: token });
+  const calls = [];
+  const tools = {
+    get_weather: tool({
+      description: 'The weather in a city',
+      inputSchema: z.object({ city: z.string() }),
+      execute: async ({ city }) => {
+        calls.push(city);
+        return `sunny in ${city}`;
+      },
+    }),
+  };
+  const stream = streamText({ model: openai.chat(model), prompt: 'Weather in Paris?', tools, stopWhen: stepCountIs(3), maxRetries: 0 });
+  let text = '';
+  for await (const p of stream.fullStream) {
+    if (p.type === 'text-delta') text += p.text;
+    if (p.type === 'error') throw p.error;
+  }
+  assert.deepEqual(calls, ['stub']);
+  assert.equal(text, want);
+  const steps = await stream.steps;
+  assert.equal(steps[0].finishReason, 'tool-calls');
+  const res = await generateText({ model: openai.chat(model), prompt: 'Paris, three days', output: Output.object({ schema: weatherSchema }), maxRetries: 0 });
+  assert.deepEqual(res.output, { city: 'stub', days: 2 });
+});
+
 test('LangChain ChatOpenAI (useResponsesApi): invoke, stream, a tool call and its result, withStructuredOutput', async () => {
   const { ChatOpenAI } = await import('@langchain/openai');
   const { ToolMessage, HumanMessage } = await import('@langchain/core/messages');
