@@ -182,9 +182,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 	s.streamMessage(w, r, m, seed, f, sh, arrived)
 }
 
-// toolToCall is the tool the answer calls: none when the request offers
-// none or its last message carries a tool_result (the tool ran: answer in
-// text); else the tool whose name the last message mentions, or the first.
+// toolToCall is the tool the answer calls (pickTool): none when the
+// request offers none or its last message carries a tool_result (the tool
+// ran: answer in text).
 func toolToCall(req messagesRequest) *messagesTool {
 	if len(req.Tools) == 0 {
 		return nil
@@ -193,45 +193,19 @@ func toolToCall(req messagesRequest) *messagesTool {
 	if bytes.Contains(last, []byte(`"tool_result"`)) {
 		return nil
 	}
-	for i := range req.Tools {
-		if t := &req.Tools[i]; t.Name != "" && bytes.Contains(last, []byte(t.Name)) {
-			return t
-		}
+	names := make([]string, len(req.Tools))
+	for i, t := range req.Tools {
+		names[i] = t.Name
 	}
-	return &req.Tools[0]
+	if i := pickTool(names, last, ""); i >= 0 {
+		return &req.Tools[i]
+	}
+	return nil
 }
 
-// toolInput is an input that fits schema's required properties: a string
-// for each (the word "stub", or "echo stub" for a command), 1 for numbers,
-// true for booleans, empty arrays and objects.
+// toolInput is an input that fits the tool's schema (schemaValue).
 func toolInput(schema json.RawMessage) json.RawMessage {
-	var sc struct {
-		Properties map[string]struct {
-			Type string `json:"type"`
-		} `json:"properties"`
-		Required []string `json:"required"`
-	}
-	_ = json.Unmarshal(schema, &sc)
-	in := map[string]any{}
-	for _, name := range sc.Required {
-		switch sc.Properties[name].Type {
-		case "number", "integer":
-			in[name] = 1
-		case "boolean":
-			in[name] = true
-		case "array":
-			in[name] = []any{}
-		case "object":
-			in[name] = map[string]any{}
-		default:
-			in[name] = "stub"
-			if name == "command" {
-				in[name] = "echo stub"
-			}
-		}
-	}
-	out, _ := json.Marshal(in) // strings, numbers and booleans always marshal
-	return out
+	return json.RawMessage(schemaJSON(schema))
 }
 
 // msgStream is one Messages stream's events, rendered up front:
@@ -297,12 +271,9 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m anthMes
 		opening.Input = json.RawMessage(`{}`)
 		// Anthropic's first input_json_delta is empty; the input follows
 		// in pieces.
-		js := string(block.Input)
 		pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": ""})
-		for len(js) > 0 {
-			n := min(len(js), 8)
-			pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": js[:n]})
-			js = js[n:]
+		for _, p := range splitPieces(string(block.Input), 8) {
+			pieces = append(pieces, map[string]any{"type": "input_json_delta", "partial_json": p})
 		}
 	} else {
 		empty := ""

@@ -24,6 +24,17 @@ type request struct {
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+
+	// Chat only: what an agent sends (chattools.go).
+	Messages       []json.RawMessage `json:"messages"`
+	Tools          []chatTool        `json:"tools"`
+	ToolChoice     json.RawMessage   `json:"tool_choice"`
+	ResponseFormat *struct {
+		Type       string `json:"type"`
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	} `json:"response_format"`
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -71,6 +82,10 @@ type answer struct {
 	includeUsage bool
 	sp           *speech
 	seed         uint64 // of the text, per speech.seedOf
+	// A chat answer that is not the stream's words (chattools.go): a tool
+	// call, or fixed content (structured output) in pieces, a token each.
+	call   *chatCall
+	pieces []string
 }
 
 // completionTokens is the usage.completion_tokens: all choices together.
@@ -100,10 +115,16 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 		}
 		a.n = *req.N
 	}
+	if a.chat {
+		a.agentAnswer(req)
+	}
 	for _, limit := range []int{req.MaxTokens, req.MaxCompletionTokens} {
-		if limit > 0 && limit < a.tokens && !s.opts.IgnoreMaxTokens {
+		if limit > 0 && limit < a.tokens && !s.opts.IgnoreMaxTokens && a.call == nil {
 			a.tokens, a.finish = limit, "length"
 		}
+	}
+	if a.pieces != nil {
+		a.pieces = a.pieces[:a.tokens]
 	}
 	prefix := "cmpl-stub-"
 	if a.chat {
@@ -111,11 +132,14 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 	}
 	a.id = prefix + strconv.FormatUint(s.ids.Add(1), 10)
 	s.prompt.Add(int64(a.promptTokens))
-	if req.Stream {
+	switch {
+	case req.Stream && (a.call != nil || a.pieces != nil):
+		s.streamChunks(w, r, a, f, sh, arrived)
+	case req.Stream:
 		s.stream(w, r, a, f, sh, arrived)
-		return
+	default:
+		s.whole(w, r, a, f)
 	}
-	s.whole(w, r, a, f)
 }
 
 type usage struct {
@@ -125,8 +149,9 @@ type usage struct {
 }
 
 type message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"` // null with tool calls
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
 }
 
 type choice struct {
@@ -162,10 +187,14 @@ func (s *Server) whole(w http.ResponseWriter, r *http.Request, a answer, f Fault
 	}
 	s.generated.Add(int64(a.completionTokens()))
 	for i := range c.Choices {
-		text := a.sp.text(a.seed, i, a.tokens)
+		text := a.text(i)
 		c.Choices[i] = choice{Index: i, FinishReason: a.finish}
 		if a.chat {
-			c.Choices[i].Message = &message{Role: "assistant", Content: text}
+			c.Choices[i].Message = &message{Role: "assistant", Content: &text}
+			if a.call != nil {
+				c.Choices[i].Message.Content = nil
+				c.Choices[i].Message.ToolCalls = []chatToolCall{a.call.json(i, true)}
+			}
 		} else {
 			c.Choices[i].Text = &text
 		}

@@ -8,13 +8,16 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
 
 // OpenAI's Responses API (POST /v1/responses and the stored-response
-// routes), as far as a text-only backend goes: the answer is one output
-// message with one output_text part, the same words as a chat answer.
+// routes): the answer is one output item, a message with one output_text
+// part (the same words as a chat answer, or JSON for text.format), or a
+// function_call when the request offers function tools
+// (responses_tools.go).
 // Responses are stored per Server (store defaults to true, as OpenAI's), so
 // two stubs never know each other's ids.
 
@@ -61,7 +64,7 @@ type responseObject struct {
 	Instructions       *string            `json:"instructions"`
 	MaxOutputTokens    *int               `json:"max_output_tokens"`
 	Model              string             `json:"model"`
-	Output             []outputMessage    `json:"output"`
+	Output             []outputItem       `json:"output"`
 	ParallelToolCalls  json.RawMessage    `json:"parallel_tool_calls"`
 	PreviousResponseID *string            `json:"previous_response_id"`
 	Reasoning          json.RawMessage    `json:"reasoning"`
@@ -81,13 +84,41 @@ type incompleteDetails struct {
 	Reason string `json:"reason"`
 }
 
-// outputMessage is the one output item: the assistant's message.
-type outputMessage struct {
-	ID      string       `json:"id"`
-	Type    string       `json:"type"` // "message"
-	Status  string       `json:"status"`
-	Content []outputText `json:"content"`
-	Role    string       `json:"role"`
+// outputItem is the one output item: the assistant's message, or a
+// function call.
+type outputItem struct {
+	ID      string
+	Type    string // "message" or "function_call"
+	Status  string
+	Content []outputText // a message's
+	Role    string       // a message's
+	// A function call's.
+	CallID, Name, Arguments string
+}
+
+// MarshalJSON writes the fields of the item's type, as OpenAI does.
+func (it outputItem) MarshalJSON() ([]byte, error) {
+	if it.Type == "function_call" {
+		return json.Marshal(struct {
+			ID        string `json:"id"`
+			Type      string `json:"type"`
+			Status    string `json:"status"`
+			Arguments string `json:"arguments"`
+			CallID    string `json:"call_id"`
+			Name      string `json:"name"`
+		}{it.ID, it.Type, it.Status, it.Arguments, it.CallID, it.Name})
+	}
+	content := it.Content
+	if content == nil {
+		content = []outputText{}
+	}
+	return json.Marshal(struct {
+		ID      string       `json:"id"`
+		Type    string       `json:"type"`
+		Status  string       `json:"status"`
+		Content []outputText `json:"content"`
+		Role    string       `json:"role"`
+	}{it.ID, it.Type, it.Status, content, it.Role})
 }
 
 // outputText is an output_text content part.
@@ -146,6 +177,9 @@ type storedResponse struct {
 	itemIDs []string
 	state   respState
 	due     time.Time // a background response's completion; zero otherwise
+	// replay is its stream as created (its first event due at TTFT after
+	// it arrived), for GET responses/{id}?stream=true.
+	replay respStream
 }
 
 // view is sr as a client sees it at now.
@@ -162,7 +196,7 @@ func (sr *storedResponse) view(now time.Time) responseObject {
 // unfinished is sr with status and as yet no output or usage.
 func (sr *storedResponse) unfinished(status string) responseObject {
 	v := sr.final
-	v.Status, v.Output, v.Usage, v.IncompleteDetails = status, []outputMessage{}, nil, nil
+	v.Status, v.Output, v.Usage, v.IncompleteDetails = status, []outputItem{}, nil, nil
 	return v
 }
 
@@ -327,6 +361,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 		}
 	}
 	tokens, status, itemStatus := sh.tokens, "completed", "completed"
+	ag := req.agentAnswer()
+	if ag.pieces != nil {
+		tokens = len(ag.pieces)
+	}
 	var incomplete *incompleteDetails
 	if m := req.MaxOutputTokens; m != nil {
 		if *m < 1 {
@@ -334,12 +372,22 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 				"invalid_request_error", "max_output_tokens", "")
 			return
 		}
-		if *m < tokens && !s.opts.IgnoreMaxTokens {
+		if *m < tokens && !s.opts.IgnoreMaxTokens && ag.call == nil {
 			tokens, status, itemStatus = *m, "incomplete", "incomplete"
 			incomplete = &incompleteDetails{Reason: "max_output_tokens"}
 		}
 	}
 	seed := s.speech.seedOf(body)
+	item := outputItem{ID: newID("msg_"), Type: "message", Status: itemStatus, Role: "assistant"}
+	switch {
+	case ag.call != nil:
+		item = *ag.call
+	case ag.pieces != nil:
+		ag.pieces = ag.pieces[:tokens]
+		item.Content = []outputText{newOutputText(strings.Join(ag.pieces, ""))}
+	default:
+		item.Content = []outputText{newOutputText(s.speech.text(seed, 0, tokens))}
+	}
 	u := &responseUsage{InputTokens: input, OutputTokens: tokens, TotalTokens: input + tokens}
 	sr := &storedResponse{
 		final: responseObject{
@@ -352,7 +400,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 			Instructions:       req.Instructions,
 			MaxOutputTokens:    req.MaxOutputTokens,
 			Model:              s.modelOf(req.Model, rt),
-			Output:             []outputMessage{{ID: newID("msg_"), Type: "message", Status: itemStatus, Role: "assistant", Content: []outputText{newOutputText(s.speech.text(seed, 0, tokens))}}},
+			Output:             []outputItem{item},
 			ParallelToolCalls:  orRaw(req.ParallelToolCalls, "true"),
 			PreviousResponseID: req.PreviousResponseID,
 			Reasoning:          orRaw(req.Reasoning, `{"effort":null,"summary":null}`),
@@ -370,6 +418,9 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 		items:   items,
 		itemIDs: ids,
 	}
+	obfuscate := req.StreamOptions == nil || req.StreamOptions.IncludeObfuscation == nil || *req.StreamOptions.IncludeObfuscation
+	sr.replay = respStream{sr: sr, tokens: tokens, sp: s.speech, seed: seed, pieces: ag.pieces, call: ag.call != nil,
+		obfuscate: obfuscate, first: arrived.Add(sh.ttft), interval: sh.interval}
 	switch {
 	case req.Stream: // pending until the stream ends
 	case req.Background:
@@ -386,8 +437,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 	}
 	switch {
 	case req.Stream:
-		obfuscate := req.StreamOptions == nil || req.StreamOptions.IncludeObfuscation == nil || *req.StreamOptions.IncludeObfuscation
-		s.streamResponse(w, r, sr, f, sh, arrived, seed, obfuscate)
+		s.streamResponse(w, r, sr, f)
 	case req.Background:
 		s.writeWhole(w, r, f, sr.unfinished("queued"))
 	default:
@@ -401,8 +451,9 @@ func notFound(w http.ResponseWriter, id string) {
 }
 
 // response answers GET responses/{id} with the stored response as it is
-// now, and DELETE responses/{id} by forgetting it.
-func (s *Server) response(w http.ResponseWriter, r *http.Request, rt route) {
+// now (with ?stream=true, as its stream: replayResponse), and DELETE
+// responses/{id} by forgetting it.
+func (s *Server) response(w http.ResponseWriter, r *http.Request, rt route, f Fault) {
 	if r.Method == http.MethodDelete {
 		if !s.responses.remove(rt.id) {
 			notFound(w, rt.id)
@@ -416,11 +467,29 @@ func (s *Server) response(w http.ResponseWriter, r *http.Request, rt route) {
 		return
 	}
 	var v responseObject
-	if !s.responses.with(rt.id, func(sr *storedResponse) { v = sr.view(time.Now()) }) {
+	var replay respStream
+	var cancelled bool
+	if !s.responses.with(rt.id, func(sr *storedResponse) {
+		v, replay, cancelled = sr.view(time.Now()), sr.replay, sr.state == stateCancelled
+	}) {
 		notFound(w, rt.id)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	q := r.URL.Query()
+	if q.Get("stream") != "true" {
+		writeJSON(w, http.StatusOK, v)
+		return
+	}
+	after := -1
+	if v := q.Get("starting_after"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeParamError(w, http.StatusBadRequest, "stub: starting_after must be a sequence number, got "+strconv.Quote(v), "invalid_request_error", "starting_after", "")
+			return
+		}
+		after = n
+	}
+	s.replayResponse(w, r, f, &replay, cancelled, after)
 }
 
 // cancelResponse answers POST responses/{id}/cancel. A background

@@ -22,15 +22,18 @@ type respEvent struct {
 	ItemID         string          `json:"item_id,omitempty"`
 	OutputIndex    *int            `json:"output_index,omitempty"`
 	ContentIndex   *int            `json:"content_index,omitempty"`
-	Item           *outputMessage  `json:"item,omitempty"`
+	Item           *outputItem     `json:"item,omitempty"`
 	Part           *outputText     `json:"part,omitempty"`
 	Delta          *string         `json:"delta,omitempty"`
 	Text           *string         `json:"text,omitempty"`
+	Name           string          `json:"name,omitempty"`
+	Arguments      *string         `json:"arguments,omitempty"`
 	Logprobs       json.RawMessage `json:"logprobs,omitempty"`
 	Obfuscation    string          `json:"obfuscation,omitempty"`
 }
 
-// respStream is one Responses stream: its events, in OpenAI's order,
+// respStream is one Responses stream: its events, in OpenAI's order. For
+// a message,
 //
 //	0      response.created         (the response in_progress, no output)
 //	1      response.in_progress
@@ -42,24 +45,49 @@ type respEvent struct {
 //	T+6    response.output_item.done
 //	T+7    response.completed, or response.incomplete when max_output_tokens cut it
 //
-// where T is the output tokens.
+// where T is the output tokens; for a function call,
+//
+//	0, 1   response.created, response.in_progress
+//	2      response.output_item.added    (the function_call, in_progress, empty arguments)
+//	3..    response.function_call_arguments.delta (one per token)
+//	T+3    response.function_call_arguments.done
+//	T+4    response.output_item.done
+//	T+5    response.completed
 type respStream struct {
 	sr        *storedResponse
 	tokens    int
 	sp        *speech
 	seed      uint64
+	pieces    []string // the deltas when not the speech's words (structured output, a call's arguments)
+	call      bool     // the output is a function call
 	obfuscate bool
 	first     time.Time     // when the first delta is due
 	interval  time.Duration // between deltas
+	replay    bool          // a replay: its deltas are not generated again (Stats)
+	cancelled bool          // a replay of a cancelled response: created and in_progress only
 }
 
-func (rs *respStream) count() int { return rs.tokens + 8 }
+// lead is the index of the first delta; the events after the last delta
+// are as many.
+func (rs *respStream) lead() int {
+	if rs.call {
+		return 3
+	}
+	return 4
+}
+
+func (rs *respStream) count() int {
+	if rs.cancelled {
+		return 2
+	}
+	return 2*rs.lead() + rs.tokens
+}
 
 // due is when event i may go out: created and in_progress at once, the
-// message's opening events with the first delta, delta k k Intervals
-// after it, the closing events at once after the last.
+// item's opening events with the first delta, delta k k Intervals after
+// it, the closing events at once after the last.
 func (rs *respStream) due(i int) time.Time {
-	switch k := i - 4; {
+	switch k := i - rs.lead(); {
 	case i >= 2 && k <= 0:
 		return rs.first
 	case k > 0 && k < rs.tokens:
@@ -68,9 +96,10 @@ func (rs *respStream) due(i int) time.Time {
 	return time.Time{}
 }
 
-// tokensAt is the completion tokens event i carries: one per delta.
+// tokensAt is the completion tokens event i carries: one per delta (none
+// in a replay).
 func (rs *respStream) tokensAt(i int) int {
-	if k := i - 4; k >= 0 && k < rs.tokens {
+	if k := i - rs.lead(); k >= 0 && k < rs.tokens && !rs.replay {
 		return 1
 	}
 	return 0
@@ -93,48 +122,71 @@ func (rs *respStream) appendAt(dst []byte, i int, now int64) []byte {
 	return append(dst, eventEnd...)
 }
 
+// delta is the text of delta k.
+func (rs *respStream) delta(k int) string {
+	if rs.pieces != nil {
+		return rs.pieces[k]
+	}
+	return rs.sp.word(rs.seed, 0, k)
+}
+
 // event returns event i.
 func (rs *respStream) event(i int) respEvent {
 	zero := 0
 	final := rs.sr.final
-	msg := final.Output[0]
+	item := final.Output[0]
 	ev := respEvent{SequenceNumber: i}
-	switch k := i - 4; {
+	k := i - rs.lead()
+	switch {
 	case i == 0, i == 1:
 		ev.Type = "response.created"
 		if i == 1 {
 			ev.Type = "response.in_progress"
 		}
-		v := rs.sr.unfinished("in_progress")
+		status := "in_progress"
+		if rs.cancelled {
+			status = "cancelled"
+		}
+		v := rs.sr.unfinished(status)
 		ev.Response = &v
 	case i == 2:
-		item := msg
-		item.Status, item.Content = "in_progress", []outputText{}
-		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.added", &zero, &item
-	case i == 3:
-		part := newOutputText("")
-		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.added", msg.ID, &zero, &zero, &part
-	case k < rs.tokens:
-		delta := rs.sp.word(rs.seed, 0, k)
-		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Delta = "response.output_text.delta", msg.ID, &zero, &zero, &delta
-		ev.Logprobs = json.RawMessage("[]")
+		opening := item
+		opening.Status, opening.Content, opening.Arguments = "in_progress", []outputText{}, ""
+		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.added", &zero, &opening
+	case k >= 0 && k < rs.tokens:
+		delta := rs.delta(k)
+		ev.ItemID, ev.OutputIndex, ev.Delta = item.ID, &zero, &delta
 		if rs.obfuscate {
 			ev.Obfuscation = obfuscation(i, len(delta))
 		}
-	case k == rs.tokens:
-		text := msg.Content[0].Text
-		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Text = "response.output_text.done", msg.ID, &zero, &zero, &text
-		ev.Logprobs = json.RawMessage("[]")
-	case k == rs.tokens+1:
-		part := msg.Content[0]
-		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.done", msg.ID, &zero, &zero, &part
-	case k == rs.tokens+2:
-		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &msg
-	default:
+		if rs.call {
+			ev.Type = "response.function_call_arguments.delta"
+			break
+		}
+		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", &zero, json.RawMessage("[]")
+	case rs.call && k == rs.tokens:
+		ev.Type, ev.ItemID, ev.OutputIndex, ev.Name, ev.Arguments = "response.function_call_arguments.done", item.ID, &zero, item.Name, &item.Arguments
+	case rs.call && k == rs.tokens+1:
+		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
+	case rs.call && k == rs.tokens+2, !rs.call && k == rs.tokens+3:
 		ev.Type, ev.Response = "response.completed", &final
 		if final.Status == "incomplete" {
 			ev.Type = "response.incomplete"
 		}
+	case rs.call:
+		panic(http.ErrAbortHandler) // unreachable: count() bounds i
+	case i == 3:
+		part := newOutputText("")
+		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.added", item.ID, &zero, &zero, &part
+	case k == rs.tokens:
+		text := item.Content[0].Text
+		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Text = "response.output_text.done", item.ID, &zero, &zero, &text
+		ev.Logprobs = json.RawMessage("[]")
+	case k == rs.tokens+1:
+		part := item.Content[0]
+		ev.Type, ev.ItemID, ev.OutputIndex, ev.ContentIndex, ev.Part = "response.content_part.done", item.ID, &zero, &zero, &part
+	default:
+		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
 	}
 	return ev
 }
@@ -155,13 +207,14 @@ func obfuscation(seq, deltaLen int) string {
 	return string(b)
 }
 
-// streamResponse writes sr as the Responses event stream: the created and
-// in_progress events at once, the message's opening events with the first
-// delta TTFT after arrived, a delta every Interval after that, then the
-// closing events right after the last. There is no [DONE]: the stream ends
-// after response.completed (or response.incomplete). The stored response
-// is in_progress until then, and cancelled if the stream ends early.
-func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, sr *storedResponse, f Fault, sh shape, arrived time.Time, seed uint64, obfuscate bool) {
+// streamResponse writes sr as the Responses event stream (sr.replay):
+// the created and in_progress events at once, the item's opening events
+// with the first delta TTFT after the request arrived, a delta every
+// Interval after that, then the closing events right after the last.
+// There is no [DONE]: the stream ends after response.completed (or
+// response.incomplete). The stored response is in_progress until then,
+// and cancelled if the stream ends early.
+func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, sr *storedResponse, f Fault) {
 	end := endCanceled
 	rc, ok := s.beginStream(w)
 	defer func() {
@@ -175,8 +228,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, r *http.Request, sr *stor
 	if !ok {
 		return
 	}
-	rs := &respStream{sr: sr, tokens: sr.final.Usage.OutputTokens, sp: s.speech, seed: seed, obfuscate: obfuscate,
-		first: arrived.Add(sh.ttft), interval: sh.interval}
+	rs := sr.replay
 	var buf []byte
-	s.pump(w, r, rc, f, rs, respStreamError, &buf, &end)
+	s.pump(w, r, rc, f, &rs, respStreamError, &buf, &end)
 }

@@ -81,8 +81,8 @@ func choicesOf(t *testing.T, resp *http.Response, chat, stream bool) (texts, fin
 			}
 			grow(i)
 			switch {
-			case chat && ch.Message != nil && ch.Message.Role == "assistant":
-				texts[i] = ch.Message.Content
+			case chat && ch.Message != nil && ch.Message.Role == "assistant" && ch.Message.Content != nil:
+				texts[i] = *ch.Message.Content
 			case !chat && ch.Text != nil:
 				texts[i] = *ch.Text
 			default:

@@ -1,8 +1,13 @@
 // Package stub is a model backend for tests and benchmarks. It answers the
 // OpenAI, Azure OpenAI and vLLM path shapes (chat completions, completions,
 // embeddings, models, and OpenAI's Responses API with stored responses),
-// and streams like a loaded vLLM: the first token TTFT after the request
-// arrives, then one token per Interval. Faults (error statuses, hangs,
+// and Anthropic's Messages API, and streams like a loaded vLLM: the first
+// token TTFT after the request arrives, then one token per Interval. What
+// agents need answers as the real services do (schema.go): a request that
+// offers tools gets a call of one (chat tool_calls, a Responses
+// function_call item, a Messages tool_use block) until the conversation
+// ends with the tool's result, then text; one that asks for structured
+// output gets JSON that satisfies its schema. Faults (error statuses, hangs,
 // dropped and stalled streams, reset connections) are injected per request
 // by the FaultHeader, or for every request by Server.SetFault.
 //
@@ -353,7 +358,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case kindResponses:
 		s.createResponse(w, r, body, rt, f, shape, arrived)
 	case kindResponse:
-		s.response(w, r, rt)
+		s.response(w, r, rt, f)
 	case kindResponseCancel:
 		s.cancelResponse(w, rt)
 	case kindResponseInputItems:
