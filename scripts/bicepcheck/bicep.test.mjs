@@ -263,10 +263,15 @@ test('probes hit the gateway health route on its port', () => {
 test('the gateway listens on the port the ingress targets', () => {
   assert.match(runGo, /getenv\("GATEWAY_CONFIG"\)/, 'functions/gateway reads GATEWAY_CONFIG');
   assert.ok(env.has('GATEWAY_CONFIG'), 'container env sets GATEWAY_CONFIG');
-  // serveHTTP: $PORT, else $CONTAINER_APP_PORT (Container Apps sets it to
-  // the ingress target port). The image sets PORT; the template sets neither,
-  // so one statement holds: the container listens on the target port.
-  assert.match(runGo, /getenv\("PORT"\)[\s\S]*getenv\("CONTAINER_APP_PORT"\)/, 'functions/gateway reads PORT, then CONTAINER_APP_PORT');
+  // With no listen in the config (the generated one has none), the
+  // gateway listens on $PORT, else $CONTAINER_APP_PORT (Container Apps sets
+  // it to the ingress target port): config.ListenAddr. The image sets PORT;
+  // the template sets neither, so one statement holds: the container
+  // listens on the target port.
+  const configGo = fs.readFileSync(path.join(root, 'shared/config/config.go'), 'utf8');
+  assert.match(configGo, /\[\]string\{"PORT", "CONTAINER_APP_PORT"\}/, 'config reads PORT, then CONTAINER_APP_PORT, for an absent listen');
+  const genConfig = fs.readFileSync(path.join(root, 'bicep/modules/gateway-config.json'), 'utf8');
+  assert.ok(!/"listen"/.test(genConfig), 'the generated config names no listen, so the port variables decide');
   assert.ok(!env.has('PORT') && !env.has('CONTAINER_APP_PORT'), 'the template leaves PORT to the image and CONTAINER_APP_PORT to the platform');
   const imageEnvPort = fs.readFileSync(path.join(root, 'scripts/image/layout.go'), 'utf8').match(/"PORT=" \+ Port/);
   assert.ok(imageEnvPort, 'scripts/image sets PORT to its exposed port');
@@ -497,7 +502,9 @@ test('the README names every azd variable the parameters read, and every one it 
 
 test('the config template: valid JSON, every placeholder filled by app.bicep and nothing else', () => {
   const doc = JSON.parse(configTemplate);
-  assert.equal(Number(doc.listen.split(':').pop()), imagePort, 'listen port = the image port');
+  // No listen: the image's PORT (its exposed port) decides, and an explicit
+  // listen would always win over it (issue 22).
+  assert.equal(doc.listen, undefined, 'the generated config names no listen');
   const inTemplate = new Set([...configTemplate.matchAll(/__[A-Z_]+__/g)].map((m) => m[0]));
   const filled = [...configPairs.keys()];
   assert.deepEqual(filled.map((p) => p.replaceAll('"', '')).sort(), [...inTemplate].sort());
