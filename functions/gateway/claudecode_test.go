@@ -213,6 +213,7 @@ func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string,
 		"--output-format", "stream-json", "--verbose", "--allowedTools", "Bash(echo:*)")
 	cmd.Dir, cmd.Env = work, env
 	cmd.WaitDelay = 5 * time.Second
+	defer ownGroup(cmd)()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
