@@ -34,6 +34,8 @@ type poster struct {
 	header http.Header
 	gzip   bool
 	client *http.Client
+	// backoff is the first retry's wait (firstBackoff; tests shorten it).
+	backoff time.Duration
 }
 
 // Retry schedule (the SDK exporters' defaults).
@@ -55,7 +57,7 @@ func newPoster(url string, headers map[string]string, gzip bool, client *http.Cl
 	if gzip {
 		h.Set("Content-Encoding", "gzip")
 	}
-	return &poster{url: url, header: h, gzip: gzip, client: client}
+	return &poster{url: url, header: h, gzip: gzip, client: client, backoff: firstBackoff}
 }
 
 func (p *poster) close() { p.client.CloseIdleConnections() }
@@ -74,7 +76,7 @@ func (p *poster) send(ctx context.Context, body []byte) error {
 		body = b.Bytes()
 	}
 	start := time.Now()
-	backoff := firstBackoff
+	backoff := p.backoff
 	for {
 		retry, wait, err := p.once(ctx, body)
 		if err == nil || !retry {
