@@ -16,8 +16,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
@@ -27,7 +25,9 @@ import (
 )
 
 // The tests here decode what enc wrote with the generated OTLP types (in
-// tests only: they never reach the binary) and compare it, field by field
+// tests only: they never reach the binary; MetricsData and TracesData are
+// the export requests' twins on the wire, field 1 repeated, and unlike the
+// collector packages they do not import gRPC) and compare it, field by field
 // (proto.Equal, unknown fields included, so a wrong field number or wire
 // type fails), with a message built from what the SDK produced by the
 // same rules as the SDK's own OTLP exporters.
@@ -85,7 +85,7 @@ func TestMetricsDecodeAsOTLP(t *testing.T) {
 			if string(b[:4]) != "kept" {
 				t.Fatal("appendMetrics overwrote what was in its buffer")
 			}
-			got := new(colmetricpb.ExportMetricsServiceRequest)
+			got := new(metricpb.MetricsData)
 			if err := proto.Unmarshal(b[4:], got); err != nil {
 				t.Fatal(err)
 			}
@@ -221,7 +221,7 @@ func TestMetricsLeavesOutWhatItCannotEncode(t *testing.T) {
 	if !errors.Is(err, errAggregation) || !errors.Is(err, errTemporality) {
 		t.Fatalf("err %v", err)
 	}
-	got := new(colmetricpb.ExportMetricsServiceRequest)
+	got := new(metricpb.MetricsData)
 	if err := proto.Unmarshal(b, got); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestSpansDecodeAsOTLP(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	other := resource.NewSchemaless(attribute.String("service.name", "other"))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(testResource),
-		sdktrace.WithSpanLimits(sdktrace.SpanLimits{AttributeCountLimit: 30, EventCountLimit: 2, LinkCountLimit: 1,
+		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeCountLimit: 30, EventCountLimit: 2, LinkCountLimit: 1,
 			AttributePerEventCountLimit: 1, AttributePerLinkCountLimit: 2, AttributeValueLengthLimit: -1}))
 	tp2 := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(other))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = tp2.Shutdown(context.Background()) })
@@ -273,7 +273,7 @@ func TestSpansDecodeAsOTLP(t *testing.T) {
 		t.Fatalf("the SDK recorded %d spans", len(spans))
 	}
 	b := appendSpans(nil, spans)
-	got := new(coltracepb.ExportTraceServiceRequest)
+	got := new(tracepb.TracesData)
 	if err := proto.Unmarshal(b, got); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func same(t *testing.T, got, want proto.Message) {
 }
 
 // wantMetrics builds the request from rm by the SDK exporters' rules.
-func wantMetrics(t *testing.T, rm *metricdata.ResourceMetrics) *colmetricpb.ExportMetricsServiceRequest {
+func wantMetrics(t *testing.T, rm *metricdata.ResourceMetrics) *metricpb.MetricsData {
 	t.Helper()
 	r := &metricpb.ResourceMetrics{Resource: &resourcepb.Resource{Attributes: kvSet(rm.Resource.Set())}, SchemaUrl: rm.Resource.SchemaURL()}
 	for _, sm := range rm.ScopeMetrics {
@@ -335,7 +335,7 @@ func wantMetrics(t *testing.T, rm *metricdata.ResourceMetrics) *colmetricpb.Expo
 		}
 		r.ScopeMetrics = append(r.ScopeMetrics, s)
 	}
-	return &colmetricpb.ExportMetricsServiceRequest{ResourceMetrics: []*metricpb.ResourceMetrics{r}}
+	return &metricpb.MetricsData{ResourceMetrics: []*metricpb.ResourceMetrics{r}}
 }
 
 func wantTemporality(t metricdata.Temporality) metricpb.AggregationTemporality {
@@ -397,8 +397,8 @@ func wantExemplars[N int64 | float64](xs []metricdata.Exemplar[N]) []*metricpb.E
 
 // wantSpans builds the request from spans by the SDK exporter's rules,
 // grouped in the order of first appearance.
-func wantSpans(spans []sdktrace.ReadOnlySpan) *coltracepb.ExportTraceServiceRequest {
-	req := &coltracepb.ExportTraceServiceRequest{}
+func wantSpans(spans []sdktrace.ReadOnlySpan) *tracepb.TracesData {
+	req := &tracepb.TracesData{}
 	res := map[attribute.Distinct]*tracepb.ResourceSpans{}
 	type key struct {
 		r attribute.Distinct
