@@ -77,8 +77,11 @@ func (p *poster) send(ctx context.Context, body []byte) error {
 	}
 	start := time.Now()
 	backoff := p.backoff
-	for {
+	for attempt := 0; ; attempt++ {
 		retry, wait, err := p.once(ctx, body)
+		if attempt == 0 && ctx.Err() == nil && stale(err) {
+			continue // a kept-alive connection the collector (or a Lambda freeze) ended: a new one, at once
+		}
 		if err == nil || !retry {
 			return err
 		}
@@ -98,6 +101,14 @@ func (p *poster) send(ctx context.Context, body []byte) error {
 		case <-t.C:
 		}
 	}
+}
+
+// stale reports an error of a connection that was already dead when the
+// request went out on it (closed by the collector while idle, or across a
+// Lambda freeze): worth one immediate retry on a new connection.
+func stale(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
 
 // jitter spreads a backoff over [d/2, 3d/2), as the SDK's does.

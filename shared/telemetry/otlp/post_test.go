@@ -278,3 +278,37 @@ func partialAnswer(rejected int64, msg string) []byte {
 	}
 	return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), in)
 }
+
+// TestPostRetriesADeadConnectionAtOnce: a connection that dies under the
+// first request (a collector's idle close, a Lambda thaw) is retried on a
+// new one without a backoff; a second death is an error.
+func TestPostRetriesADeadConnectionAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		kills int32
+		err   bool
+	}{{"once", 1, false}, {"twice", 2, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			var n atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) <= c.kills {
+					conn, _, err := http.NewResponseController(w).Hijack()
+					if err == nil {
+						_ = conn.Close()
+					}
+				}
+			}))
+			t.Cleanup(srv.Close)
+			p := testPoster(t, srv.URL, false)
+			p.backoff = time.Hour // a backoff would show as a test timeout
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			err := p.send(ctx, []byte("x"))
+			if (err != nil) != c.err || n.Load() != min(c.kills+1, 2) {
+				t.Fatalf("err %v after %d requests", err, n.Load())
+			}
+		})
+	}
+}
