@@ -15,11 +15,8 @@ import (
 // metricExporter is the SDK's metric.Exporter: each Export encodes the
 // collected metrics as one ExportMetricsServiceRequest and POSTs it.
 type metricExporter struct {
-	post        *poster
+	sender
 	temporality sdkmetric.TemporalitySelector
-	mu          sync.Mutex // one export at a time, so buf is reused
-	buf         []byte
-	shut        bool
 }
 
 var _ sdkmetric.Exporter = (*metricExporter)(nil)
@@ -29,7 +26,7 @@ func newMetricExporter(p *poster, delta bool) *metricExporter {
 	if delta {
 		t = deltaTemporality
 	}
-	return &metricExporter{post: p, temporality: t}
+	return &metricExporter{sender: sender{post: p}, temporality: t}
 }
 
 func (x *metricExporter) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
@@ -45,27 +42,43 @@ func (x *metricExporter) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggre
 // does not write (exponential histograms, summaries: no instrument of the
 // gateway makes one) are left out and reported in the error.
 func (x *metricExporter) Export(ctx context.Context, rm *metricdata.ResourceMetrics) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.shut {
-		return errShutdown
-	}
 	if len(rm.ScopeMetrics) == 0 {
 		return nil
 	}
-	var err error
-	x.buf, err = appendMetrics(x.buf[:0], rm)
-	return errors.Join(err, x.post.send(ctx, x.buf))
+	return x.export(ctx, func(b []byte) ([]byte, error) { return appendMetrics(b, rm) })
 }
 
 // ForceFlush has nothing to do: Export holds nothing back.
 func (x *metricExporter) ForceFlush(ctx context.Context) error { return ctx.Err() }
 
-func (x *metricExporter) Shutdown(ctx context.Context) error {
-	x.mu.Lock()
-	x.shut = true
-	x.mu.Unlock()
-	x.post.close()
+// sender is what both exporters share: one export at a time (so its
+// buffer is reused), none after Shutdown.
+type sender struct {
+	post *poster
+	mu   sync.Mutex
+	buf  []byte
+	shut bool
+}
+
+// export encodes with appendTo into the buffer and POSTs the result; an
+// encoding error (a metric left out) is reported with the send's.
+func (s *sender) export(ctx context.Context, appendTo func([]byte) ([]byte, error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shut {
+		return errShutdown
+	}
+	var err error
+	s.buf, err = appendTo(s.buf[:0])
+	return errors.Join(err, s.post.send(ctx, s.buf))
+}
+
+// Shutdown refuses later exports and closes idle connections.
+func (s *sender) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shut = true
+	s.mu.Unlock()
+	s.post.close()
 	return ctx.Err()
 }
 

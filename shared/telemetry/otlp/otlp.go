@@ -68,7 +68,7 @@ func New(cfg Config) (*Exporter, error) {
 		if err != nil {
 			return nil, err
 		}
-		exp := &spanExporter{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, hc)}
+		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, hc)}}
 		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res))
 		e.tracer = e.tp.Tracer(scope)
 	}

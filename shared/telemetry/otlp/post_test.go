@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -310,5 +312,29 @@ func TestPostRetriesADeadConnectionAtOnce(t *testing.T) {
 				t.Fatalf("err %v after %d requests", err, n.Load())
 			}
 		})
+	}
+}
+
+// TestNoExportAfterShutdown: both exporters refuse once shut down, and
+// send nothing.
+func TestNoExportAfterShutdown(t *testing.T) {
+	t.Parallel()
+	col := newCollector(t)
+	spans := &spanExporter{sender{post: testPoster(t, col.URL, false)}}
+	metrics := newMetricExporter(testPoster(t, col.URL, false), false)
+	for _, shut := range []func(context.Context) error{spans.Shutdown, metrics.Shutdown} {
+		if err := shut(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rm := &metricdata.ResourceMetrics{ScopeMetrics: []metricdata.ScopeMetrics{{}}}
+	if err := metrics.Export(context.Background(), rm); !errors.Is(err, errShutdown) {
+		t.Errorf("metrics: %v", err)
+	}
+	if err := spans.ExportSpans(context.Background(), tracetest.SpanStubs{{Name: "s"}}.Snapshots()); !errors.Is(err, errShutdown) {
+		t.Errorf("spans: %v", err)
+	}
+	if n := col.n.Load(); n != 0 {
+		t.Errorf("%d requests after shutdown", n)
 	}
 }

@@ -2,7 +2,6 @@ package otlp
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -14,34 +13,15 @@ import (
 
 // spanExporter is the SDK's trace.SpanExporter: each batch the batcher
 // hands it is one ExportTraceServiceRequest, POSTed.
-type spanExporter struct {
-	post *poster
-	mu   sync.Mutex // one export at a time, so buf is reused
-	buf  []byte
-	shut bool
-}
+type spanExporter struct{ sender }
 
 var _ sdktrace.SpanExporter = (*spanExporter)(nil)
 
 func (x *spanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.shut {
-		return errShutdown
-	}
 	if len(spans) == 0 {
 		return nil
 	}
-	x.buf = appendSpans(x.buf[:0], spans)
-	return x.post.send(ctx, x.buf)
-}
-
-func (x *spanExporter) Shutdown(ctx context.Context) error {
-	x.mu.Lock()
-	x.shut = true
-	x.mu.Unlock()
-	x.post.close()
-	return ctx.Err()
+	return x.export(ctx, func(b []byte) ([]byte, error) { return appendSpans(b, spans), nil })
 }
 
 // spanGroup is the spans of one resource and scope, in export order.

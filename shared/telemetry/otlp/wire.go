@@ -139,35 +139,15 @@ func (e *enc) value(v attribute.Value) {
 		e.b = protowire.AppendTag(e.b, 7, protowire.BytesType)
 		e.b = protowire.AppendBytes(e.b, v.AsByteSlice())
 	case attribute.STRINGSLICE:
-		a := e.open(5)
-		for _, s := range v.AsStringSlice() {
-			e.element(attribute.StringValue(s))
-		}
-		e.close(a)
+		array(e, v.AsStringSlice(), attribute.StringValue)
 	case attribute.BOOLSLICE:
-		a := e.open(5)
-		for _, b := range v.AsBoolSlice() {
-			e.element(attribute.BoolValue(b))
-		}
-		e.close(a)
+		array(e, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		a := e.open(5)
-		for _, n := range v.AsInt64Slice() {
-			e.element(attribute.Int64Value(n))
-		}
-		e.close(a)
+		array(e, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		a := e.open(5)
-		for _, f := range v.AsFloat64Slice() {
-			e.element(attribute.Float64Value(f))
-		}
-		e.close(a)
+		array(e, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.SLICE:
-		a := e.open(5)
-		for _, x := range v.AsSlice() {
-			e.element(x)
-		}
-		e.close(a)
+		array(e, v.AsSlice(), func(x attribute.Value) attribute.Value { return x })
 	case attribute.MAP:
 		m := e.open(6)
 		e.attrs(1, v.AsMap())
@@ -179,9 +159,13 @@ func (e *enc) value(v attribute.Value) {
 	}
 }
 
-// element writes one ArrayValue.values entry.
-func (e *enc) element(v attribute.Value) {
-	x := e.open(1)
-	e.value(v)
-	e.close(x)
+// array writes AnyValue.array_value = 5: ArrayValue{values = 1}.
+func array[T any](e *enc, xs []T, value func(T) attribute.Value) {
+	a := e.open(5)
+	for _, x := range xs {
+		v := e.open(1)
+		e.value(value(x))
+		e.close(v)
+	}
+	e.close(a)
 }

@@ -477,7 +477,6 @@ func anyValue(v attribute.Value) *commonpb.AnyValue {
 	arr := func(vs []*commonpb.AnyValue) *commonpb.AnyValue {
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vs}}}
 	}
-	var vs []*commonpb.AnyValue
 	switch v.Type() {
 	case attribute.STRING:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.AsString()}}
@@ -492,27 +491,23 @@ func anyValue(v attribute.Value) *commonpb.AnyValue {
 	case attribute.MAP:
 		return &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: kvs(v.AsMap())}}}
 	case attribute.STRINGSLICE:
-		for _, s := range v.AsStringSlice() {
-			vs = append(vs, anyValue(attribute.StringValue(s)))
-		}
+		return arr(wantArray(v.AsStringSlice(), attribute.StringValue))
 	case attribute.BOOLSLICE:
-		for _, b := range v.AsBoolSlice() {
-			vs = append(vs, anyValue(attribute.BoolValue(b)))
-		}
+		return arr(wantArray(v.AsBoolSlice(), attribute.BoolValue))
 	case attribute.INT64SLICE:
-		for _, n := range v.AsInt64Slice() {
-			vs = append(vs, anyValue(attribute.Int64Value(n)))
-		}
+		return arr(wantArray(v.AsInt64Slice(), attribute.Int64Value))
 	case attribute.FLOAT64SLICE:
-		for _, f := range v.AsFloat64Slice() {
-			vs = append(vs, anyValue(attribute.Float64Value(f)))
-		}
+		return arr(wantArray(v.AsFloat64Slice(), attribute.Float64Value))
 	case attribute.SLICE:
-		for _, x := range v.AsSlice() {
-			vs = append(vs, anyValue(x))
-		}
-	default:
-		return &commonpb.AnyValue{}
+		return arr(wantArray(v.AsSlice(), func(x attribute.Value) attribute.Value { return x }))
 	}
-	return arr(vs)
+	return &commonpb.AnyValue{}
+}
+
+func wantArray[T any](xs []T, value func(T) attribute.Value) []*commonpb.AnyValue {
+	var out []*commonpb.AnyValue
+	for _, x := range xs {
+		out = append(out, anyValue(value(x)))
+	}
+	return out
 }
