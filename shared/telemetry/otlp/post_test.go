@@ -338,3 +338,17 @@ func TestNoExportAfterShutdown(t *testing.T) {
 		t.Errorf("%d requests after shutdown", n)
 	}
 }
+
+// FuzzPartialSuccess: whatever a collector answers, reading it never
+// panics, and what it reports is a partial success or nothing.
+func FuzzPartialSuccess(f *testing.F) {
+	f.Add(partialAnswer(2, "too old"))
+	f.Add(partialAnswer(0, ""))
+	f.Add([]byte{0x0a, 0x05, 0x08})
+	f.Add([]byte{0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := partialSuccess(b); err != nil && !errors.Is(err, errPartial) {
+			t.Fatal(err)
+		}
+	})
+}

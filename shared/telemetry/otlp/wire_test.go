@@ -22,6 +22,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/gateway/shared/telemetry"
 )
 
 // The tests here decode what enc wrote with the generated OTLP types (in
@@ -510,4 +512,36 @@ func wantArray[T any](xs []T, value func(T) attribute.Value) []*commonpb.AnyValu
 		out = append(out, anyValue(value(x)))
 	}
 	return out
+}
+
+// BenchmarkAppendMetrics: one export's encoding (the gateway's metrics
+// of a few tenants), into a reused buffer as the exporter does.
+func BenchmarkAppendMetrics(b *testing.B) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(testResource))
+	exp := &Exporter{mp: mp}
+	m, err := newInstruments(mp.Meter(scope))
+	if err != nil {
+		b.Fatal(err)
+	}
+	exp.m = m
+	now := time.Now()
+	for _, tenant := range []string{"t1", "t2", "t3", "t4"} {
+		exp.End(context.Background(), &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Tenant: tenant,
+			Operation: "chat", Provider: "vllm", Model: "llama", ServerAddress: "backend", ServerPort: 8000, Usage: true,
+			InputTokens: 12, OutputTokens: 30, Start: now.Add(-time.Second), FirstEvent: now.Add(-time.Second / 2), End: now})
+	}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		b.Fatal(err)
+	}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf, err = appendMetrics(buf[:0], &rm)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(buf)), "bytes/export")
 }
