@@ -36,6 +36,11 @@ type poster struct {
 	client *http.Client
 	// backoff is the first retry's wait (firstBackoff; tests shorten it).
 	backoff time.Duration
+	// zw and zbuf are kept from one export to the next (a gzip writer is
+	// hundreds of KiB of state); send is called by one export at a time
+	// (sender's lock).
+	zw   *gzip.Writer
+	zbuf bytes.Buffer
 }
 
 // Retry schedule (the SDK exporters' defaults).
@@ -62,18 +67,23 @@ func newPoster(url string, headers map[string]string, gzip bool, client *http.Cl
 
 func (p *poster) close() { p.client.CloseIdleConnections() }
 
-// send POSTs body until it is accepted, refused for good, or ctx ends.
+// send POSTs body until it is accepted, refused for good, or ctx ends. One
+// call at a time.
 func (p *poster) send(ctx context.Context, body []byte) error {
 	if p.gzip {
-		var b bytes.Buffer
-		w := gzip.NewWriter(&b)
-		if _, err := w.Write(body); err != nil {
+		p.zbuf.Reset()
+		if p.zw == nil {
+			p.zw = gzip.NewWriter(&p.zbuf)
+		} else {
+			p.zw.Reset(&p.zbuf)
+		}
+		if _, err := p.zw.Write(body); err != nil {
 			return err
 		}
-		if err := w.Close(); err != nil {
+		if err := p.zw.Close(); err != nil {
 			return err
 		}
-		body = b.Bytes()
+		body = p.zbuf.Bytes()
 	}
 	start := time.Now()
 	backoff := p.backoff
