@@ -352,3 +352,21 @@ func FuzzPartialSuccess(f *testing.F) {
 		}
 	})
 }
+
+// TestPostGzipReused: the gzip writer kept between exports writes each
+// export whole, and only it.
+func TestPostGzipReused(t *testing.T) {
+	t.Parallel()
+	col := newCollector(t)
+	p := testPoster(t, col.URL+"/v1/metrics", true)
+	bodies := [][]byte{bytes.Repeat([]byte("long export "), 1000), []byte("short")}
+	for _, b := range bodies {
+		if err := p.send(context.Background(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := col.bodies["/v1/metrics"]
+	if len(got) != 2 || !bytes.Equal(got[0], bodies[0]) || !bytes.Equal(got[1], bodies[1]) {
+		t.Fatalf("got %d bodies: %q", len(got), got)
+	}
+}
