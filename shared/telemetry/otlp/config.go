@@ -18,6 +18,10 @@ type Config struct {
 	// TracesHeaders and MetricsHeaders are sent with every export (an
 	// Authorization or api-key header of the collector's).
 	TracesHeaders, MetricsHeaders map[string]string
+	// TracesTLS and MetricsTLS name the PEM files of a private CA and of
+	// a client certificate (zero: the system's roots, no client
+	// certificate).
+	TracesTLS, MetricsTLS TLSFiles
 	// Timeout bounds one export. Default 10s (the specification's).
 	Timeout time.Duration
 	// Gzip compresses exports.
@@ -45,6 +49,12 @@ type Config struct {
 	Start time.Time
 }
 
+// TLSFiles are the PEM files of OTEL_EXPORTER_OTLP_CERTIFICATE,
+// _CLIENT_CERTIFICATE and _CLIENT_KEY (or their per-signal forms).
+type TLSFiles struct {
+	CA, Cert, Key string
+}
+
 // DefaultCardinalityLimit bounds each metric's attribute sets: tenants ×
 // models × routes × statuses stay far below it in any config this gateway
 // is sized for (the tenant and model attributes only ever take values from
@@ -61,12 +71,11 @@ var ErrProtocol = errors.New("only http/protobuf is supported")
 // FromEnv reads the standard variables: OTEL_SDK_DISABLED,
 // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT, _METRICS_ENDPOINT),
 // OTEL_EXPORTER_OTLP_HEADERS (and per signal), _TIMEOUT, _COMPRESSION,
-// _PROTOCOL, OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (none turns a
+// _PROTOCOL, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY (and per
+// signal), OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (none turns a
 // signal off), OTEL_METRIC_EXPORT_INTERVAL,
 // OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, OTEL_SERVICE_NAME and
 // OTEL_RESOURCE_ATTRIBUTES. With no endpoint set, nothing is exported.
-// TLS settings (OTEL_EXPORTER_OTLP_CERTIFICATE, …) are read by the
-// exporters themselves from the process environment.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var c Config
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") {
@@ -103,6 +112,22 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	common := parsePairs(getenv("OTEL_EXPORTER_OTLP_HEADERS"))
 	c.TracesHeaders = merge(common, parsePairs(getenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")))
 	c.MetricsHeaders = merge(common, parsePairs(getenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS")))
+	tlsFiles := func(signal string) TLSFiles {
+		get := func(v string) string {
+			if s := getenv("OTEL_EXPORTER_OTLP_" + signal + v); s != "" {
+				return s
+			}
+			return getenv("OTEL_EXPORTER_OTLP_" + v)
+		}
+		return TLSFiles{CA: get("CERTIFICATE"), Cert: get("CLIENT_CERTIFICATE"), Key: get("CLIENT_KEY")}
+	}
+	c.TracesTLS, c.MetricsTLS = tlsFiles("TRACES_"), tlsFiles("METRICS_")
+	for _, t := range []TLSFiles{c.TracesTLS, c.MetricsTLS} {
+		if (t.Cert == "") != (t.Key == "") {
+			problems = append(problems, errors.New("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and _CLIENT_KEY go together"))
+			break
+		}
+	}
 	ms := func(name string, def time.Duration) time.Duration {
 		v := getenv(name)
 		if v == "" {

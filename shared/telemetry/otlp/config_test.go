@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -41,6 +42,15 @@ func TestFromEnv(t *testing.T) {
 					t.Errorf("settings %+v", c)
 				}
 			}},
+		{name: "TLS files, per signal over common", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://a",
+			"OTEL_EXPORTER_OTLP_CERTIFICATE": "ca.pem", "OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE": "m.pem",
+			"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "c.pem", "OTEL_EXPORTER_OTLP_CLIENT_KEY": "k.pem"},
+			traces: "https://a/v1/traces", metrics: "https://a/v1/metrics",
+			check: func(t *testing.T, c Config) {
+				if c.TracesTLS != (TLSFiles{"ca.pem", "c.pem", "k.pem"}) || c.MetricsTLS != (TLSFiles{"m.pem", "c.pem", "k.pem"}) {
+					t.Errorf("tls %+v %+v", c.TracesTLS, c.MetricsTLS)
+				}
+			}},
 		{name: "grpc refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
 			traces: "http://a:4317/v1/traces", metrics: "http://a:4317/v1/metrics", err: ErrProtocol},
 	} {
@@ -63,9 +73,13 @@ func TestFromEnv(t *testing.T) {
 func TestFromEnvBadValues(t *testing.T) {
 	t.Parallel()
 	_, err := FromEnv(func(k string) string {
-		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}[k]
+		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
+			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "k.pem"}[k]
 	})
 	if err == nil {
 		t.Fatal("a URL without a scheme and a bad timeout passed")
+	}
+	if n := len(strings.Split(err.Error(), "\n")); n != 4 {
+		t.Fatalf("%d problems, want 4 (two URLs, timeout, key without certificate):\n%v", n, err)
 	}
 }

@@ -1,7 +1,11 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
 // OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
 // conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. A gateway that scales to zero cannot
+// only package that imports the SDK. The SDK aggregates and batches; the
+// exporters it feeds are this package's own (wire.go encodes OTLP with
+// protowire alone), because the SDK's OTLP exporters link the generated
+// OTLP types and, through their service packages, gRPC: 15 MB of binary
+// and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
 // before the process stops or freezes.
 package otlp
@@ -18,8 +22,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -60,37 +62,22 @@ func New(cfg Config) (*Exporter, error) {
 	}
 	res := newResource(cfg)
 	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer("")}
+	var meter metric.Meter
 	if cfg.TracesURL != "" {
-		opts := []otlptracehttp.Option{otlptracehttp.WithEndpointURL(cfg.TracesURL), otlptracehttp.WithTimeout(cfg.Timeout)}
-		if len(cfg.TracesHeaders) > 0 {
-			opts = append(opts, otlptracehttp.WithHeaders(cfg.TracesHeaders))
-		}
-		if cfg.Gzip {
-			opts = append(opts, otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
-		}
-		exp, err := otlptracehttp.New(context.Background(), opts...)
+		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS)
 		if err != nil {
 			return nil, err
 		}
+		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, hc)}}
 		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res))
 		e.tracer = e.tp.Tracer(scope)
 	}
-	var meter metric.Meter
 	if cfg.MetricsURL != "" {
-		opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpointURL(cfg.MetricsURL), otlpmetrichttp.WithTimeout(cfg.Timeout)}
-		if len(cfg.MetricsHeaders) > 0 {
-			opts = append(opts, otlpmetrichttp.WithHeaders(cfg.MetricsHeaders))
-		}
-		if cfg.Gzip {
-			opts = append(opts, otlpmetrichttp.WithCompression(otlpmetrichttp.GzipCompression))
-		}
-		if cfg.Delta {
-			opts = append(opts, otlpmetrichttp.WithTemporalitySelector(delta))
-		}
-		exp, err := otlpmetrichttp.New(context.Background(), opts...)
+		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS)
 		if err != nil {
 			return nil, err
 		}
+		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, hc), cfg.Delta)
 		e.mp = sdkmetric.NewMeterProvider(
 			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout))),
 			sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
@@ -107,7 +94,9 @@ func New(cfg Config) (*Exporter, error) {
 // scope is the instrumentation scope of every metric and span.
 const scope = "github.com/llmgw/gateway"
 
-func delta(k sdkmetric.InstrumentKind) metricdata.Temporality {
+// deltaTemporality is the specification's "delta" preference: counters
+// and histograms as deltas, up-down counters cumulative.
+func deltaTemporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
 	if k == sdkmetric.InstrumentKindUpDownCounter || k == sdkmetric.InstrumentKindObservableUpDownCounter {
 		return metricdata.CumulativeTemporality
 	}
