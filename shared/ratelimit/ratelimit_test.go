@@ -210,6 +210,14 @@ func TestRedisPassword(t *testing.T) {
 // the timeout, generous for a busy machine; a hang would exceed it.
 func bound(timeout time.Duration) time.Duration { return 10 * timeout }
 
+// dialTimeout is the tests' dial budget. A take that must wait for a new
+// connection (the last one timed out and was closed) may wait Timeout plus
+// the dial budget, and against a paused or sleeping Redis the new
+// connection's handshake waits all of it; the tests' bound (10 × a 50ms
+// timeout) holds for a budget of 100ms. The default, 1s, is for TLS and an
+// Entra login in production.
+const dialTimeout = 100 * time.Millisecond
+
 // takeTimed takes once and fails the test if the take exceeded bound.
 func takeTimed(t *testing.T, l *ratelimit.Limiter, timeout time.Duration) (ratelimit.Decision, error) {
 	t.Helper()
@@ -233,7 +241,7 @@ func TestRedisOutage(t *testing.T) {
 			const timeout = 50 * time.Millisecond
 			const threshold = 3
 			l := newLimiter(t, ratelimit.Config{
-				Store: "redis", RedisURL: srv.URL(), Timeout: timeout, FailurePolicy: policy,
+				Store: "redis", RedisURL: srv.URL(), Timeout: timeout, DialTimeout: dialTimeout, FailurePolicy: policy,
 				BreakerThreshold: threshold, BreakerCooldown: 100 * time.Millisecond,
 			}, []ratelimit.TenantLimit{{Tenant: "t", Tokens: 1000, Interval: time.Hour}}, nil)
 			if err := l.Warm(context.Background()); err != nil {
@@ -304,7 +312,7 @@ func TestRedisSlow(t *testing.T) {
 			srv := redistest.Start(t)
 			const timeout = 50 * time.Millisecond
 			l := newLimiter(t, ratelimit.Config{
-				Store: "redis", RedisURL: srv.URL(), Timeout: timeout, FailurePolicy: policy,
+				Store: "redis", RedisURL: srv.URL(), Timeout: timeout, DialTimeout: dialTimeout, FailurePolicy: policy,
 				BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond,
 			}, redisLimits, nil)
 			if err := l.Warm(context.Background()); err != nil {
@@ -348,7 +356,7 @@ func TestRedisDebugSleep(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const timeout = 50 * time.Millisecond
-	l := newLimiter(t, ratelimit.Config{Store: "redis", RedisURL: srv.URL(), Timeout: timeout}, redisLimits, nil)
+	l := newLimiter(t, ratelimit.Config{Store: "redis", RedisURL: srv.URL(), Timeout: timeout, DialTimeout: dialTimeout}, redisLimits, nil)
 	if err := l.Warm(context.Background()); err != nil {
 		t.Fatal(err)
 	}
