@@ -5,6 +5,7 @@ package infra
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -21,7 +22,6 @@ import (
 const (
 	templateFile = "template.yaml"
 	configFile   = "gateway.yaml" // shipped in the package as /var/task/gateway.yaml
-	functionName = "Gateway"
 	// secretRef is how every secret must reach the function: a Secrets
 	// Manager dynamic reference, resolved by CloudFormation at deploy time.
 	secretRef = "{{resolve:secretsmanager:"
@@ -40,24 +40,30 @@ var secretParams = map[string]any{
 	"RedisUrlSecret":       "gateway/redis-url",
 }
 
-// unmodelled lists, per resource, the properties goformation v7.14.9 does
-// not model yet (it rejects unknown fields): they are checked in the raw
-// form and left out of what goformation parses. Any other unknown
+// unmodelled lists, per resource type, the properties goformation v7.14.9
+// does not model yet (it rejects unknown fields): they are checked in the
+// raw form and left out of what goformation parses. Any other unknown
 // property still fails the parse.
 var unmodelled = map[string][]string{
-	functionName:                 {"LoggingConfig"},
-	"GatewayUrlInvokePermission": {"InvokedViaFunctionUrl"},
+	"AWS::Serverless::Function": {"LoggingConfig"},
+	"AWS::Lambda::Permission":   {"InvokedViaFunctionUrl"},
 }
+
+// holdsKey is where open keeps a resource's evaluated Condition while the
+// intrinsic functions are resolved: goformation's processor evaluates a
+// "Condition" key in place of the whole object that holds it.
+const holdsKey = "x-condition-holds"
 
 // open is not safe to call from parallel tests: goformation's YAML
 // processor registers its tag resolvers in a package-level map on every
 // call. These tests take milliseconds, so none is parallel.
 //
-// open resolves the template's intrinsic functions (goformation's
-// processor: parameter defaults overridden by params, conditions
-// evaluated) and parses it with goformation. It returns the parsed
-// template and the resolved raw form, which still holds the unmodelled
-// properties.
+// open resolves the template as CloudFormation would deploy it for params
+// over the defaults: SAM's Globals merged into each function (applyGlobals),
+// intrinsic functions resolved and conditions evaluated (goformation's
+// processor), and the resources whose Condition is false left out. It
+// parses the result with goformation and returns the parsed template and
+// the resolved raw form, which still holds the unmodelled properties.
 func open(t *testing.T, params map[string]any) (*cloudformation.Template, map[string]any) {
 	t.Helper()
 	all := map[string]any{}
@@ -67,31 +73,52 @@ func open(t *testing.T, params map[string]any) (*cloudformation.Template, map[st
 	for k, v := range params {
 		all[k] = v
 	}
-	b, err := os.ReadFile(templateFile)
+	doc := source(t)
+	applyGlobals(doc)
+	// Each resource's Condition becomes a value to resolve like any other.
+	for _, r := range sectionObjects(doc, "Resources") {
+		if c, ok := r["Condition"]; ok {
+			delete(r, "Condition")
+			r[holdsKey] = map[string]any{"Fn::If": []any{c, true, false}}
+		}
+	}
+	src, err := json.Marshal(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := intrinsics.ProcessYAML(b, &intrinsics.ProcessorOptions{
+	js, err := intrinsics.ProcessJSON(src, &intrinsics.ProcessorOptions{
 		ParameterOverrides:        all,
 		EvaluateConditions:        true,
-		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{"Ref": refOrResource},
+		IntrinsicHandlerOverrides: map[string]intrinsics.IntrinsicHandler{"Ref": refOrResource, "Fn::GetAtt": getAtt},
 	})
 	if err != nil {
 		t.Fatalf("resolving intrinsic functions: %v", err)
 	}
-	var raw, stripped map[string]any
+	var raw map[string]any
 	if err := json.Unmarshal(js, &raw); err != nil {
 		t.Fatal(err)
 	}
-	_ = json.Unmarshal(js, &stripped)
+	for id, r := range sectionObjects(raw, "Resources") {
+		if holds, ok := r[holdsKey]; ok {
+			delete(r, holdsKey)
+			if holds != true {
+				delete(raw["Resources"].(map[string]any), id)
+			}
+		}
+	}
 	// A property set to AWS::NoValue is removed (goformation leaves null).
 	dropNoValue(raw)
-	dropNoValue(stripped)
-	for name, props := range unmodelled {
-		p := rawProps(t, stripped, name)
-		for _, k := range props {
+	var stripped map[string]any
+	if js, err = json.Marshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal(js, &stripped)
+	for id, r := range sectionObjects(stripped, "Resources") {
+		typ, _ := r["Type"].(string)
+		for _, k := range unmodelled[typ] {
+			p := rawProps(t, stripped, id)
 			if _, ok := p[k]; !ok {
-				t.Errorf("%s.%s is gone: drop it from unmodelled", name, k)
+				t.Errorf("%s.%s is gone: drop it from unmodelled", id, k)
 			}
 			delete(p, k)
 		}
@@ -105,6 +132,89 @@ func open(t *testing.T, params map[string]any) (*cloudformation.Template, map[st
 		t.Fatalf("goformation: %v", err)
 	}
 	return tmpl, raw
+}
+
+// source returns the template as written, its YAML tags as the Fn::
+// objects they stand for and nothing resolved.
+func source(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(templateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := intrinsics.ProcessYAML(b, &intrinsics.ProcessorOptions{NoProcess: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(js, &doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+// sectionObjects returns the entries of a top-level section (Resources,
+// Outputs) by logical ID.
+func sectionObjects(doc map[string]any, section string) map[string]map[string]any {
+	s, _ := doc[section].(map[string]any)
+	out := make(map[string]map[string]any, len(s))
+	for id, v := range s {
+		if m, ok := v.(map[string]any); ok {
+			out[id] = m
+		}
+	}
+	return out
+}
+
+// applyGlobals merges the Globals section's Function properties into every
+// AWS::Serverless::Function and removes the section, as the SAM transform
+// does (samtranslator/plugins/globals): a property only one side has is
+// kept, two objects merge key by key, two lists are concatenated, and
+// otherwise the function's own value wins. TestSAMTranslation checks the
+// result against the transform itself where it is installed.
+func applyGlobals(doc map[string]any) {
+	globals, _ := doc["Globals"].(map[string]any)
+	delete(doc, "Globals")
+	fn, _ := globals["Function"].(map[string]any)
+	if fn == nil {
+		return
+	}
+	for _, r := range sectionObjects(doc, "Resources") {
+		if r["Type"] != "AWS::Serverless::Function" {
+			continue
+		}
+		local, _ := r["Properties"].(map[string]any)
+		r["Properties"] = mergeGlobal(fn, local)
+	}
+}
+
+func mergeGlobal(global, local any) any {
+	switch g := global.(type) {
+	case map[string]any:
+		l, ok := local.(map[string]any)
+		if !ok {
+			break
+		}
+		out := make(map[string]any, len(g)+len(l))
+		for k, v := range g {
+			out[k] = v
+		}
+		for k, v := range l {
+			if gv, ok := g[k]; ok {
+				v = mergeGlobal(gv, v)
+			}
+			out[k] = v
+		}
+		return out
+	case []any:
+		if l, ok := local.([]any); ok {
+			return append(append([]any{}, g...), l...)
+		}
+	}
+	if local == nil {
+		return global
+	}
+	return local
 }
 
 // dropNoValue removes the object properties whose value resolved to
@@ -139,13 +249,44 @@ func refOrResource(name string, input, template any) any {
 	return nil
 }
 
+// getAtt resolves Fn::GetAtt, which goformation drops, as
+// "GetAtt:<logical id>.<attribute>", so a test can check what points where.
+func getAtt(_ string, input, _ any) any {
+	switch v := input.(type) {
+	case string:
+		return "GetAtt:" + v
+	case []any:
+		if len(v) == 2 {
+			return fmt.Sprintf("GetAtt:%v.%v", v[0], v[1])
+		}
+	}
+	return nil
+}
+
+// function returns the stack's function: the one AWS::Serverless::Function
+// the conditions keep (one definition per architecture).
 func function(t *testing.T, tmpl *cloudformation.Template) *serverless.Function {
 	t.Helper()
-	fn, err := tmpl.GetServerlessFunctionWithName(functionName)
-	if err != nil {
-		t.Fatalf("no AWS::Serverless::Function %s: %v", functionName, err)
-	}
+	_, fn := onlyFunction(t, tmpl)
 	return fn
+}
+
+// onlyFunction returns the stack's one function and its logical ID.
+func onlyFunction(t *testing.T, tmpl *cloudformation.Template) (string, *serverless.Function) {
+	t.Helper()
+	fns := tmpl.GetAllServerlessFunctionResources()
+	if len(fns) != 1 {
+		ids := make([]string, 0, len(fns))
+		for id := range fns {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		t.Fatalf("the stack has functions %v, want exactly one", ids)
+	}
+	for id, fn := range fns {
+		return id, fn
+	}
+	panic("unreachable")
 }
 
 // rawProps returns a resource's resolved Properties.
@@ -167,9 +308,19 @@ func str(p *string) string {
 	return *p
 }
 
+// TestFunctionShape renders the stack for each Architecture and checks the
+// one function it deploys, its URL, log group and invoke permission.
 func TestFunctionShape(t *testing.T) {
-	tmpl, raw := open(t, nil)
-	fn := function(t, tmpl)
+	for _, arch := range architectures {
+		t.Run(arch.param, func(t *testing.T) {
+			tmpl, raw := open(t, map[string]any{"Architecture": arch.param})
+			id, fn := onlyFunction(t, tmpl)
+			functionShape(t, tmpl, raw, id, fn, arch)
+		})
+	}
+}
+
+func functionShape(t *testing.T, tmpl *cloudformation.Template, raw map[string]any, id string, fn *serverless.Function, arch architecture) {
 	url := fn.FunctionUrlConfig
 	if url == nil {
 		t.Fatal("no FunctionUrlConfig")
@@ -181,11 +332,12 @@ func TestFunctionShape(t *testing.T) {
 	tests := []struct {
 		name, got, want string
 	}{
+		{"definition", id, arch.id},
 		{"runtime", str(fn.Runtime), "provided.al2023"},
 		{"handler", str(fn.Handler), "bootstrap"},
-		{"architectures", strings.Join(fn.Architectures, ","), "arm64"},
+		{"architectures", strings.Join(fn.Architectures, ","), arch.param},
 		// The zip `make package-lambda` builds for that architecture.
-		{"code", code, "../bin/lambda/gateway-lambda-arm64.zip"},
+		{"code", code, arch.zip()},
 		{"URL auth type", url.AuthType, "NONE"},
 		{"URL invoke mode", str(url.InvokeMode), "RESPONSE_STREAM"},
 	}
@@ -212,15 +364,25 @@ func TestFunctionShape(t *testing.T) {
 		if err != nil || lg.RetentionInDays == nil || *lg.RetentionInDays <= 0 {
 			t.Fatalf("log group %+v %v", lg, err)
 		}
-		lc, _ := rawProps(t, raw, functionName)["LoggingConfig"].(map[string]any)
+		lc, _ := rawProps(t, raw, id)["LoggingConfig"].(map[string]any)
 		if lc["LogGroup"] != "Ref:GatewayLogGroup" {
 			t.Errorf("the function logs to %v, not GatewayLogGroup", lc["LogGroup"])
 		}
 	})
 	t.Run("public URL invoke permission", func(t *testing.T) {
 		p := rawProps(t, raw, "GatewayUrlInvokePermission")
-		if p["Action"] != "lambda:InvokeFunction" || p["Principal"] != "*" || p["InvokedViaFunctionUrl"] != true || p["FunctionName"] != "Ref:"+functionName {
-			t.Errorf("permission %v, want lambda:InvokeFunction for * only via the Function URL", p)
+		if p["Action"] != "lambda:InvokeFunction" || p["Principal"] != "*" || p["InvokedViaFunctionUrl"] != true || p["FunctionName"] != "Ref:"+id {
+			t.Errorf("permission %v, want lambda:InvokeFunction on %s for * only via the Function URL", p, id)
+		}
+	})
+	t.Run("outputs", func(t *testing.T) {
+		outs := sectionObjects(raw, "Outputs")
+		// SAM names a function's URL resource <logical id>Url.
+		if got, want := outs["FunctionUrl"]["Value"], "GetAtt:"+id+"Url.FunctionUrl"; got != want {
+			t.Errorf("FunctionUrl output %v, want %s", got, want)
+		}
+		if got := outs["LogGroup"]["Value"]; got != "Ref:GatewayLogGroup" {
+			t.Errorf("LogGroup output %v", got)
 		}
 	})
 }

@@ -90,7 +90,8 @@ func TestTenantStacks(t *testing.T) {
 
 // TestTenantStackIsolation: what keeps tenant stacks apart is per stack in
 // the template: the function, its URL and log group are named by the stack,
-// the concurrency is reserved per function, and the code is the one zip.
+// the concurrency is reserved per function, and the code is the one zip
+// for the stack's architecture.
 func TestTenantStackIsolation(t *testing.T) {
 	b, err := os.ReadFile(templateFile)
 	if err != nil {
@@ -102,6 +103,7 @@ func TestTenantStackIsolation(t *testing.T) {
 		"LogGroupName: !Sub /aws/lambda/${AWS::StackName}-gateway",
 		"ReservedConcurrentExecutions: !If [HasReservedConcurrency, !Ref ReservedConcurrency, !Ref AWS::NoValue]",
 		"CodeUri: ../bin/lambda/gateway-lambda-arm64.zip",
+		"CodeUri: ../bin/lambda/gateway-lambda-amd64.zip",
 	} {
 		if !strings.Contains(src, want) {
 			t.Errorf("template.yaml lacks %q", want)
