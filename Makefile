@@ -27,6 +27,8 @@ build: deps
 
 # make run: the gateway on the demo config, with the bundled stub backend and
 # the local dev token issuer; prints a ready curl line. Ctrl-C stops it all.
+# OTEL=1 make run also starts the test collector (scripts/otelcol) and sends
+# the gateway's telemetry to it: bin/otel/otlp.jsonl.
 run: build
 	$(GO) run ./scripts/cmd/dev -gateway bin/gateway -config scripts/dev/demo.yaml
 

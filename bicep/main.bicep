@@ -90,6 +90,13 @@ param enableRedis bool = false
 @description('Azure Managed Redis SKU.')
 param redisSku string = 'Balanced_B0'
 
+@description('Where the Container Apps environment\'s managed OpenTelemetry agent sends every app\'s traces and metrics (GATEWAY_OTEL_DESTINATION): "appinsights" (an Application Insights resource made here, on the logs workspace; traces only, it takes no metrics), or the URL of an OTLP endpoint the agent exports to over gRPC (traces and metrics; http:// sends in clear). Empty: no agent, nothing exported, the environment as without this parameter.')
+param otelDestination string = ''
+
+@secure()
+@description('Headers the agent sends to the OTLP endpoint, key=value,key=value (GATEWAY_OTEL_HEADERS): an api-key or Authorization. Empty: none.')
+param otelHeaders string = ''
+
 @description('Token scope of Azure OpenAI (GATEWAY_OPENAI_TOKEN_SCOPE). Empty: the scope of the cloud the deployment runs in, https://cognitiveservices.{azure.com, azure.us, azure.cn}/.default.')
 param openAiTokenScope string = ''
 
@@ -136,6 +143,14 @@ var checkedTenants = length(union(tenantNames, [])) != length(tenantNames)
   ? fail('isolatedTenants: every name must be unique: ${join(tenantNames, ', ')}')
   : map(isolatedTenants, t => isTenantName(t.name) ? t : fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters'))
 
+// isOtelDestination is otelDestination's rule: empty, appinsights, or an
+// http(s) URL (scripts/bicepcheck evaluates it).
+func isOtelDestination(d string) bool => empty(d) || d == 'appinsights' || (startsWith(d, 'https://') && length(d) > 8) || (startsWith(d, 'http://') && length(d) > 7)
+
+var checkedOtelDestination = isOtelDestination(otelDestination)
+  ? otelDestination
+  : fail('otelDestination: "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint')
+
 var tags = { 'azd-env-name': environmentName }
 
 resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
@@ -176,6 +191,8 @@ module gateway 'modules/gateway.bicep' = {
     memory: memory
     enableRedis: enableRedis
     redisSku: redisSku
+    otelDestination: checkedOtelDestination
+    otelHeaders: otelHeaders
   }
 }
 

@@ -57,6 +57,8 @@ param keyPrefix string
 @description('The token scopes of Azure OpenAI and Azure Managed Redis in this cloud.')
 param openAiTokenScope string
 param redisTokenScope string
+@description('The environment\'s OpenTelemetry agent destination (gateway.bicep): empty, appinsights, or an OTLP endpoint.')
+param otelDestination string
 
 @secure()
 @description('A complete gateway config instead of the generated one (shared gateway only).')
@@ -156,6 +158,14 @@ var configSecret = empty(gatewayConfigKeyVaultSecretUri)
 var redisSecrets = enableRedis ? [{ name: 'redis-url', value: redisUrl }] : []
 var redisEnv = enableRedis ? [{ name: 'REDIS_URL', secretRef: 'redis-url' }] : []
 
+// With the environment's OpenTelemetry agent on, Container Apps sets the
+// exporter's endpoint and protocol; the app names itself (service.name, so
+// the shared gateway and each tenant's are told apart), and exports no
+// metrics to an Application Insights agent, which takes none. Off: nothing.
+var otelEnv = empty(otelDestination)
+  ? []
+  : concat([{ name: 'OTEL_SERVICE_NAME', value: appName }], otelDestination == 'appinsights' ? [{ name: 'OTEL_METRICS_EXPORTER', value: 'none' }] : [])
+
 var vaultSecrets = [for (e, i) in keyVaultEnv: { name: 'kv-${i}', keyVaultUrl: e.secretUri, identity: identity.id }]
 var vaultEnv = [for (e, i) in keyVaultEnv: { name: e.env, secretRef: 'kv-${i}' }]
 
@@ -204,7 +214,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
           env: concat([
             { name: 'GATEWAY_CONFIG', value: '${configDir}/${configFile}' }
             { name: 'AZURE_CLIENT_ID', value: identity.properties.clientId }
-          ], redisEnv, vaultEnv)
+          ], redisEnv, vaultEnv, otelEnv)
           volumeMounts: [
             { volumeName: 'config', mountPath: configDir }
           ]

@@ -35,6 +35,10 @@ param cpu string
 param memory string
 param enableRedis bool
 param redisSku string
+@description('The managed OpenTelemetry agent\'s destination: empty (none), appinsights, or an OTLP endpoint URL (main.bicep checked it).')
+param otelDestination string
+@secure()
+param otelHeaders string
 
 var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName))
 
@@ -48,7 +52,51 @@ resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   }
 }
 
-resource env 'Microsoft.App/managedEnvironments@2024-03-01' = {
+// The environment's managed OpenTelemetry agent (issue 25), on when
+// otelDestination is set. Container Apps then gives every app the agent's
+// address (OTEL_EXPORTER_OTLP_ENDPOINT, and OTEL_EXPORTER_OTLP_PROTOCOL=grpc,
+// the one protocol the agent takes), which the gateway reads like any
+// collector's; the agent forwards to the destination. Application Insights
+// takes traces only (no metrics): its apps export no metrics (app.bicep).
+// openTelemetryConfiguration is in the preview API versions only, hence
+// the environment's.
+var otelOn = !empty(otelDestination)
+var otelAppInsights = otelDestination == 'appinsights'
+
+// otelAgent is the agent's openTelemetryConfiguration for a destination
+// and its headers (key=value,key=value as OTEL_EXPORTER_OTLP_HEADERS):
+// traces to Application Insights, or traces and metrics to one OTLP
+// endpoint, in clear only for an http:// URL. scripts/bicepcheck
+// evaluates it.
+func otelAgent(destination string, headers string) object => destination == 'appinsights'
+  ? { tracesConfiguration: { destinations: ['appInsights'] } }
+  : {
+      destinationsConfiguration: {
+        otlpConfigurations: [
+          {
+            name: 'otlp'
+            endpoint: destination
+            insecure: startsWith(destination, 'http://')
+            headers: map(filter(split(headers, ','), kv => contains(kv, '=')), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) })
+          }
+        ]
+      }
+      tracesConfiguration: { destinations: ['otlp'] }
+      metricsConfiguration: { destinations: ['otlp'] }
+    }
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' = if (otelAppInsights) {
+  name: 'appi-${token}'
+  location: location
+  tags: tags
+  kind: 'web'
+  properties: {
+    Application_Type: 'web'
+    WorkspaceResourceId: logs.id
+  }
+}
+
+resource env 'Microsoft.App/managedEnvironments@2024-10-02-preview' = {
   name: 'cae-${token}'
   location: location
   tags: tags
@@ -60,6 +108,8 @@ resource env 'Microsoft.App/managedEnvironments@2024-03-01' = {
         sharedKey: logs.listKeys().primarySharedKey
       }
     }
+    appInsightsConfiguration: otelAppInsights ? { connectionString: appInsights.properties.ConnectionString } : null
+    openTelemetryConfiguration: otelOn ? otelAgent(otelDestination, otelHeaders) : null
     workloadProfiles: [
       { name: 'Consumption', workloadProfileType: 'Consumption' }
     ]
@@ -241,6 +291,7 @@ module app 'app.bicep' = {
     redisUrl: redisUrl
     openAiTokenScope: openAiTokenScope
     redisTokenScope: redisTokenScope
+    otelDestination: otelDestination
     keyPrefix: 'llmgw:'
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
@@ -286,6 +337,7 @@ module tenantApps 'app.bicep' = [for (t, i) in isolated: {
     redisUrl: redisUrl
     openAiTokenScope: openAiTokenScope
     redisTokenScope: redisTokenScope
+    otelDestination: otelDestination
     keyPrefix: 'llmgw:${t.name}:'
   }
 }]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/scripts/lambdatest"
 	"github.com/llmgw/gateway/scripts/otelcoltest"
+	"github.com/llmgw/gateway/scripts/stub"
 )
 
 // otelEnv points the gateway at col, with the periodic metric export an
@@ -348,4 +349,73 @@ func TestTelemetryLambdaFlush(t *testing.T) {
 		t.Fatalf("%d flushes logged for 2 invocations:\n%s", len(flushes), fn.Output())
 	}
 	t.Logf("flush at the end of each invocation: %v", flushes)
+}
+
+// TestTelemetryGRPC exports over OTLP/gRPC to the real collector's gRPC
+// receiver, configured as the Azure Container Apps managed agent is given
+// to an app (OTEL_EXPORTER_OTLP_ENDPOINT with a trailing slash, and
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc). Its one stream has a slow first token
+// and five tokens after it, so the metrics the other tests leave out are
+// there too: the keepalives sent while it waited, the cold start to the
+// first event, and the time per output token (within the stub's pace).
+func TestTelemetryGRPC(t *testing.T) {
+	t.Parallel()
+	col := otelcoltest.Start(t)
+	env := otelEnv(col)
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = col.GRPCURL
+	env["OTEL_EXPORTER_OTLP_PROTOCOL"] = "grpc"
+	const interval = 20 * time.Millisecond
+	g := startGateway(t, options{env: env,
+		stubOpts:    stub.Options{TTFT: 300 * time.Millisecond, Interval: interval, Tokens: 6},
+		upstreamCfg: "upstream: {max_attempts: 3, header_timeout: 5s, keepalive_interval: 40ms}\n"})
+	resp := g.post("/v1/chat/completions", g.token("contoso"),
+		`{"model":"llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), ": keepalive\n\n") {
+		t.Fatalf("stream: %d %q", resp.StatusCode, b)
+	}
+	in, out := usageOf(t, b)
+	g.Stop()
+	select {
+	case <-g.Exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the gateway did not stop")
+	}
+	points, spans, err := col.Received()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		metric string
+		attrs  map[string]string
+		want   float64
+	}{
+		{"gen_ai.client.token.usage", map[string]string{"gen_ai.token.type": "input", "llmgw.tenant.id": "contoso"}, float64(in)},
+		{"gen_ai.client.token.usage", map[string]string{"gen_ai.token.type": "output", "llmgw.tenant.id": "contoso"}, float64(out)},
+		{"llmgw.requests", map[string]string{"http.route": "/v1/chat/completions", "http.response.status_code": "200"}, 1},
+	} {
+		if got, n := sumPoints(points, c.metric, c.attrs); got != c.want || n != 1 {
+			t.Errorf("%s%v = %v over %d points, want %v", c.metric, c.attrs, got, n, c.want)
+		}
+	}
+	if got, n := sumPoints(points, "llmgw.keepalives", map[string]string{"llmgw.pool": "pool-a"}); got < 1 || n != 1 {
+		t.Errorf("llmgw.keepalives = %v over %d points: the stream waited 300ms with keepalives every 40ms", got, n)
+	}
+	first, n := sumPoints(points, "llmgw.cold_start.first_event", nil)
+	ready, _ := sumPoints(points, "llmgw.cold_start.ready", map[string]string{"llmgw.host": "http"})
+	if n != 1 || first <= ready || first > 60 {
+		t.Errorf("llmgw.cold_start.first_event = %vs over %d points (ready %vs): want one, after ready", first, n, ready)
+	}
+	tpot, n := sumPoints(points, "gen_ai.server.time_per_output_token", map[string]string{"gen_ai.request.model": "llama"})
+	if n != 1 || tpot < interval.Seconds()/2 || tpot > 1 {
+		t.Errorf("gen_ai.server.time_per_output_token = %vs over %d points, want about the stub's %v", tpot, n, interval)
+	}
+	kinds := map[int]int{}
+	for _, s := range spans {
+		kinds[s.Kind]++
+	}
+	if kinds[2] != 1 || kinds[3] != 1 {
+		t.Errorf("spans by kind %v: want one server span and one client span", kinds)
+	}
 }

@@ -612,13 +612,16 @@ const armFunctions = {
   startsWith: (x, v) => x.startsWith(v),
   empty: (x) => (typeof x === 'string' || Array.isArray(x) ? x.length === 0 : Object.keys(x ?? {}).length === 0),
   range: (start, count) => Array.from({ length: count }, (_, i) => start + i),
-  substring: (x, i, n) => {
+  substring: (x, i, n = x.length - i) => {
     if (i < 0 || i + n > x.length) throw new Error(`substring(${JSON.stringify(x)}, ${i}, ${n}) is out of range`);
     return x.slice(i, i + n);
   },
   filter: (xs, f) => xs.filter((x) => f(x)),
   map: (xs, f) => xs.map((x) => f(x)),
   toLower: (x) => x.toLowerCase(),
+  split: (x, sep) => x.split(sep),
+  trim: (x) => x.trim(),
+  indexOf: (x, v) => x.indexOf(v),
 };
 function evaluate(node, scope) {
   switch (node.type) {
@@ -633,6 +636,15 @@ function evaluate(node, scope) {
       return scope[node.text];
     case 'parenthesized_expression':
       return evaluate(node.namedChildren[0], scope);
+    case 'null':
+      return null;
+    case 'array':
+      return node.namedChildren.map((c) => evaluate(c, scope));
+    case 'object':
+      return Object.fromEntries(node.namedChildren.filter((c) => c.type === 'object_property').map((p) => {
+        const k = p.namedChildren[0];
+        return [k.type === 'string' ? unquote(k) : k.text, evaluate(p.namedChildren.at(-1), scope)];
+      }));
     case 'unary_expression':
       assert.equal(node.child(0).text, '!');
       return !evaluate(node.namedChildren[0], scope);
@@ -649,6 +661,7 @@ function evaluate(node, scope) {
         case '<=': return l() <= r();
         case '>': return l() > r();
         case '<': return l() < r();
+        case '+': return l() + r();
         default: throw new Error(`operator ${op}`);
       }
     }
@@ -738,4 +751,67 @@ test('token scopes come from the cloud the deployment runs in, and reach every a
   }
   assert.equal(JSON.parse(configTemplate).pools[0].endpoints[0].entra.scope, '__OPENAI_TOKEN_SCOPE__');
   assert.match(af.vars.get('limiter').text, /scope: redisTokenScope/);
+});
+
+// The managed OpenTelemetry agent (issue 25): one parameter, otelDestination
+// (GATEWAY_OTEL_DESTINATION), decides it; empty changes nothing.
+test('OpenTelemetry: the agent\'s configuration for each destination, and nothing when the parameter is empty', () => {
+  const isOtel = userFunction(main, 'isOtelDestination');
+  for (const [d, ok] of [['', true], ['appinsights', true], ['https://otlp.example.com:4317', true], ['http://collector.internal:4317', true],
+    ['AppInsights', false], ['otlp.example.com:4317', false], ['https://', false], ['datadog', false]]) {
+    assert.equal(isOtel(d), ok, `isOtelDestination(${JSON.stringify(d)})`);
+  }
+  assert.equal(main.value(main.params.get('otelDestination')), '');
+  assert.equal(main.value(main.params.get('otelHeaders')), '');
+  assert.match(main.tree.rootNode.text, /@secure\(\)\n@description\([^\n]*\)\nparam otelHeaders string/, 'the headers (a key) are secure');
+  assert.match(main.vars.get('checkedOtelDestination').text, /^isOtelDestination\(otelDestination\)\s*\? otelDestination\s*: fail\(/);
+  assert.equal(at(main.module('gateway').body, 'params.otelDestination').text, 'checkedOtelDestination');
+  assert.equal(paramEnv.get('otelDestination'), 'GATEWAY_OTEL_DESTINATION');
+  assert.equal(paramEnv.get('otelHeaders'), 'GATEWAY_OTEL_HEADERS');
+
+  // The environment: both properties null (left out) when off.
+  const envRes = gw.resource('Microsoft.App/managedEnvironments');
+  const apiVersion = envRes.type.split('@')[1];
+  assert.match(apiVersion, /^\d{4}-\d{2}-\d{2}-preview$/, 'openTelemetryConfiguration is in the preview API versions');
+  assert.ok(apiVersion >= '2024-08-02', `API version ${apiVersion} predates the agent's OTLP headers as documented`);
+  const envProps = prop(envRes.body, 'properties');
+  assert.equal(prop(envProps, 'openTelemetryConfiguration').text, 'otelOn ? otelAgent(otelDestination, otelHeaders) : null');
+  assert.equal(prop(envProps, 'appInsightsConfiguration').text, 'otelAppInsights ? { connectionString: appInsights.properties.ConnectionString } : null');
+  assert.equal(gw.vars.get('otelOn').text, '!empty(otelDestination)');
+  assert.equal(gw.vars.get('otelAppInsights').text, "otelDestination == 'appinsights'");
+  const ai = gw.resource('Microsoft.Insights/components');
+  assert.match(gw.tree.rootNode.text, /resource appInsights '[^']+' = if \(otelAppInsights\)/, 'Application Insights only for its destination');
+  assert.equal(at(ai.body, 'properties.WorkspaceResourceId').text, `${gw.resource('Microsoft.OperationalInsights/workspaces').name}.id`);
+  // What ARM would deploy for each destination.
+  const agent = userFunction(gw, 'otelAgent');
+  assert.deepEqual(agent('appinsights', ''), { tracesConfiguration: { destinations: ['appInsights'] } }, 'Application Insights takes traces, no metrics');
+  const otlp = agent('https://otlp.example.com:4317', 'api-key=s3cret, x-tenant = a=b,junk');
+  assert.deepEqual(otlp, {
+    destinationsConfiguration: { otlpConfigurations: [{ name: 'otlp', endpoint: 'https://otlp.example.com:4317', insecure: false, headers: [{ key: 'api-key', value: 's3cret' }, { key: 'x-tenant', value: 'a=b' }] }] },
+    tracesConfiguration: { destinations: ['otlp'] },
+    metricsConfiguration: { destinations: ['otlp'] },
+  });
+  assert.equal(agent('http://collector:4317', '').destinationsConfiguration.otlpConfigurations[0].insecure, true);
+  assert.deepEqual(agent('http://collector:4317', '').destinationsConfiguration.otlpConfigurations[0].headers, []);
+  // Every destination an OTLP configuration names is one it declares.
+  for (const cfg of [otlp, agent('appinsights', '')]) {
+    const names = new Set([...(cfg.destinationsConfiguration?.otlpConfigurations ?? []).map((o) => o.name), 'appInsights']);
+    for (const k of ['tracesConfiguration', 'metricsConfiguration', 'logsConfiguration']) {
+      for (const d of cfg[k]?.destinations ?? []) assert.ok(names.has(d), `${k} sends to undeclared ${d}`);
+    }
+  }
+
+  // The apps: the platform injects the endpoint and protocol (grpc), which
+  // the gateway reads; the app names itself and, for Application Insights,
+  // exports no metrics. Nothing when off.
+  for (const m of [sharedApp, tenantApps]) assert.equal(params(m).get('otelDestination').text, 'otelDestination', `${m.name} gets the destination`);
+  assert.match(prop(container, 'env').text, /, otelEnv\)$/);
+  const otelEnv = af.vars.get('otelEnv').text;
+  assert.match(otelEnv, /^empty\(otelDestination\)\s*\? \[\]/);
+  assert.match(otelEnv, /name: 'OTEL_SERVICE_NAME', value: appName/);
+  assert.match(otelEnv, /otelDestination == 'appinsights' \? \[\{ name: 'OTEL_METRICS_EXPORTER', value: 'none' \}\]/);
+  assert.doesNotMatch(otelEnv, /OTEL_EXPORTER_OTLP_(ENDPOINT|PROTOCOL)/, 'the platform sets these: a value here would override the agent\'s');
+  const configGo = fs.readFileSync(path.join(root, 'shared/telemetry/otlp/config.go'), 'utf8');
+  assert.match(configGo, /p != "http\/protobuf" && p != "grpc"/, 'the gateway takes OTEL_EXPORTER_OTLP_PROTOCOL=grpc, which the agent injects');
+  for (const v of ['GATEWAY_OTEL_DESTINATION', 'GATEWAY_OTEL_HEADERS']) assert.match(azureSection, new RegExp(v));
 });

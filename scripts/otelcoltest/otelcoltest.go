@@ -25,8 +25,12 @@ import (
 // Collector is a running collector.
 type Collector struct {
 	// URL is the OTLP/HTTP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT).
-	URL  string
-	file string
+	URL string
+	// GRPCURL is the OTLP/gRPC endpoint (with
+	// OTEL_EXPORTER_OTLP_PROTOCOL=grpc), as the Azure Container Apps
+	// managed agent's is given to an app.
+	GRPCURL string
+	file    string
 }
 
 var (
@@ -76,18 +80,15 @@ func Start(t testing.TB) *Collector {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr, grpcAddr := freeAddr(t), freeAddr(t)
 	dir := t.TempDir()
-	c := &Collector{URL: "http://" + addr, file: filepath.Join(dir, "otlp.jsonl")}
+	c := &Collector{URL: "http://" + addr, GRPCURL: "http://" + grpcAddr + "/", file: filepath.Join(dir, "otlp.jsonl")}
 	cfg := fmt.Sprintf(`receivers:
   otlp:
     protocols:
       http:
+        endpoint: %q
+      grpc:
         endpoint: %q
 exporters:
   jsonfile:
@@ -99,7 +100,7 @@ service:
   pipelines:
     metrics: {receivers: [otlp], exporters: [jsonfile]}
     traces: {receivers: [otlp], exporters: [jsonfile]}
-`, addr, c.file)
+`, addr, grpcAddr, c.file)
 	cfgPath := filepath.Join(dir, "otelcol.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -122,8 +123,7 @@ service:
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			_ = conn.Close()
+		if listening(addr) && listening(grpcAddr) {
 			return c
 		}
 		select {
@@ -137,6 +137,24 @@ service:
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// freeAddr is a loopback address no one listens on (now).
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func listening(addr string) bool {
+	conn, err := net.DialTimeout("tcp", addr, time.Second)
+	if err == nil {
+		_ = conn.Close()
+	}
+	return err == nil
 }
 
 // Point is one metric data point as received.

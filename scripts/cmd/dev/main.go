@@ -1,7 +1,9 @@
 // Command dev is what `make run` starts: the bundled stub backend, the local
 // dev token issuer, and the gateway binary on the demo config, all on
 // loopback. It prints a ready curl line with a fresh token; Ctrl-C stops it
-// all.
+// all. With -otel (or OTEL=1 in the environment: `OTEL=1 make run`) it also
+// starts the test collector of scripts/otelcol and points the gateway's
+// telemetry at it, writing what arrives where a person can read it.
 package main
 
 import (
@@ -14,10 +16,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/devissuer"
+	"github.com/llmgw/gateway/scripts/otelcoltest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
@@ -38,6 +42,8 @@ func run() error {
 	stubAddr := flag.String("stub", "127.0.0.1:9100", "stub backend address (must match the config)")
 	issuerAddr := flag.String("issuer", "127.0.0.1:9200", "dev issuer address (must match the config's auth.issuer)")
 	gatewayURL := flag.String("url", "http://127.0.0.1:8080", "where the gateway listens (per the config)")
+	otel := flag.Bool("otel", os.Getenv("OTEL") == "1", "also start the test collector (scripts/otelcol) and export the gateway's telemetry to it (default: OTEL=1)")
+	otelDir := flag.String("otel-dir", "bin/otel", "where the collector writes what it receives")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -63,6 +69,21 @@ func run() error {
 
 	cmd := exec.Command(*gatewayBin, "-config", *config)
 	cmd.Env = append(os.Environ(), "DEMO_BACKEND_KEY="+demoBackendKey)
+	otelNote := ""
+	if *otel {
+		col, err := startCollector(ctx, *otelDir)
+		if err != nil {
+			return fmt.Errorf("collector: %w", err)
+		}
+		defer func() { _ = col.Process.Kill(); _ = col.Wait() }()
+		cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otelAddr, "OTEL_METRIC_EXPORT_INTERVAL=10000", "OTEL_SERVICE_NAME=llmgw-dev")
+		otelNote = fmt.Sprintf(`
+Telemetry goes to the collector on %[1]s (metrics every 10 s, spans as
+they end). Each batch is one line of OTLP JSON in %[2]s/otlp.jsonl, e.g.
+  tail -f %[2]s/otlp.jsonl | jq -c '.resourceMetrics[]?.scopeMetrics[].metrics[] | {name, sum, histogram}'
+and a line per batch in the collector's log, %[2]s/otelcol.log.
+`, otelAddr, *otelDir)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start gateway: %w", err)
@@ -98,9 +119,9 @@ An Azure OpenAI client: endpoint %[1]s, the token as its api key,
 deployment = a model name (e.g. gpt-4o), any date-shaped api-version.
 
 More tokens: curl 'http://%[3]s/mint?tenant=fabrikam&sub=me&aud=llm-gateway'
-Ctrl-C stops everything.
+%[5]sCtrl-C stops everything.
 
-`, *gatewayURL, "http://"+*stubAddr, *issuerAddr, token)
+`, *gatewayURL, "http://"+*stubAddr, *issuerAddr, token, otelNote)
 
 	select {
 	case err := <-exited:
@@ -115,6 +136,68 @@ Ctrl-C stops everything.
 		<-exited
 	}
 	return nil
+}
+
+// otelAddr is the collector's OTLP/HTTP address in the dev setup (the
+// standard port).
+const otelAddr = "127.0.0.1:4318"
+
+// startCollector builds scripts/otelcol (once; later runs reuse the
+// binary) and starts it with its OTLP receiver on otelAddr, the jsonfile
+// exporter into dir/otlp.jsonl and the debug exporter's one line per batch
+// into dir/otelcol.log.
+func startCollector(ctx context.Context, dir string) (*exec.Cmd, error) {
+	fmt.Println("building and starting the collector (scripts/otelcol; the first build takes a while)")
+	bin, err := otelcoltest.Binary()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := fmt.Sprintf(`receivers:
+  otlp:
+    protocols:
+      http: {endpoint: %q}
+exporters:
+  jsonfile: {path: %q}
+  debug: {verbosity: basic}
+service:
+  telemetry:
+    metrics: {level: none}
+  pipelines:
+    metrics: {receivers: [otlp], exporters: [jsonfile, debug]}
+    traces: {receivers: [otlp], exporters: [jsonfile, debug]}
+`, otelAddr, filepath.Join(abs, "otlp.jsonl"))
+	cfgPath := filepath.Join(abs, "otelcol.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(filepath.Join(abs, "otelcol.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--config", cfgPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	_ = logf.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if c, err := net.DialTimeout("tcp", otelAddr, time.Second); err == nil {
+			_ = c.Close()
+			return cmd, nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("not listening on %s; see %s", otelAddr, logf.Name())
+		}
+	}
 }
 
 func serve(addr string, h http.Handler) (*http.Server, error) {

@@ -12,9 +12,15 @@ import (
 // Config is the exporter's settings, read from the standard OpenTelemetry
 // environment variables by FromEnv. The zero value exports nothing.
 type Config struct {
-	// TracesURL and MetricsURL are the full OTLP/HTTP URLs of each signal
-	// ("" = that signal is off).
+	// TracesURL and MetricsURL are the full URLs of each signal ("" = that
+	// signal is off): OTLP/HTTP's /v1/traces and /v1/metrics, or with gRPC
+	// the Export method's path.
 	TracesURL, MetricsURL string
+	// TracesGRPC and MetricsGRPC export that signal over OTLP/gRPC
+	// (protocol grpc: HTTP/2, cleartext for an http URL) instead of
+	// OTLP/HTTP. Default false (http/protobuf). The Azure Container Apps
+	// managed OpenTelemetry agent takes gRPC only.
+	TracesGRPC, MetricsGRPC bool
 	// TracesHeaders and MetricsHeaders are sent with every export (an
 	// Authorization or api-key header of the collector's).
 	TracesHeaders, MetricsHeaders map[string]string
@@ -65,13 +71,21 @@ const DefaultCardinalityLimit = 2000
 func (c Config) Enabled() bool { return c.TracesURL != "" || c.MetricsURL != "" }
 
 // ErrProtocol is returned for an OTEL_EXPORTER_OTLP_PROTOCOL other than
-// http/protobuf, the one protocol this build exports with.
-var ErrProtocol = errors.New("only http/protobuf is supported")
+// http/protobuf and grpc (http/json is not supported).
+var ErrProtocol = errors.New("only http/protobuf and grpc are supported")
+
+// The OTLP/gRPC Export methods, as paths of the endpoint's URL.
+const (
+	grpcTracesPath  = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+	grpcMetricsPath = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+)
 
 // FromEnv reads the standard variables: OTEL_SDK_DISABLED,
 // OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT, _METRICS_ENDPOINT),
+// OTEL_EXPORTER_OTLP_PROTOCOL (http/protobuf, the default, or grpc; and
+// per signal),
 // OTEL_EXPORTER_OTLP_HEADERS (and per signal), _TIMEOUT, _COMPRESSION,
-// _PROTOCOL, _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY (and per
+// _CERTIFICATE, _CLIENT_CERTIFICATE, _CLIENT_KEY (and per
 // signal), OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (none turns a
 // signal off), OTEL_METRIC_EXPORT_INTERVAL,
 // OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, OTEL_SERVICE_NAME and
@@ -83,24 +97,46 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	}
 	var problems []error
 	for _, s := range []string{"", "_TRACES", "_METRICS"} {
-		if p := getenv("OTEL_EXPORTER_OTLP" + s + "_PROTOCOL"); p != "" && p != "http/protobuf" {
+		if p := getenv("OTEL_EXPORTER_OTLP" + s + "_PROTOCOL"); p != "" && p != "http/protobuf" && p != "grpc" {
 			problems = append(problems, fmt.Errorf("OTEL_EXPORTER_OTLP%s_PROTOCOL=%s: %w", s, p, ErrProtocol))
 		}
 	}
-	signal := func(name, path string) string {
+	isGRPC := func(name string) bool {
+		p := getenv("OTEL_EXPORTER_OTLP_" + name + "_PROTOCOL")
+		if p == "" {
+			p = getenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+		}
+		return p == "grpc"
+	}
+	c.TracesGRPC, c.MetricsGRPC = isGRPC("TRACES"), isGRPC("METRICS")
+	// signal is one signal's URL. OTLP/HTTP appends path to the common
+	// endpoint and takes a per-signal one as it is; gRPC takes either's
+	// scheme and host and calls the Export method there (the
+	// specification's endpoint for gRPC has no path).
+	signal := func(name, path, method string, grpc bool) string {
 		if strings.EqualFold(getenv("OTEL_"+name+"_EXPORTER"), "none") {
 			return ""
 		}
-		if u := getenv("OTEL_EXPORTER_OTLP_" + name + "_ENDPOINT"); u != "" {
+		u := getenv("OTEL_EXPORTER_OTLP_" + name + "_ENDPOINT")
+		own := u != ""
+		if !own {
+			u = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+		}
+		switch {
+		case u == "":
+			return ""
+		case grpc:
+			if p, err := url.Parse(u); err == nil && p.Host != "" {
+				return p.Scheme + "://" + p.Host + method
+			}
+			return u
+		case own:
 			return u
 		}
-		if u := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); u != "" {
-			return strings.TrimRight(u, "/") + path
-		}
-		return ""
+		return strings.TrimRight(u, "/") + path
 	}
-	c.TracesURL = signal("TRACES", "/v1/traces")
-	c.MetricsURL = signal("METRICS", "/v1/metrics")
+	c.TracesURL = signal("TRACES", "/v1/traces", grpcTracesPath, c.TracesGRPC)
+	c.MetricsURL = signal("METRICS", "/v1/metrics", grpcMetricsPath, c.MetricsGRPC)
 	for _, u := range []string{c.TracesURL, c.MetricsURL} {
 		if u == "" {
 			continue

@@ -51,8 +51,24 @@ func TestFromEnv(t *testing.T) {
 					t.Errorf("tls %+v %+v", c.TracesTLS, c.MetricsTLS)
 				}
 			}},
-		{name: "grpc refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-			traces: "http://a:4317/v1/traces", metrics: "http://a:4317/v1/metrics", err: ErrProtocol},
+		// What the Azure Container Apps managed agent injects.
+		{name: "grpc: the Export methods at the endpoint's host", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://otel.service.k8se-apps:4317/", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			traces: "http://otel.service.k8se-apps:4317" + grpcTracesPath, metrics: "http://otel.service.k8se-apps:4317" + grpcMetricsPath,
+			check: func(t *testing.T, c Config) {
+				if !c.TracesGRPC || !c.MetricsGRPC {
+					t.Errorf("grpc %v %v", c.TracesGRPC, c.MetricsGRPC)
+				}
+			}},
+		{name: "grpc for one signal, its own endpoint's path dropped", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318",
+			"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "https://m:4317/x"},
+			traces: "http://a:4318/v1/traces", metrics: "https://m:4317" + grpcMetricsPath,
+			check: func(t *testing.T, c Config) {
+				if c.TracesGRPC || !c.MetricsGRPC {
+					t.Errorf("grpc %v %v", c.TracesGRPC, c.MetricsGRPC)
+				}
+			}},
+		{name: "http/json refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+			traces: "http://a:4318/v1/traces", metrics: "http://a:4318/v1/metrics", err: ErrProtocol},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

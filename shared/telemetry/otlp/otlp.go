@@ -64,20 +64,20 @@ func New(cfg Config) (*Exporter, error) {
 	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer("")}
 	var meter metric.Meter
 	if cfg.TracesURL != "" {
-		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS)
+		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS, cfg.TracesGRPC)
 		if err != nil {
 			return nil, err
 		}
-		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, hc)}}
+		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
 		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res))
 		e.tracer = e.tp.Tracer(scope)
 	}
 	if cfg.MetricsURL != "" {
-		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS)
+		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)
 		if err != nil {
 			return nil, err
 		}
-		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, hc), cfg.Delta)
+		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, cfg.MetricsGRPC, hc), cfg.Delta)
 		e.mp = sdkmetric.NewMeterProvider(
 			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout))),
 			sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))

@@ -33,6 +33,8 @@ type poster struct {
 	url    string
 	header http.Header
 	gzip   bool
+	// grpc frames each export as one OTLP/gRPC call (grpc.go).
+	grpc   bool
 	client *http.Client
 	// backoff is the first retry's wait (firstBackoff; tests shorten it).
 	backoff time.Duration
@@ -41,6 +43,8 @@ type poster struct {
 	// (sender's lock).
 	zw   *gzip.Writer
 	zbuf bytes.Buffer
+	// frame holds a gRPC call's length-prefixed message, kept likewise.
+	frame bytes.Buffer
 }
 
 // Retry schedule (the SDK exporters' defaults).
@@ -52,17 +56,24 @@ const (
 	maxAnswer = 64 << 10
 )
 
-func newPoster(url string, headers map[string]string, gzip bool, client *http.Client) *poster {
+// newPoster makes one signal's poster; grpc makes it an OTLP/gRPC
+// client (url the Export method's).
+func newPoster(url string, headers map[string]string, gzip, grpc bool, client *http.Client) *poster {
 	h := http.Header{}
 	for k, v := range headers {
 		h.Set(k, v)
 	}
-	h.Set("Content-Type", "application/x-protobuf")
 	h.Set("User-Agent", "llmgw-otlp")
-	if gzip {
+	switch {
+	case grpc:
+		grpcHeader(h, gzip)
+	case gzip:
 		h.Set("Content-Encoding", "gzip")
+		fallthrough
+	default:
+		h.Set("Content-Type", "application/x-protobuf")
 	}
-	return &poster{url: url, header: h, gzip: gzip, client: client, backoff: firstBackoff}
+	return &poster{url: url, header: h, gzip: gzip, grpc: grpc, client: client, backoff: firstBackoff}
 }
 
 func (p *poster) close() { p.client.CloseIdleConnections() }
@@ -84,6 +95,9 @@ func (p *poster) send(ctx context.Context, body []byte) error {
 			return err
 		}
 		body = p.zbuf.Bytes()
+	}
+	if p.grpc {
+		body = grpcFrame(&p.frame, body, p.gzip)
 	}
 	start := time.Now()
 	backoff := p.backoff
@@ -129,6 +143,9 @@ func jitter(d time.Duration) time.Duration {
 // once makes one attempt; retry says whether another may succeed, after
 // at least wait (the collector's Retry-After).
 func (p *poster) once(ctx context.Context, body []byte) (retry bool, wait time.Duration, err error) {
+	if p.grpc {
+		return p.onceGRPC(ctx, body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		return false, 0, err
@@ -233,8 +250,9 @@ func fields(b []byte, f func(num protowire.Number, typ protowire.Type, v []byte,
 // httpClient is one signal's client: its own transport (proxies from the
 // environment, idle connections kept for the next export), the export
 // timeout on each attempt, and tf's CA and client certificate, whose
-// files are read here (only when set).
-func httpClient(timeout time.Duration, tf TLSFiles) (*http.Client, error) {
+// files are read here (only when set). With grpc it speaks HTTP/2 only,
+// cleartext (prior knowledge, as gRPC does) for an http URL.
+func httpClient(timeout time.Duration, tf TLSFiles, grpc bool) (*http.Client, error) {
 	t := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -243,6 +261,11 @@ func httpClient(timeout time.Duration, tf TLSFiles) (*http.Client, error) {
 		IdleConnTimeout:       90 * time.Second,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
+	}
+	if grpc {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetHTTP2(true)
+		t.Protocols.SetUnencryptedHTTP2(true)
 	}
 	if tf != (TLSFiles{}) {
 		c := &tls.Config{MinVersion: tls.VersionTLS12}

@@ -82,11 +82,11 @@ func status(code int, header ...string) func(w http.ResponseWriter) {
 
 func testPoster(t *testing.T, url string, gz bool) *poster {
 	t.Helper()
-	hc, err := httpClient(time.Second, TLSFiles{})
+	hc, err := httpClient(time.Second, TLSFiles{}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newPoster(url, map[string]string{"api-key": "k"}, gz, hc)
+	p := newPoster(url, map[string]string{"api-key": "k"}, gz, false, hc)
 	p.backoff = time.Millisecond
 	return p
 }
@@ -251,18 +251,18 @@ func TestPostTLS(t *testing.T) {
 	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hc, err := httpClient(time.Second, TLSFiles{CA: ca})
+	hc, err := httpClient(time.Second, TLSFiles{CA: ca}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := newPoster(srv.URL, nil, false, hc).send(context.Background(), nil); err != nil {
+	if err := newPoster(srv.URL, nil, false, false, hc).send(context.Background(), nil); err != nil {
 		t.Fatalf("with the CA: %v", err)
 	}
-	hc, _ = httpClient(time.Second, TLSFiles{})
-	if err := newPoster(srv.URL, nil, false, hc).send(context.Background(), nil); err == nil {
+	hc, _ = httpClient(time.Second, TLSFiles{}, false)
+	if err := newPoster(srv.URL, nil, false, false, hc).send(context.Background(), nil); err == nil {
 		t.Fatal("the system roots trusted a test certificate")
 	}
-	if _, err := httpClient(time.Second, TLSFiles{CA: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := httpClient(time.Second, TLSFiles{CA: filepath.Join(t.TempDir(), "missing")}, false); err == nil {
 		t.Fatal("a missing CA file passed")
 	}
 }

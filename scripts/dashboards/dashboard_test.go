@@ -1,0 +1,238 @@
+// Package dashboards holds the Grafana dashboard of the gateway's metrics
+// (llmgw.grafana.json) and its test: the JSON parses, and every metric
+// and label its queries name is one the gateway exports, as a
+// Prometheus-compatible backend names it (OTLP names with dots as
+// underscores, the unit's suffix, _total on counters, _bucket/_sum/_count
+// on histograms). The metrics are read from the instrument definitions in
+// shared/telemetry/otlp, so a renamed metric fails here.
+package dashboards
+
+import (
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const otlpDir = "../../shared/telemetry/otlp"
+
+// exported reads the instruments (name → Prometheus series names) from
+// instruments.go, and every attribute key the package sets.
+func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
+	t.Helper()
+	fset := token.NewFileSet()
+	series, labels = map[string]string{}, map[string]bool{}
+	files, err := filepath.Glob(filepath.Join(otlpDir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			first, ok := call.Args[0].(*ast.BasicLit)
+			if !ok || first.Kind != token.STRING {
+				return true
+			}
+			name, _ := strconv.Unquote(first.Value)
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "attribute" {
+				labels[promName(name)] = true
+				return true
+			}
+			kind := sel.Sel.Name
+			if !strings.HasPrefix(kind, "Int64") && !strings.HasPrefix(kind, "Float64") {
+				return true
+			}
+			unit := ""
+			for _, a := range call.Args[1:] {
+				if c, ok := a.(*ast.CallExpr); ok {
+					if s, ok := c.Fun.(*ast.SelectorExpr); ok && s.Sel.Name == "WithUnit" {
+						unit, _ = strconv.Unquote(c.Args[0].(*ast.BasicLit).Value)
+					}
+				}
+			}
+			base := promName(name)
+			if unit == "s" {
+				base += "_seconds"
+			}
+			switch {
+			case strings.HasSuffix(kind, "Histogram"):
+				for _, s := range []string{"_bucket", "_sum", "_count"} {
+					series[base+s] = name
+				}
+			case strings.HasSuffix(kind, "UpDownCounter"), strings.HasSuffix(kind, "Gauge"):
+				series[base] = name
+			case strings.HasSuffix(kind, "Counter"):
+				series[base+"_total"] = name
+			}
+			return true
+		})
+	}
+	if len(series) < 20 {
+		t.Fatalf("read %d series from %s: the instruments were not found", len(series), otlpDir)
+	}
+	return series, labels
+}
+
+func promName(s string) string { return strings.ReplaceAll(s, ".", "_") }
+
+type panel struct {
+	Type, Title string
+	Datasource  struct{ UID string }
+	Targets     []struct{ Expr string }
+	Panels      []panel
+}
+
+// The pieces of PromQL the dashboard's queries use: strings, by/without
+// clauses, label matchers, range selectors, Grafana's label_values(metric,
+// label), and identifiers (a function when followed by "(", a variable
+// when it starts with "$", else a metric).
+var (
+	stringLit   = regexp.MustCompile(`"[^"]*"`)
+	labelValues = regexp.MustCompile(`label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)`)
+	byClause    = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
+	matcher     = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	rangeSel    = regexp.MustCompile(`\[[^\]]*\]`)
+	identifier  = regexp.MustCompile(`\$?\b[a-zA-Z_][a-zA-Z0-9_]*\b\s*\(?`)
+)
+
+// promqlKeywords are the functions and keywords the queries may use.
+var promqlKeywords = []string{"sum", "max", "min", "avg", "rate", "increase", "histogram_quantile", "by", "without"}
+
+// names returns the metric names and the label names an expression uses.
+func names(expr string) (metrics, labels []string) {
+	e := stringLit.ReplaceAllString(expr, `""`)
+	if m := labelValues.FindStringSubmatch(e); m != nil {
+		return []string{m[1]}, []string{m[2]}
+	}
+	for _, m := range byClause.FindAllStringSubmatch(e, -1) {
+		for _, l := range strings.Split(m[1], ",") {
+			labels = append(labels, strings.TrimSpace(l))
+		}
+	}
+	e = byClause.ReplaceAllString(e, " ")
+	for _, m := range matcher.FindAllStringSubmatch(e, -1) {
+		labels = append(labels, m[1])
+	}
+	e = matcher.ReplaceAllString(e, " ")
+	e = rangeSel.ReplaceAllString(e, " ")
+	for _, id := range identifier.FindAllString(e, -1) {
+		id = strings.TrimSpace(id)
+		if strings.HasPrefix(id, "$") || strings.HasSuffix(id, "(") {
+			continue
+		}
+		metrics = append(metrics, id)
+	}
+	return metrics, labels
+}
+
+func TestDashboard(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("llmgw.grafana.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title, UID    string
+		SchemaVersion int
+		Panels        []panel
+		Templating    struct {
+			List []struct {
+				Name  string
+				Query any
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("llmgw.grafana.json: %v", err)
+	}
+	if d.Title == "" || d.UID == "" || d.SchemaVersion == 0 {
+		t.Fatalf("title %q uid %q schemaVersion %d", d.Title, d.UID, d.SchemaVersion)
+	}
+	series, labels := exported(t)
+	// Labels every Prometheus-compatible backend adds, and histograms' le.
+	for _, l := range []string{"le", "job", "instance", "service_name"} {
+		labels[l] = true
+	}
+	var exprs []string
+	for _, v := range d.Templating.List {
+		if q, ok := v.Query.(map[string]any); ok {
+			exprs = append(exprs, q["query"].(string))
+		}
+	}
+	used := map[string]bool{}
+	var walk func(ps []panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			if p.Datasource.UID != "${datasource}" {
+				t.Errorf("panel %q: data source %q, want the ${datasource} variable", p.Title, p.Datasource.UID)
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("panel %q has no query", p.Title)
+			}
+			for _, q := range p.Targets {
+				exprs = append(exprs, q.Expr)
+			}
+		}
+	}
+	walk(d.Panels)
+	for _, e := range exprs {
+		ms, ls := names(e)
+		if len(ms) == 0 {
+			t.Errorf("%q names no metric", e)
+		}
+		for _, m := range ms {
+			if slices.Contains(promqlKeywords, m) {
+				continue
+			}
+			if _, ok := series[m]; !ok {
+				t.Errorf("%q queries %s, which the gateway does not export", e, m)
+			}
+			used[series[m]] = true
+		}
+		for _, l := range ls {
+			if !labels[l] {
+				t.Errorf("%q uses label %s, which no metric carries", e, l)
+			}
+		}
+	}
+	// Every metric the gateway exports has a panel.
+	for _, name := range series {
+		if !used[name] {
+			t.Errorf("no panel shows %s", name)
+		}
+	}
+}
+
+// TestNames checks the query reader on its own.
+func TestNames(t *testing.T) {
+	t.Parallel()
+	m, l := names(`histogram_quantile(0.95, sum by (le, gen_ai_request_model) (rate(x_bucket{llmgw_tenant_id=~"$tenant", error_type!=""}[$__rate_interval])))`)
+	if !slices.Equal(m, []string{"x_bucket"}) || !slices.Equal(l, []string{"le", "gen_ai_request_model", "llmgw_tenant_id", "error_type"}) {
+		t.Fatalf("metrics %v labels %v", m, l)
+	}
+}
