@@ -181,3 +181,17 @@ func TestREADMEErrorTable(t *testing.T) {
 		t.Errorf("the README's error table lists these, errors.go never answers them:\n  %s", strings.Join(extra, "\n  "))
 	}
 }
+
+// TestREADMEHasNoConflictMarkers: a merge once left both sides of a table
+// in the README; the documentation is checked as the code is.
+func TestREADMEHasNoConflictMarkers(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") || line == "=======" {
+			t.Errorf("README.md:%d: merge conflict marker %q", i+1, line)
+		}
+	}
+}
