@@ -148,7 +148,8 @@ func TestResponsesWebSocketRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusUpgradeRequired {
-		t.Fatalf("status %d", resp.StatusCode)
+	// RFC 9110 §15.5.22: a 426 names the protocol to use.
+	if resp.StatusCode != http.StatusUpgradeRequired || resp.Header.Get("Upgrade") != "HTTP/1.1" {
+		t.Fatalf("status %d, Upgrade %q", resp.StatusCode, resp.Header.Get("Upgrade"))
 	}
 }
