@@ -204,7 +204,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 			}
 			i = jsonscan.SkipValue(body, i)
 		case memberPrompt:
-			if f == FormatCompletions && body[i] == '[' && isKey(keyName(body[ks:ke], &kb), "prompt") {
+			if f == FormatCompletions && body[i] == '[' && string(keyName(body[ks:ke], &kb)) == "prompt" {
 				a.Prompts = max(a.Prompts, promptCount(body, i))
 			}
 			i, _ = s.value(i, false, 0)
@@ -503,53 +503,12 @@ func classify(key []byte, f Format) int {
 }
 
 // keyName returns the key of the quoted JSON string q, unescaped into kb
-// when it has escapes; nil when it does not fit kb (no key of interest is
-// that long) or has a non-ASCII escape.
+// (jsonscan.Key).
 func keyName(q []byte, kb *[32]byte) []byte {
 	if len(q) < 2 {
 		return nil
 	}
-	raw := q[1 : len(q)-1]
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return raw
-	}
-	n := 0
-	for i := 0; i < len(raw); i++ {
-		if n == len(kb) {
-			return nil
-		}
-		c := raw[i]
-		if c == '\\' && i+1 < len(raw) {
-			i++
-			switch raw[i] {
-			case 'u':
-				if i+4 >= len(raw) {
-					return nil
-				}
-				cp, ok := hex4(raw[i+1 : i+5])
-				if !ok || cp >= utf8.RuneSelf {
-					return nil
-				}
-				c = byte(cp)
-				i += 4
-			case 'b':
-				c = '\b'
-			case 'f':
-				c = '\f'
-			case 'n':
-				c = '\n'
-			case 'r':
-				c = '\r'
-			case 't':
-				c = '\t'
-			default:
-				c = raw[i]
-			}
-		}
-		kb[n] = c
-		n++
-	}
-	return kb[:n]
+	return jsonscan.Key(q[1:len(q)-1], kb)
 }
 
 // keyLen is the unescaped length of the key quoted at b[ks:ke].
@@ -602,7 +561,7 @@ func escapeLen(b []byte, i int) (adv int, n int64) {
 	if i+6 > len(b) {
 		return len(b) - i, int64(len(b) - i)
 	}
-	cp, ok := hex4(b[i+2 : i+6])
+	cp, ok := jsonscan.Hex4(b[i+2 : i+6])
 	switch {
 	case !ok:
 		return 2, 1
@@ -612,7 +571,7 @@ func escapeLen(b []byte, i int) (adv int, n int64) {
 		return 6, 2
 	case 0xD800 <= cp && cp < 0xDC00:
 		if i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-			if lo, ok := hex4(b[i+8 : i+12]); ok && 0xDC00 <= lo && lo < 0xE000 {
+			if lo, ok := jsonscan.Hex4(b[i+8 : i+12]); ok && 0xDC00 <= lo && lo < 0xE000 {
 				return 12, 4
 			}
 		}
@@ -620,24 +579,6 @@ func escapeLen(b []byte, i int) (adv int, n int64) {
 	default: // the rest of the BMP, lone low surrogates included (U+FFFD)
 		return 6, 3
 	}
-}
-
-func hex4(h []byte) (rune, bool) {
-	var r rune
-	for _, c := range h {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // textLen is the UTF-8 length of raw string bytes once decoded: each
@@ -795,7 +736,5 @@ func hasMember(b []byte, i int, want string) bool {
 	}
 	return false
 }
-
-func isKey(key []byte, want string) bool { return string(key) == want }
 
 func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }

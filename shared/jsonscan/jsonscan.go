@@ -1,7 +1,8 @@
 // Package jsonscan holds the few steps of a byte scan over JSON that is
 // already known to be valid (json.Valid): the gateway reads the fields it
 // decides on, and bounds a prompt's tokens, without decoding the body.
-// Every function returns an index into b; none allocates.
+// Every function returns an index into b, or a key spelled in a buffer the
+// caller owns; none allocates.
 package jsonscan
 
 import "bytes"
@@ -68,4 +69,71 @@ func SkipValue(b []byte, i int) int {
 		}
 		return i
 	}
+}
+
+// Key returns the JSON key whose raw bytes (between its quotes) are raw,
+// unescaped into kb, or raw itself when it has no escapes. It is nil when
+// the key does not fit kb or holds a non-ASCII \u escape: no key the
+// gateway reads is that long or spelled so, and a caller compares the
+// result with the keys it reads, as a decoder would after unescaping.
+func Key(raw []byte, kb *[32]byte) []byte {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw
+	}
+	n := 0
+	for i := 0; i < len(raw); i++ {
+		if n == len(kb) {
+			return nil
+		}
+		c := raw[i]
+		if c == '\\' && i+1 < len(raw) {
+			i++
+			switch raw[i] {
+			case 'u':
+				if i+4 >= len(raw) {
+					return nil
+				}
+				cp, ok := Hex4(raw[i+1 : i+5])
+				if !ok || cp >= 0x80 {
+					return nil
+				}
+				c = byte(cp)
+				i += 4
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			default:
+				c = raw[i]
+			}
+		}
+		kb[n] = c
+		n++
+	}
+	return kb[:n]
+}
+
+// Hex4 reads the four hex digits of a \u escape.
+func Hex4(h []byte) (rune, bool) {
+	var r rune
+	for _, c := range h {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

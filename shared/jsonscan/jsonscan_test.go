@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,27 @@ func FuzzSkipValue(f *testing.F) {
 			t.Fatalf("SkipValue(%q) ended at %d", s, end)
 		}
 	})
+}
+
+func TestKey(t *testing.T) {
+	t.Parallel()
+	var kb [32]byte
+	for _, tc := range []struct {
+		raw, want string
+		ok        bool
+	}{
+		{"usage", "usage", true},
+		{`\u0075sage`, "usage", true},
+		{`max_\u0074okens`, "max_tokens", true},
+		{`a\"b\\c\/d`, `a"b\c/d`, true},
+		{`tab\there`, "tab\there", true},
+		{`\u00e9`, "", false},                     // non-ASCII: no key read is spelled so
+		{`\u007`, "", false},                      // truncated escape
+		{strings.Repeat(`\u0061`, 33), "", false}, // longer than any key read
+	} {
+		got := Key([]byte(tc.raw), &kb)
+		if (got != nil) != tc.ok || string(got) != tc.want {
+			t.Errorf("Key(%q) = %q, want %q (ok %v)", tc.raw, got, tc.want, tc.ok)
+		}
+	}
 }

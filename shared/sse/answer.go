@@ -1,6 +1,10 @@
 package sse
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/llmgw/gateway/shared/jsonscan"
+)
 
 // AnswerScanner reads a JSON answer as it streams through, whatever its
 // size, for the few top-level members the gateway bills and records by:
@@ -81,8 +85,17 @@ func (s *AnswerScanner) Reset() { *s = AnswerScanner{} }
 
 // Write scans p, the next bytes of the answer; it never fails.
 func (s *AnswerScanner) Write(p []byte) (int, error) {
-	for _, c := range p {
-		s.scan(c)
+	for i := 0; i < len(p); i++ {
+		if s.inStr && !s.esc && !s.inKey && s.capturing == 0 {
+			// Inside a string nothing is kept or counted until its closing
+			// quote or an escape: skip to it with the byte search.
+			j := bytes.IndexAny(p[i:], `"\`)
+			if j < 0 {
+				return len(p), nil
+			}
+			i += j
+		}
+		s.scan(p[i])
 	}
 	return len(p), nil
 }
@@ -180,7 +193,7 @@ func (s *AnswerScanner) startValue(c byte) {
 	which := -1
 	if s.keyN <= len(s.key) {
 		var kb [32]byte
-		switch string(keyOf(s.key[:s.keyN], &kb)) {
+		switch string(jsonscan.Key(s.key[:s.keyN], &kb)) {
 		case "usage":
 			which = keptUsage
 		case "id":

@@ -38,6 +38,7 @@ func (u Usage) Billed() (n int64, ok bool) {
 
 var (
 	keyUsage   = []byte("usage")
+	escapeU    = []byte(`\u`)
 	prefixData = []byte("data:")
 	tailNull   = []byte(`"usage":null}`)
 )
@@ -60,17 +61,11 @@ const (
 	InMessage
 )
 
-// ParseUsage reads the usage of one SSE event (its data line) from its
-// documented place, top level (chat, completions, embeddings chunks); see
-// ReadUsage. It decodes nothing: "usage":null, the value on every ordinary
-// chunk, costs one suffix check.
-func ParseUsage(event []byte) (u Usage, usageOnlyChunk bool, ok bool) {
-	return EventUsage(event, TopLevel)
-}
-
-// EventUsage reads the usage of one SSE event, at where in its data. An
-// event whose data spans several lines is not read (ok false): no backend
-// sends one, and an unread usage is charged at the reservation.
+// EventUsage reads the usage of one SSE event, at where in its data (see
+// ReadUsage); it decodes nothing, and "usage":null, the value on every
+// ordinary chunk, costs one suffix check. An event whose data spans
+// several lines is not read (ok false): no backend sends one, and an
+// unread usage is charged at least the reservation.
 func EventUsage(event []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	// OpenAI ends every ordinary chunk with a top-level "usage":null: in
 	// valid JSON a final `"usage":null}` is the top-level object's last
@@ -81,7 +76,10 @@ func EventUsage(event []byte, where Where) (u Usage, usageOnlyChunk bool, ok boo
 			return Usage{}, false, false
 		}
 	}
-	if !bytes.Contains(event, keyUsage) && bytes.IndexByte(event, '\\') < 0 {
+	// No "usage" spelled plainly, and no \u escape that could spell it:
+	// nothing to read (an ordinary vLLM chunk, whose content may well hold
+	// other escapes, costs two byte searches).
+	if !bytes.Contains(event, keyUsage) && !bytes.Contains(event, escapeU) {
 		return Usage{}, false, false
 	}
 	data, ok := dataOf(event)
@@ -147,7 +145,7 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 		container = "message"
 	}
 	members(js, i, func(raw []byte, v int, end int) {
-		k := keyOf(raw, &kb)
+		k := jsonscan.Key(raw, &kb)
 		if where != TopLevel && string(k) == container {
 			resp = nil
 			if js[v] == '{' {
@@ -219,66 +217,6 @@ func members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
 	return false
 }
 
-// keyOf returns the raw JSON key (without quotes) unescaped into kb, or
-// raw itself when it has no escapes: a backend writes keys plainly, but
-// the reading must be the one a decoder makes. nil when it does not fit kb
-// or holds a non-ASCII escape (no key read here does either).
-func keyOf(raw []byte, kb *[32]byte) []byte {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return raw
-	}
-	n := 0
-	for i := 0; i < len(raw); i++ {
-		if n == len(kb) {
-			return nil
-		}
-		c := raw[i]
-		if c == '\\' {
-			if i+1 >= len(raw) {
-				return nil
-			}
-			i++
-			switch raw[i] {
-			case 'u':
-				if i+4 >= len(raw) {
-					return nil
-				}
-				r, ok := hex4(raw[i+1 : i+5])
-				if !ok || r >= 0x80 {
-					return nil
-				}
-				c = byte(r)
-				i += 4
-			case '"', '\\', '/':
-				c = raw[i]
-			default: // \b \f \n \r \t: no key read here holds them
-				return nil
-			}
-		}
-		kb[n] = c
-		n++
-	}
-	return kb[:n]
-}
-
-func hex4(h []byte) (rune, bool) {
-	var r rune
-	for _, c := range h {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
-}
-
 func trimRightWS(b []byte) []byte {
 	for len(b) > 0 {
 		switch b[len(b)-1] {
@@ -306,7 +244,7 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 			return
 		}
 		var dst *int64
-		switch string(keyOf(raw, &kb)) {
+		switch string(jsonscan.Key(raw, &kb)) {
 		case "prompt_tokens", "input_tokens":
 			dst = &u.PromptTokens
 		case "completion_tokens", "output_tokens":

@@ -45,9 +45,9 @@ func TestParseUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			u, only, ok := ParseUsage([]byte(tt.in))
+			u, only, ok := EventUsage([]byte(tt.in), TopLevel)
 			if u != tt.want || only != tt.usageOnly || ok != tt.ok {
-				t.Errorf("ParseUsage(%q) = %+v, %v, %v; want %+v, %v, %v", tt.in, u, only, ok, tt.want, tt.usageOnly, tt.ok)
+				t.Errorf("EventUsage(%q) = %+v, %v, %v; want %+v, %v, %v", tt.in, u, only, ok, tt.want, tt.usageOnly, tt.ok)
 			}
 		})
 	}
@@ -100,7 +100,7 @@ func TestBilled(t *testing.T) {
 func TestParseUsageAllocs(t *testing.T) {
 	for _, s := range []string{chunkContent, chunkUsage} {
 		ev := []byte(s)
-		if n := testing.AllocsPerRun(100, func() { ParseUsage(ev) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { EventUsage(ev, TopLevel) }); n != 0 {
 			t.Errorf("ParseUsage allocates %v times per call", n)
 		}
 	}
@@ -329,7 +329,7 @@ func BenchmarkParseUsage(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(ev)))
 			for b.Loop() {
-				ParseUsage(ev)
+				EventUsage(ev, TopLevel)
 			}
 		})
 	}

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"syscall"
 	"time"
 )
 
@@ -65,15 +63,8 @@ var errGRPCStatus = errors.New("otlp: gRPC status")
 
 // onceGRPC makes one call; retry and wait as once's.
 func (p *poster) onceGRPC(ctx context.Context, body []byte) (retry bool, wait time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	resp, retry, err := p.post(ctx, body)
 	if err != nil {
-		return false, 0, err
-	}
-	req.Header = p.header.Clone()
-	resp, err := p.client.Do(req)
-	if err != nil {
-		var ne net.Error
-		retry := ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &ne) && ne.Timeout()))
 		return retry, 0, err
 	}
 	defer resp.Body.Close()

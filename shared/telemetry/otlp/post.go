@@ -146,15 +146,8 @@ func (p *poster) once(ctx context.Context, body []byte) (retry bool, wait time.D
 	if p.grpc {
 		return p.onceGRPC(ctx, body)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	resp, retry, err := p.post(ctx, body)
 	if err != nil {
-		return false, 0, err
-	}
-	req.Header = p.header.Clone()
-	resp, err := p.client.Do(req)
-	if err != nil {
-		var ne net.Error
-		retry := ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &ne) && ne.Timeout()))
 		return retry, 0, err
 	}
 	defer resp.Body.Close()
@@ -175,6 +168,23 @@ func (p *poster) once(ctx context.Context, body []byte) (retry bool, wait time.D
 		return true, retryAfter(resp.Header.Get("Retry-After")), err
 	}
 	return false, 0, err
+}
+
+// post sends body with the configured headers, for HTTP and gRPC alike;
+// on a transport error retry says whether another attempt may succeed (a
+// reset or a timeout while ctx still runs).
+func (p *poster) post(ctx context.Context, body []byte) (resp *http.Response, retry bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false, err
+	}
+	req.Header = p.header.Clone()
+	resp, err = p.client.Do(req)
+	if err != nil {
+		var ne net.Error
+		return nil, ctx.Err() == nil && (errors.Is(err, syscall.ECONNRESET) || (errors.As(err, &ne) && ne.Timeout())), err
+	}
+	return resp, false, nil
 }
 
 // retryAfter reads Retry-After: seconds or an HTTP date (RFC 9110 10.2.3).
