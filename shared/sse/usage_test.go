@@ -101,7 +101,7 @@ func TestParseUsageAllocs(t *testing.T) {
 	for _, s := range []string{chunkContent, chunkUsage} {
 		ev := []byte(s)
 		if n := testing.AllocsPerRun(100, func() { EventUsage(ev, TopLevel) }); n != 0 {
-			t.Errorf("ParseUsage allocates %v times per call", n)
+			t.Errorf("EventUsage allocates %v times per call", n)
 		}
 	}
 }
