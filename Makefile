@@ -77,8 +77,8 @@ fuzz:
 	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
 	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
-	$(GO) test ./shared/upstream -run '^$$' -fuzz FuzzRewrite -fuzztime 30s
-	$(GO) test ./shared/upstream -run '^$$' -fuzz FuzzOneReading -fuzztime 60s
+	$(GO) test ./shared/request -run '^$$' -fuzz FuzzRewrite -fuzztime 30s
+	$(GO) test ./shared/request -run '^$$' -fuzz FuzzOneReading -fuzztime 60s
 
 package-lambda: deps
 	@mkdir -p bin/lambda/amd64 bin/lambda/arm64

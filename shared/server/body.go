@@ -1,7 +1,7 @@
 package server
 
 // Reading the client's body: capped, pooled, bounded in time, and read
-// once (upstream.ParseBody), with each failure mapped to its 400.
+// once (request.ParseBody), with each failure mapped to its 400.
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -60,26 +61,26 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 }
 
 // parseBody reads the routing fields and checks what each operation needs.
-func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
+func parseBody(raw []byte, op upstream.Operation) (request.Body, *apiError) {
 	if len(raw) == 0 {
-		return upstream.Body{}, emptyBody()
+		return request.Body{}, emptyBody()
 	}
-	b, err := upstream.ParseBody(raw)
+	b, err := request.ParseBody(raw)
 	if err != nil {
 		return b, bodyError(err)
 	}
-	for f := upstream.MaxTokens; f <= upstream.MaxOutputTokens; f++ {
+	for f := request.MaxTokens; f <= request.MaxOutputTokens; f++ {
 		if b.Sent(f) && !op.HasCap(f) {
 			return b, unsupportedCap(f.String(), op)
 		}
 	}
-	need, field := upstream.HasMessages, "messages"
+	need, field := request.HasMessages, "messages"
 	switch op {
 	case upstream.Responses:
 		return b, nil // input may be absent (a prompt template, a continued response)
 	case upstream.Messages:
 		// max_tokens is required by the Messages API, and is the cap.
-		if b.Caps[upstream.MaxTokens] == 0 {
+		if b.Caps[request.MaxTokens] == 0 {
 			return b, missingParameter("max_tokens")
 		}
 	case upstream.CountTokens:
@@ -87,9 +88,9 @@ func parseBody(raw []byte, op upstream.Operation) (upstream.Body, *apiError) {
 			return b, unsupportedStream()
 		}
 	case upstream.Completions:
-		need, field = upstream.HasPrompt, "prompt"
+		need, field = request.HasPrompt, "prompt"
 	case upstream.Embeddings:
-		need, field = upstream.HasInput, "input"
+		need, field = request.HasInput, "input"
 	}
 	if !b.Has(need) {
 		return b, missingParameter(field)

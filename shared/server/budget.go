@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -56,7 +57,7 @@ type reservation struct {
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
 // and sets the x-ratelimit-*-tokens headers; on a refusal it has answered.
-func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op upstream.Operation, body *upstream.Body, raw []byte) bool {
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op upstream.Operation, body *request.Body, raw []byte) bool {
 	if s.Budgets == nil || op == upstream.CountTokens { // counting a prompt generates and bills nothing
 		return true
 	}

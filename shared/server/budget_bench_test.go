@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -25,7 +26,7 @@ import (
 func BenchmarkBudgetStep(b *testing.B) {
 	raw := []byte(`{"model":"m","stream":true,"messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly and cite sources."},` +
 		`{"role":"user","content":"` + strings.Repeat("Summarise the history of token buckets in rate limiting. ", 18) + `"}],"temperature":0.7}`)
-	body, err := upstream.ParseBody(raw)
+	body, err := request.ParseBody(raw)
 	if err != nil {
 		b.Fatal(err)
 	}

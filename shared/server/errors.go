@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -262,11 +263,11 @@ func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError 
 	return budgetFailed("the token budget refused a repeated request id")
 }
 
-// bodyError maps upstream.ParseBody's errors to their 400s, naming the
+// bodyError maps request.ParseBody's errors to their 400s, naming the
 // parameter at fault.
 func bodyError(err error) *apiError {
-	var ke *upstream.KeyError
-	var ie *upstream.IntError
+	var ke *request.KeyError
+	var ie *request.IntError
 	switch {
 	case errors.As(err, &ke):
 		code := "unknown_parameter"
@@ -274,13 +275,13 @@ func bodyError(err error) *apiError {
 			code = "duplicate_parameter"
 		}
 		return invalidRequest(http.StatusBadRequest, code, ke.Param, ke.Error())
-	case errors.Is(err, upstream.ErrMissingModel):
+	case errors.Is(err, request.ErrMissingModel):
 		return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "model", "you must provide a model parameter")
-	case errors.Is(err, upstream.ErrModelType):
+	case errors.Is(err, request.ErrModelType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "model", err.Error())
-	case errors.Is(err, upstream.ErrStreamType):
+	case errors.Is(err, request.ErrStreamType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream", err.Error())
-	case errors.Is(err, upstream.ErrPreviousType):
+	case errors.Is(err, request.ErrPreviousType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "previous_response_id", err.Error())
 	case errors.As(err, &ie):
 		code := "invalid_type"
@@ -288,9 +289,9 @@ func bodyError(err error) *apiError {
 			code = "integer_below_min_value"
 		}
 		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
-	case errors.Is(err, upstream.ErrThinkingType):
+	case errors.Is(err, request.ErrThinkingType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "thinking", err.Error())
-	case errors.Is(err, upstream.ErrOptionsType):
+	case errors.Is(err, request.ErrOptionsType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream_options", err.Error())
 	}
 	return invalidRequest(http.StatusBadRequest, "invalid_json", "", err.Error())

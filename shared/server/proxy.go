@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
@@ -66,7 +67,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	}()
 
 	// 4. Decode: only the fields the gateway decides on, read once
-	// (upstream.Body); the model must be the tenant's and routable.
+	// (request.Body); the model must be the tenant's and routable.
 	body, pool, ok := s.decode(ctx, w, rec, t, op, raw)
 	if !ok {
 		return
@@ -144,7 +145,7 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	if deployment != "" {
-		if withModel, err := upstream.WithModel(make([]byte, 0, len(raw)+len(deployment)+16), raw, deployment); err == nil {
+		if withModel, err := request.WithModel(make([]byte, 0, len(raw)+len(deployment)+16), raw, deployment); err == nil {
 			raw = withModel
 		}
 	}
@@ -155,7 +156,7 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 // the tenant may use and, for the Responses API, one that has it (and the
 // endpoint a continued response lives on). On failure it has answered.
 // Every endpoint of the pool must serve op.
-func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op upstream.Operation, raw []byte) (upstream.Body, *route.Pool, bool) {
+func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op upstream.Operation, raw []byte) (request.Body, *route.Pool, bool) {
 	body, perr := parseBody(raw, op)
 	rec.streamKnown, rec.stream = true, body.Stream
 	if perr != nil {
@@ -210,7 +211,7 @@ var errAttemptTimeout = errors.New("backend attempt timeout")
 // that. A non-streaming answer that outlasts ResponseTimeout is a 504
 // without another attempt. release frees the attempt's context.
 func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, in http.Header, pool *route.Pool, op upstream.Operation,
-	body *upstream.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
+	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	var scratch [8]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
 	if rec.pin != "" {
@@ -251,7 +252,7 @@ type attempt struct {
 	pool    *route.Pool
 	e       *route.Endpoint
 	op      upstream.Operation
-	body    *upstream.Body
+	body    *request.Body
 	lastTry bool
 }
 
@@ -266,7 +267,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	// Each attempt gets its own exactly sized copy: the transport may still
 	// be reading a failed attempt's body, and a stream holds its body until
 	// it ends, so a pooled buffer would pin more memory.
-	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, upstream.Changes{
+	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, request.Changes{
 		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(a.op)})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)

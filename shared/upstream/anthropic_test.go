@@ -2,9 +2,10 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // TestMessagesTargets: each kind's Messages URL and credential header, and
@@ -46,7 +47,7 @@ func TestMessagesTargets(t *testing.T) {
 			if req.URL.String() != tt.url || req.Header.Get(tt.key) == "" {
 				t.Errorf("url %s, headers %v", req.URL, req.Header)
 			}
-			if tg.CapField(Messages) != MaxTokens || tg.BodyModel("pub") != "backend" {
+			if tg.CapField(Messages) != request.MaxTokens || tg.BodyModel("pub") != "backend" {
 				t.Errorf("cap field %v, body model %q", tg.CapField(Messages), tg.BodyModel("pub"))
 			}
 		})
@@ -87,37 +88,5 @@ func TestMessagesHeaders(t *testing.T) {
 	}
 	if err := CheckForward("x-api-key"); err == nil {
 		t.Error("forward_headers may name X-Api-Key")
-	}
-}
-
-// TestParseThinking: thinking.budget_tokens is read once, like every
-// cap: a duplicate, an escaped or case-variant spelling, or a count that
-// is not a positive integer is refused.
-func TestParseThinking(t *testing.T) {
-	t.Parallel()
-	for _, tt := range []struct {
-		body   string
-		budget int64
-		err    bool
-	}{
-		{`{"model":"m","thinking":{"type":"enabled","budget_tokens":2048}}`, 2048, false},
-		{`{"model":"m","thinking":{"type":"disabled"}}`, 0, false},
-		{`{"model":"m","thinking":null}`, 0, false},
-		{`{"model":"m","thinking":"on"}`, 0, true},
-		{`{"model":"m","thinking":{"budget_tokens":1024,"budget_tokens":9999}}`, 0, true},
-		{`{"model":"m","thinking":{"budget_tokens":1024,"budget\u005ftokens":9999}}`, 0, true},
-		{`{"model":"m","thinking":{"Budget_Tokens":9999}}`, 0, true},
-		{`{"model":"m","thinking":{"budget_tokens":"1024"}}`, 0, true},
-		{`{"model":"m","thinking":{"budget_tokens":1024},"thinking":{"type":"disabled"}}`, 0, true},
-	} {
-		b, err := ParseBody([]byte(tt.body))
-		var ke *KeyError
-		var ie *IntError
-		if (err != nil) != tt.err || b.ThinkingBudget != tt.budget && !tt.err {
-			t.Errorf("%s: budget %d, err %v", tt.body, b.ThinkingBudget, err)
-		}
-		if err != nil && !errors.As(err, &ke) && !errors.As(err, &ie) && !errors.Is(err, ErrThinkingType) {
-			t.Errorf("%s: unexpected error %v", tt.body, err)
-		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // Operation is the API operation being proxied: OpenAI's, or Anthropic's
@@ -42,14 +44,14 @@ func (o Operation) Anthropic() bool { return o == Messages || o == CountTokens }
 // count_tokens none. A cap field an operation does not have is read by some
 // backends and ignored by others (vLLM's chat ignores max_output_tokens),
 // so the gateway refuses it rather than trust it (issue 20).
-func (o Operation) HasCap(f CapField) bool {
+func (o Operation) HasCap(f request.CapField) bool {
 	switch o {
 	case ChatCompletions:
-		return f == MaxTokens || f == MaxCompletionTokens
+		return f == request.MaxTokens || f == request.MaxCompletionTokens
 	case Completions, Messages:
-		return f == MaxTokens
+		return f == request.MaxTokens
 	case Responses:
-		return f == MaxOutputTokens
+		return f == request.MaxOutputTokens
 	}
 	return false
 }
@@ -205,22 +207,22 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 // since 0.6) and for Azure api-versions before 2024-09-01; else
 // max_completion_tokens (OpenAI's reasoning models refuse max_tokens).
 // The Messages API reads max_tokens.
-func (t *Target) CapField(op Operation) CapField {
+func (t *Target) CapField(op Operation) request.CapField {
 	switch op {
 	case Responses:
-		return MaxOutputTokens
+		return request.MaxOutputTokens
 	case Completions, Messages, CountTokens:
-		return MaxTokens
+		return request.MaxTokens
 	}
 	switch w := t.wire.(type) {
 	case vllm:
-		return MaxTokens
+		return request.MaxTokens
 	case azureDeployments:
 		if v := w.apiVersion; len(v) >= 10 && v[:10] < "2024-09-01" {
-			return MaxTokens
+			return request.MaxTokens
 		}
 	}
-	return MaxCompletionTokens
+	return request.MaxCompletionTokens
 }
 
 // BackendModel is the backend's name for a public model.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 func TestTargetRequest(t *testing.T) {
@@ -111,18 +113,18 @@ func TestCapField(t *testing.T) {
 	tests := []struct {
 		spec TargetSpec
 		op   Operation
-		want CapField
+		want request.CapField
 	}{
-		{TargetSpec{Kind: "openai"}, ChatCompletions, MaxCompletionTokens},
-		{TargetSpec{Kind: "openai"}, Completions, MaxTokens},
-		{TargetSpec{Kind: "openai"}, Responses, MaxOutputTokens},
-		{TargetSpec{Kind: "vllm"}, ChatCompletions, MaxTokens},
-		{TargetSpec{Kind: "vllm"}, Responses, MaxOutputTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}, ChatCompletions, MaxCompletionTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-09-01-preview"}, ChatCompletions, MaxCompletionTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-08-01-preview"}, ChatCompletions, MaxTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-06-01"}, Completions, MaxTokens},
-		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}, ChatCompletions, MaxCompletionTokens},
+		{TargetSpec{Kind: "openai"}, ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "openai"}, Completions, request.MaxTokens},
+		{TargetSpec{Kind: "openai"}, Responses, request.MaxOutputTokens},
+		{TargetSpec{Kind: "vllm"}, ChatCompletions, request.MaxTokens},
+		{TargetSpec{Kind: "vllm"}, Responses, request.MaxOutputTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}, ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-09-01-preview"}, ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-08-01-preview"}, ChatCompletions, request.MaxTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-06-01"}, Completions, request.MaxTokens},
+		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}, ChatCompletions, request.MaxCompletionTokens},
 	}
 	for _, tt := range tests {
 		tt.spec.URL = "https://backend.example"

@@ -1,4 +1,4 @@
-package upstream
+package request
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package upstream
+package request
 
 import (
 	"encoding/json"
@@ -230,5 +230,37 @@ func BenchmarkParseRewrite(b *testing.B) {
 			b.Fatal(err)
 		}
 		dst = p.Rewrite(dst[:0], body, "gpt-4o-prod", true)
+	}
+}
+
+// TestParseThinking: thinking.budget_tokens is read once, like every
+// cap: a duplicate, an escaped or case-variant spelling, or a count that
+// is not a positive integer is refused.
+func TestParseThinking(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		body   string
+		budget int64
+		err    bool
+	}{
+		{`{"model":"m","thinking":{"type":"enabled","budget_tokens":2048}}`, 2048, false},
+		{`{"model":"m","thinking":{"type":"disabled"}}`, 0, false},
+		{`{"model":"m","thinking":null}`, 0, false},
+		{`{"model":"m","thinking":"on"}`, 0, true},
+		{`{"model":"m","thinking":{"budget_tokens":1024,"budget_tokens":9999}}`, 0, true},
+		{`{"model":"m","thinking":{"budget_tokens":1024,"budget\u005ftokens":9999}}`, 0, true},
+		{`{"model":"m","thinking":{"Budget_Tokens":9999}}`, 0, true},
+		{`{"model":"m","thinking":{"budget_tokens":"1024"}}`, 0, true},
+		{`{"model":"m","thinking":{"budget_tokens":1024},"thinking":{"type":"disabled"}}`, 0, true},
+	} {
+		b, err := ParseBody([]byte(tt.body))
+		var ke *KeyError
+		var ie *IntError
+		if (err != nil) != tt.err || b.ThinkingBudget != tt.budget && !tt.err {
+			t.Errorf("%s: budget %d, err %v", tt.body, b.ThinkingBudget, err)
+		}
+		if err != nil && !errors.As(err, &ke) && !errors.As(err, &ie) && !errors.Is(err, ErrThinkingType) {
+			t.Errorf("%s: unexpected error %v", tt.body, err)
+		}
 	}
 }

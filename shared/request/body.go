@@ -1,4 +1,8 @@
-package upstream
+// Package request owns what the gateway reads of a client's request: the
+// operation it asks for (one row of a table each) and the few body fields
+// the gateway decides on, read once by a byte scan and rewritten in place
+// for a backend.
+package request
 
 import (
 	"bytes"
@@ -529,7 +533,7 @@ type Changes struct {
 	// OutputCap, whichever of the fields it honours.
 	OutputCap int64
 	// CapField is the field the backend's wire format reads
-	// (Target.CapField): always present in a capped body.
+	// (upstream.Target.CapField): always present in a capped body.
 	CapField CapField
 }
 
