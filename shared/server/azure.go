@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // The Azure OpenAI front door: applications written for Azure OpenAI (the
@@ -23,13 +23,6 @@ import (
 // The caller's JWT may come as Authorization: Bearer or, on these routes,
 // in the api-key header (the AzureOpenAI class with apiKey). Everything
 // after that is the one request path.
-
-// azureOps maps a deployment route's operation suffix to the operation.
-var azureOps = map[string]upstream.Operation{
-	"chat/completions": upstream.ChatCompletions,
-	"completions":      upstream.Completions,
-	"embeddings":       upstream.Embeddings,
-}
 
 // serveAzure answers every path under /openai/.
 func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
@@ -59,7 +52,7 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
 	}
 	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
 	deployment, opPath, _ := strings.Cut(rest, "/")
-	op, known := azureOps[opPath]
+	op, known := request.DeploymentOperation(opPath)
 	if !ok || deployment == "" || !known {
 		s.notFound(w, r)
 		return

@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // Pools: request bodies (grown to the body's size, kept when small) and
@@ -61,7 +60,7 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 }
 
 // parseBody reads the routing fields and checks what each operation needs.
-func parseBody(raw []byte, op upstream.Operation) (request.Body, *apiError) {
+func parseBody(raw []byte, op request.Operation) (request.Body, *apiError) {
 	if len(raw) == 0 {
 		return request.Body{}, emptyBody()
 	}
@@ -74,25 +73,14 @@ func parseBody(raw []byte, op upstream.Operation) (request.Body, *apiError) {
 			return b, unsupportedCap(f.String(), op)
 		}
 	}
-	need, field := request.HasMessages, "messages"
-	switch op {
-	case upstream.Responses:
-		return b, nil // input may be absent (a prompt template, a continued response)
-	case upstream.Messages:
-		// max_tokens is required by the Messages API, and is the cap.
-		if b.Caps[request.MaxTokens] == 0 {
-			return b, missingParameter("max_tokens")
-		}
-	case upstream.CountTokens:
-		if b.Stream {
-			return b, unsupportedStream()
-		}
-	case upstream.Completions:
-		need, field = request.HasPrompt, "prompt"
-	case upstream.Embeddings:
-		need, field = request.HasInput, "input"
+	if op.CapRequired() && b.Caps[op.CapField()] == 0 {
+		return b, missingParameter(op.CapField().String())
 	}
-	if !b.Has(need) {
+	if !op.Streams() && b.Stream {
+		return b, unsupportedStream()
+	}
+	need, field := op.Requires()
+	if need != 0 && !b.Has(need) {
 		return b, missingParameter(field)
 	}
 	return b, nil

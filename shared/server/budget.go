@@ -10,7 +10,6 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // Token budgets on the request path (proxy.go calls these, in this order):
@@ -30,11 +29,6 @@ type Budgets interface {
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
 }
-
-// minResponsesOutput is the least max_output_tokens OpenAI's Responses API
-// accepts: a budget with less left refuses the request (429) rather than
-// forward a cap the backend answers with 400.
-const minResponsesOutput = 16
 
 // reservation is one request's budget state, from Reserve to Settle.
 type reservation struct {
@@ -57,8 +51,8 @@ type reservation struct {
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
 // and sets the x-ratelimit-*-tokens headers; on a refusal it has answered.
-func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op upstream.Operation, body *request.Body, raw []byte) bool {
-	if s.Budgets == nil || op == upstream.CountTokens { // counting a prompt generates and bills nothing
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op request.Operation, body *request.Body, raw []byte) bool {
+	if s.Budgets == nil || !op.Billed() { // counting a prompt generates and bills nothing
 		return true
 	}
 	lim, ok := s.Budgets.Limits(tenantID)
@@ -71,10 +65,12 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		s.fail(w, rec, thinkingOverCap(tb, lim.MaxOutputTokens))
 		return false
 	}
-	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: op == upstream.Embeddings}
+	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates()}
 	switch {
-	case op == upstream.Responses:
-		ask.MinOutput = minResponsesOutput
+	case op.MinCap() > 0:
+		// A budget with less left refuses the request (429) rather than
+		// forward a cap the backend answers with 400.
+		ask.MinOutput = op.MinCap()
 	case body.ThinkingBudget > 0:
 		// Extended thinking counts within max_tokens, which must stay
 		// above budget_tokens: a smaller grant is refused (429) rather
@@ -82,7 +78,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.MinOutput = body.ThinkingBudget + 1
 	}
 	if lim.Enforced() {
-		a := s.BudgetScanner.Ask(raw, budgetFormat(op))
+		a := s.BudgetScanner.Ask(raw, op.Format())
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
@@ -114,7 +110,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
 		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
-		eventsBound: op == upstream.ChatCompletions || op == upstream.Completions}
+		eventsBound: op.TokenEvents()}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return true
@@ -236,21 +232,6 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *record) {
 		return
 	}
 	b.charged = st.Actual
-}
-
-// budgetFormat is op's request format for the prompt bound.
-func budgetFormat(op upstream.Operation) budget.Format {
-	switch op {
-	case upstream.Completions:
-		return budget.FormatCompletions
-	case upstream.Embeddings:
-		return budget.FormatEmbeddings
-	case upstream.Responses:
-		return budget.FormatResponses
-	case upstream.Messages, upstream.CountTokens:
-		return budget.FormatMessages
-	}
-	return budget.FormatChat
 }
 
 // setTokenHeaders sets OpenAI's x-ratelimit-*-tokens headers from the

@@ -14,7 +14,6 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // BenchmarkBudgetStep is the time a token budget adds to one request: the
@@ -73,7 +72,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 			for b.Loop() {
 				i++
 				rec := &record{id: strconv.Itoa(i)}
-				if !s.reserveBudget(ctx, w, rec, "t1", upstream.ChatCompletions, &body, raw) {
+				if !s.reserveBudget(ctx, w, rec, "t1", request.ChatCompletions, &body, raw) {
 					b.Fatalf("refused: %s", w.Body)
 				}
 				rec.setUsage(sseUsage(300, 120), true)

@@ -14,7 +14,6 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // apiError is an error the gateway answers itself, in OpenAI's error shape:
@@ -231,12 +230,9 @@ func deadlineTooNear() *apiError {
 
 // unsupportedAPI: the model's pool has a kind that does not serve op (the
 // gateway translates no API into another).
-func unsupportedAPI(model string, op upstream.Operation) *apiError {
-	api := map[upstream.Operation]string{upstream.Responses: "the Responses API", upstream.Messages: "the Messages API",
-		upstream.CountTokens: "the Messages API's count_tokens", upstream.ChatCompletions: "Chat Completions",
-		upstream.Completions: "Completions", upstream.Embeddings: "Embeddings"}[op]
+func unsupportedAPI(model string, op request.Operation) *apiError {
 	return invalidRequest(http.StatusBadRequest, "unsupported_api", "model",
-		fmt.Sprintf("model %q is served on a surface without %s", model, api))
+		fmt.Sprintf("model %q is served on a surface without %s", model, op.API()))
 }
 
 // budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
@@ -307,9 +303,11 @@ func missingParameter(field string) *apiError {
 
 // unsupportedCap refuses an output-cap field op does not have: a backend
 // may ignore it, so a budget could not trust it (issue 20).
-func unsupportedCap(field string, op upstream.Operation) *apiError {
-	use := map[upstream.Operation]string{upstream.ChatCompletions: "; use 'max_completion_tokens'",
-		upstream.Completions: "; use 'max_tokens'", upstream.Responses: "; use 'max_output_tokens'", upstream.Messages: "; use 'max_tokens'"}[op]
+func unsupportedCap(field string, op request.Operation) *apiError {
+	use := ""
+	if op.HasCaps() {
+		use = "; use '" + op.CapField().String() + "'"
+	}
 	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", field,
 		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
 }

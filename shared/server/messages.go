@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // messages returns the handler for one of the Messages API's operations.
@@ -19,7 +19,7 @@ import (
 // ANTHROPIC_AUTH_TOKEN) or in x-api-key (ANTHROPIC_API_KEY, the
 // Anthropic SDKs' apiKey); Authorization wins when both are sent. Neither
 // reaches a backend (upstream.NewRequest forwards by allow-list).
-func (s *Server) messages(op upstream.Operation) http.HandlerFunc {
+func (s *Server) messages(op request.Operation) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") == "" {
 			if key := r.Header.Get("X-Api-Key"); key != "" {

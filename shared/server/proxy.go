@@ -13,23 +13,22 @@ import (
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // proxy returns the handler for one proxied OpenAI operation. The request
 // path reads top to bottom in serveProxy; each step is a call into the
 // package that owns it.
-func (s *Server) proxy(op upstream.Operation) http.HandlerFunc {
+func (s *Server) proxy(op request.Operation) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) { s.serveProxy(w, r, op, "") }
 }
 
 // serveProxy is the request path, step by step (its length is the path's:
 // each step is a few lines calling the package, or the helper, that owns
 // it, and reads best in one place).
-func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.Operation, deployment string) {
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op request.Operation, deployment string) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
-	rec.op, rec.creates = op, op == upstream.Responses
+	rec.op, rec.creates = op, op.Creates()
 	ctx := rec.context(r)
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
@@ -89,7 +88,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, op upstream.
 	// 6. Route and rewrite: model → pool → endpoint, failover before the first byte.
 	// Responses streams carry usage in response.completed: never inject
 	// stream_options there (Azure refuses it).
-	inject := body.Stream && !body.IncludeUsage && (op == upstream.ChatCompletions || op == upstream.Completions)
+	inject := body.Stream && !body.IncludeUsage && op.StreamOptions()
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
@@ -156,7 +155,7 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 // the tenant may use and, for the Responses API, one that has it (and the
 // endpoint a continued response lives on). On failure it has answered.
 // Every endpoint of the pool must serve op.
-func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op upstream.Operation, raw []byte) (request.Body, *route.Pool, bool) {
+func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record, t *tenant.Tenant, op request.Operation, raw []byte) (request.Body, *route.Pool, bool) {
 	body, perr := parseBody(raw, op)
 	rec.streamKnown, rec.stream = true, body.Stream
 	if perr != nil {
@@ -179,7 +178,7 @@ func (s *Server) decode(ctx context.Context, w http.ResponseWriter, rec *record,
 			return body, nil, false
 		}
 	}
-	if op != upstream.Responses {
+	if !op.Creates() {
 		return body, pool, true
 	}
 	// Stored state the gateway cannot prove the tenant owns is refused
@@ -210,7 +209,7 @@ var errAttemptTimeout = errors.New("backend attempt timeout")
 // once a response is handed back: no content reached the client before
 // that. A non-streaming answer that outlasts ResponseTimeout is a 504
 // without another attempt. release frees the attempt's context.
-func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, in http.Header, pool *route.Pool, op upstream.Operation,
+func (s *Server) send(ctx context.Context, rec *record, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
 	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	var scratch [8]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
@@ -251,7 +250,7 @@ type attempt struct {
 	w       http.ResponseWriter
 	pool    *route.Pool
 	e       *route.Endpoint
-	op      upstream.Operation
+	op      request.Operation
 	body    *request.Body
 	lastTry bool
 }
@@ -406,7 +405,7 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 // On success the event is put back in front of resp.Body.
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
 	rec := a.rec
-	if a.op != upstream.Responses {
+	if !a.op.Creates() {
 		rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
 	}
 	wait, why := s.StreamIdleTimeout, errStreamIdle
@@ -428,7 +427,7 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		return firstEventError(a.pool.Name, timedOut, wait, err), false
 	}
 	rec.upstreamFirst = s.Now()
-	if a.op == upstream.Responses {
+	if a.op.Creates() {
 		// The owner is recorded from response.created, before the client
 		// gets a byte of the stream, and the headers wait for it so that
 		// a failed record can be told in them.

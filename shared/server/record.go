@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // record is what one request leaves in the access log: one JSON line with
@@ -34,7 +34,7 @@ type record struct {
 	// failoverAfterHeaders: an endpoint was tried after comments went out.
 	keepalive            *keepalive
 	failoverAfterHeaders bool
-	op                   upstream.Operation
+	op                   request.Operation
 	pin                  string // the endpoint a stored response lives on ("" = any)
 	previousTokens       int64  // the continued response's recorded total tokens (0 = none known)
 	bytes, events        int64
@@ -90,7 +90,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
 	}
 	rec := &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
 	if anthropicPath(r.URL.Path) {
-		rec.op = upstream.Messages // its errors in Anthropic's shape
+		rec.op = request.Messages // its errors in Anthropic's shape
 	}
 	rec.body, _ = r.Body.(*watchedBody)
 	s.traced(rec, r)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -54,10 +55,10 @@ func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, 
 // OpenAI numbers them from 0); a Messages stream with Anthropic's error
 // event; every other stream with data: {"error":…}.
 func appendStreamError(dst []byte, rec *record, e *apiError, seq int64) []byte {
-	if rec.op.Anthropic() {
+	switch rec.op.Shape() {
+	case request.ShapeAnthropic:
 		return appendAnthropicStreamError(dst, rec, e)
-	}
-	if rec.op != upstream.Responses {
+	case request.ShapeOpenAI:
 		return sse.AppendErrorEvent(dst, e.JSON())
 	}
 	body, _ := json.Marshal(struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
@@ -209,7 +210,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 	// event by event like a POST stream, bounded by the header and idle
 	// timeouts rather than a whole answer's.
 	stream := r.Method == http.MethodGet && sub == "" && r.URL.Query().Get("stream") == "true"
-	rec.streamKnown, rec.stream, rec.op = true, stream, upstream.Responses
+	rec.streamKnown, rec.stream, rec.op = true, stream, request.Responses
 	var (
 		cancel context.CancelCauseFunc
 		rctx   context.Context

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // methods is one path's handlers by method.
@@ -15,17 +15,20 @@ type methods map[string]http.HandlerFunc
 
 // routeTable lists every route the gateway serves.
 func (s *Server) routeTable() map[string]methods {
-	return map[string]methods{
-		"/healthz":             {http.MethodGet: s.healthz, http.MethodHead: s.healthz},
-		"/v1/chat/completions": {http.MethodPost: s.proxy(upstream.ChatCompletions)},
-		"/v1/completions":      {http.MethodPost: s.proxy(upstream.Completions)},
-		"/v1/embeddings":       {http.MethodPost: s.proxy(upstream.Embeddings)},
-		"/v1/responses":        {http.MethodPost: s.proxy(upstream.Responses)},
-		// Anthropic's Messages API (messages.go).
-		"/v1/messages":              {http.MethodPost: s.messages(upstream.Messages)},
-		"/v1/messages/count_tokens": {http.MethodPost: s.messages(upstream.CountTokens)},
-		"/v1/models":                {http.MethodGet: s.listModels},
+	t := map[string]methods{
+		"/healthz":   {http.MethodGet: s.healthz, http.MethodHead: s.healthz},
+		"/v1/models": {http.MethodGet: s.listModels},
 	}
+	// Every operation at its path: Anthropic's Messages API through its
+	// front (messages.go).
+	for _, op := range request.Operations() {
+		h := s.proxy(op)
+		if op.Anthropic() {
+			h = s.messages(op)
+		}
+		t[op.Path()] = methods{http.MethodPost: h}
+	}
+	return t
 }
 
 // ServeHTTP dispatches by exact path, so unknown paths (404) and wrong

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -46,13 +47,13 @@ func (rec *record) context(r *http.Request) context.Context {
 
 // attemptBegins starts an attempt's client span (try calls it with the
 // request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Request, target *upstream.Target, op upstream.Operation, model string) {
+func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Request, target *upstream.Target, op request.Operation, model string) {
 	if s.Telemetry == nil {
 		return
 	}
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
-	rec.backend = telemetry.Attempt{Operation: operationName(op), Model: model, ResponseModel: target.BodyModel(model),
-		Provider: telemetry.Provider(target.Kind), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant}
+	rec.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
+		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant}
 	rec.attemptEnd = s.Telemetry.Attempt(ctx, req, rec.backend)
 }
 
@@ -99,23 +100,11 @@ func (s *Server) report(rec *record) {
 		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
 	}
 	if rec.pool != "" { // a model a pool serves: a bounded name, from config
-		t.Operation, t.Model = operationName(rec.op), rec.model
+		t.Operation, t.Model = rec.op.GenAIName(), rec.model
 		t.ResponseModel, t.Provider = rec.backend.ResponseModel, rec.backend.Provider
 		t.ServerAddress, t.ServerPort = rec.backend.ServerAddress, rec.backend.ServerPort
 	}
 	s.Telemetry.End(rec.ctx, &t)
-}
-
-// operationName is gen_ai.operation.name for an operation: the Responses
-// API is a chat, as the semantic conventions name OpenAI's.
-func operationName(op upstream.Operation) string {
-	switch op {
-	case upstream.Completions:
-		return "text_completion"
-	case upstream.Embeddings:
-		return "embeddings"
-	}
-	return "chat"
 }
 
 // routeOf is a path's route template: the http.route attribute, bounded
@@ -139,11 +128,13 @@ func routeOf(path string) string {
 	case strings.HasPrefix(path, "/openai/responses"), strings.HasPrefix(path, "/openai/models"):
 		return "/openai" + routeOf("/v1"+path[len("/openai"):])
 	}
-	switch path {
-	case "/healthz", "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/responses", "/v1/models",
-		"/v1/messages", "/v1/messages/count_tokens",
-		"/chat/completions", "/completions", "/embeddings":
+	if path == "/healthz" || path == "/v1/models" {
 		return path
+	}
+	for _, op := range request.Operations() {
+		if path == op.Path() || op.OnDeployments() && path == op.Suffix() {
+			return path
+		}
 	}
 	return "other"
 }

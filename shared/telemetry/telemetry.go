@@ -95,17 +95,6 @@ type Result struct {
 	Failover  bool
 }
 
-// Provider is gen_ai.provider.name for a backend kind of config.
-func Provider(kind string) string {
-	switch kind {
-	case "azure-openai":
-		return "azure.ai.openai"
-	case "openai":
-		return "openai"
-	}
-	return kind
-}
-
 // HostPort splits a backend URL's host into server.address and
 // server.port (the scheme's default when the URL names none).
 func HostPort(scheme, host string) (string, int) {

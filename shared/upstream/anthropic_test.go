@@ -12,7 +12,7 @@ import (
 // which operations each kind serves (no translation between APIs).
 func TestMessagesTargets(t *testing.T) {
 	t.Parallel()
-	ops := []Operation{ChatCompletions, Completions, Embeddings, Responses, Messages, CountTokens}
+	ops := []request.Operation{request.ChatCompletions, request.Completions, request.Embeddings, request.Responses, request.Messages, request.CountTokens}
 	for _, tt := range []struct {
 		spec     TargetSpec
 		url      string // of a Messages request
@@ -40,15 +40,15 @@ func TestMessagesTargets(t *testing.T) {
 			if tt.url == "" {
 				return
 			}
-			req, err := tg.NewRequest(context.Background(), Messages, "pub", []byte(`{}`), http.Header{})
+			req, err := tg.NewRequest(context.Background(), request.Messages, "pub", []byte(`{}`), http.Header{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if req.URL.String() != tt.url || req.Header.Get(tt.key) == "" {
 				t.Errorf("url %s, headers %v", req.URL, req.Header)
 			}
-			if tg.CapField(Messages) != request.MaxTokens || tg.BodyModel("pub") != "backend" {
-				t.Errorf("cap field %v, body model %q", tg.CapField(Messages), tg.BodyModel("pub"))
+			if tg.CapField(request.Messages) != request.MaxTokens || tg.BodyModel("pub") != "backend" {
+				t.Errorf("cap field %v, body model %q", tg.CapField(request.Messages), tg.BodyModel("pub"))
 			}
 		})
 	}
@@ -65,7 +65,7 @@ func TestMessagesHeaders(t *testing.T) {
 	in := http.Header{"X-Api-Key": {"caller-jwt"}, "Authorization": {"Bearer caller-jwt"}, "Anthropic-Beta": {"prompt-caching-2024-07-31"},
 		"Anthropic-Dangerous-Direct-Browser-Access": {"true"}, "X-Stainless-Os": {"Linux"}, "Cookie": {"c=1"}}
 	tg, _ := NewTarget(TargetSpec{Kind: "anthropic", URL: "https://api.anthropic.example", APIKey: "backend-key"})
-	req, _ := tg.NewRequest(context.Background(), Messages, "m", []byte(`{}`), in)
+	req, _ := tg.NewRequest(context.Background(), request.Messages, "m", []byte(`{}`), in)
 	want := http.Header{"Content-Type": {"application/json"}, "X-Api-Key": {"backend-key"}, "Anthropic-Version": {DefaultAnthropicVersion},
 		"Anthropic-Beta": {"prompt-caching-2024-07-31"}}
 	if len(req.Header) != len(want) {
@@ -77,12 +77,12 @@ func TestMessagesHeaders(t *testing.T) {
 		}
 	}
 	in["Anthropic-Version"] = []string{"2099-01-01"}
-	req, _ = tg.NewRequest(context.Background(), CountTokens, "m", []byte(`{}`), in)
+	req, _ = tg.NewRequest(context.Background(), request.CountTokens, "m", []byte(`{}`), in)
 	if req.Header.Get("Anthropic-Version") != "2099-01-01" {
 		t.Errorf("the caller's version was not forwarded: %v", req.Header)
 	}
 	v, _ := NewTarget(TargetSpec{Kind: "vllm", URL: "http://vllm", APIKey: "k"})
-	req, _ = v.NewRequest(context.Background(), ChatCompletions, "m", []byte(`{}`), in)
+	req, _ = v.NewRequest(context.Background(), request.ChatCompletions, "m", []byte(`{}`), in)
 	if req.Header.Get("Anthropic-Version") != "" || req.Header.Get("Anthropic-Beta") != "" || req.Header.Get("X-Api-Key") != "" {
 		t.Errorf("a chat request carried Anthropic's headers: %v", req.Header)
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // callerHeaders is what a hostile caller might send to steer a backend.
@@ -65,7 +67,7 @@ func TestRequestHeadersAllowList(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := callerHeaders.Clone()
-			req, err := tg.NewRequest(context.Background(), ChatCompletions, "gpt-4o", []byte(`{}`), in)
+			req, err := tg.NewRequest(context.Background(), request.ChatCompletions, "gpt-4o", []byte(`{}`), in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +75,7 @@ func TestRequestHeadersAllowList(t *testing.T) {
 				t.Fatalf("backend headers\n got %v\nwant %v", req.Header, tt.want)
 			}
 			// The next request of the same target is built afresh.
-			req2, _ := tg.NewRequest(context.Background(), ChatCompletions, "gpt-4o", []byte(`{}`), http.Header{})
+			req2, _ := tg.NewRequest(context.Background(), request.ChatCompletions, "gpt-4o", []byte(`{}`), http.Header{})
 			if req2.Header.Get("Accept") != "" || req2.Header.Get("X-Tenant-Hint") != "" {
 				t.Fatalf("a previous caller's headers leaked: %v", req2.Header)
 			}

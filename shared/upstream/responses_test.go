@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // TestResponsesURLs: each kind's Responses routes, and the deployment as
@@ -39,7 +41,7 @@ func TestResponsesURLs(t *testing.T) {
 			if err != nil || req.URL.String() != tt.stored {
 				t.Fatalf("stored: %v %v", req.URL, err)
 			}
-			req, err = tg.NewRequest(context.Background(), Responses, "gpt-4o", []byte(`{}`), http.Header{})
+			req, err = tg.NewRequest(context.Background(), request.Responses, "gpt-4o", []byte(`{}`), http.Header{})
 			if err != nil || req.URL.String() != tt.create {
 				t.Fatalf("create: %v %v", req.URL, err)
 			}

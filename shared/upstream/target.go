@@ -16,64 +16,6 @@ import (
 	"github.com/llmgw/gateway/shared/request"
 )
 
-// Operation is the API operation being proxied: OpenAI's, or Anthropic's
-// Messages API (issue 26).
-type Operation uint8
-
-// Operations the gateway proxies.
-const (
-	ChatCompletions Operation = iota
-	Completions
-	Embeddings
-	Responses
-	// Messages is Anthropic's POST /v1/messages.
-	Messages
-	// CountTokens is Anthropic's POST /v1/messages/count_tokens: a prompt
-	// counted, nothing generated.
-	CountTokens
-)
-
-// Anthropic reports whether op is one of Anthropic's Messages API, whose
-// errors and stream events have Anthropic's shapes.
-func (o Operation) Anthropic() bool { return o == Messages || o == CountTokens }
-
-// HasCap reports whether op's request has the output-cap field f: chat
-// reads max_completion_tokens and its deprecated max_tokens, legacy
-// completions max_tokens, the Responses API max_output_tokens, the
-// Messages API max_tokens (which it requires), and embeddings and
-// count_tokens none. A cap field an operation does not have is read by some
-// backends and ignored by others (vLLM's chat ignores max_output_tokens),
-// so the gateway refuses it rather than trust it (issue 20).
-func (o Operation) HasCap(f request.CapField) bool {
-	switch o {
-	case ChatCompletions:
-		return f == request.MaxTokens || f == request.MaxCompletionTokens
-	case Completions, Messages:
-		return f == request.MaxTokens
-	case Responses:
-		return f == request.MaxOutputTokens
-	}
-	return false
-}
-
-// suffix is the operation's path below the API root.
-func (o Operation) suffix() string {
-	switch o {
-	case Completions:
-		return "/completions"
-	case Embeddings:
-		return "/embeddings"
-	case Responses:
-		return "/responses"
-	case Messages:
-		return "/messages"
-	case CountTokens:
-		return "/messages/count_tokens"
-	default:
-		return "/chat/completions"
-	}
-}
-
 // Credential adds a backend's own credentials to an outgoing request. It is
 // the seam for keys and for Entra ID tokens.
 type Credential interface {
@@ -99,28 +41,14 @@ func (k HeaderKey) Apply(_ context.Context, h http.Header) error {
 	return nil
 }
 
-// wire is one backend kind's URL and body conventions.
-type wire interface {
-	// url returns the endpoint URL for op on a deployment/model.
-	url(base *url.URL, op Operation, backendModel string) string
-	// bodyModel is the model value to write into the body ("" = unchanged).
-	bodyModel(backendModel string) string
-	// keyHeader is the header an api key goes in ("Authorization" is sent
-	// as a bearer token).
-	keyHeader() string
-}
-
-// Kinds lists the backend kinds NewTarget builds; config validation takes
-// it from here, so a new kind is its wire file plus its case in NewTarget.
-func Kinds() []string { return []string{"openai", "azure-openai", "vllm", "anthropic"} }
-
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
 	Base *url.URL
 	Cred Credential // nil = no credentials
-	// Kind is the backend kind from config (openai, azure-openai, vllm).
+	// Kind is the backend kind's name from config (see Kinds).
 	Kind string
-	wire wire
+	kind kind
+	base string // Base, spelled once
 	// Models maps public model names to the backend's names.
 	Models map[string]string
 	// fixed holds the headers from config sent on every request
@@ -132,7 +60,7 @@ type Target struct {
 
 // TargetSpec describes a Target for NewTarget.
 type TargetSpec struct {
-	Kind       string // openai | azure-openai | vllm | anthropic
+	Kind       string // one of Kinds()
 	URL        string
 	APIVersion string // azure-openai
 	AzureAPI   string // azure-openai: deployments | v1
@@ -160,25 +88,17 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint url %q: %w", spec.URL, err)
 	}
-	t := &Target{Base: u, Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models}
-	switch spec.Kind {
-	case "openai":
-		t.wire = openAI{}
-	case "vllm":
-		t.wire = vllm{}
-	case "anthropic":
-		t.wire = anthropic{}
-	case "azure-openai":
-		if spec.AzureAPI == "v1" {
-			t.wire = azureV1{}
-		} else {
-			t.wire = azureDeployments{apiVersion: url.QueryEscape(spec.APIVersion)}
+	t := &Target{Base: u, Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models, base: u.String()}
+	for _, k := range kinds {
+		if k.name == spec.Kind {
+			t.kind = k.build(spec)
 		}
-	default:
+	}
+	if t.kind == nil {
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
 	}
 	if t.Cred == nil && spec.APIKey != "" {
-		t.Cred = HeaderKey{Header: t.wire.keyHeader(), Value: spec.APIKey}
+		t.Cred = HeaderKey{Header: t.kind.keyHeader(), Value: spec.APIKey}
 	}
 	if spec.Organization != "" {
 		t.fixed = http.Header{"Openai-Organization": {spec.Organization}}
@@ -201,29 +121,19 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 }
 
 // CapField is the output-cap field op's body carries on this endpoint
-// when the gateway must add one (token budgets): max_output_tokens for the
-// Responses API; max_tokens for legacy completions, for vLLM (which
-// ignores fields it does not know, and knows max_completion_tokens only
-// since 0.6) and for Azure api-versions before 2024-09-01; else
-// max_completion_tokens (OpenAI's reasoning models refuse max_tokens).
-// The Messages API reads max_tokens.
-func (t *Target) CapField(op Operation) request.CapField {
-	switch op {
-	case Responses:
-		return request.MaxOutputTokens
-	case Completions, Messages, CountTokens:
-		return request.MaxTokens
-	}
-	switch w := t.wire.(type) {
-	case vllm:
-		return request.MaxTokens
-	case azureDeployments:
-		if v := w.apiVersion; len(v) >= 10 && v[:10] < "2024-09-01" {
-			return request.MaxTokens
-		}
-	}
-	return request.MaxCompletionTokens
-}
+// when the gateway must add one (token budgets): the operation's own
+// (request.Operation.CapField) unless the kind reads another.
+func (t *Target) CapField(op request.Operation) request.CapField { return t.kind.capField(op) }
+
+// Supports reports whether the endpoint serves op: an anthropic endpoint
+// only the Messages API (no translation to or from Chat Completions); vLLM
+// its OpenAI routes and its Messages-compatible /v1/messages (not
+// count_tokens); OpenAI and Azure OpenAI their OpenAI routes, the
+// Responses API only where the surface has it (not Azure's deployments).
+func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op) }
+
+// Provider is the endpoint's gen_ai.provider.name.
+func (t *Target) Provider() string { return t.kind.provider() }
 
 // BackendModel is the backend's name for a public model.
 func (t *Target) BackendModel(public string) string {
@@ -257,12 +167,20 @@ func (t *Target) BackendModel(public string) string {
 // cookies (X-Api-Key among them), OpenAI-Organization and OpenAI-Project, X-Forwarded-* and
 // Forwarded, Content-Encoding, Expect, hop-by-hop headers, X-Ms-* and any
 // other vendor header.
-func (t *Target) NewRequest(ctx context.Context, op Operation, public string, body []byte, in http.Header) (*http.Request, error) {
-	req, err := t.newRequest(ctx, http.MethodPost, t.wire.url(t.Base, op, t.BackendModel(public)), body, in)
-	if err == nil && op.Anthropic() {
-		anthropicHeaders(req.Header, in, t.wire)
+func (t *Target) NewRequest(ctx context.Context, op request.Operation, public string, body []byte, in http.Header) (*http.Request, error) {
+	req, err := t.newRequest(ctx, http.MethodPost, t.kind.url(t.base, op, t.BackendModel(public)), body, in)
+	if err != nil {
+		return nil, err
 	}
-	return req, err
+	if op.Anthropic() {
+		for _, k := range [...]string{"Anthropic-Version", "Anthropic-Beta"} {
+			if v := in[k]; len(v) > 0 {
+				req.Header[k] = v
+			}
+		}
+	}
+	t.kind.setHeaders(req.Header, op)
+	return req, nil
 }
 
 // newRequest builds a backend request with exactly the allowed headers.
@@ -299,7 +217,7 @@ func (t *Target) newRequest(ctx context.Context, method, url string, body []byte
 // BodyModel is the model value the backend's body must carry for public
 // ("" = leave the client's value).
 func (t *Target) BodyModel(public string) string {
-	return t.wire.bodyModel(t.BackendModel(public))
+	return t.kind.bodyModel(t.BackendModel(public))
 }
 
 // CheckForward says why a caller's header may not be forwarded by config

@@ -26,19 +26,19 @@ func TestTargetRequest(t *testing.T) {
 	tests := []struct {
 		name     string
 		spec     TargetSpec
-		op       Operation
+		op       request.Operation
 		wantURL  string
 		wantAuth [2]string // header, value
 		model    string    // body model
 	}{
 		{name: "openai chat", spec: TargetSpec{Kind: "openai", URL: "https://api.example/", Cred: HeaderKey{Header: "Authorization", Value: "sk-1"}},
-			op: ChatCompletions, wantURL: "https://api.example/v1/chat/completions", wantAuth: [2]string{"Authorization", "Bearer sk-1"}, model: "gpt-4o"},
+			op: request.ChatCompletions, wantURL: "https://api.example/v1/chat/completions", wantAuth: [2]string{"Authorization", "Bearer sk-1"}, model: "gpt-4o"},
 		{name: "vllm mapped", spec: TargetSpec{Kind: "vllm", URL: "http://10.0.0.1:8000", Models: map[string]string{"gpt-4o": "meta/Llama"}},
-			op: Completions, wantURL: "http://10.0.0.1:8000/v1/completions", model: "meta/Llama"},
+			op: request.Completions, wantURL: "http://10.0.0.1:8000/v1/completions", model: "meta/Llama"},
 		{name: "azure deployments", spec: TargetSpec{Kind: "azure-openai", URL: "https://x.openai.azure.com", APIVersion: "2024-10-21", Models: map[string]string{"gpt-4o": "gpt-4o-prod"}, Cred: HeaderKey{Header: "Api-Key", Value: "az-1"}},
-			op: ChatCompletions, wantURL: "https://x.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21", wantAuth: [2]string{"Api-Key", "az-1"}, model: ""},
+			op: request.ChatCompletions, wantURL: "https://x.openai.azure.com/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21", wantAuth: [2]string{"Api-Key", "az-1"}, model: ""},
 		{name: "azure v1", spec: TargetSpec{Kind: "azure-openai", URL: "https://x.openai.azure.com", AzureAPI: "v1", Models: map[string]string{"gpt-4o": "dep"}},
-			op: Embeddings, wantURL: "https://x.openai.azure.com/openai/v1/embeddings", model: "dep"},
+			op: request.Embeddings, wantURL: "https://x.openai.azure.com/openai/v1/embeddings", model: "dep"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,19 +112,19 @@ func TestCopyResponseHeaders(t *testing.T) {
 func TestCapField(t *testing.T) {
 	tests := []struct {
 		spec TargetSpec
-		op   Operation
+		op   request.Operation
 		want request.CapField
 	}{
-		{TargetSpec{Kind: "openai"}, ChatCompletions, request.MaxCompletionTokens},
-		{TargetSpec{Kind: "openai"}, Completions, request.MaxTokens},
-		{TargetSpec{Kind: "openai"}, Responses, request.MaxOutputTokens},
-		{TargetSpec{Kind: "vllm"}, ChatCompletions, request.MaxTokens},
-		{TargetSpec{Kind: "vllm"}, Responses, request.MaxOutputTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}, ChatCompletions, request.MaxCompletionTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-09-01-preview"}, ChatCompletions, request.MaxCompletionTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-08-01-preview"}, ChatCompletions, request.MaxTokens},
-		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-06-01"}, Completions, request.MaxTokens},
-		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}, ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "openai"}, request.ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "openai"}, request.Completions, request.MaxTokens},
+		{TargetSpec{Kind: "openai"}, request.Responses, request.MaxOutputTokens},
+		{TargetSpec{Kind: "vllm"}, request.ChatCompletions, request.MaxTokens},
+		{TargetSpec{Kind: "vllm"}, request.Responses, request.MaxOutputTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}, request.ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-09-01-preview"}, request.ChatCompletions, request.MaxCompletionTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-08-01-preview"}, request.ChatCompletions, request.MaxTokens},
+		{TargetSpec{Kind: "azure-openai", APIVersion: "2024-06-01"}, request.Completions, request.MaxTokens},
+		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}, request.ChatCompletions, request.MaxCompletionTokens},
 	}
 	for _, tt := range tests {
 		tt.spec.URL = "https://backend.example"

@@ -1,15 +1,17 @@
 package upstream
 
-import "net/url"
+import "github.com/llmgw/gateway/shared/request"
 
-// vllm is vLLM's OpenAI-compatible server: the same paths as OpenAI, with the
-// public model name mapped to the served model name.
-type vllm struct{}
+// vllm is vLLM's OpenAI-compatible server: OpenAI's paths, with the public
+// model name mapped to the served model name. It differs from OpenAI in
+// reading max_tokens as chat's cap, and in serving Anthropic's
+// /v1/messages too (not count_tokens).
+type vllm struct{ openAI }
 
-func (vllm) url(base *url.URL, op Operation, _ string) string {
-	return base.String() + "/v1" + op.suffix()
+func (vllm) capField(op request.Operation) request.CapField { return maxTokensFirst(op) }
+
+func (v vllm) supports(op request.Operation) bool {
+	return v.openAI.supports(op) || op == request.Messages
 }
 
-func (vllm) bodyModel(backend string) string { return backend }
-
-func (vllm) keyHeader() string { return "Authorization" }
+func (vllm) provider() string { return "vllm" }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -53,7 +54,7 @@ func TestBearerReachesBackend(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := http.Header{"Authorization": {"Bearer client-jwt-must-not-pass"}}
-	req, err := target.NewRequest(context.Background(), upstream.ChatCompletions, "gpt-4o", []byte(`{}`), in)
+	req, err := target.NewRequest(context.Background(), request.ChatCompletions, "gpt-4o", []byte(`{}`), in)
 	if err != nil {
 		t.Fatalf("NewRequest: %v", err)
 	}

@@ -1,0 +1,223 @@
+package request
+
+import "github.com/llmgw/gateway/shared/budget"
+
+// Operation is an API operation the gateway proxies: OpenAI's, or
+// Anthropic's Messages API (issue 26). It indexes the operations table,
+// so it stays a byte the request path copies freely, and everything the
+// gateway does differently for an operation is read from its row instead
+// of a switch in each step. Adding an operation is a constant, a row and
+// its tests.
+type Operation uint8
+
+// Operations the gateway proxies.
+const (
+	ChatCompletions Operation = iota
+	Completions
+	Embeddings
+	Responses
+	// Messages is Anthropic's POST /v1/messages.
+	Messages
+	// CountTokens is Anthropic's POST /v1/messages/count_tokens: a prompt
+	// counted, nothing generated.
+	CountTokens
+	numOperations
+)
+
+// Shape is the family an operation's answers belong to: what its stream's
+// events look like and how the gateway's own errors are written for it.
+type Shape uint8
+
+const (
+	// ShapeOpenAI is Chat Completions' family: data-only stream events,
+	// ended by data: {"error":…}; OpenAI's error JSON.
+	ShapeOpenAI Shape = iota
+	// ShapeResponses is the Responses API's: named stream events, ended
+	// by its own error event; OpenAI's error JSON.
+	ShapeResponses
+	// ShapeAnthropic is the Messages API's: named stream events and
+	// Anthropic's error JSON, in a body and as a stream's error event.
+	ShapeAnthropic
+)
+
+// operation is one row of the table.
+type operation struct {
+	// path is the public path: /v1, the API root, and below it the
+	// suffix every backend's root shares.
+	path string
+	// api names the API in a refusal ("served on a surface without …").
+	api string
+	// genAI is its gen_ai.operation.name: the Responses and Messages APIs
+	// are chats, as the semantic conventions name OpenAI's.
+	genAI string
+	shape Shape
+	// need is the body field the operation requires (a Has… bit; 0: none)
+	// and needName its name.
+	need     uint8
+	needName string
+	// caps are the output-cap fields its body may have (a bit per
+	// CapField). A cap field an operation does not have is read by some
+	// backends and ignored by others (vLLM's chat ignores
+	// max_output_tokens), so the gateway refuses it rather than trust it
+	// (issue 20).
+	caps uint8
+	// capField is the field a budget's output cap is written into where
+	// the backend's kind does not read another (upstream.Target.CapField).
+	capField CapField
+	// capRequired: the request must name its cap (the Messages API's
+	// max_tokens).
+	capRequired bool
+	// minCap is the least cap the API accepts: a budget with less left
+	// refuses rather than forward a cap the backend answers with 400.
+	minCap int64
+	// noStream: the operation has no stream (count_tokens).
+	noStream bool
+	// format is how a budget bounds its prompt.
+	format budget.Format
+	// unbilled: it bills nothing, so no budget reserves for it
+	// (count_tokens); noOutput: it generates nothing (embeddings,
+	// count_tokens).
+	unbilled, noOutput bool
+	// streamOptions: its stream reports usage only when asked with
+	// stream_options.include_usage, which the gateway adds when the
+	// client did not (the Responses API's stream carries usage in
+	// response.completed, and Azure refuses stream_options there).
+	streamOptions bool
+	// tokenEvents: each token event of its stream carries at least one
+	// output token (chat and completions chunks), so usage below them
+	// cannot be true.
+	tokenEvents bool
+	// creates: its answer is a stored response whose owner the gateway
+	// records, and its body may continue one (previous_response_id).
+	creates bool
+	// deployments: Azure OpenAI's deployments surface serves it, at
+	// /openai/deployments/{deployment}{suffix}.
+	deployments bool
+}
+
+// operations is the table, one row per Operation.
+var operations = [numOperations]operation{
+	ChatCompletions: {path: "/v1/chat/completions", api: "Chat Completions", genAI: "chat",
+		need: HasMessages, needName: "messages", caps: capBits(MaxTokens, MaxCompletionTokens), capField: MaxCompletionTokens,
+		format: budget.FormatChat, streamOptions: true, tokenEvents: true, deployments: true},
+	Completions: {path: "/v1/completions", api: "Completions", genAI: "text_completion",
+		need: HasPrompt, needName: "prompt", caps: capBits(MaxTokens), capField: MaxTokens,
+		format: budget.FormatCompletions, streamOptions: true, tokenEvents: true, deployments: true},
+	Embeddings: {path: "/v1/embeddings", api: "Embeddings", genAI: "embeddings",
+		need: HasInput, needName: "input", format: budget.FormatEmbeddings, noOutput: true, deployments: true},
+	// input may be absent (a prompt template, a continued response).
+	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
+		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
+		format: budget.FormatResponses, creates: true},
+	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
+		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
+		format: budget.FormatMessages},
+	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
+		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
+		format: budget.FormatMessages, unbilled: true, noOutput: true},
+}
+
+func capBits(fields ...CapField) uint8 {
+	var b uint8
+	for _, f := range fields {
+		b |= 1 << f
+	}
+	return b
+}
+
+// Operations lists every operation, in table order (an array: no
+// allocation).
+func Operations() [numOperations]Operation {
+	var ops [numOperations]Operation
+	for i := range ops {
+		ops[i] = Operation(i)
+	}
+	return ops
+}
+
+// DeploymentOperation is the operation an Azure deployment route names
+// after /openai/deployments/{deployment}/ ("chat/completions").
+func DeploymentOperation(suffix string) (Operation, bool) {
+	for o := range numOperations {
+		if o.OnDeployments() && o.Suffix()[1:] == suffix {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
+// String is the operation's public path.
+func (o Operation) String() string { return o.Path() }
+
+// Path is the operation's public path (/v1/chat/completions).
+func (o Operation) Path() string { return operations[o].path }
+
+// Suffix is the operation's path below an API root (/chat/completions).
+func (o Operation) Suffix() string { return operations[o].path[len("/v1"):] }
+
+// API names the operation's API for a person ("the Responses API").
+func (o Operation) API() string { return operations[o].api }
+
+// GenAIName is the operation's gen_ai.operation.name.
+func (o Operation) GenAIName() string { return operations[o].genAI }
+
+// Shape is the family of the operation's answers and errors.
+func (o Operation) Shape() Shape { return operations[o].shape }
+
+// Anthropic reports whether op is one of Anthropic's Messages API, whose
+// errors and stream events have Anthropic's shapes.
+func (o Operation) Anthropic() bool { return operations[o].shape == ShapeAnthropic }
+
+// Requires is the body field op requires, as a Has… bit and its name;
+// need is 0 when it requires none.
+func (o Operation) Requires() (need uint8, name string) {
+	return operations[o].need, operations[o].needName
+}
+
+// HasCap reports whether op's request has the output-cap field f: chat
+// reads max_completion_tokens and its deprecated max_tokens, legacy
+// completions max_tokens, the Responses API max_output_tokens, the
+// Messages API max_tokens (which it requires), and embeddings and
+// count_tokens none.
+func (o Operation) HasCap(f CapField) bool { return operations[o].caps&(1<<f) != 0 }
+
+// HasCaps reports whether op's request has any output-cap field.
+func (o Operation) HasCaps() bool { return operations[o].caps != 0 }
+
+// CapField is the field an output cap is written into unless the
+// backend's kind reads another (upstream.Target.CapField).
+func (o Operation) CapField() CapField { return operations[o].capField }
+
+// CapRequired reports whether op's request must name its cap.
+func (o Operation) CapRequired() bool { return operations[o].capRequired }
+
+// MinCap is the least output cap op's API accepts (0: any).
+func (o Operation) MinCap() int64 { return operations[o].minCap }
+
+// Streams reports whether op may be asked to stream.
+func (o Operation) Streams() bool { return !operations[o].noStream }
+
+// Format is how a budget bounds op's prompt.
+func (o Operation) Format() budget.Format { return operations[o].format }
+
+// Billed reports whether op generates tokens a budget reserves for.
+func (o Operation) Billed() bool { return !operations[o].unbilled }
+
+// Generates reports whether op generates output tokens.
+func (o Operation) Generates() bool { return !operations[o].noOutput }
+
+// StreamOptions reports whether op's stream carries usage only when
+// stream_options.include_usage asks for it.
+func (o Operation) StreamOptions() bool { return operations[o].streamOptions }
+
+// TokenEvents reports whether each token event of op's stream carries at
+// least one output token.
+func (o Operation) TokenEvents() bool { return operations[o].tokenEvents }
+
+// Creates reports whether op's answer is a stored response (the Responses
+// API).
+func (o Operation) Creates() bool { return operations[o].creates }
+
+// OnDeployments reports whether Azure OpenAI's deployments surface serves
+// op.
+func (o Operation) OnDeployments() bool { return operations[o].deployments }
