@@ -40,5 +40,3 @@ func (anthropic) setHeaders(h http.Header, op request.Operation) {
 		h["Anthropic-Version"] = []string{DefaultAnthropicVersion}
 	}
 }
-
-func (anthropic) provider() string { return "anthropic" }

@@ -33,17 +33,22 @@ type kind interface {
 	// setHeaders adds the kind's own headers to a request for op (h), after
 	// the allowed caller headers.
 	setHeaders(h http.Header, op request.Operation)
-	// provider is its gen_ai.provider.name for telemetry.
-	provider() string
 }
 
-// kinds are the backend kinds by their config name, in the order config
-// errors list them; each builds its kind from an endpoint's spec. A new
-// kind is its file and its row here.
-var kinds = []struct {
+// namedProvider is a kind whose gen_ai.provider.name is not its config
+// name (Target.Provider).
+type namedProvider interface{ provider() string }
+
+// registration is a backend kind's config name and how it is built from
+// an endpoint's spec.
+type registration struct {
 	name  string
 	build func(TargetSpec) kind
-}{
+}
+
+// kinds are the backend kinds, in the order config errors list them. A
+// new kind is its file and its row here.
+var kinds = []registration{
 	{"openai", func(TargetSpec) kind { return openAI{} }},
 	{"azure-openai", newAzure},
 	{"vllm", func(TargetSpec) kind { return vllm{} }},

@@ -28,5 +28,3 @@ func (openAI) supports(op request.Operation) bool { return !op.Anthropic() }
 func (openAI) capField(op request.Operation) request.CapField { return op.CapField() }
 
 func (openAI) setHeaders(http.Header, request.Operation) {}
-
-func (openAI) provider() string { return "openai" }

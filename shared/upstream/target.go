@@ -132,8 +132,14 @@ func (t *Target) CapField(op request.Operation) request.CapField { return t.kind
 // Responses API only where the surface has it (not Azure's deployments).
 func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op) }
 
-// Provider is the endpoint's gen_ai.provider.name.
-func (t *Target) Provider() string { return t.kind.provider() }
+// Provider is the endpoint's gen_ai.provider.name: its kind's config
+// name unless the kind names another (Azure OpenAI's is azure.ai.openai).
+func (t *Target) Provider() string {
+	if p, ok := t.kind.(namedProvider); ok {
+		return p.provider()
+	}
+	return t.Kind
+}
 
 // BackendModel is the backend's name for a public model.
 func (t *Target) BackendModel(public string) string {

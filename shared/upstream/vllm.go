@@ -13,5 +13,3 @@ func (vllm) capField(op request.Operation) request.CapField { return maxTokensFi
 func (v vllm) supports(op request.Operation) bool {
 	return v.openAI.supports(op) || op == request.Messages
 }
-
-func (vllm) provider() string { return "vllm" }

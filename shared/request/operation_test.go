@@ -1,0 +1,101 @@
+package request
+
+import (
+	"testing"
+
+	"github.com/llmgw/gateway/shared/budget"
+)
+
+// TestOperations: each row of the table, field by field, as the request
+// path reads it.
+func TestOperations(t *testing.T) {
+	t.Parallel()
+	type row struct {
+		path, suffix, api, genAI string
+		shape                    Shape
+		need                     uint8
+		needName                 string
+		caps                     []CapField
+		capField                 CapField
+		capRequired              bool
+		minCap                   int64
+		streams                  bool
+		format                   budget.Format
+		billed, generates        bool
+		streamOptions            bool
+		tokenEvents              bool
+		creates                  bool
+		deployments              bool
+	}
+	want := map[Operation]row{
+		ChatCompletions: {path: "/v1/chat/completions", suffix: "/chat/completions", api: "Chat Completions", genAI: "chat",
+			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens, MaxCompletionTokens}, capField: MaxCompletionTokens,
+			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+		Completions: {path: "/v1/completions", suffix: "/completions", api: "Completions", genAI: "text_completion",
+			need: HasPrompt, needName: "prompt", caps: []CapField{MaxTokens}, capField: MaxTokens,
+			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+		Embeddings: {path: "/v1/embeddings", suffix: "/embeddings", api: "Embeddings", genAI: "embeddings",
+			need: HasInput, needName: "input", streams: true, format: budget.FormatEmbeddings, billed: true, deployments: true},
+		Responses: {path: "/v1/responses", suffix: "/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
+			caps: []CapField{MaxOutputTokens}, capField: MaxOutputTokens, minCap: 16,
+			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true},
+		Messages: {path: "/v1/messages", suffix: "/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
+			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens}, capField: MaxTokens, capRequired: true,
+			streams: true, format: budget.FormatMessages, billed: true, generates: true},
+		CountTokens: {path: "/v1/messages/count_tokens", suffix: "/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat",
+			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages},
+	}
+	ops := Operations()
+	if len(ops) != len(want) {
+		t.Fatalf("%d operations, %d rows expected", len(ops), len(want))
+	}
+	paths := map[string]Operation{}
+	for i, op := range ops {
+		w, ok := want[op]
+		if !ok || int(op) != i {
+			t.Fatalf("operation %d at %d has no expected row", op, i)
+		}
+		t.Run(w.path, func(t *testing.T) {
+			if prev, dup := paths[op.Path()]; dup {
+				t.Errorf("path %s also %d's", op.Path(), prev)
+			}
+			paths[op.Path()] = op
+			if op.Path() != w.path || op.String() != w.path || op.Suffix() != w.suffix || op.API() != w.api || op.GenAIName() != w.genAI {
+				t.Errorf("path %q suffix %q api %q gen_ai %q", op.Path(), op.Suffix(), op.API(), op.GenAIName())
+			}
+			if op.Shape() != w.shape || op.Anthropic() != (w.shape == ShapeAnthropic) {
+				t.Errorf("shape %d, anthropic %v", op.Shape(), op.Anthropic())
+			}
+			if need, name := op.Requires(); need != w.need || name != w.needName {
+				t.Errorf("requires %d %q", need, name)
+			}
+			for f := MaxTokens; f < numCaps; f++ {
+				has := false
+				for _, c := range w.caps {
+					has = has || c == f
+				}
+				if op.HasCap(f) != has {
+					t.Errorf("HasCap(%s) = %v", f, !has)
+				}
+			}
+			if op.HasCaps() != (len(w.caps) > 0) || op.CapField() != w.capField || op.CapRequired() != w.capRequired || op.MinCap() != w.minCap {
+				t.Errorf("caps %v, cap field %s, required %v, min %d", op.HasCaps(), op.CapField(), op.CapRequired(), op.MinCap())
+			}
+			if op.Streams() != w.streams || op.Format() != w.format || op.Billed() != w.billed || op.Generates() != w.generates {
+				t.Errorf("streams %v, format %d, billed %v, generates %v", op.Streams(), op.Format(), op.Billed(), op.Generates())
+			}
+			if op.StreamOptions() != w.streamOptions || op.TokenEvents() != w.tokenEvents || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
+				t.Errorf("stream options %v, token events %v, creates %v, deployments %v", op.StreamOptions(), op.TokenEvents(), op.Creates(), op.OnDeployments())
+			}
+			got, ok := DeploymentOperation(w.suffix[1:])
+			if ok != w.deployments || ok && got != op {
+				t.Errorf("DeploymentOperation(%q) = %d, %v", w.suffix[1:], got, ok)
+			}
+		})
+	}
+	for _, s := range []string{"", "responses", "messages", "chat", "/chat/completions"} {
+		if op, ok := DeploymentOperation(s); ok {
+			t.Errorf("DeploymentOperation(%q) = %d", s, op)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/llmgw/gateway/shared/request"
+)
+
+// compatible is a test-only OpenAI-compatible kind, whole in this file as
+// a new kind is: OpenAI's paths and shapes, with an api key in Api-Key,
+// max_tokens as chat's cap, and no Responses API.
+type compatible struct{ openAI }
+
+func (compatible) keyHeader() string { return "Api-Key" }
+
+func (compatible) capField(op request.Operation) request.CapField { return maxTokensFirst(op) }
+
+func (c compatible) supports(op request.Operation) bool {
+	return c.openAI.supports(op) && !op.Creates()
+}
+
+func (compatible) root(string) (string, bool) { return "", false }
+
+func init() {
+	kinds = append(kinds, registration{"test-compatible", func(TargetSpec) kind { return compatible{} }})
+}
+
+// TestRegisteredKind: a kind registered in one file is built by NewTarget
+// from its config name and builds every request the way it says.
+func TestRegisteredKind(t *testing.T) {
+	t.Parallel()
+	if !slices.Contains(Kinds(), "test-compatible") {
+		t.Fatalf("Kinds() = %v", Kinds())
+	}
+	tg, err := NewTarget(TargetSpec{Kind: "test-compatible", URL: "https://compat.example/", APIKey: "k",
+		Models: map[string]string{"pub": "served"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range request.Operations() {
+		want := !op.Anthropic() && op != request.Responses
+		if tg.Supports(op) != want {
+			t.Errorf("Supports(%s) = %v", op, !want)
+		}
+	}
+	req, err := tg.NewRequest(context.Background(), request.ChatCompletions, "pub", []byte(`{}`), http.Header{"Authorization": {"Bearer caller"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.URL.String() != "https://compat.example/v1/chat/completions" || req.Header.Get("Api-Key") != "k" || req.Header.Get("Authorization") != "" {
+		t.Errorf("url %s, headers %v", req.URL, req.Header)
+	}
+	if tg.BodyModel("pub") != "served" || tg.CapField(request.ChatCompletions) != request.MaxTokens || tg.CapField(request.Responses) != request.MaxOutputTokens {
+		t.Errorf("body model %q, chat cap %s", tg.BodyModel("pub"), tg.CapField(request.ChatCompletions))
+	}
+	if tg.Provider() != "test-compatible" || tg.SupportsResponses() {
+		t.Errorf("provider %q, Responses %v", tg.Provider(), tg.SupportsResponses())
+	}
+	if _, err := tg.NewStoredRequest(context.Background(), http.MethodGet, "/responses/r", "", http.Header{}); !errors.Is(err, ErrNoResponsesAPI) {
+		t.Errorf("stored request: %v", err)
+	}
+}
+
+// TestKinds: the built-in kinds in the order config names them, each
+// with its gen_ai.provider.name; an unknown kind is refused.
+func TestKinds(t *testing.T) {
+	t.Parallel()
+	if got := Kinds()[:4]; !slices.Equal(got, []string{"openai", "azure-openai", "vllm", "anthropic"}) {
+		t.Errorf("Kinds() = %v", got)
+	}
+	for _, tt := range []struct{ spec TargetSpec }{
+		{TargetSpec{Kind: "openai"}}, {TargetSpec{Kind: "vllm"}}, {TargetSpec{Kind: "anthropic"}},
+		{TargetSpec{Kind: "azure-openai", AzureAPI: "v1"}}, {TargetSpec{Kind: "azure-openai", APIVersion: "2024-10-21"}},
+	} {
+		tt.spec.URL = "https://backend.example"
+		tg, err := NewTarget(tt.spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"openai": "openai", "vllm": "vllm", "anthropic": "anthropic", "azure-openai": "azure.ai.openai"}[tt.spec.Kind]
+		if tg.Provider() != want {
+			t.Errorf("%s: provider %q, want %q", tt.spec.Kind, tg.Provider(), want)
+		}
+	}
+	if _, err := NewTarget(TargetSpec{Kind: "bedrock", URL: "https://backend.example"}); err == nil {
+		t.Error("an unknown kind was built")
+	}
+}
