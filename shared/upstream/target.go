@@ -48,7 +48,7 @@ type Target struct {
 	// Kind is the backend kind's name from config (see Kinds).
 	Kind string
 	kind kind
-	base string // Base, spelled once
+	base string // Base as text, built once for every URL
 	// Models maps public model names to the backend's names.
 	Models map[string]string
 	// fixed holds the headers from config sent on every request
@@ -92,6 +92,7 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	for _, k := range kinds {
 		if k.name == spec.Kind {
 			t.kind = k.build(spec)
+			break
 		}
 	}
 	if t.kind == nil {
@@ -125,11 +126,8 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 // (request.Operation.CapField) unless the kind reads another.
 func (t *Target) CapField(op request.Operation) request.CapField { return t.kind.capField(op) }
 
-// Supports reports whether the endpoint serves op: an anthropic endpoint
-// only the Messages API (no translation to or from Chat Completions); vLLM
-// its OpenAI routes and its Messages-compatible /v1/messages (not
-// count_tokens); OpenAI and Azure OpenAI their OpenAI routes, the
-// Responses API only where the surface has it (not Azure's deployments).
+// Supports reports whether the endpoint's kind serves op; each kind's
+// file says which it does (the gateway translates no API into another).
 func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op) }
 
 // Provider is the endpoint's gen_ai.provider.name: its kind's config
