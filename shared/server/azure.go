@@ -31,8 +31,8 @@ var azureOps = map[string]upstream.Operation{
 	"embeddings":       upstream.Embeddings,
 }
 
-// serveAzure answers every path under /openai/.
-func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
+// azure picks the handler of a path under /openai/.
+func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
 	if r.Header.Get("Authorization") == "" {
 		if key := r.Header.Get("Api-Key"); key != "" {
 			r.Header.Set("Authorization", "Bearer "+key)
@@ -40,41 +40,37 @@ func (s *Server) serveAzure(w http.ResponseWriter, r *http.Request) {
 	}
 	path := r.URL.Path
 	if rest, ok := strings.CutPrefix(path, "/openai/v1/"); ok {
-		s.dispatch(w, r, "/v1/"+rest)
-		return
+		return s.dispatch(w, r, "/v1/"+rest)
 	}
 	if rest, ok := strings.CutPrefix(path, "/openai/"); ok && azureV1Like(rest) {
 		// The AzureOpenAI class's Responses and models calls
 		// (client.responses.create, models.list) have no deployment in the
 		// path: the same routes as /v1/…, with an api-version.
 		if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
-			rec := s.begin(w, r)
-			defer s.finish(w, rec)
-			closeUnread(w, r)
-			s.fail(w, rec, aerr)
-			return
+			return failWith(aerr)
 		}
-		s.dispatch(w, r, "/v1/"+rest)
-		return
+		return s.dispatch(w, r, "/v1/"+rest)
 	}
 	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
 	deployment, opPath, _ := strings.Cut(rest, "/")
 	op, known := azureOps[opPath]
 	if !ok || deployment == "" || !known {
-		s.notFound(w, r)
-		return
+		return s.notFound
 	}
 	if r.Method != http.MethodPost {
-		s.methodNotAllowed(w, r, "POST")
-		return
+		return s.methodNotAllowed("POST")
 	}
 	if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
-		rec := s.begin(w, r)
-		defer s.finish(w, rec)
-		s.fail(w, rec, aerr)
-		return
+		return failWith(aerr)
 	}
-	s.serveProxy(w, r, op, deployment)
+	return func(w http.ResponseWriter, r *http.Request, rec *request) error {
+		return s.serveProxy(w, r, rec, op, deployment)
+	}
+}
+
+// failWith is the handler that fails with e.
+func failWith(e *apiError) handler {
+	return func(http.ResponseWriter, *http.Request, *request) error { return e }
 }
 
 // azureV1Like reports whether the path below /openai/ is one the Azure

@@ -29,7 +29,7 @@ type Telemetry interface {
 }
 
 // traced begins the request's telemetry (begin calls it).
-func (s *Server) traced(rec *record, r *http.Request) {
+func (s *Server) traced(rec *request, r *http.Request) {
 	if s.Telemetry != nil {
 		rec.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
 	}
@@ -37,7 +37,7 @@ func (s *Server) traced(rec *record, r *http.Request) {
 
 // context is the context a request's backend calls are made under: the
 // request's, carrying its server span when telemetry is on.
-func (rec *record) context(r *http.Request) context.Context {
+func (rec *request) context(r *http.Request) context.Context {
 	if rec.ctx != nil {
 		return rec.ctx
 	}
@@ -46,7 +46,7 @@ func (rec *record) context(r *http.Request) context.Context {
 
 // attemptBegins starts an attempt's client span (try calls it with the
 // request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Request, target *upstream.Target, op upstream.Operation, model string) {
+func (s *Server) attemptBegins(ctx context.Context, rec *request, req *http.Request, target *upstream.Target, op upstream.Operation, model string) {
 	if s.Telemetry == nil {
 		return
 	}
@@ -58,7 +58,7 @@ func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Reque
 
 // attemptEnds ends the current attempt's span (send calls it for a failed
 // attempt; report for the one that answered).
-func (rec *record) attemptEnds(r telemetry.Result) {
+func (rec *request) attemptEnds(r telemetry.Result) {
 	if rec.attemptEnd != nil {
 		rec.attemptEnd(r)
 		rec.attemptEnd = nil
@@ -66,7 +66,7 @@ func (rec *record) attemptEnds(r telemetry.Result) {
 }
 
 // streamOpens counts a stream being relayed; report counts its end.
-func (s *Server) streamOpens(rec *record) {
+func (s *Server) streamOpens(rec *request) {
 	if s.Telemetry != nil {
 		rec.streamOpen = true
 		s.Telemetry.Stream(rec.ctx, rec.pool, 1)
@@ -75,7 +75,7 @@ func (s *Server) streamOpens(rec *record) {
 
 // report hands the ended request to telemetry (finish calls it, after the
 // access log).
-func (s *Server) report(rec *record) {
+func (s *Server) report(rec *request) {
 	if s.Telemetry == nil || rec.ctx == nil {
 		return
 	}

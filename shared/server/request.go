@@ -1,5 +1,12 @@
 package server
 
+// The one wrapper every route goes through (the Caddy and
+// net/http/httputil shape): ServeHTTP gives each response the gateway's
+// own request id and picks the route's handler; serve opens the request's
+// access-log entry, renders the error the handler returns (once),
+// recovers a panic, lets go of what the request holds and writes the log
+// line. No handler answers an error or writes the log itself.
+
 import (
 	"context"
 	"log/slog"
@@ -9,12 +16,19 @@ import (
 
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
+	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
-// record is what one request leaves in the access log: one JSON line with
-// who, what, where, and how long. It never holds a token, key or prompt.
-type record struct {
+// handler serves one route. It returns what went wrong, an *apiError or a
+// cause fail maps to one, for serve to render; it never answers an error
+// itself.
+type handler func(w http.ResponseWriter, r *http.Request, rec *request) error
+
+// logEntry is what one request leaves in the access log (and reports to
+// telemetry): one JSON line with who, what, where, and how long. It never
+// holds a token, key or prompt.
+type logEntry struct {
 	id              string
 	start           time.Time
 	method, path    string
@@ -27,20 +41,13 @@ type record struct {
 	attempts        int
 	status          int
 	upstreamStatus  int
-	wroteHeader     bool
 	outcome         string
 	detail          string // why a backend attempt failed, for the operator only
-	// keepalive, when set, owns the stream's writes (keepalive.go);
 	// failoverAfterHeaders: an endpoint was tried after comments went out.
-	keepalive            *keepalive
 	failoverAfterHeaders bool
-	op                   upstream.Operation
-	pin                  string // the endpoint a stored response lives on ("" = any)
-	previousTokens       int64  // the continued response's recorded total tokens (0 = none known)
 	bytes, events        int64
-	tokenEvents          int64        // events that may carry generated tokens (sse.Result)
-	answerBytes          int64        // a whole successful JSON answer's size
-	budget               *reservation // the request's token budget; nil without one
+	tokenEvents          int64 // events that may carry generated tokens (sse.Result)
+	answerBytes          int64 // a whole successful JSON answer's size
 	usage                sse.Usage
 	hasUsage             bool
 	sent                 time.Time // request handed to the backend (the last attempt)
@@ -49,6 +56,33 @@ type record struct {
 	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
 	clientFirst          time.Time // first byte (headers) flushed to the client
 	clientFirstEvent     time.Time // first SSE event written to the client
+	// limit and budgetDecision are the limiter's and the budget's
+	// decisions, for telemetry.
+	limit          string
+	budgetDecision string
+}
+
+func (e *logEntry) setUsage(u sse.Usage, ok bool) {
+	if ok {
+		e.usage, e.hasUsage = u, true
+	}
+}
+
+// request is one request's state on its way through the path: its log
+// entry, and what the steps hand each other (the stream's writer, the
+// routing pin, the budget reservation, the body watcher) and serve lets
+// go of at the end.
+type request struct {
+	logEntry
+	wroteHeader bool
+	// keepalive, when set, owns the stream's writes (keepalive.go).
+	keepalive      *keepalive
+	op             upstream.Operation
+	pin            string       // the endpoint a stored response lives on ("" = any)
+	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
+	budget         *reservation // the request's token budget; nil without one
+	// slot is the tenant whose concurrency slot the request holds (admit).
+	slot *tenant.Tenant
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody
@@ -65,30 +99,52 @@ type record struct {
 
 	// Telemetry (telemetry.go), all unset without it: ctx carries the
 	// server span; backend is the last attempt and attemptEnd ends its
-	// span; limit and budgetDecision are the limiter's and the budget's
-	// decisions; streamOpen: counted in llmgw.streams.open.
-	ctx            context.Context
-	backend        telemetry.Attempt
-	attemptEnd     func(telemetry.Result)
-	limit          string
-	budgetDecision string
-	streamOpen     bool
+	// span; streamOpen: counted in llmgw.streams.open.
+	ctx        context.Context
+	backend    telemetry.Attempt
+	attemptEnd func(telemetry.Result)
+	streamOpen bool
 }
 
-func (r *record) setUsage(u sse.Usage, ok bool) {
-	if ok {
-		r.usage, r.hasUsage = u, true
+// ServeHTTP dispatches by exact path (routes.go), so unknown paths (404)
+// and wrong methods (405) get OpenAI's error JSON rather than ServeMux's
+// plain text, and serves every route but the health check through serve.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every response carries the gateway's own request id; a caller-supplied
+	// one is never trusted into the log.
+	w.Header()["X-Request-Id"] = []string{newRequestID()}
+	s.boundBody(w, r)
+	h := s.handler(w, r)
+	if h == nil { // the health check: a probe every few seconds is not traffic to log
+		healthz(w)
+		return
+	}
+	s.serve(w, r, h)
+}
+
+// serve runs h with the request's state and log entry, and renders the
+// error h returns: as the whole response, or, when a keepalive comment
+// already sent a stream's headers, as the stream's one error event.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	if err := h(w, r, rec); err != nil {
+		if rec.keepalive.stop() {
+			s.failStream(w, rec, err)
+			return
+		}
+		s.fail(w, rec, err)
 	}
 }
 
-// begin starts a request's record under the id ServeHTTP gave it.
-func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
+// begin starts a request's state under the id ServeHTTP gave it.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) *request {
 	id := w.Header()["X-Request-Id"]
 	if len(id) != 1 {
 		id = []string{newRequestID()}
 		w.Header()["X-Request-Id"] = id
 	}
-	rec := &record{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}
+	rec := &request{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
 	if anthropicPath(r.URL.Path) {
 		rec.op = upstream.Messages // its errors in Anthropic's shape
 	}
@@ -97,52 +153,33 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *record {
 	return rec
 }
 
-// fail answers with e unless the response has started, in which case the
-// connection is aborted: a started response cannot change its status.
-func (s *Server) fail(w http.ResponseWriter, rec *record, err error) {
-	e := asAPIError(err)
-	rec.outcome = e.Code
-	rec.status = e.Status
-	if rec.wroteHeader {
-		panic(http.ErrAbortHandler)
-	}
-	if e.Status == 499 { // nobody is listening; write nothing
-		return
-	}
-	rec.wroteHeader = true
-	if rec.body != nil && !rec.body.done {
-		// An answer before the body was read (a bad token, a body too
-		// large or too slow): close rather than wait for the rest, after
-		// the answer has reached the client (a lingering close).
-		rec.body.closeEarly(w.Header())
-	}
-	e.writeAs(w, rec)
-}
-
-// finish recovers a panic into a 500, writes the access-log line and
-// reports the request to telemetry.
-func (s *Server) finish(w http.ResponseWriter, rec *record) {
-	if v := recover(); v != nil {
-		if v == http.ErrAbortHandler {
-			s.log(rec)
-			s.report(rec)
-			panic(v)
-		}
+// finish recovers a panic into a 500, then, with the client answered,
+// settles the request's budget, frees its concurrency slot, writes the
+// access-log line and reports the request to telemetry.
+func (s *Server) finish(w http.ResponseWriter, rec *request) {
+	v := recover()
+	if v != nil && v != http.ErrAbortHandler {
 		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
 		if !rec.wroteHeader {
 			s.fail(w, rec, nil)
+			v = nil
 		} else {
 			rec.outcome = "panic"
-			s.log(rec)
-			s.report(rec)
-			panic(http.ErrAbortHandler)
+			v = http.ErrAbortHandler
 		}
+	}
+	s.settleBudget(w, rec)
+	if rec.slot != nil {
+		rec.slot.Release()
 	}
 	s.log(rec)
 	s.report(rec)
+	if v != nil {
+		panic(v)
+	}
 }
 
-func (s *Server) log(rec *record) {
+func (s *Server) log(rec *request) {
 	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -154,7 +191,7 @@ func (s *Server) log(rec *record) {
 		return float64(b.Sub(a).Microseconds()) / 1000
 	}
 	kaSent, kaFirst := rec.keepalive.stats()
-	added := addedMs(rec, end)
+	added := addedMs(&rec.logEntry, end)
 	clientFirst := rec.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
@@ -167,7 +204,7 @@ func (s *Server) log(rec *record) {
 		slog.String("tenant_name", rec.tenantName),
 		slog.String("subject", rec.subject),
 		slog.String("model", rec.model),
-		streamAttr(rec),
+		streamAttr(&rec.logEntry),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
 		slog.Int("attempts", rec.attempts),
@@ -203,7 +240,7 @@ func (s *Server) log(rec *record) {
 // a stream's headers go to the client before its first event (issue 22:
 // compared with them, 1 stream in 6 was "negative"), and that wait is the
 // backend's, not the gateway's.
-func addedMs(rec *record, end time.Time) float64 {
+func addedMs(rec *logEntry, end time.Time) float64 {
 	span := func(a, b time.Time) time.Duration {
 		if a.IsZero() || b.IsZero() || b.Before(a) {
 			return 0
@@ -237,7 +274,7 @@ func newRequestID() string {
 // streamAttr is the access log's stream: null when the body was never read
 // (a caller refused before it: the gateway reads nothing of a caller
 // without a valid token).
-func streamAttr(rec *record) slog.Attr {
+func streamAttr(rec *logEntry) slog.Attr {
 	if !rec.streamKnown {
 		return slog.Any("stream", nil)
 	}
