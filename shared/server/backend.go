@@ -79,7 +79,10 @@ type attempt struct {
 	lastTry bool
 }
 
-// try sends the request to one endpoint. On failure it has benched the
+// rewriteSlack covers what a rewrite adds: a longer model name,
+// "stream_options":{"include_usage":true} and an output cap.
+const rewriteSlack = 144
+
 // try sends the request to one endpoint. On failure it has benched the
 // endpoint as the answer deserves; final says no other endpoint may be
 // tried (the client left, or a JSON answer timed out).

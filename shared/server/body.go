@@ -17,10 +17,6 @@ import (
 // small).
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
-// rewriteSlack covers what a rewrite adds: a longer model name,
-// "stream_options":{"include_usage":true} and an output cap.
-const rewriteSlack = 144
-
 func putBody(b *[]byte) {
 	if cap(*b) <= 64<<10 {
 		*b = (*b)[:0]

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -266,4 +267,19 @@ func setTokenHeaders(h http.Header, d budget.Decision, now time.Time) {
 	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(win.Limit, 10)}
 	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(win.Remaining, 10)}
 	h["X-Ratelimit-Reset-Tokens"] = []string{max(win.Reset.Sub(now), 0).Round(time.Millisecond).String()}
+}
+
+// budgetDecision names a budget's answer for telemetry.
+func budgetDecision(d budget.Decision, err error) string {
+	switch {
+	case errors.Is(err, budget.ErrUnavailable):
+		return telemetry.Unavailable
+	case err != nil:
+		return "failed"
+	case d.Degraded && d.Allowed:
+		return telemetry.Degraded
+	case d.Allowed:
+		return telemetry.Reserved
+	}
+	return telemetry.Refused
 }

@@ -105,7 +105,7 @@ func asAPIError(err error) *apiError {
 
 // fail answers with e unless the response has started, in which case the
 // connection is aborted: a started response cannot change its status.
-func (s *Server) fail(w http.ResponseWriter, rec *request, err error) {
+func fail(w http.ResponseWriter, rec *request, err error) {
 	e := asAPIError(err)
 	rec.outcome = e.Code
 	rec.status = e.Status
@@ -128,7 +128,7 @@ func (s *Server) fail(w http.ResponseWriter, rec *request, err error) {
 // failStream ends a stream whose headers a keepalive already sent with
 // one SSE error event: the status it would have had is in the error
 // object, and no [DONE] follows.
-func (s *Server) failStream(w http.ResponseWriter, rec *request, err error) {
+func failStream(w http.ResponseWriter, rec *request, err error) {
 	e := asAPIError(err)
 	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
 	if e.Status == 499 {

@@ -1,14 +1,12 @@
 package server
 
-// The HTTP host's client connections: a cap on how many are open, every
-// request body bounded in time from its headers on, and a lingering close
-// after an early answer, so that a client still sending its body reads
-// the answer instead of a reset (issue 22). Lambda has no connections:
-// none of this applies there.
+// The HTTP host's client connections: a cap on how many are open, and a
+// lingering close after an early answer, so that a client still sending
+// its body reads the answer instead of a reset (issue 22). Lambda has no
+// connections: none of this applies there.
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -208,78 +206,6 @@ func lingerOn(c net.Conn, total, timeout time.Duration, max int64) {
 		if err != nil {
 			return
 		}
-	}
-}
-
-// boundBody bounds the reading of a request's body from the moment its
-// headers are in, before authentication, so that a caller without a token
-// cannot hold a connection by announcing a body and going silent (DESIGN:
-// every connection bounded from its first byte). http.Server bounds the
-// rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
-//
-// The read deadline is BodyReadTimeout from now. It also bounds what
-// net/http does after the handler returns with a body unread: it reads up
-// to 256 KiB more to reuse the connection, and without a deadline a silent
-// client kept that read, and so the answer, waiting forever. A handler that
-// reads the whole body clears the deadline (proxy.go), since a later read
-// error would cancel the request's context and cut a long stream.
-//
-// A request without a body gets no deadline: nothing is read until it is
-// done, and net/http's own background read must not time out under a slow
-// handler. On Lambda there is no connection: SetReadDeadline reports
-// http.ErrNotSupported, and nothing else here applies.
-//
-// A chunked request is answered with Connection: close: net/http accepts
-// Transfer-Encoding together with Content-Length (it drops the latter, and
-// the handler cannot tell), and RFC 9112 §6.1 then requires the server to
-// close the connection after responding, against request smuggling.
-func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength == 0 {
-		return
-	}
-	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) != nil {
-		return
-	}
-	if r.ContentLength < 0 {
-		w.Header()["Connection"] = []string{"close"}
-	}
-	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
-}
-
-// watchedBody notes whether a request body was read to its end, so that an
-// early answer can close a connection whose body is still unread instead of
-// letting net/http wait for it.
-type watchedBody struct {
-	io.ReadCloser
-	done bool
-	conn *conn // nil: not through a Listener (tests, Lambda)
-}
-
-// closeEarly ends the connection after an answer given while the body is
-// still unread: Connection: close, and a lingering close (listener.go), so
-// that a client still sending reads the answer instead of a reset.
-func (b *watchedBody) closeEarly(h http.Header) {
-	h["Connection"] = []string{"close"}
-	if b.conn != nil {
-		b.conn.linger.Store(true)
-	}
-}
-
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.done = true
-	}
-	return n, err
-}
-
-// closeUnread marks the response Connection: close when the request's body
-// (on a connection boundBody bounded) has not been read to its end: the
-// client may still be sending it, or may never, and the bytes that follow
-// cannot be trusted to start the next request.
-func closeUnread(w http.ResponseWriter, r *http.Request) {
-	if b, ok := r.Body.(*watchedBody); ok && !b.done {
-		b.closeEarly(w.Header())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -238,4 +239,15 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *request, 
 		return requestsRefused(tenantID, d.Limit, d.Reset.Sub(now))
 	}
 	return nil
+}
+
+// limitDecision names a limiter's answer for telemetry.
+func limitDecision(d ratelimit.Decision) string {
+	switch {
+	case d.Degraded && d.Allowed:
+		return telemetry.Degraded
+	case d.Allowed:
+		return telemetry.Allowed
+	}
+	return telemetry.Refused
 }

@@ -9,6 +9,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -60,6 +61,12 @@ type logEntry struct {
 	// decisions, for telemetry.
 	limit          string
 	budgetDecision string
+	// What the request's parts tell when it ends (finish): the keepalive
+	// comments sent and when the first went out, and the budget's
+	// reservation, charge and output cap (0 without one).
+	keepalives                int
+	firstKeepalive            time.Time
+	reserved, charged, capped int64
 }
 
 func (e *logEntry) setUsage(u sse.Usage, ok bool) {
@@ -106,6 +113,15 @@ type request struct {
 	streamOpen bool
 }
 
+// context is the context a request's backend calls are made under: the
+// request's, carrying its server span when telemetry is on.
+func (rec *request) context(r *http.Request) context.Context {
+	if rec.ctx != nil {
+		return rec.ctx
+	}
+	return r.Context()
+}
+
 // ServeHTTP dispatches by exact path (routes.go), so unknown paths (404)
 // and wrong methods (405) get OpenAI's error JSON rather than ServeMux's
 // plain text, and serves every route but the health check through serve.
@@ -130,10 +146,82 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
 	defer s.finish(w, rec)
 	if err := h(w, r, rec); err != nil {
 		if rec.keepalive.stop() {
-			s.failStream(w, rec, err)
+			failStream(w, rec, err)
 			return
 		}
-		s.fail(w, rec, err)
+		fail(w, rec, err)
+	}
+}
+
+// boundBody bounds the reading of a request's body from the moment its
+// headers are in, before authentication, so that a caller without a token
+// cannot hold a connection by announcing a body and going silent (DESIGN:
+// every connection bounded from its first byte). http.Server bounds the
+// rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
+//
+// The read deadline is BodyReadTimeout from now. It also bounds what
+// net/http does after the handler returns with a body unread: it reads up
+// to 256 KiB more to reuse the connection, and without a deadline a silent
+// client kept that read, and so the answer, waiting forever. A handler that
+// reads the whole body clears the deadline (proxy.go), since a later read
+// error would cancel the request's context and cut a long stream.
+//
+// A request without a body gets no deadline: nothing is read until it is
+// done, and net/http's own background read must not time out under a slow
+// handler. On Lambda there is no connection: SetReadDeadline reports
+// http.ErrNotSupported, and nothing else here applies.
+//
+// A chunked request is answered with Connection: close: net/http accepts
+// Transfer-Encoding together with Content-Length (it drops the latter, and
+// the handler cannot tell), and RFC 9112 §6.1 then requires the server to
+// close the connection after responding, against request smuggling.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) != nil {
+		return
+	}
+	if r.ContentLength < 0 {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
+}
+
+// watchedBody notes whether a request body was read to its end, so that an
+// early answer can close a connection whose body is still unread instead of
+// letting net/http wait for it.
+type watchedBody struct {
+	io.ReadCloser
+	done bool
+	conn *conn // nil: not through a Listener (tests, Lambda)
+}
+
+// closeEarly ends the connection after an answer given while the body is
+// still unread: Connection: close, and a lingering close (listener.go), so
+// that a client still sending reads the answer instead of a reset.
+func (b *watchedBody) closeEarly(h http.Header) {
+	h["Connection"] = []string{"close"}
+	if b.conn != nil {
+		b.conn.linger.Store(true)
+	}
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+// closeUnread marks the response Connection: close when the request's body
+// (on a connection boundBody bounded) has not been read to its end: the
+// client may still be sending it, or may never, and the bytes that follow
+// cannot be trusted to start the next request.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if b, ok := r.Body.(*watchedBody); ok && !b.done {
+		b.closeEarly(w.Header())
 	}
 }
 
@@ -161,7 +249,7 @@ func (s *Server) finish(w http.ResponseWriter, rec *request) {
 	if v != nil && v != http.ErrAbortHandler {
 		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
 		if !rec.wroteHeader {
-			s.fail(w, rec, nil)
+			fail(w, rec, nil)
 			v = nil
 		} else {
 			rec.outcome = "panic"
@@ -172,14 +260,16 @@ func (s *Server) finish(w http.ResponseWriter, rec *request) {
 	if rec.slot != nil {
 		rec.slot.Release()
 	}
-	s.log(rec)
+	rec.keepalives, rec.firstKeepalive = rec.keepalive.stats()
+	rec.reserved, rec.charged, rec.capped = rec.budget.reserved(), rec.budget.chargedTokens(), rec.outputCap()
+	s.log(&rec.logEntry)
 	s.report(rec)
 	if v != nil {
 		panic(v)
 	}
 }
 
-func (s *Server) log(rec *request) {
+func (s *Server) log(rec *logEntry) {
 	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -190,8 +280,8 @@ func (s *Server) log(rec *request) {
 		}
 		return float64(b.Sub(a).Microseconds()) / 1000
 	}
-	kaSent, kaFirst := rec.keepalive.stats()
-	added := addedMs(&rec.logEntry, end)
+	kaFirst := rec.firstKeepalive
+	added := addedMs(rec, end)
 	clientFirst := rec.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
@@ -204,7 +294,7 @@ func (s *Server) log(rec *request) {
 		slog.String("tenant_name", rec.tenantName),
 		slog.String("subject", rec.subject),
 		slog.String("model", rec.model),
-		streamAttr(&rec.logEntry),
+		streamAttr(rec),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
 		slog.Int("attempts", rec.attempts),
@@ -216,13 +306,13 @@ func (s *Server) log(rec *request) {
 		slog.Int64("events", rec.events),
 		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
-		slog.Int64("budget_reserved", rec.budget.reserved()),
-		slog.Int64("budget_charged", rec.budget.chargedTokens()),
-		slog.Int64("output_cap", rec.outputCap()),
+		slog.Int64("budget_reserved", rec.reserved),
+		slog.Int64("budget_charged", rec.charged),
+		slog.Int64("output_cap", rec.capped),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
 		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
-		slog.Int("keepalives", kaSent),
+		slog.Int("keepalives", rec.keepalives),
 		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
 		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
 		slog.Float64("added_ms", added),

@@ -2,12 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -33,15 +30,6 @@ func (s *Server) traced(rec *request, r *http.Request) {
 	if s.Telemetry != nil {
 		rec.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
 	}
-}
-
-// context is the context a request's backend calls are made under: the
-// request's, carrying its server span when telemetry is on.
-func (rec *request) context(r *http.Request) context.Context {
-	if rec.ctx != nil {
-		return rec.ctx
-	}
-	return r.Context()
 }
 
 // attemptBegins starts an attempt's client span (try calls it with the
@@ -88,15 +76,14 @@ func (s *Server) report(rec *request) {
 		rec.streamOpen = false
 		s.Telemetry.Stream(rec.ctx, rec.pool, -1)
 	}
-	kaSent, _ := rec.keepalive.stats()
 	t := telemetry.Request{
 		Route: routeOf(rec.path), Method: rec.method,
 		Tenant: rec.tenant, TenantName: rec.tenantName,
 		Pool: rec.pool, Stream: rec.stream, Status: rec.status, ErrorType: errType,
 		Start: rec.start, End: s.Now(), FirstEvent: rec.clientFirstEvent,
 		InputTokens: rec.usage.PromptTokens, OutputTokens: rec.usage.CompletionTokens, Usage: rec.hasUsage,
-		Attempts: rec.attempts, Keepalives: kaSent,
-		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
+		Attempts: rec.attempts, Keepalives: rec.keepalives,
+		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.reserved, Charged: rec.charged,
 	}
 	if rec.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = operationName(rec.op), rec.model
@@ -146,30 +133,4 @@ func routeOf(path string) string {
 		return path
 	}
 	return "other"
-}
-
-// limitDecision names a limiter's answer for telemetry.
-func limitDecision(d ratelimit.Decision) string {
-	switch {
-	case d.Degraded && d.Allowed:
-		return telemetry.Degraded
-	case d.Allowed:
-		return telemetry.Allowed
-	}
-	return telemetry.Refused
-}
-
-// budgetDecision names a budget's answer for telemetry.
-func budgetDecision(d budget.Decision, err error) string {
-	switch {
-	case errors.Is(err, budget.ErrUnavailable):
-		return telemetry.Unavailable
-	case err != nil:
-		return "failed"
-	case d.Degraded && d.Allowed:
-		return telemetry.Degraded
-	case d.Allowed:
-		return telemetry.Reserved
-	}
-	return telemetry.Refused
 }
