@@ -580,7 +580,7 @@ func webSocketRefused() *apiError {
 		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)")
 }
 
-// Azure's routes (azure.go).
+// Azure's routes (routes.go).
 
 func apiVersionMissing() *apiError {
 	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "api-version",
@@ -600,7 +600,7 @@ func headersTooLarge(max int) *apiError {
 		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
 }
 
-// What a caller or a neighbour can hold (listener.go, concurrency.go).
+// What a caller or a neighbour can hold (listener.go, proxy.go).
 
 func tooManyConnections(max int) *apiError {
 	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",

@@ -15,7 +15,7 @@ type methods map[string]handler
 
 // routeTable lists the routes at fixed paths; handler adds the ones with
 // an id in the path (/v1/responses/{id}…, /v1/models/{model}) and Azure's
-// (azure.go).
+// (below).
 func (s *Server) routeTable() map[string]methods {
 	return map[string]methods{
 		"/healthz":             {http.MethodGet: nil, http.MethodHead: nil},
