@@ -13,9 +13,9 @@ import (
 // check, which serve does not log.
 type methods map[string]handler
 
-// routeTable lists the routes at fixed paths; handler adds the ones with
-// an id in the path (/v1/responses/{id}…, /v1/models/{model}) and Azure's
-// (below).
+// routeTable lists the routes at fixed paths and Azure's deployment
+// routes; handler adds the ones with an id in the path
+// (/v1/responses/{id}…, /v1/models/{model}) and Azure's others (below).
 func (s *Server) routeTable() map[string]methods {
 	return map[string]methods{
 		"/healthz":             {http.MethodGet: nil, http.MethodHead: nil},
@@ -27,6 +27,7 @@ func (s *Server) routeTable() map[string]methods {
 		"/v1/messages":              {http.MethodPost: s.messages(upstream.Messages)},
 		"/v1/messages/count_tokens": {http.MethodPost: s.messages(upstream.CountTokens)},
 		"/v1/models":                {http.MethodGet: s.listModels},
+		azureDeploymentRoute:        {http.MethodPost: s.serveDeployment},
 	}
 }
 
@@ -237,10 +238,7 @@ func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
 		}
 		return s.dispatch(w, r, "/v1/"+rest)
 	}
-	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
-	deployment, opPath, _ := strings.Cut(rest, "/")
-	op, known := azureOps[opPath]
-	if !ok || deployment == "" || !known {
+	if _, _, ok := azureDeployment(path); !ok {
 		return s.notFound
 	}
 	if r.Method != http.MethodPost {
@@ -249,9 +247,26 @@ func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
 	if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
 		return failWith(aerr)
 	}
-	return func(w http.ResponseWriter, r *http.Request, rec *request) error {
-		return s.serveProxy(w, r, rec, op, deployment)
-	}
+	return s.routes[azureDeploymentRoute][http.MethodPost]
+}
+
+// azureDeploymentRoute is the deployment routes' entry in the route table
+// (dispatch never looks up a path under /openai/).
+const azureDeploymentRoute = "/openai/deployments/{deployment}/{operation}"
+
+// serveDeployment serves a deployment route azure checked: the one request
+// path, with the body's model set to the deployment.
+func (s *Server) serveDeployment(w http.ResponseWriter, r *http.Request, rec *request) error {
+	deployment, op, _ := azureDeployment(r.URL.Path)
+	return s.serveProxy(w, r, rec, op, deployment)
+}
+
+// azureDeployment reads a deployment route's path.
+func azureDeployment(path string) (deployment string, op upstream.Operation, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
+	deployment, opPath, _ := strings.Cut(rest, "/")
+	op, known := azureOps[opPath]
+	return deployment, op, ok && deployment != "" && known
 }
 
 // failWith is the handler that fails with e.
