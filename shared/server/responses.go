@@ -169,7 +169,7 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, rest string) han
 	}
 	methods, ok := storedRoutes[sub]
 	if !ok || id == "" {
-		return s.notFound
+		return notFound
 	}
 	if !slices.Contains(methods, r.Method) {
 		return s.methodNotAllowed(strings.Join(methods, ", "))
@@ -188,19 +188,19 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *reques
 	if err != nil {
 		return err
 	}
-	notFound := responseNotFound(id)
+	unknown := responseNotFound(id)
 	o, found, err := s.lookup(ctx, id)
 	switch {
 	case err != nil:
 		return affinityUnavailable()
 	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
-		return notFound
+		return unknown
 	}
 	rec.model, rec.pool, rec.endpoint = o.Model, o.Pool, o.Endpoint
 	pool := s.Router.Pool(o.Model)
 	target := s.targetFor(pool, o.Endpoint)
 	if target == nil {
-		return notFound // the endpoint left the config
+		return unknown // the endpoint left the config
 	}
 	if err := s.take(ctx, w, rec, t.ID); err != nil {
 		return err

@@ -60,7 +60,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) h
 		rt, ok = methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request, rec *request) error { return s.getModel(w, r, rec, id) }}, true
 	}
 	if !ok {
-		return s.notFound
+		return notFound
 	}
 	h, ok := rt[r.Method]
 	if !ok {
@@ -98,7 +98,7 @@ func (s *Server) headersTooLarge(w http.ResponseWriter, _ *http.Request, _ *requ
 
 // notFound answers a path the gateway does not serve, logged: a
 // misconfigured client is what an operator needs to find.
-func (s *Server) notFound(_ http.ResponseWriter, r *http.Request, _ *request) error {
+func notFound(_ http.ResponseWriter, r *http.Request, _ *request) error {
 	return unknownURL(r.Method, r.URL.Path)
 }
 
@@ -239,7 +239,7 @@ func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
 		return s.dispatch(w, r, "/v1/"+rest)
 	}
 	if _, _, ok := azureDeployment(path); !ok {
-		return s.notFound
+		return notFound
 	}
 	if r.Method != http.MethodPost {
 		return s.methodNotAllowed("POST")
