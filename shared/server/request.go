@@ -130,7 +130,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// one is never trusted into the log.
 	w.Header()["X-Request-Id"] = []string{newRequestID()}
 	s.boundBody(w, r)
-	h := s.handler(w, r)
+	h := s.route(w, r)
 	if h == nil { // the health check: a probe every few seconds is not traffic to log
 		healthz(w)
 		return

@@ -14,7 +14,7 @@ import (
 type methods map[string]handler
 
 // routeTable lists the routes at fixed paths and Azure's deployment
-// routes; handler adds the ones with an id in the path
+// routes; route adds the ones with an id in the path
 // (/v1/responses/{id}…, /v1/models/{model}) and Azure's others (below).
 func (s *Server) routeTable() map[string]methods {
 	return map[string]methods{
@@ -31,10 +31,10 @@ func (s *Server) routeTable() map[string]methods {
 	}
 }
 
-// handler picks r's handler (nil: the health check). Refusals that need
+// route picks r's handler (nil: the health check). Refusals that need
 // no step (431, 404, 405, 426, a bad api-version) are handlers too, so
 // that serve answers and logs them like every other error.
-func (s *Server) handler(w http.ResponseWriter, r *http.Request) handler {
+func (s *Server) route(w http.ResponseWriter, r *http.Request) handler {
 	if s.MaxHeaderBytes > 0 && headerBytes(r) > s.MaxHeaderBytes {
 		return s.headersTooLarge
 	}
