@@ -1,18 +1,320 @@
 package server
 
-// Checking a backend's answer before it is relayed: what failover reads
-// (Retry-After), what makes a success a failure (a stream that is not
-// SSE, an encoding the gateway cannot read), and gzip made plain.
+// Talking to a backend: the failover loop (send), one attempt at one
+// endpoint (try), the round trip every backend call makes (roundTrip, the
+// stored-response routes' too), and the checks of an answer before it is
+// relayed: what failover reads (Retry-After), what makes a success a
+// failure (a stream that is not SSE, an encoding the gateway cannot read,
+// a JSON answer that is not JSON), gzip made plain, and a stream's first
+// event awaited before the endpoint is committed.
 
 import (
 	"compress/gzip"
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/telemetry"
 )
+
+// send tries the pool's endpoints in failover order until one answers with
+// something other than a connect error, a header timeout, 429 or 5xx (or,
+// for a stream, ends or stalls before its first event). It never retries
+// once a response is handed back: no content reached the client before
+// that. A non-streaming answer that outlasts ResponseTimeout is a 504
+// without another attempt. release frees the attempt's context.
+func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
+	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
+	var scratch [8]*route.Endpoint
+	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
+	if rec.pin != "" {
+		// A stored response lives on one endpoint: only it can answer.
+		order, wait = order[:0], 0
+		for _, e := range pool.Endpoints {
+			if e.Name == rec.pin {
+				order = append(order, e)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, nil, upstreamUnavailable(pool.Name, wait)
+	}
+	var last *apiError
+	for i, e := range order {
+		if last != nil && rec.keepalive.isStarted() {
+			rec.failoverAfterHeaders = true
+		}
+		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: i == len(order)-1}
+		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
+		if fail == nil {
+			s.Router.Healthy(e)
+			return resp, release, nil
+		}
+		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: !final && i < len(order)-1})
+		if last = fail; final {
+			break
+		}
+	}
+	return nil, nil, last
+}
+
+// attempt is one try of one endpoint.
+type attempt struct {
+	rec     *exchange
+	w       http.ResponseWriter
+	pool    *route.Pool
+	e       *route.Endpoint
+	op      request.Operation
+	body    *request.Body
+	lastTry bool
+}
+
+// rewriteSlack covers what a rewrite adds: a longer model name,
+// "stream_options":{"include_usage":true} and an output cap.
+const rewriteSlack = 144
+
+// try sends the request to one endpoint. On failure it has benched the
+// endpoint as the answer deserves; final says no other endpoint may be
+// tried (the client left, or a JSON answer timed out).
+func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, release func(), fail *apiError, final bool) {
+	rec, e, pool := a.rec, a.e, a.pool
+	target := s.Targets[e]
+	rec.endpoint = e.Name
+	rec.attempts++
+	// Each attempt gets its own exactly sized copy: the transport may still
+	// be reading a failed attempt's body, and a stream holds its body until
+	// it ends, so a pooled buffer would pin more memory.
+	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, request.Changes{
+		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(a.op)})
+	actx, cancel := context.WithCancelCause(ctx)
+	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
+	if err != nil {
+		cancel(nil)
+		rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
+		return nil, nil, credentialError(pool.Name, err), false
+	}
+	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model)
+	timeout := s.HeaderTimeout
+	if !a.body.Stream {
+		timeout = s.ResponseTimeout
+	}
+	timer := attemptTimer(timeout, cancel)
+	resp, fail, final = s.roundTrip(ctx, rec, req, call{ctx: actx, cancel: cancel, timer: timer, e: e, pool: pool.Name, timeout: timeout, stream: a.body.Stream})
+	if fail != nil {
+		return nil, nil, fail, final
+	}
+	if fail := s.judge(rec, e, pool.Name, resp, a.body.Stream); fail != nil {
+		timer.Stop()
+		drain(resp.Body)
+		cancel(nil)
+		return nil, nil, fail, false
+	}
+	decodeBody(resp)
+	rec.upstreamHeaders = s.Now()
+	if !a.body.Stream || resp.StatusCode/100 != 2 {
+		// A JSON answer: its head is read within the attempt's time, and
+		// checked, before the client gets a byte.
+		fail, final := s.awaitJSON(ctx, actx, a, resp, timeout)
+		timer.Stop()
+		if fail != nil {
+			drain(resp.Body)
+			cancel(nil)
+			return nil, nil, fail, final
+		}
+		return resp, func() { cancel(nil) }, nil, false
+	}
+	timer.Stop()
+	if a.body.Stream && resp.StatusCode/100 == 2 {
+		if fail, final := s.awaitFirstEvent(ctx, actx, cancel, a, resp); fail != nil {
+			return nil, nil, fail, final
+		}
+	}
+	return resp, func() { cancel(nil) }, nil, false
+}
+
+// call is one backend round trip's attempt: its context, what ends it,
+// where it goes and how long it may take to answer.
+type call struct {
+	ctx    context.Context // a child of the request's context
+	cancel context.CancelCauseFunc
+	// timer cancels ctx with errAttemptTimeout after timeout; the caller
+	// stops it once the answer began as it must.
+	timer *time.Timer
+	// e is benched for a failure; nil for a stored response's endpoint,
+	// the only one that has it.
+	e       *route.Endpoint
+	pool    string
+	timeout time.Duration // HeaderTimeout for a stream, else ResponseTimeout
+	stream  bool
+}
+
+// attemptTimer arms an attempt's timeout.
+func attemptTimer(timeout time.Duration, cancel context.CancelCauseFunc) *time.Timer {
+	return time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+}
+
+// roundTrip is the one round trip of every backend call: it sends req,
+// made under c.ctx, with the gateway's request id. A failure to answer
+// ends c.ctx, benches c.e and is classified: the client left (ctx, the
+// request's, ended), the attempt timed out, or the transport failed;
+// final says no other endpoint may be tried (the client left, or a JSON
+// answer timed out: it would only be slow again elsewhere).
+func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request, c call) (resp *http.Response, fail *apiError, final bool) {
+	req.Header.Set("X-Request-Id", rec.id)
+	rec.sent = s.Now()
+	if rec.firstSent.IsZero() {
+		rec.firstSent = rec.sent
+	}
+	resp, err := s.Client.Do(req)
+	rec.noteAttempt(resp, err)
+	if err == nil {
+		rec.upstreamStatus = resp.StatusCode
+		return resp, nil, false
+	}
+	c.timer.Stop()
+	timedOut := errors.Is(context.Cause(c.ctx), errAttemptTimeout)
+	c.cancel(nil)
+	if ctx.Err() != nil {
+		return nil, contextError(ctx), true
+	}
+	if c.e != nil {
+		s.Router.Cooldown(c.e, s.DefaultCooldown, false)
+	}
+	if timedOut {
+		return nil, attemptTimeout(c.pool, c.timeout), !c.stream
+	}
+	rec.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
+	return nil, transportError(c.pool, err), false
+}
+
+// judge says whether a backend's answer is a failure to try elsewhere,
+// and benches the endpoint accordingly: 429 and 5xx (for Retry-After or
+// the default cooldown), a refusal of the gateway's own credentials, a
+// redirect (never followed, never relayed), and a success the gateway
+// cannot relay as asked.
+func (s *Server) judge(rec *exchange, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		ra, hard := retryAfter(resp.Header, s.Now())
+		if !hard {
+			ra = s.DefaultCooldown
+		}
+		s.Router.Cooldown(e, ra, hard)
+		return statusError(pool, resp.StatusCode, ra, hard)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		// The caller cannot fix the gateway's credentials: a 502, not the
+		// backend's 401. The endpoint is named in the log, never to the caller.
+		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
+		return upstreamAuthFailed(pool, resp.StatusCode)
+	case resp.StatusCode/100 == 3:
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		return redirected(rec, e.Name, pool, resp.StatusCode)
+	}
+	if bad := checkAnswer(resp, stream); bad != "" {
+		// A stream answered with a web page, or a body in an encoding the
+		// gateway cannot read: never a silent success.
+		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
+		return badResponse(pool, bad)
+	}
+	return nil
+}
+
+// awaitJSON reads a JSON answer's head (jsonAnswer) into rec.answer and
+// checks it: an answer that is cut, stalls, or is not the JSON a success
+// must be is abandoned for the next endpoint; one that outlasts the
+// attempt's timeout ends the request (final), as a slow answer would
+// only be slow again elsewhere.
+func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Response, timeout time.Duration) (fail *apiError, final bool) {
+	rec, pool := a.rec, a.pool.Name
+	ans := getAnswer()
+	err := ans.readHead(resp.Body)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		answerPool.Put(ans)
+		return contextError(ctx), true
+	case err != nil && errors.Is(context.Cause(actx), errAttemptTimeout):
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		return attemptTimeout(pool, timeout), !a.body.Stream
+	case err != nil:
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
+		return answerCut(pool, err), false
+	}
+	if bad := checkJSON(resp, ans); bad != "" {
+		answerPool.Put(ans)
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
+		return badResponse(pool, bad), false
+	}
+	rec.answer = ans
+	return nil, false
+}
+
+// awaitFirstEvent sends the client the stream's headers (unless a
+// keepalive did) but nothing else until the backend's first event: an
+// endpoint that sends none in time, or ends or stalls first, is abandoned
+// for the next (never the last attempt, which only the idle timeout ends).
+// On success the event is put back in front of resp.Body.
+func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
+	rec := a.rec
+	if !a.op.Creates() {
+		rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+	}
+	wait, why := s.StreamIdleTimeout, errStreamIdle
+	if ftt := s.streamPolicy(a.pool).FirstTokenTimeout; ftt > 0 && ftt < wait && !a.lastTry {
+		wait, why = ftt, errFirstToken
+	}
+	timer := time.AfterFunc(wait, func() { cancel(why) })
+	first, err := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
+	timer.Stop()
+	if err != nil {
+		drain(resp.Body)
+		timedOut := context.Cause(actx)
+		cancel(nil)
+		if ctx.Err() != nil {
+			return contextError(ctx), true
+		}
+		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		rec.detail = fmt.Sprintf("endpoint %s: %v", a.e.Name, err)
+		return firstEventError(a.pool.Name, timedOut, wait, err), false
+	}
+	rec.upstreamFirst = s.Now()
+	if a.op.Creates() {
+		// The owner is recorded from response.created, before the client
+		// gets a byte of the stream, and the headers wait for it so that
+		// a failed record can be told in them.
+		unrecorded := s.remember(rec, first, true)
+		if unrecorded != "" {
+			a.w.Header().Set(HeaderUnrecorded, unrecorded)
+		}
+		if !rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) }) && unrecorded != "" {
+			_, _ = rec.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
+		}
+	}
+	resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
+	return nil, false
+}
+
+// streamPolicy is pool's keepalive and first-token policy.
+func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
+	if p, ok := s.Streams[pool.Name]; ok {
+		return p
+	}
+	return s.DefaultStreams
+}
 
 // retryAfter parses Retry-After (seconds or an HTTP date, RFC 9110 §10.2.3).
 func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
@@ -96,4 +398,131 @@ func (g *gunzip) Read(p []byte) (int, error) {
 		return 0, g.err
 	}
 	return g.zr.Read(p)
+}
+
+// jsonAnswer is a JSON answer's first bytes and the scanner that reads
+// the whole answer as it is relayed. Pooled: a scanner keeps small copies
+// of the members it reads.
+type jsonAnswer struct {
+	buf   [32 << 10]byte
+	n     int
+	whole bool // buf[:n] is the whole answer
+	scan  sse.AnswerScanner
+}
+
+var answerPool = sync.Pool{New: func() any { return new(jsonAnswer) }}
+
+func getAnswer() *jsonAnswer {
+	a := answerPool.Get().(*jsonAnswer)
+	a.n, a.whole = 0, false
+	a.scan.Reset()
+	return a
+}
+
+// readHead reads the answer until it ends or fills buf. io.ReadFull cannot
+// be used: it says ErrUnexpectedEOF both for a short complete body and for
+// a body the backend cut, and a cut body must never be relayed as complete.
+func (a *jsonAnswer) readHead(body io.Reader) error {
+	var err error
+	for a.n < len(a.buf) && err == nil {
+		var m int
+		m, err = body.Read(a.buf[a.n:])
+		a.n += m
+	}
+	a.scan.Write(a.buf[:a.n])
+	if err == io.EOF {
+		a.whole = true
+		return nil
+	}
+	return err
+}
+
+// checkJSON says what is wrong with a successful non-streaming answer
+// ("" = nothing): it must be JSON by its media type (when it names one),
+// and, when it fits the head, one whole JSON object.
+func checkJSON(resp *http.Response, a *jsonAnswer) string {
+	if resp.StatusCode/100 != 2 {
+		return ""
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return fmt.Sprintf("answered with %q, not JSON", ct)
+		}
+	}
+	if a.whole && !a.scan.Complete() {
+		return fmt.Sprintf("sent %d bytes that are not one whole JSON object", a.n)
+	}
+	return ""
+}
+
+var (
+	errNoFirstEvent       = errors.New("the backend ended the stream before its first event")
+	errFirstEventTooLarge = errors.New("the backend's first event is too large")
+)
+
+// firstEvent reads src until it holds a whole event that is not only
+// comments (a backend's own keepalives are not a first token), and returns
+// everything read. max bounds what it holds.
+func firstEvent(src io.Reader, max int) ([]byte, error) {
+	buf := make([]byte, 0, 4<<10)
+	scanned := 0
+	for {
+		if len(buf) == cap(buf) {
+			if len(buf) >= max {
+				return buf, errFirstEventTooLarge
+			}
+			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		for {
+			end, ok := sse.EventEnd(buf[scanned:], false)
+			if !ok {
+				break
+			}
+			ev := buf[scanned : scanned+end]
+			scanned += end
+			if !commentOnly(ev) {
+				return buf, nil
+			}
+		}
+		if err == io.EOF {
+			return buf, errNoFirstEvent
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+// commentOnly reports whether an event holds nothing but comment lines and
+// blank lines.
+func commentOnly(ev []byte) bool {
+	start := 0
+	for i := 0; i <= len(ev); i++ {
+		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
+			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
+}
+
+// prefixed reads prefix, then r: the first event, read before the stream
+// was committed, followed by the rest.
+type prefixed struct {
+	prefix []byte
+	io.ReadCloser
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.ReadCloser.Read(b)
 }

@@ -13,16 +13,9 @@ import (
 	"github.com/llmgw/gateway/shared/request"
 )
 
-// Pools: request bodies (grown to the body's size, kept when small) and
-// fixed 32 KiB copy buffers for JSON answers.
-var (
-	bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
-	copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-)
-
-// rewriteSlack covers what a rewrite adds: a longer model name,
-// "stream_options":{"include_usage":true} and an output cap.
-const rewriteSlack = 144
+// bodyPool holds request bodies (grown to the body's size, kept when
+// small).
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
 func putBody(b *[]byte) {
 	if cap(*b) <= 64<<10 {

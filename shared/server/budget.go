@@ -10,12 +10,13 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/telemetry"
 )
 
-// Token budgets on the request path (proxy.go calls these, in this order):
-// reserveBudget right after the request-rate take, the output cap in every
+// Token budgets on the request path, in this order: reserveBudget right
+// after the request-rate take (proxy.go), the output cap in every
 // attempt's rewrite (outputCap) and the relay's cut (maxTokenEvents), and
-// settleBudget once, when the handler ends. A tenant without a budget
+// settleBudget once, when the request ends (serve). A tenant without a budget
 // costs one map lookup; with no Budgets at all, one nil check.
 
 // Budgets reserves and settles tenants' token budgets: budget.Ledger.
@@ -50,20 +51,19 @@ type reservation struct {
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
-// and sets the x-ratelimit-*-tokens headers; on a refusal it has answered.
-func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *record, tenantID string, op request.Operation, body *request.Body, raw []byte) bool {
+// and sets the x-ratelimit-*-tokens headers, or says why it may not pass.
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *exchange, tenantID string, op request.Operation, body *request.Body, raw []byte) error {
 	if s.Budgets == nil || !op.Billed() { // counting a prompt generates and bills nothing
-		return true
+		return nil
 	}
 	lim, ok := s.Budgets.Limits(tenantID)
 	if !ok {
-		return true
+		return nil
 	}
 	if tb := body.ThinkingBudget; tb > 0 && lim.MaxOutputTokens > 0 && tb >= lim.MaxOutputTokens {
 		// max_tokens would be lowered to the tenant's cap, at or below
 		// budget_tokens: a request no backend accepts, refused here.
-		s.fail(w, rec, thinkingOverCap(tb, lim.MaxOutputTokens))
-		return false
+		return thinkingOverCap(tb, lim.MaxOutputTokens)
 	}
 	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates()}
 	switch {
@@ -94,26 +94,23 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
-			s.fail(w, rec, contextError(ctx))
+			return contextError(ctx)
 		case errors.Is(err, budget.ErrUnavailable):
-			s.fail(w, rec, budgetUnavailable())
-		default:
-			s.fail(w, rec, budgetFailed("the token budget failed"))
+			return budgetUnavailable()
 		}
-		return false
+		return budgetFailed("the token budget failed")
 	}
 	now := s.Now()
 	setTokenHeaders(w.Header(), d, now)
 	if !d.Allowed {
-		s.fail(w, rec, budgetRefusal(tenantID, d, now))
-		return false
+		return budgetRefusal(tenantID, d, now)
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
 		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
 		eventsBound: op.TokenEvents()}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
-	return true
+	return nil
 }
 
 // reserved and chargedTokens are the access log's budget_reserved and
@@ -133,7 +130,7 @@ func (b *reservation) chargedTokens() int64 {
 }
 
 // outputCap is the cap to write into the request (0: none).
-func (r *record) outputCap() int64 {
+func (r *exchange) outputCap() int64 {
 	if r.budget == nil {
 		return 0
 	}
@@ -146,7 +143,7 @@ func (r *record) outputCap() int64 {
 // more and it is ignoring the cap, so the stream is cut there. The bound
 // follows the grant, which covers a smaller cap the client chose too. 0 =
 // no bound: no strict reservation, or no output.
-func (r *record) maxTokenEvents() int64 {
+func (r *exchange) maxTokenEvents() int64 {
 	b := r.budget
 	if b == nil || !b.held || b.granted == 0 {
 		return 0
@@ -162,7 +159,7 @@ func (r *record) maxTokenEvents() int64 {
 // attempt: it accepted the request (2xx), or the attempt failed after the
 // request may have reached it (a timeout, a reset, the client leaving).
 // A refused connection, or a 429/5xx/4xx answer, spends nothing.
-func (r *record) noteAttempt(resp *http.Response, err error) {
+func (r *exchange) noteAttempt(resp *http.Response, err error) {
 	if r.budget == nil {
 		return
 	}
@@ -175,13 +172,13 @@ func (r *record) noteAttempt(resp *http.Response, err error) {
 	}
 }
 
-// settleBudget settles the request's reservation, once, when the handler
-// ends: with the usage the relay counted; with what was sent when the
-// stream was cut at its reservation; with nothing when no backend can
+// settleBudget settles the request's reservation, once, when the request
+// ends (serve): with the usage the relay counted; with what was sent when
+// the stream was cut at its reservation; with nothing when no backend can
 // have spent anything; else (usage never reported) the reservation
 // stands. The client has its answer first: the response is flushed before
 // the store round trip.
-func (s *Server) settleBudget(w http.ResponseWriter, rec *record) {
+func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	b := rec.budget
 	if b == nil || !b.held {
 		return
@@ -252,4 +249,19 @@ func setTokenHeaders(h http.Header, d budget.Decision, now time.Time) {
 	h["X-Ratelimit-Limit-Tokens"] = []string{strconv.FormatInt(win.Limit, 10)}
 	h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.FormatInt(win.Remaining, 10)}
 	h["X-Ratelimit-Reset-Tokens"] = []string{max(win.Reset.Sub(now), 0).Round(time.Millisecond).String()}
+}
+
+// budgetDecision names a budget's answer for telemetry.
+func budgetDecision(d budget.Decision, err error) string {
+	switch {
+	case errors.Is(err, budget.ErrUnavailable):
+		return telemetry.Unavailable
+	case err != nil:
+		return "failed"
+	case d.Degraded && d.Allowed:
+		return telemetry.Degraded
+	case d.Allowed:
+		return telemetry.Reserved
+	}
+	return telemetry.Refused
 }

@@ -71,9 +71,9 @@ func BenchmarkBudgetStep(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				rec := &record{id: strconv.Itoa(i)}
-				if !s.reserveBudget(ctx, w, rec, "t1", request.ChatCompletions, &body, raw) {
-					b.Fatalf("refused: %s", w.Body)
+				rec := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}}
+				if err := s.reserveBudget(ctx, w, rec, "t1", request.ChatCompletions, &body, raw); err != nil {
+					b.Fatalf("refused: %v", err)
 				}
 				rec.setUsage(sseUsage(300, 120), true)
 				s.settleBudget(w, rec)

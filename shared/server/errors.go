@@ -14,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
 )
 
 // apiError is an error the gateway answers itself, in OpenAI's error shape:
@@ -100,6 +101,150 @@ func asAPIError(err error) *apiError {
 		return ae
 	}
 	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
+}
+
+// fail answers with e unless the response has started, in which case the
+// connection is aborted: a started response cannot change its status.
+func fail(w http.ResponseWriter, rec *exchange, err error) {
+	e := asAPIError(err)
+	rec.outcome = e.Code
+	rec.status = e.Status
+	if rec.wroteHeader {
+		panic(http.ErrAbortHandler)
+	}
+	if e.Status == 499 { // nobody is listening; write nothing
+		return
+	}
+	rec.wroteHeader = true
+	if rec.body != nil && !rec.body.done {
+		// An answer before the body was read (a bad token, a body too
+		// large or too slow): close rather than wait for the rest, after
+		// the answer has reached the client (a lingering close).
+		rec.body.closeEarly(w.Header())
+	}
+	e.writeAs(w, rec)
+}
+
+// failStream ends a stream whose headers a keepalive already sent with
+// one SSE error event: the status it would have had is in the error
+// object, and no [DONE] follows.
+func failStream(w http.ResponseWriter, rec *exchange, err error) {
+	e := asAPIError(err)
+	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
+	if e.Status == 499 {
+		return
+	}
+	ev := appendStreamError(nil, rec, e, 0)
+	if n, werr := w.Write(ev); werr == nil {
+		rec.bytes += int64(n)
+		_ = http.NewResponseController(w).Flush()
+	}
+}
+
+// writeAs sends e as the whole response in the shape of rec's API:
+// Anthropic's on the Messages API's routes, else OpenAI's. Status,
+// Retry-After and WWW-Authenticate are the same in both.
+func (e *apiError) writeAs(w http.ResponseWriter, rec *exchange) {
+	if !rec.op.Anthropic() {
+		e.write(w)
+		return
+	}
+	e.writeBody(w, e.anthropicJSON(rec.id))
+}
+
+// appendStreamError appends the event that ends a stream with e, in the
+// shape its API's clients parse: a Responses stream ends with the
+// Responses API's error event (event: error, with type, code, message,
+// param and sequence_number, seq being the events relayed before it, as
+// OpenAI numbers them from 0); a Messages stream with Anthropic's error
+// event (event: error, data {"type":"error","error":{…}}); every other
+// stream with data: {"error":…}.
+func appendStreamError(dst []byte, rec *exchange, e *apiError, seq int64) []byte {
+	if rec.op.Anthropic() {
+		dst = append(dst, "event: error\n"...)
+		return sse.AppendErrorEvent(dst, e.anthropicJSON(rec.id))
+	}
+	if rec.op.Shape() != request.ShapeResponses {
+		return sse.AppendErrorEvent(dst, e.JSON())
+	}
+	body, _ := json.Marshal(struct {
+		Type     string  `json:"type"`
+		Code     string  `json:"code"`
+		Message  string  `json:"message"`
+		Param    *string `json:"param"`
+		Sequence int64   `json:"sequence_number"`
+	}{"error", e.Code, e.Message, nil, seq})
+	dst = append(dst, "event: error\n"...)
+	return sse.AppendErrorEvent(dst, body)
+}
+
+// anthropicType is the Messages API's error type for an HTTP status, as
+// Anthropic's clients read it (their error classes follow the status).
+func anthropicType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusServiceUnavailable, 529:
+		return "overloaded_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// anthropicError is the Messages API's error body.
+type anthropicError struct {
+	Type  string `json:"type"`
+	Error struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// anthropicJSON renders e in the Messages API's shape:
+// {"type":"error","error":{"type":…,"message":…},"request_id":…}. The
+// gateway's own code (e.Code) is in the access log's outcome.
+func (e *apiError) anthropicJSON(requestID string) []byte {
+	var a anthropicError
+	a.Type, a.Error.Type, a.Error.Message, a.RequestID = "error", anthropicType(e.Status), e.Message, requestID
+	b, _ := json.Marshal(a) // plain strings always marshal
+	return b
+}
+
+// Causes the steps cancel a backend call with, which the constructors
+// below tell apart.
+var (
+	// errAttemptTimeout ends an attempt whose answer did not begin in
+	// time: a stream's headers (HeaderTimeout) or a whole JSON answer
+	// (ResponseTimeout).
+	errAttemptTimeout = errors.New("backend attempt timeout")
+	errStreamIdle     = errors.New("backend stream idle")
+	errFirstToken     = errors.New("backend first-token timeout")
+)
+
+// cause is the innermost message of a relay error, for the client.
+func cause(err error) string {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err.Error()
+		}
+		err = u
+	}
 }
 
 func serverErrorRetry(status int, code, msg string, retry time.Duration) *apiError {
@@ -206,7 +351,7 @@ func badResponse(pool, what string) *apiError {
 // redirected is a backend's 3xx: a failure like a 5xx (issue 22: a
 // redirect relayed with its Location gave a tenant an internal URL with a
 // signature). Its Location reaches neither the caller nor the log.
-func redirected(rec *record, endpoint, pool string, status int) *apiError {
+func redirected(rec *exchange, endpoint, pool string, status int) *apiError {
 	rec.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
 	return badResponse(pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", status))
 }
@@ -434,7 +579,7 @@ func webSocketRefused() *apiError {
 		"this gateway serves the Responses API over HTTP only: POST /v1/responses (stream: true for events)")
 }
 
-// Azure's routes (azure.go).
+// Azure's routes (routes.go).
 
 func apiVersionMissing() *apiError {
 	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", "api-version",
@@ -454,7 +599,7 @@ func headersTooLarge(max int) *apiError {
 		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
 }
 
-// What a caller or a neighbour can hold (listener.go, concurrency.go).
+// What a caller or a neighbour can hold (listener.go, proxy.go).
 
 func tooManyConnections(max int) *apiError {
 	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",

@@ -1,20 +1,10 @@
 package server
 
 import (
-	"errors"
-	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/llmgw/gateway/shared/sse"
-)
-
-var (
-	errNoFirstEvent       = errors.New("the backend ended the stream before its first event")
-	errFirstEventTooLarge = errors.New("the backend's first event is too large")
-	errFirstToken         = errors.New("backend first-token timeout")
 )
 
 // StreamPolicy is how a pool's streams ride out long silences.
@@ -186,70 +176,4 @@ func setSSEHeaders(h http.Header) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
-}
-
-// firstEvent reads src until it holds a whole event that is not only
-// comments (a backend's own keepalives are not a first token), and returns
-// everything read. max bounds what it holds.
-func firstEvent(src io.Reader, max int) ([]byte, error) {
-	buf := make([]byte, 0, 4<<10)
-	scanned := 0
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= max {
-				return buf, errFirstEventTooLarge
-			}
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		for {
-			end, ok := sse.EventEnd(buf[scanned:], false)
-			if !ok {
-				break
-			}
-			ev := buf[scanned : scanned+end]
-			scanned += end
-			if !commentOnly(ev) {
-				return buf, nil
-			}
-		}
-		if err == io.EOF {
-			return buf, errNoFirstEvent
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// commentOnly reports whether an event holds nothing but comment lines and
-// blank lines.
-func commentOnly(ev []byte) bool {
-	start := 0
-	for i := 0; i <= len(ev); i++ {
-		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
-			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
-				return false
-			}
-			start = i + 1
-		}
-	}
-	return true
-}
-
-// prefixed reads prefix, then r: the first event, read before the stream
-// was committed, followed by the rest.
-type prefixed struct {
-	prefix []byte
-	io.ReadCloser
-}
-
-func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	return p.ReadCloser.Read(b)
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -49,6 +50,9 @@ const (
 	refusalTime = time.Second
 	maxRefusing = 128
 )
+
+// copyPool holds the lingering close's 32 KiB discard buffers.
+var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // Listener wraps an HTTP host's listener: it counts the open connections,
 // refuses those beyond ConnOptions.MaxConns, and closes a connection that

@@ -6,7 +6,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,14 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // writeStreamHeader sends a stream's response headers: the backend's
 // relayable ones and SSE's own.
-func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *record, resp *http.Response) {
+func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *exchange, resp *http.Response) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
 	setSSEHeaders(h)
@@ -32,50 +30,10 @@ func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *record, resp *htt
 	rec.clientFirst = s.Now()
 }
 
-// failStream ends a stream whose headers a keepalive already sent with
-// one SSE error event: the status it would have had is in the error
-// object, and no [DONE] follows.
-func (s *Server) failStream(w http.ResponseWriter, rc *http.ResponseController, rec *record, err error) {
-	e := asAPIError(err)
-	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
-	if e.Status == 499 {
-		return
-	}
-	ev := appendStreamError(nil, rec, e, 0)
-	if n, werr := w.Write(ev); werr == nil {
-		rec.bytes += int64(n)
-		_ = rc.Flush()
-	}
-}
-
-// appendStreamError appends the event that ends a stream with e, in the
-// shape its API's clients parse: a Responses stream ends with the
-// Responses API's error event (event: error, with type, code, message,
-// param and sequence_number, seq being the events relayed before it, as
-// OpenAI numbers them from 0); a Messages stream with Anthropic's error
-// event; every other stream with data: {"error":…}.
-func appendStreamError(dst []byte, rec *record, e *apiError, seq int64) []byte {
-	switch rec.op.Shape() {
-	case request.ShapeAnthropic:
-		return appendAnthropicStreamError(dst, rec, e)
-	case request.ShapeOpenAI:
-		return sse.AppendErrorEvent(dst, e.JSON())
-	}
-	body, _ := json.Marshal(struct {
-		Type     string  `json:"type"`
-		Code     string  `json:"code"`
-		Message  string  `json:"message"`
-		Param    *string `json:"param"`
-		Sequence int64   `json:"sequence_number"`
-	}{"error", e.Code, e.Message, nil, seq})
-	dst = append(dst, "event: error\n"...)
-	return sse.AppendErrorEvent(dst, body)
-}
-
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *record, resp *http.Response, body *idleReader, stripUsage bool) {
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *exchange, resp *http.Response, body *idleReader, stripUsage bool) {
 	rec.wroteHeader = true
 	var dst io.Writer = w
 	flush := rc.Flush
@@ -140,8 +98,6 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	}
 }
 
-var errStreamIdle = errors.New("backend stream idle")
-
 // idleReader notes when each read returned data; its timer, when it
 // fires, re-arms itself for what is left of the idle window, or cancels the
 // backend request if the window passed with nothing read. So a silent
@@ -177,23 +133,13 @@ func (i *idleReader) check() {
 
 func ctxOf(resp *http.Response) context.Context { return resp.Request.Context() }
 
-// cause is the innermost message of a relay error, for the client.
-func cause(err error) string {
-	for {
-		u := errors.Unwrap(err)
-		if u == nil {
-			return err.Error()
-		}
-		err = u
-	}
-}
-
 // relayJSON relays a non-streaming answer byte for byte. Its head was
 // read and checked by the attempt (awaitJSON); the rest is copied through
 // the same scanner, so usage and a Responses id are read from their
 // documented places in an answer of any size. A stored response's owner
-// is recorded before the client gets a byte of it.
-func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Response, body io.Reader) {
+// is recorded before the client gets a byte of it. It fails only before
+// the client got a byte; a body cut after that aborts the response.
+func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Response, body io.Reader) error {
 	ans := rec.answer
 	rec.answer = nil
 	if ans == nil { // the stored-response routes read no head in an attempt
@@ -201,11 +147,9 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 		if err := ans.readHead(body); err != nil {
 			answerPool.Put(ans)
 			if errors.Is(context.Cause(ctxOf(resp)), errStreamIdle) {
-				s.fail(w, rec, bodyIdle(s.StreamIdleTimeout))
-				return
+				return bodyIdle(s.StreamIdleTimeout)
 			}
-			s.fail(w, rec, bodyCut(err))
-			return
+			return bodyCut(err)
 		}
 	}
 	defer answerPool.Put(ans)
@@ -250,10 +194,11 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *record, resp *http.Respon
 	if resp.StatusCode/100 == 2 {
 		rec.answerBytes = rec.bytes
 	}
+	return nil
 }
 
 // readUsage takes the answer's top-level usage for the record.
-func (s *Server) readUsage(rec *record, scan *sse.AnswerScanner) {
+func (s *Server) readUsage(rec *exchange, scan *sse.AnswerScanner) {
 	if u, ok := scan.Usage(); ok {
 		rec.setUsage(u, true)
 	}

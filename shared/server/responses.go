@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -37,7 +36,7 @@ const affinityTimeout = time.Second
 // pinPrevious resolves a request's previous_response_id: the endpoint it
 // must go to, or an error. Only an id recorded for the caller's tenant
 // reaches a backend.
-func (s *Server) pinPrevious(ctx context.Context, rec *record, tenantID string, pool *route.Pool, id string) *apiError {
+func (s *Server) pinPrevious(ctx context.Context, rec *exchange, tenantID string, pool *route.Pool, id string) *apiError {
 	if id == "" {
 		return nil
 	}
@@ -75,7 +74,7 @@ const HeaderUnrecorded = "X-Llmgw-Response-Unrecorded"
 // rememberAnswer records the id of a JSON Response (its top-level id,
 // with object "response") once the scanner has read it; h, when not nil,
 // is the response header still to be sent. It records once per request.
-func (s *Server) rememberAnswer(rec *record, scan *sse.AnswerScanner, h http.Header) {
+func (s *Server) rememberAnswer(rec *exchange, scan *sse.AnswerScanner, h http.Header) {
 	if rec.remembered || rec.responseID != "" {
 		return
 	}
@@ -94,7 +93,7 @@ func (s *Server) rememberAnswer(rec *record, scan *sse.AnswerScanner, h http.Hea
 // remember records that the response id in a stream's first event
 // (response.created) lives where rec was served; it returns the id when
 // it could not be recorded.
-func (s *Server) remember(rec *record, answer []byte, stream bool) (unrecorded string) {
+func (s *Server) remember(rec *exchange, answer []byte, stream bool) (unrecorded string) {
 	id := responseID(answer, stream)
 	if !s.rememberID(rec, id) {
 		return id
@@ -105,7 +104,7 @@ func (s *Server) remember(rec *record, answer []byte, stream bool) (unrecorded s
 // rememberID records id's owner; it reports false when the store failed.
 // Nothing is retried: a record written late would open the id after a
 // window in which it was refused, and the caller was told it is unusable.
-func (s *Server) rememberID(rec *record, id string) bool {
+func (s *Server) rememberID(rec *exchange, id string) bool {
 	if id == "" {
 		return true
 	}
@@ -162,103 +161,86 @@ var storedRoutes = map[string][]string{
 	"/input_items": {http.MethodGet},
 }
 
-// serveStored answers /v1/responses/{id}[/cancel|/input_items]: only for
-// the tenant that created the response, only at the endpoint that has it.
-func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string) {
+// stored is the handler of /v1/responses/{id}[/cancel|/input_items]
+// (rest is what follows /v1/responses/).
+func (s *Server) stored(w http.ResponseWriter, r *http.Request, rest string) handler {
 	id, sub, _ := strings.Cut(rest, "/")
 	if sub != "" {
 		sub = "/" + sub
 	}
 	methods, ok := storedRoutes[sub]
 	if !ok || id == "" {
-		s.notFound(w, r)
-		return
+		return notFound
 	}
 	if !slices.Contains(methods, r.Method) {
-		s.methodNotAllowed(w, r, strings.Join(methods, ", "))
-		return
+		return s.methodNotAllowed(strings.Join(methods, ", "))
 	}
 	closeUnread(w, r) // these routes take no body
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	ctx := r.Context()
-	t, ok := s.principalTenant(w, r, rec)
-	if !ok {
-		return
+	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+		return s.serveStored(w, r, rec, id, sub)
 	}
-	notFound := responseNotFound(id)
+}
+
+// serveStored answers a stored response's route: only for the tenant that
+// created the response, only at the endpoint that has it.
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchange, id, sub string) error {
+	ctx := r.Context()
+	t, err := s.principalTenant(r, rec)
+	if err != nil {
+		return err
+	}
+	unknown := responseNotFound(id)
 	o, found, err := s.lookup(ctx, id)
 	switch {
 	case err != nil:
-		s.fail(w, rec, affinityUnavailable())
-		return
+		return affinityUnavailable()
 	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
-		s.fail(w, rec, notFound)
-		return
+		return unknown
 	}
 	rec.model, rec.pool, rec.endpoint = o.Model, o.Pool, o.Endpoint
 	pool := s.Router.Pool(o.Model)
 	target := s.targetFor(pool, o.Endpoint)
 	if target == nil {
-		s.fail(w, rec, notFound) // the endpoint left the config
-		return
+		return unknown // the endpoint left the config
 	}
-	if !s.take(ctx, w, rec, t.ID) {
-		return
+	if err := s.take(ctx, w, rec, t.ID); err != nil {
+		return err
 	}
 	// GET …?stream=true resumes a background response as a stream: relayed
 	// event by event like a POST stream, bounded by the header and idle
 	// timeouts rather than a whole answer's.
 	stream := r.Method == http.MethodGet && sub == "" && r.URL.Query().Get("stream") == "true"
 	rec.streamKnown, rec.stream, rec.op = true, stream, request.Responses
-	var (
-		cancel context.CancelCauseFunc
-		rctx   context.Context
-	)
 	timeout := s.ResponseTimeout
 	if stream {
 		timeout = s.HeaderTimeout
 	}
-	rctx, cancel = context.WithCancelCause(ctx)
+	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	timer := time.AfterFunc(timeout, func() { cancel(errAttemptTimeout) })
+	timer := attemptTimer(timeout, cancel)
 	defer timer.Stop()
 	req, err := target.NewStoredRequest(rctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
 	if err != nil {
 		rec.detail = err.Error()
-		s.fail(w, rec, credentialError(o.Pool, err))
-		return
+		return credentialError(o.Pool, err)
 	}
-	req.Header.Set("X-Request-Id", rec.id)
-	rec.attempts, rec.sent = 1, s.Now()
-	rec.firstSent = rec.sent
-	resp, err := s.Client.Do(req)
-	if err != nil {
-		switch {
-		case r.Context().Err() != nil:
-			s.fail(w, rec, contextError(r.Context()))
-		case errors.Is(context.Cause(rctx), errAttemptTimeout):
-			s.fail(w, rec, attemptTimeout(o.Pool, timeout))
-		default:
-			rec.detail = err.Error()
-			s.fail(w, rec, transportError(o.Pool, err))
-		}
-		return
+	rec.attempts = 1
+	resp, fail, _ := s.roundTrip(ctx, rec, req, call{ctx: rctx, cancel: cancel, timer: timer, pool: o.Pool, timeout: timeout, stream: stream})
+	if fail != nil {
+		return fail
 	}
 	defer resp.Body.Close()
+	rec.upstreamHeaders = s.Now()
 	if stream && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
 		timer.Stop()
-		rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
 		decodeBody(resp)
 		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 		defer idle.t.Stop()
 		s.relayStream(ctx, w, http.NewResponseController(w), rec, resp, idle, false)
-		return
+		return nil
 	}
-	rec.upstreamStatus, rec.upstreamHeaders = resp.StatusCode, s.Now()
 	if resp.StatusCode/100 == 3 {
-		s.fail(w, rec, redirected(rec, o.Endpoint, o.Pool, resp.StatusCode))
-		return
+		return redirected(rec, o.Endpoint, o.Pool, resp.StatusCode)
 	}
 	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
@@ -266,7 +248,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rest string
 		dcancel()
 	}
 	decodeBody(resp)
-	s.relayJSON(w, rec, resp, resp.Body)
+	return s.relayJSON(w, rec, resp, resp.Body)
 }
 
 // targetFor is pool's target for the endpoint named name, or nil.
@@ -285,13 +267,10 @@ func (s *Server) targetFor(pool *route.Pool, name string) *upstream.Target {
 // refuseWebSocket answers a WebSocket upgrade to /v1/responses at once:
 // 426 is what OpenAI's clients (Codex) take as "no WebSocket here, use
 // HTTP", without retrying the upgrade.
-func (s *Server) refuseWebSocket(w http.ResponseWriter, r *http.Request) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	closeUnread(w, r)
+func refuseWebSocket(w http.ResponseWriter, _ *http.Request, _ *exchange) error {
 	w.Header().Set("Upgrade", "HTTP/1.1")
 	w.Header().Set("Connection", "close")
-	s.fail(w, rec, webSocketRefused())
+	return webSocketRefused()
 }
 
 func isWebSocket(r *http.Request) bool {
@@ -305,7 +284,7 @@ func isWebSocket(r *http.Request) bool {
 
 // rememberUsage adds a recorded response's usage to its record once the
 // answer is relayed: a follow-up reserves it as its stored context.
-func (s *Server) rememberUsage(rec *record) {
+func (s *Server) rememberUsage(rec *exchange) {
 	if !rec.remembered || !rec.hasUsage {
 		return
 	}

@@ -1,26 +1,29 @@
 package server
 
 import (
-	"io"
+	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/llmgw/gateway/shared/request"
 )
 
-// methods is one path's handlers by method.
-type methods map[string]http.HandlerFunc
+// methods is one path's handlers by method; a nil handler is the health
+// check, which serve does not log.
+type methods map[string]handler
 
-// routeTable lists every route the gateway serves.
+// routeTable lists the routes at fixed paths and Azure's deployment
+// routes; route adds the ones with an id in the path
+// (/v1/responses/{id}…, /v1/models/{model}) and Azure's others (below).
 func (s *Server) routeTable() map[string]methods {
 	t := map[string]methods{
-		"/healthz":   {http.MethodGet: s.healthz, http.MethodHead: s.healthz},
-		"/v1/models": {http.MethodGet: s.listModels},
+		"/healthz":           {http.MethodGet: nil, http.MethodHead: nil},
+		"/v1/models":         {http.MethodGet: s.listModels},
+		azureDeploymentRoute: {http.MethodPost: s.serveDeployment},
 	}
-	// Every operation at its path: Anthropic's Messages API through its
-	// front (messages.go).
+	// Every operation at its path; Anthropic's Messages API through its
+	// own front (messages).
 	for _, op := range request.Operations() {
 		h := s.proxy(op)
 		if op.Anthropic() {
@@ -31,43 +34,36 @@ func (s *Server) routeTable() map[string]methods {
 	return t
 }
 
-// ServeHTTP dispatches by exact path, so unknown paths (404) and wrong
-// methods (405) get OpenAI's error JSON rather than ServeMux's plain text.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	// Every response carries the gateway's own request id; a caller-supplied
-	// one is never trusted into the log.
-	w.Header()["X-Request-Id"] = []string{newRequestID()}
-	s.boundBody(w, r)
+// route picks r's handler (nil: the health check). Refusals that need
+// no step (431, 404, 405, 426, a bad api-version) are handlers too, so
+// that serve answers and logs them like every other error.
+func (s *Server) route(w http.ResponseWriter, r *http.Request) handler {
 	if s.MaxHeaderBytes > 0 && headerBytes(r) > s.MaxHeaderBytes {
-		s.headersTooLarge(w, r)
-		return
+		return s.headersTooLarge
 	}
 	if strings.HasPrefix(r.URL.Path, "/openai/") {
-		s.serveAzure(w, r)
-		return
+		return s.azure(w, r)
 	}
-	s.dispatch(w, r, r.URL.Path)
+	return s.dispatch(w, r, r.URL.Path)
 }
 
-// dispatch serves path (the request's own, or the OpenAI path an Azure
-// v1 route stands for).
-func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
+// dispatch picks the handler of path (the request's own, or the OpenAI
+// path an Azure v1 route stands for). A route that reads no body marks
+// the connection for closing when one is still arriving (closeUnread).
+func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) handler {
 	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok {
-		s.serveStored(w, r, rest)
-		return
+		return s.stored(w, r, rest)
 	}
 	if path == "/v1/responses" && isWebSocket(r) {
-		s.refuseWebSocket(w, r)
-		return
+		return refuseWebSocket
 	}
 	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
-		rt, ok = methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request) { s.getModel(w, r, id) }}, true
+		rt, ok = methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request, rec *exchange) error { return s.getModel(w, r, rec, id) }}, true
 	}
 	if !ok {
-		s.notFound(w, r)
-		return
+		return notFound
 	}
 	h, ok := rt[r.Method]
 	if !ok {
@@ -76,13 +72,12 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) {
 			allowed = append(allowed, m)
 		}
 		sort.Strings(allowed)
-		s.methodNotAllowed(w, r, strings.Join(allowed, ", "))
-		return
+		return s.methodNotAllowed(strings.Join(allowed, ", "))
 	}
 	if r.Method != http.MethodPost {
 		closeUnread(w, r) // only the proxied POSTs read a body
 	}
-	h(w, r)
+	return h
 }
 
 // headerBytes is about what the request line and headers took on the wire.
@@ -96,109 +91,211 @@ func headerBytes(r *http.Request) int {
 	return n
 }
 
-// headersTooLarge answers 431 with its access-log line. net/http's own
-// bound (twice max_header_bytes, see run.go) answers larger blocks before
-// any handler, unlogged; this check keeps the configured limit exact and
-// logged.
-func (s *Server) headersTooLarge(w http.ResponseWriter, r *http.Request) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
+// headersTooLarge answers 431, logged. net/http's own bound (twice
+// max_header_bytes, see run.go) answers larger blocks before any handler,
+// unlogged; this check keeps the configured limit exact and logged.
+func (s *Server) headersTooLarge(w http.ResponseWriter, _ *http.Request, _ *exchange) error {
 	w.Header()["Connection"] = []string{"close"}
-	s.fail(w, rec, headersTooLarge(s.MaxHeaderBytes))
+	return headersTooLarge(s.MaxHeaderBytes)
 }
 
-// notFound answers a path the gateway does not serve, with its access-log
-// line: a misconfigured client is what an operator needs to find.
-func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	closeUnread(w, r)
-	s.fail(w, rec, unknownURL(r.Method, r.URL.Path))
+// notFound answers a path the gateway does not serve, logged: a
+// misconfigured client is what an operator needs to find.
+func notFound(_ http.ResponseWriter, r *http.Request, _ *exchange) error {
+	return unknownURL(r.Method, r.URL.Path)
 }
 
 // methodNotAllowed answers a wrong method, listing the allowed ones.
-func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	w.Header().Set("Allow", allow)
-	closeUnread(w, r)
-	s.fail(w, rec, methodNotAllowed(r.Method, r.URL.Path, allow))
-}
-
-// boundBody bounds the reading of a request's body from the moment its
-// headers are in, before authentication, so that a caller without a token
-// cannot hold a connection by announcing a body and going silent (DESIGN:
-// every connection bounded from its first byte). http.Server bounds the
-// rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
-//
-// The read deadline is BodyReadTimeout from now. It also bounds what
-// net/http does after the handler returns with a body unread: it reads up
-// to 256 KiB more to reuse the connection, and without a deadline a silent
-// client kept that read, and so the answer, waiting forever. A handler that
-// reads the whole body clears the deadline (proxy.go), since a later read
-// error would cancel the request's context and cut a long stream.
-//
-// A request without a body gets no deadline: nothing is read until it is
-// done, and net/http's own background read must not time out under a slow
-// handler. On Lambda there is no connection: SetReadDeadline reports
-// http.ErrNotSupported, and nothing else here applies.
-//
-// A chunked request is answered with Connection: close: net/http accepts
-// Transfer-Encoding together with Content-Length (it drops the latter, and
-// the handler cannot tell), and RFC 9112 §6.1 then requires the server to
-// close the connection after responding, against request smuggling.
-func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
-	if r.ContentLength == 0 {
-		return
-	}
-	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) != nil {
-		return
-	}
-	if r.ContentLength < 0 {
-		w.Header()["Connection"] = []string{"close"}
-	}
-	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
-}
-
-// watchedBody notes whether a request body was read to its end, so that an
-// early answer can close a connection whose body is still unread instead of
-// letting net/http wait for it.
-type watchedBody struct {
-	io.ReadCloser
-	done bool
-	conn *conn // nil: not through a Listener (tests, Lambda)
-}
-
-// closeEarly ends the connection after an answer given while the body is
-// still unread: Connection: close, and a lingering close (listener.go), so
-// that a client still sending reads the answer instead of a reset.
-func (b *watchedBody) closeEarly(h http.Header) {
-	h["Connection"] = []string{"close"}
-	if b.conn != nil {
-		b.conn.linger.Store(true)
+func (s *Server) methodNotAllowed(allow string) handler {
+	return func(w http.ResponseWriter, r *http.Request, _ *exchange) error {
+		w.Header().Set("Allow", allow)
+		return methodNotAllowed(r.Method, r.URL.Path, allow)
 	}
 }
 
-func (b *watchedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		b.done = true
-	}
-	return n, err
-}
-
-// closeUnread marks the response Connection: close when the request's body
-// (on a connection boundBody bounded) has not been read to its end: the
-// client may still be sending it, or may never, and the bytes that follow
-// cannot be trusted to start the next request.
-func closeUnread(w http.ResponseWriter, r *http.Request) {
-	if b, ok := r.Body.(*watchedBody); ok && !b.done {
-		b.closeEarly(w.Header())
-	}
-}
-
-func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+func healthz(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+// messages returns the handler for one of the Messages API's operations,
+// which go through the one request path (serveProxy) like every
+// operation; their errors take Anthropic's shapes (errors.go). The
+// caller's JWT comes as Authorization: Bearer (Claude Code's
+// ANTHROPIC_AUTH_TOKEN) or in x-api-key (ANTHROPIC_API_KEY, the
+// Anthropic SDKs' apiKey); Authorization wins when both are sent. Neither
+// reaches a backend (upstream.NewRequest forwards by allow-list).
+func (s *Server) messages(op request.Operation) handler {
+	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+		if r.Header.Get("Authorization") == "" {
+			if key := r.Header.Get("X-Api-Key"); key != "" {
+				r.Header.Set("Authorization", "Bearer "+key)
+			}
+		}
+		return s.serveProxy(w, r, rec, op, "")
+	}
+}
+
+// anthropicPath reports whether path is one of the Messages API's, so
+// that a wrong method or an unknown path below it is answered in
+// Anthropic's shape too.
+func anthropicPath(path string) bool {
+	return path == "/v1/messages" || len(path) > len("/v1/messages/") && path[:len("/v1/messages/")] == "/v1/messages/"
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+// listModels answers GET /v1/models with the caller's tenant's models, in
+// OpenAI's list shape.
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+	t, err := s.principalTenant(r, rec)
+	if err != nil {
+		return err
+	}
+	models := t.Models
+	list := struct {
+		Object string        `json:"object"`
+		Data   []modelObject `json:"data"`
+	}{Object: "list", Data: make([]modelObject, 0, len(models))}
+	for _, m := range models {
+		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
+	}
+	return writeJSON(w, rec, list)
+}
+
+// getModel answers GET /v1/models/{model}.
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rec *exchange, id string) error {
+	t, err := s.principalTenant(r, rec)
+	if err != nil {
+		return err
+	}
+	models := t.Models
+	rec.model = id
+	for _, m := range models {
+		if m == id {
+			return writeJSON(w, rec, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
+		}
+	}
+	return modelNotFound(id)
+}
+
+func writeJSON(w http.ResponseWriter, rec *exchange, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	rec.status, rec.wroteHeader = http.StatusOK, true
+	n, _ := w.Write(b)
+	rec.bytes = int64(n)
+	return nil
+}
+
+// The Azure OpenAI front door: applications written for Azure OpenAI (the
+// AzureOpenAI client classes, LangChain's AzureChatOpenAI) change only
+// their endpoint and credential to come through the gateway.
+//
+//   - /openai/deployments/{deployment}/{chat/completions|completions|embeddings}
+//     ?api-version=YYYY-MM-DD[-preview]: {deployment} is the gateway's public
+//     model name; the body's model is set to it before the allow-list check.
+//     api-version is checked, not forwarded: each backend gets its own.
+//   - /openai/v1/…: OpenAI's shape, served as /v1/….
+//   - /openai/responses[/{id}…] and /openai/models[/{id}] ?api-version=…:
+//     what the AzureOpenAI class calls for the Responses API and models,
+//     served as /v1/responses… and /v1/models….
+//
+// The caller's JWT may come as Authorization: Bearer or, on these routes,
+// in the api-key header (the AzureOpenAI class with apiKey). Everything
+// after that is the one request path.
+
+// azure picks the handler of a path under /openai/.
+func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
+	if r.Header.Get("Authorization") == "" {
+		if key := r.Header.Get("Api-Key"); key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+	}
+	path := r.URL.Path
+	if rest, ok := strings.CutPrefix(path, "/openai/v1/"); ok {
+		return s.dispatch(w, r, "/v1/"+rest)
+	}
+	if rest, ok := strings.CutPrefix(path, "/openai/"); ok && azureV1Like(rest) {
+		// The AzureOpenAI class's Responses and models calls
+		// (client.responses.create, models.list) have no deployment in the
+		// path: the same routes as /v1/…, with an api-version.
+		if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
+			return failWith(aerr)
+		}
+		return s.dispatch(w, r, "/v1/"+rest)
+	}
+	if _, _, ok := azureDeployment(path); !ok {
+		return notFound
+	}
+	if r.Method != http.MethodPost {
+		return s.methodNotAllowed("POST")
+	}
+	if aerr := checkAPIVersion(r.URL.Query().Get("api-version")); aerr != nil {
+		return failWith(aerr)
+	}
+	return s.routes[azureDeploymentRoute][http.MethodPost]
+}
+
+// azureDeploymentRoute is the deployment routes' entry in the route table
+// (dispatch never looks up a path under /openai/).
+const azureDeploymentRoute = "/openai/deployments/{deployment}/{operation}"
+
+// serveDeployment serves a deployment route azure checked: the one request
+// path, with the body's model set to the deployment.
+func (s *Server) serveDeployment(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+	deployment, op, _ := azureDeployment(r.URL.Path)
+	return s.serveProxy(w, r, rec, op, deployment)
+}
+
+// azureDeployment reads a deployment route's path.
+func azureDeployment(path string) (deployment string, op request.Operation, ok bool) {
+	rest, ok := strings.CutPrefix(path, "/openai/deployments/")
+	deployment, opPath, _ := strings.Cut(rest, "/")
+	op, known := request.DeploymentOperation(opPath)
+	return deployment, op, ok && deployment != "" && known
+}
+
+// failWith is the handler that fails with e.
+func failWith(e *apiError) handler {
+	return func(http.ResponseWriter, *http.Request, *exchange) error { return e }
+}
+
+// azureV1Like reports whether the path below /openai/ is one the Azure
+// client classes call without a deployment: responses[/…] and models[/…].
+func azureV1Like(rest string) bool {
+	for _, p := range [...]string{"responses", "models"} {
+		if rest == p || strings.HasPrefix(rest, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAPIVersion accepts Azure's date-shaped versions: 2024-10-21,
+// 2025-01-01-preview.
+func checkAPIVersion(v string) *apiError {
+	if v == "" {
+		return apiVersionMissing()
+	}
+	date, suffix, _ := strings.Cut(v, "-preview")
+	ok := len(date) == 10 && date[4] == '-' && date[7] == '-' && suffix == "" && !strings.HasSuffix(v, "-preview-preview")
+	for i := 0; ok && i < len(date); i++ {
+		if i != 4 && i != 7 && (date[i] < '0' || date[i] > '9') {
+			ok = false
+		}
+	}
+	if !ok {
+		return apiVersionInvalid(v)
+	}
+	return nil
 }

@@ -2,12 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 
-	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
@@ -30,24 +27,15 @@ type Telemetry interface {
 }
 
 // traced begins the request's telemetry (begin calls it).
-func (s *Server) traced(rec *record, r *http.Request) {
+func (s *Server) traced(rec *exchange, r *http.Request) {
 	if s.Telemetry != nil {
 		rec.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
 	}
 }
 
-// context is the context a request's backend calls are made under: the
-// request's, carrying its server span when telemetry is on.
-func (rec *record) context(r *http.Request) context.Context {
-	if rec.ctx != nil {
-		return rec.ctx
-	}
-	return r.Context()
-}
-
 // attemptBegins starts an attempt's client span (try calls it with the
 // request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Request, target *upstream.Target, op request.Operation, model string) {
+func (s *Server) attemptBegins(ctx context.Context, rec *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string) {
 	if s.Telemetry == nil {
 		return
 	}
@@ -59,7 +47,7 @@ func (s *Server) attemptBegins(ctx context.Context, rec *record, req *http.Reque
 
 // attemptEnds ends the current attempt's span (send calls it for a failed
 // attempt; report for the one that answered).
-func (rec *record) attemptEnds(r telemetry.Result) {
+func (rec *exchange) attemptEnds(r telemetry.Result) {
 	if rec.attemptEnd != nil {
 		rec.attemptEnd(r)
 		rec.attemptEnd = nil
@@ -67,7 +55,7 @@ func (rec *record) attemptEnds(r telemetry.Result) {
 }
 
 // streamOpens counts a stream being relayed; report counts its end.
-func (s *Server) streamOpens(rec *record) {
+func (s *Server) streamOpens(rec *exchange) {
 	if s.Telemetry != nil {
 		rec.streamOpen = true
 		s.Telemetry.Stream(rec.ctx, rec.pool, 1)
@@ -76,7 +64,7 @@ func (s *Server) streamOpens(rec *record) {
 
 // report hands the ended request to telemetry (finish calls it, after the
 // access log).
-func (s *Server) report(rec *record) {
+func (s *Server) report(rec *exchange) {
 	if s.Telemetry == nil || rec.ctx == nil {
 		return
 	}
@@ -89,15 +77,14 @@ func (s *Server) report(rec *record) {
 		rec.streamOpen = false
 		s.Telemetry.Stream(rec.ctx, rec.pool, -1)
 	}
-	kaSent, _ := rec.keepalive.stats()
 	t := telemetry.Request{
 		Route: routeOf(rec.path), Method: rec.method,
 		Tenant: rec.tenant, TenantName: rec.tenantName,
 		Pool: rec.pool, Stream: rec.stream, Status: rec.status, ErrorType: errType,
 		Start: rec.start, End: s.Now(), FirstEvent: rec.clientFirstEvent,
 		InputTokens: rec.usage.PromptTokens, OutputTokens: rec.usage.CompletionTokens, Usage: rec.hasUsage,
-		Attempts: rec.attempts, Keepalives: kaSent,
-		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
+		Attempts: rec.attempts, Keepalives: rec.keepalives,
+		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.reserved, Charged: rec.charged,
 	}
 	if rec.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = rec.op.GenAIName(), rec.model
@@ -137,30 +124,4 @@ func routeOf(path string) string {
 		}
 	}
 	return "other"
-}
-
-// limitDecision names a limiter's answer for telemetry.
-func limitDecision(d ratelimit.Decision) string {
-	switch {
-	case d.Degraded && d.Allowed:
-		return telemetry.Degraded
-	case d.Allowed:
-		return telemetry.Allowed
-	}
-	return telemetry.Refused
-}
-
-// budgetDecision names a budget's answer for telemetry.
-func budgetDecision(d budget.Decision, err error) string {
-	switch {
-	case errors.Is(err, budget.ErrUnavailable):
-		return telemetry.Unavailable
-	case err != nil:
-		return "failed"
-	case d.Degraded && d.Allowed:
-		return telemetry.Degraded
-	case d.Allowed:
-		return telemetry.Reserved
-	}
-	return telemetry.Refused
 }

@@ -14,27 +14,27 @@ func TestAddedMs(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	tests := []struct {
 		name string
-		rec  record
+		rec  logEntry
 		end  time.Time
 		want float64
 	}{
 		{"stream: headers before the first event",
-			record{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(10), clientFirst: at(11), upstreamFirst: at(40), clientFirstEvent: at(41)},
+			logEntry{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(10), clientFirst: at(11), upstreamFirst: at(40), clientFirstEvent: at(41)},
 			at(100), 2 + 1},
 		{"stream: first event written in the same millisecond",
-			record{start: at(0), firstSent: at(1), sent: at(1), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30), clientFirstEvent: at(30)},
+			logEntry{start: at(0), firstSent: at(1), sent: at(1), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30), clientFirstEvent: at(30)},
 			at(100), 1},
 		{"stream: the client left before the first event",
-			record{start: at(0), firstSent: at(3), sent: at(3), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30)},
+			logEntry{start: at(0), firstSent: at(3), sent: at(3), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30)},
 			at(100), 3},
 		{"json",
-			record{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(50), clientFirst: at(52)},
+			logEntry{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(50), clientFirst: at(52)},
 			at(60), 2 + 2},
 		{"failover: the first endpoint's time is the backend's",
-			record{start: at(0), firstSent: at(2), sent: at(500), upstreamHeaders: at(510), clientFirst: at(511)},
+			logEntry{start: at(0), firstSent: at(2), sent: at(500), upstreamHeaders: at(510), clientFirst: at(511)},
 			at(600), 2 + 1},
 		{"never sent: all the gateway's",
-			record{start: at(0)},
+			logEntry{start: at(0)},
 			at(7), 7},
 	}
 	for _, tt := range tests {

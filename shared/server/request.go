@@ -1,0 +1,374 @@
+package server
+
+// The one wrapper every route goes through (the Caddy and
+// net/http/httputil shape): ServeHTTP gives each response the gateway's
+// own request id and picks the route's handler; serve opens the request's
+// access-log entry, renders the error the handler returns (once),
+// recovers a panic, lets go of what the request holds and writes the log
+// line. No handler answers an error or writes the log itself.
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/telemetry"
+	"github.com/llmgw/gateway/shared/tenant"
+)
+
+// handler serves one route. It returns what went wrong, an *apiError or a
+// cause fail maps to one, for serve to render; it never answers an error
+// itself.
+type handler func(w http.ResponseWriter, r *http.Request, rec *exchange) error
+
+// logEntry is what one request leaves in the access log (and reports to
+// telemetry): one JSON line with who, what, where, and how long. It never
+// holds a token, key or prompt.
+type logEntry struct {
+	id              string
+	start           time.Time
+	method, path    string
+	tenant, subject string
+	tenantName      string // the tenant's readable name from config ("" = none)
+	model, pool     string
+	endpoint        string
+	stream          bool
+	streamKnown     bool // the body was read: a refused caller's never is
+	attempts        int
+	status          int
+	upstreamStatus  int
+	outcome         string
+	detail          string // why a backend attempt failed, for the operator only
+	// failoverAfterHeaders: an endpoint was tried after comments went out.
+	failoverAfterHeaders bool
+	bytes, events        int64
+	tokenEvents          int64 // events that may carry generated tokens (sse.Result)
+	answerBytes          int64 // a whole successful JSON answer's size
+	usage                sse.Usage
+	hasUsage             bool
+	sent                 time.Time // request handed to the backend (the last attempt)
+	firstSent            time.Time // the first attempt's request handed to a backend
+	upstreamHeaders      time.Time // backend's response headers arrived
+	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
+	clientFirst          time.Time // first byte (headers) flushed to the client
+	clientFirstEvent     time.Time // first SSE event written to the client
+	// limit and budgetDecision are the limiter's and the budget's
+	// decisions, for telemetry.
+	limit          string
+	budgetDecision string
+	// What the request's parts tell when it ends (finish): the keepalive
+	// comments sent and when the first went out, and the budget's
+	// reservation, charge and output cap (0 without one).
+	keepalives                int
+	firstKeepalive            time.Time
+	reserved, charged, capped int64
+}
+
+func (e *logEntry) setUsage(u sse.Usage, ok bool) {
+	if ok {
+		e.usage, e.hasUsage = u, true
+	}
+}
+
+// exchange is one request's state on its way through the path (one
+// request and its answer, hence the name; the package request reads the
+// client's body): its log
+// entry, and what the steps hand each other (the stream's writer, the
+// routing pin, the budget reservation, the body watcher) and serve lets
+// go of at the end.
+type exchange struct {
+	logEntry
+	wroteHeader bool
+	// keepalive, when set, owns the stream's writes (keepalive.go).
+	keepalive      *keepalive
+	op             request.Operation
+	pin            string       // the endpoint a stored response lives on ("" = any)
+	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
+	budget         *reservation // the request's token budget; nil without one
+	// slot is the tenant whose concurrency slot the request holds (admit).
+	slot *tenant.Tenant
+	// body is the request body as boundBody watches it; nil when there is
+	// none or no connection to bound (Lambda).
+	body *watchedBody
+	// answer is a JSON answer's head, read by the attempt that got it
+	// (awaitJSON) and relayed by relayJSON; nil for a stream.
+	answer *jsonAnswer
+	// creates: a POST /v1/responses, whose answer is a stored response to
+	// record.
+	creates bool
+	// remembered: the stored response's owner was recorded (once).
+	remembered bool
+
+	responseID string // the stored response's id, once remembered
+
+	// Telemetry (telemetry.go), all unset without it: ctx carries the
+	// server span; backend is the last attempt and attemptEnd ends its
+	// span; streamOpen: counted in llmgw.streams.open.
+	ctx        context.Context
+	backend    telemetry.Attempt
+	attemptEnd func(telemetry.Result)
+	streamOpen bool
+}
+
+// context is the context a request's backend calls are made under: the
+// request's, carrying its server span when telemetry is on.
+func (rec *exchange) context(r *http.Request) context.Context {
+	if rec.ctx != nil {
+		return rec.ctx
+	}
+	return r.Context()
+}
+
+// ServeHTTP dispatches by exact path (routes.go), so unknown paths (404)
+// and wrong methods (405) get OpenAI's error JSON rather than ServeMux's
+// plain text, and serves every route but the health check through serve.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every response carries the gateway's own request id; a caller-supplied
+	// one is never trusted into the log.
+	w.Header()["X-Request-Id"] = []string{newRequestID()}
+	s.boundBody(w, r)
+	h := s.route(w, r)
+	if h == nil { // the health check: a probe every few seconds is not traffic to log
+		healthz(w)
+		return
+	}
+	s.serve(w, r, h)
+}
+
+// serve runs h with the request's state and log entry, and renders the
+// error h returns: as the whole response, or, when a keepalive comment
+// already sent a stream's headers, as the stream's one error event.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
+	rec := s.begin(w, r)
+	defer s.finish(w, rec)
+	if err := h(w, r, rec); err != nil {
+		if rec.keepalive.stop() {
+			failStream(w, rec, err)
+			return
+		}
+		fail(w, rec, err)
+	}
+}
+
+// boundBody bounds the reading of a request's body from the moment its
+// headers are in, before authentication, so that a caller without a token
+// cannot hold a connection by announcing a body and going silent (DESIGN:
+// every connection bounded from its first byte). http.Server bounds the
+// rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
+//
+// The read deadline is BodyReadTimeout from now. It also bounds what
+// net/http does after the handler returns with a body unread: it reads up
+// to 256 KiB more to reuse the connection, and without a deadline a silent
+// client kept that read, and so the answer, waiting forever. A handler that
+// reads the whole body clears the deadline (proxy.go), since a later read
+// error would cancel the request's context and cut a long stream.
+//
+// A request without a body gets no deadline: nothing is read until it is
+// done, and net/http's own background read must not time out under a slow
+// handler. On Lambda there is no connection: SetReadDeadline reports
+// http.ErrNotSupported, and nothing else here applies.
+//
+// A chunked request is answered with Connection: close: net/http accepts
+// Transfer-Encoding together with Content-Length (it drops the latter, and
+// the handler cannot tell), and RFC 9112 §6.1 then requires the server to
+// close the connection after responding, against request smuggling.
+func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	if http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.BodyReadTimeout)) != nil {
+		return
+	}
+	if r.ContentLength < 0 {
+		w.Header()["Connection"] = []string{"close"}
+	}
+	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
+}
+
+// watchedBody notes whether a request body was read to its end, so that an
+// early answer can close a connection whose body is still unread instead of
+// letting net/http wait for it.
+type watchedBody struct {
+	io.ReadCloser
+	done bool
+	conn *conn // nil: not through a Listener (tests, Lambda)
+}
+
+// closeEarly ends the connection after an answer given while the body is
+// still unread: Connection: close, and a lingering close (listener.go), so
+// that a client still sending reads the answer instead of a reset.
+func (b *watchedBody) closeEarly(h http.Header) {
+	h["Connection"] = []string{"close"}
+	if b.conn != nil {
+		b.conn.linger.Store(true)
+	}
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.done = true
+	}
+	return n, err
+}
+
+// closeUnread marks the response Connection: close when the request's body
+// (on a connection boundBody bounded) has not been read to its end: the
+// client may still be sending it, or may never, and the bytes that follow
+// cannot be trusted to start the next request.
+func closeUnread(w http.ResponseWriter, r *http.Request) {
+	if b, ok := r.Body.(*watchedBody); ok && !b.done {
+		b.closeEarly(w.Header())
+	}
+}
+
+// begin starts a request's state under the id ServeHTTP gave it.
+func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
+	id := w.Header()["X-Request-Id"]
+	if len(id) != 1 {
+		id = []string{newRequestID()}
+		w.Header()["X-Request-Id"] = id
+	}
+	rec := &exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
+	if anthropicPath(r.URL.Path) {
+		rec.op = request.Messages // its errors in Anthropic's shape
+	}
+	rec.body, _ = r.Body.(*watchedBody)
+	s.traced(rec, r)
+	return rec
+}
+
+// finish recovers a panic into a 500, then, with the client answered,
+// settles the request's budget, frees its concurrency slot, writes the
+// access-log line and reports the request to telemetry.
+func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
+	v := recover()
+	if v != nil && v != http.ErrAbortHandler {
+		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
+		if !rec.wroteHeader {
+			fail(w, rec, nil)
+			v = nil
+		} else {
+			rec.outcome = "panic"
+			v = http.ErrAbortHandler
+		}
+	}
+	s.settleBudget(w, rec)
+	if rec.slot != nil {
+		rec.slot.Release()
+	}
+	rec.keepalives, rec.firstKeepalive = rec.keepalive.stats()
+	rec.reserved, rec.charged, rec.capped = rec.budget.reserved(), rec.budget.chargedTokens(), rec.outputCap()
+	s.log(&rec.logEntry)
+	s.report(rec)
+	if v != nil {
+		panic(v)
+	}
+}
+
+func (s *Server) log(rec *logEntry) {
+	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
+		return
+	}
+	end := s.Now()
+	ms := func(a, b time.Time) float64 {
+		if a.IsZero() || b.IsZero() {
+			return 0
+		}
+		return float64(b.Sub(a).Microseconds()) / 1000
+	}
+	kaFirst := rec.firstKeepalive
+	added := addedMs(rec, end)
+	clientFirst := rec.clientFirst
+	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
+		clientFirst = kaFirst // a keepalive comment was the first byte
+	}
+	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+		slog.String("request_id", rec.id),
+		slog.String("method", rec.method),
+		slog.String("path", rec.path),
+		slog.String("tenant", rec.tenant),
+		slog.String("tenant_name", rec.tenantName),
+		slog.String("subject", rec.subject),
+		slog.String("model", rec.model),
+		streamAttr(rec),
+		slog.String("pool", rec.pool),
+		slog.String("endpoint", rec.endpoint),
+		slog.Int("attempts", rec.attempts),
+		slog.Int("status", rec.status),
+		slog.Int("upstream_status", rec.upstreamStatus),
+		slog.String("outcome", rec.outcome),
+		slog.String("error", rec.detail),
+		slog.Int64("bytes", rec.bytes),
+		slog.Int64("events", rec.events),
+		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
+		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
+		slog.Int64("budget_reserved", rec.reserved),
+		slog.Int64("budget_charged", rec.charged),
+		slog.Int64("output_cap", rec.capped),
+		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
+		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
+		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
+		slog.Int("keepalives", rec.keepalives),
+		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
+		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
+		slog.Float64("added_ms", added),
+		slog.Float64("duration_ms", ms(rec.start, end)),
+	)
+}
+
+// addedMs is the access log's added_ms, the gateway's own time in a
+// request: from its start until the first backend request was sent (what
+// failed attempts took is the backends' time), plus from
+// the backend's first event (a stream's) or headers (a JSON answer's) until
+// the client was written that event (or, for JSON, the answer's first
+// bytes). A request that never reached a backend is the gateway's time
+// throughout. Each part is clamped at zero, so added_ms is never negative:
+// a stream's headers go to the client before its first event (issue 22:
+// compared with them, 1 stream in 6 was "negative"), and that wait is the
+// backend's, not the gateway's.
+func addedMs(rec *logEntry, end time.Time) float64 {
+	span := func(a, b time.Time) time.Duration {
+		if a.IsZero() || b.IsZero() || b.Before(a) {
+			return 0
+		}
+		return b.Sub(a)
+	}
+	if rec.firstSent.IsZero() {
+		return msOf(span(rec.start, end))
+	}
+	from, to := rec.upstreamHeaders, rec.clientFirst
+	if !rec.upstreamFirst.IsZero() {
+		from, to = rec.upstreamFirst, rec.clientFirstEvent
+	}
+	return msOf(span(rec.start, rec.firstSent) + span(from, to))
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+const hexDigits = "0123456789abcdef"
+
+func newRequestID() string {
+	var b [16]byte
+	v := rand.Uint64()
+	for i := range b {
+		b[i] = hexDigits[v&15]
+		v >>= 4
+	}
+	return string(b[:])
+}
+
+// streamAttr is the access log's stream: null when the body was never read
+// (a caller refused before it: the gateway reads nothing of a caller
+// without a valid token).
+func streamAttr(rec *logEntry) slog.Attr {
+	if !rec.streamKnown {
+		return slog.Any("stream", nil)
+	}
+	return slog.Bool("stream", rec.stream)
+}
