@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/sethvargo/go-limiter"
 )
 
@@ -13,7 +14,7 @@ import (
 // a factory of stores on it, and the client's close and pool warm-up. Keys
 // are KeyPrefix + "rl:" + tenant + limit.
 func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, warmPool func(context.Context) error, err error) {
-	client, err := redisstore.NewClient(redisstore.ClientOptions{
+	client, err := store.NewClient(store.ClientOptions{
 		URL:         cfg.RedisURL,
 		Password:    cfg.RedisPassword,
 		Credentials: cfg.RedisCredentials,
@@ -30,6 +31,6 @@ func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, wa
 			KeyPrefix: cfg.KeyPrefix + "rl:",
 		})
 	}
-	warmPool = func(ctx context.Context) error { return redisstore.WarmPool(ctx, client) }
+	warmPool = func(ctx context.Context) error { return store.WarmPool(ctx, client) }
 	return factory, client.Close, warmPool, nil
 }
