@@ -62,10 +62,7 @@ func (g *gateway) close() {
 // distinct answer timeout needs its own client: go-redis bounds every
 // socket read by its client's ReadTimeout.
 func redisClient(lc ratelimit.Config, timeout time.Duration) (*redis.Client, error) {
-	c, err := store.NewClient(store.ClientOptions{
-		URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials,
-		Timeout: timeout, DialTimeout: lc.DialTimeout,
-	})
+	c, err := store.NewClient(lc.RedisClient(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
