@@ -112,7 +112,8 @@ type TenantBudget struct {
 	Limits
 }
 
-// Stats is a snapshot of a Ledger's counters.
+// Stats is a snapshot of a Ledger's counters, for tests and for programs
+// that embed the ledger; the gateway exports none of them.
 type Stats struct {
 	Reserves, Refused, Degraded, StoreErrors uint64
 	Settles, Overruns, LateSettles           uint64

@@ -118,7 +118,9 @@ type Config struct {
 	// safety, and an outage of the limit store should not become an outage of
 	// every model behind the gateway. The exposure is bounded: each failed
 	// take costs at most Timeout, the breaker then answers at once, every
-	// degraded decision is counted (Stats.Degraded) and logged, and backends
+	// degraded decision is logged (one line a second at most, with the
+	// number it stands for) and, with telemetry on, counted (the limit
+	// decision "degraded"), and backends
 	// still enforce their own quotas. Choose "closed" where a hard cap matters
 	// more than availability.
 	FailurePolicy string
@@ -164,7 +166,8 @@ type Decision struct {
 	Degraded bool
 }
 
-// Stats is a snapshot of the limiter's health counters.
+// Stats is a snapshot of the limiter's health counters, for tests and for
+// programs that embed the limiter; the gateway exports none of them.
 type Stats struct {
 	// Takes counts calls to Take for known tenants.
 	Takes uint64

@@ -13,7 +13,9 @@ import (
 // methods is one path's handlers by method.
 type methods map[string]http.HandlerFunc
 
-// routeTable lists every route the gateway serves.
+// routeTable maps the exact paths the gateway serves to their handlers;
+// the stored-response paths (/v1/responses/{id}…) and Azure's /openai/
+// paths are matched by prefix before it (dispatch, ServeHTTP).
 func (s *Server) routeTable() map[string]methods {
 	return map[string]methods{
 		"/healthz":             {http.MethodGet: s.healthz, http.MethodHead: s.healthz},
@@ -124,8 +126,8 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request, allow 
 
 // boundBody bounds the reading of a request's body from the moment its
 // headers are in, before authentication, so that a caller without a token
-// cannot hold a connection by announcing a body and going silent (DESIGN:
-// every connection bounded from its first byte). http.Server bounds the
+// cannot hold a connection by announcing a body and going silent (every
+// connection is bounded from its first byte). http.Server bounds the
 // rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
 //
 // The read deadline is BodyReadTimeout from now. It also bounds what
