@@ -13,11 +13,12 @@ func redisLimiter(policy string) string {
 	return "limiter: {store: redis, redis_url_env: REDIS_URL, key_prefix: \"e2e:\", timeout: 200ms, failure_policy: " + policy + "}\n"
 }
 
-// TestRedisSharedBudgetAcrossReplicas: two gateways (two replicas, each
-// with its own limiter and Redis connection) on one redis-server admit N of
-// one tenant's requests between them, not 2N; and a replica started after
-// the others scaled to zero still sees the spent budget.
-func TestRedisSharedBudgetAcrossReplicas(t *testing.T) {
+// TestRedisSharedRequestLimitAcrossReplicas: two gateways (two replicas,
+// each with its own request limiter and Redis connection) on one
+// redis-server admit N of one tenant's requests between them, not 2N; and a
+// replica started after the others scaled to zero still sees the spent
+// requests. (Token budgets across replicas: TestBudgetRedisReplicas.)
+func TestRedisSharedRequestLimitAcrossReplicas(t *testing.T) {
 	const n = 6
 	rs := redistest.Start(t)
 	env := map[string]string{"REDIS_URL": rs.URL()}
