@@ -71,6 +71,35 @@ func SkipValue(b []byte, i int) int {
 	}
 }
 
+// Int reads the JSON integer at b[i:]: an optional minus sign, then
+// decimal digits (leading zeros, which valid JSON lacks, read as digits).
+// It is the one integer grammar of the gateway's scans (token counts in
+// answers, n and caps in requests). mag is the digits' value, or limit+1
+// for any value above limit (limit < math.MaxUint64), so a caller tells
+// "at most limit" from "beyond" exactly; next is the index after the last
+// digit; ok is false when no digit follows the sign. A fraction or an
+// exponent after the digits ends the integer: a caller that reads a whole
+// value checks that next is the value's end.
+func Int(b []byte, i int, limit uint64) (mag uint64, neg bool, next int, ok bool) {
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		if mag > limit {
+			continue
+		}
+		d := uint64(b[i] - '0')
+		if mag > limit/10 || d > limit-mag*10 { // mag*10+d > limit
+			mag = limit + 1
+			continue
+		}
+		mag = mag*10 + d
+	}
+	return mag, neg, i, i > start
+}
+
 // Key returns the JSON key whose raw bytes (between its quotes) are raw,
 // unescaped into kb, or raw itself when it has no escapes. It is nil when
 // the key does not fit kb or holds a non-ASCII \u escape: no key the

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
@@ -275,8 +276,8 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 				*dst = 0
 				return
 			}
-			n, next, iok := parseInt(b, v)
-			if !iok || next != end {
+			n, iok := parseInt(b, v, end)
+			if !iok {
 				ok = false
 				return
 			}
@@ -296,34 +297,18 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 	return u, true
 }
 
-// parseInt reads a JSON integer at b[i:]; a fraction or exponent is not
-// ok, and a value beyond int64 reads as -1, which Billed refuses.
-func parseInt(b []byte, i int) (n int64, next int, ok bool) {
-	neg := false
-	if i < len(b) && b[i] == '-' {
-		neg = true
-		i++
-	}
-	start, over := i, false
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		d := int64(b[i] - '0')
-		if over || n > (1<<63-1-d)/10 {
-			over = true
-			continue
-		}
-		n = n*10 + d
-	}
-	if i == start {
-		return 0, 0, false
-	}
-	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
-		return 0, 0, false
-	}
+// parseInt reads the JSON integer b[i:end] (jsonscan.Int); a fraction or
+// exponent is not ok, and a value beyond int64 reads as -1, which Billed
+// refuses.
+func parseInt(b []byte, i, end int) (n int64, ok bool) {
+	mag, neg, next, ok := jsonscan.Int(b, i, math.MaxInt64)
 	switch {
-	case over:
-		n = -1
+	case !ok || next != end:
+		return 0, false
+	case mag > math.MaxInt64:
+		return -1, true
 	case neg:
-		n = -n
+		return -int64(mag), true
 	}
-	return n, i, true
+	return int64(mag), true
 }
