@@ -617,23 +617,11 @@ func promptCount(b []byte, i int) int64 {
 // want (compared after unescaping).
 func hasMember(b []byte, i int, want string) bool {
 	var kb [32]byte
-	i = jsonscan.SkipWS(b, i+1)
-	for i < len(b) && b[i] == '"' {
-		ke := jsonscan.SkipString(b, i)
-		if string(keyName(b[i:ke], &kb)) == want {
-			return true
-		}
-		i = jsonscan.SkipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = jsonscan.SkipWS(b, jsonscan.SkipValue(b, jsonscan.SkipWS(b, i+1)))
-		if i >= len(b) || b[i] != ',' {
-			return false
-		}
-		i = jsonscan.SkipWS(b, i+1)
-	}
-	return false
+	found := false
+	jsonscan.Members(b, i, func(raw []byte, _, _ int) {
+		found = found || string(jsonscan.Key(raw, &kb)) == want
+	})
+	return found
 }
 
 func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }

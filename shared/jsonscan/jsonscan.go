@@ -1,8 +1,10 @@
 // Package jsonscan holds the few steps of a byte scan over JSON that is
 // already known to be valid (json.Valid): the gateway reads the fields it
 // decides on, and bounds a prompt's tokens, without decoding the body.
-// Every function returns an index into b, or a key spelled in a buffer the
-// caller owns; none allocates.
+// It is the one home of those steps (the request decoder, the budget's
+// prompt bound and the answer's usage reading all scan with it). Every
+// function returns indexes into b, an integer, or a key spelled in a buffer
+// the caller owns; none allocates.
 package jsonscan
 
 import "bytes"
@@ -98,6 +100,44 @@ func Int(b []byte, i int, limit uint64) (mag uint64, neg bool, next int, ok bool
 		mag = mag*10 + d
 	}
 	return mag, neg, i, i > start
+}
+
+// Members calls fn with each member of the object at b[i]=='{': its raw
+// key (without quotes) and where its value starts and ends. It stops at
+// the first byte that is not where valid JSON puts it, and reports whether
+// it reached the object's closing brace.
+func Members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
+	i = SkipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		ke := SkipString(b, i)
+		key := b[i+1 : max(i+1, ke-1)]
+		i = SkipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		v := SkipWS(b, i+1)
+		if v >= len(b) {
+			return false
+		}
+		end := SkipValue(b, v)
+		fn(key, v, end)
+		i = SkipWS(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			return true
+		case ',':
+			i = SkipWS(b, i+1)
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // Key returns the JSON key whose raw bytes (between its quotes) are raw,

@@ -145,7 +145,7 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	if where == InMessage {
 		container = "message"
 	}
-	members(js, i, func(raw []byte, v int, end int) {
+	jsonscan.Members(js, i, func(raw []byte, v int, end int) {
 		k := jsonscan.Key(raw, &kb)
 		if where != TopLevel && string(k) == container {
 			resp = nil
@@ -180,44 +180,6 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	return u, emptyChoices, true
 }
 
-// members calls fn with each member of the object at b[i]=='{': its raw
-// key (without quotes) and where its value starts and ends. It stops at
-// the first byte that is not where valid JSON puts it, and reports whether
-// it reached the object's closing brace.
-func members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
-	i = jsonscan.SkipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return true
-	}
-	for i < len(b) && b[i] == '"' {
-		ke := jsonscan.SkipString(b, i)
-		key := b[i+1 : max(i+1, ke-1)]
-		i = jsonscan.SkipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		v := jsonscan.SkipWS(b, i+1)
-		if v >= len(b) {
-			return false
-		}
-		end := jsonscan.SkipValue(b, v)
-		fn(key, v, end)
-		i = jsonscan.SkipWS(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case '}':
-			return true
-		case ',':
-			i = jsonscan.SkipWS(b, i+1)
-		default:
-			return false
-		}
-	}
-	return false
-}
-
 func trimRightWS(b []byte) []byte {
 	for len(b) > 0 {
 		switch b[len(b)-1] {
@@ -240,7 +202,7 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 	ok = true
 	var kb [32]byte
 	var cacheWrite, cacheRead int64
-	closed := members(b, 0, func(raw []byte, v, end int) {
+	closed := jsonscan.Members(b, 0, func(raw []byte, v, end int) {
 		if !ok {
 			return
 		}
