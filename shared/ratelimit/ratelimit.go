@@ -120,9 +120,8 @@ type Config struct {
 	// take costs at most Timeout, the breaker then answers at once, every
 	// degraded decision is logged (one line a second at most, with the
 	// number it stands for) and, with telemetry on, counted (the limit
-	// decision "degraded"), and backends
-	// still enforce their own quotas. Choose "closed" where a hard cap matters
-	// more than availability.
+	// decision "degraded"), and backends still enforce their own quotas.
+	// Choose "closed" where a hard cap matters more than availability.
 	FailurePolicy string
 
 	// BreakerThreshold is the number of consecutive store failures after which
