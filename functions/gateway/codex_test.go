@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // codexPlatform is the name of @openai/codex's optional package holding
@@ -78,7 +79,7 @@ func TestCodexCLI(t *testing.T) {
 	t.Parallel()
 	node, dir := nodeSDK(t)
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "codex", "bin", "codex.js")); err != nil {
-		t.Fatalf("scripts/sdktest/node_modules/@openai/codex missing: run `npm ci --prefix scripts/sdktest`: %v", err)
+		testtool.Missing(t, "scripts/sdktest/node_modules/@openai/codex missing: run `npm ci --prefix scripts/sdktest`: %v", err)
 	}
 	platform := codexPlatform()
 	if platform == "" {

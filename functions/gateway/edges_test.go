@@ -25,6 +25,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // freePort is a loopback port nothing listens on now.
@@ -470,19 +471,20 @@ func TestSDKNodeEarlyAnswers(t *testing.T) {
 	}
 }
 
-// nodeSDK finds node and scripts/sdktest with its openai package.
+// nodeSDK finds node and scripts/sdktest with its openai package; a test
+// that lacks them fails in CI and skips elsewhere (testtool.Missing).
 func nodeSDK(t *testing.T) (node, dir string) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Fatal("node not found on PATH: install Node.js 20+ and run `make test` (it runs `npm ci --prefix scripts/sdktest`)")
+		testtool.Missing(t, "node not found on PATH: install Node.js 20+ and run `make test` (it runs `npm ci --prefix scripts/sdktest`)")
 	}
 	dir, err = filepath.Abs(filepath.Join("..", "..", "scripts", "sdktest"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
-		t.Fatalf("scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
+		testtool.Missing(t, "scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
 	}
 	return node, dir
 }

@@ -112,8 +112,9 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		Handler:           gw.handler,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
 		IdleTimeout:       cfg.IdleTimeout.D(),
-		// Twice the limit: the handler answers blocks between the limit and
-		// this with a logged 431; net/http answers larger ones itself.
+		// Twice the limit: the handler answers a header block between the
+		// limit and this with a logged 431; net/http answers a larger one
+		// itself.
 		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnContext:    ln.ConnContext,

@@ -19,9 +19,9 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
@@ -62,10 +62,7 @@ func (g *gateway) close() {
 // distinct answer timeout needs its own client: go-redis bounds every
 // socket read by its client's ReadTimeout.
 func redisClient(lc ratelimit.Config, timeout time.Duration) (*redis.Client, error) {
-	c, err := redisstore.NewClient(redisstore.ClientOptions{
-		URL: lc.RedisURL, Password: lc.RedisPassword, Credentials: lc.RedisCredentials,
-		Timeout: timeout, DialTimeout: lc.DialTimeout,
-	})
+	c, err := store.NewClient(lc.RedisClient(timeout))
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
@@ -76,7 +73,7 @@ func redisClient(lc ratelimit.Config, timeout time.Duration) (*redis.Client, err
 // right after the start finds them ready; readiness does not wait for it.
 func warmPool(ctx context.Context, what string, c *redis.Client, log *slog.Logger) {
 	go func() {
-		if err := redisstore.WarmPool(ctx, c); err != nil {
+		if err := store.WarmPool(ctx, c); err != nil {
 			log.Warn(what+" store not reachable yet", "err", err)
 		}
 	}()

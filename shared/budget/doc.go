@@ -7,6 +7,7 @@
 // # The request path
 //
 //	ask := budget.Scanner{}.Ask(body, budget.FormatChat) // byte scan, no allocation
+//	ask.ClientCap, ask.Choices = ... // from the request's decoded caps and n
 //	d, err := ledger.Reserve(ctx, tenant, requestID, ask) // one atomic store op
 //	// err: ErrUnavailable → 503; !d.Allowed → 429 with d.RefusedBy.Code()
 //	// d.RewriteCap → write d.OutputCap into the body's output cap fields

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmgw/gateway/shared/breaker"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // Modes accepted in Config.Mode.
@@ -17,25 +17,26 @@ const (
 	ModeEstimate = "estimate"
 )
 
-// Failure policies accepted in Config.FailurePolicy.
+// Failure policies accepted in Config.FailurePolicy (shared/store's).
 const (
-	PolicyOpen   = "open"
-	PolicyClosed = "closed"
+	PolicyOpen   = store.PolicyOpen
+	PolicyClosed = store.PolicyClosed
 )
 
 // Defaults for the zero values of Config.
 const (
 	DefaultLease         = 15 * time.Minute
 	DefaultOutputTokens  = 4096
-	DefaultTimeout       = 50 * time.Millisecond
-	DefaultDialTimeout   = time.Second
+	DefaultTimeout       = store.DefaultTimeout
+	DefaultDialTimeout   = store.DefaultDialTimeout
 	DefaultSettleTimeout = time.Second
 )
 
 // ErrUnavailable is returned when the store failed or timed out and the
 // request may not go ahead without it: the failure policy is closed, or the
 // tenant has a quota (a quota always fails closed). The server answers 503.
-var ErrUnavailable = errors.New("budget: store unavailable")
+// It wraps store.ErrUnavailable.
+var ErrUnavailable = fmt.Errorf("budget: %w", store.ErrUnavailable)
 
 // Config tunes a Ledger. Its zero value is valid: strict mode, 15-minute
 // leases, fail open.
@@ -71,7 +72,7 @@ type Config struct {
 
 	// Timeout bounds a remote store's answer to one Reserve. Default 50ms.
 	// A remote store's client bounds its socket reads and writes by it
-	// (redisstore.NewClient's Timeout); the context a Reserve gets adds
+	// (store.NewClient's Timeout); the context a Reserve gets adds
 	// DialTimeout.
 	Timeout time.Duration
 
@@ -93,7 +94,7 @@ type Config struct {
 	FailurePolicy string
 
 	// BreakerThreshold and BreakerCooldown tune the circuit breaker in
-	// front of a remote store (shared/breaker, the limiter's): after
+	// front of a remote store (shared/store, the limiter's): after
 	// BreakerThreshold consecutive failures (default 5) reservations and
 	// settles skip the store for BreakerCooldown (default 2s) and the
 	// failure policy applies at once, so a store that is down costs each
@@ -111,7 +112,8 @@ type TenantBudget struct {
 	Limits
 }
 
-// Stats is a snapshot of a Ledger's counters.
+// Stats is a snapshot of a Ledger's counters, for tests and for programs
+// that embed the ledger; the gateway exports none of them.
 type Stats struct {
 	Reserves, Refused, Degraded, StoreErrors uint64
 	Settles, Overruns, LateSettles           uint64
@@ -119,7 +121,7 @@ type Stats struct {
 	// BreakerOpens counts openings of the store's breaker; Breaker is its
 	// state now (always closed for the memory store).
 	BreakerOpens uint64
-	Breaker      breaker.State
+	Breaker      store.BreakerState
 }
 
 // Ledger applies per-tenant token budgets on the request path: Reserve
@@ -129,19 +131,17 @@ type Ledger struct {
 	cfg     Config
 	store   Store
 	remote  bool
-	closed  bool
 	tenants map[string]Limits
-	breaker *breaker.Breaker // remote stores only
-	log     *slog.Logger
+	guard   *store.Guard // used for remote stores only
 
-	reserves, refused, degraded, storeErrors atomic.Uint64
-	settles, overruns, late, settleErrors    atomic.Uint64
+	reserves, refused                     atomic.Uint64
+	settles, overruns, late, settleErrors atomic.Uint64
 }
 
 // New validates cfg and tenants (reporting every problem at once) and
 // returns a Ledger on store; a nil store is a new Memory store. It does no
 // I/O.
-func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
+func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
 	var errs []error
 	cfg.Mode = oneOf(cfg.Mode, "mode", &errs, ModeStrict, ModeEstimate)
 	cfg.FailurePolicy = oneOf(cfg.FailurePolicy, "failure policy", &errs, PolicyOpen, PolicyClosed)
@@ -151,7 +151,7 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 	orDefault(&cfg.SettleTimeout, DefaultSettleTimeout, "settle timeout", &errs)
 	orDefault(&cfg.DefaultOutputTokens, DefaultOutputTokens, "default output tokens", &errs)
 	orDefault(&cfg.MinOutputTokens, 1, "min output tokens", &errs)
-	orDefault(&cfg.BreakerCooldown, breaker.DefaultCooldown, "breaker cooldown", &errs)
+	orDefault(&cfg.BreakerCooldown, store.DefaultBreakerCooldown, "breaker cooldown", &errs)
 	if cfg.BreakerThreshold < 0 {
 		errs = append(errs, fmt.Errorf("breaker threshold %d: must not be negative", cfg.BreakerThreshold))
 	}
@@ -160,8 +160,7 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 	}
 	l := &Ledger{
 		cfg:     cfg,
-		store:   store,
-		closed:  cfg.FailurePolicy == PolicyClosed,
+		store:   st,
 		tenants: make(map[string]Limits, len(tenants)),
 	}
 	for i, tb := range tenants {
@@ -183,11 +182,7 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 	}
 	_, local := l.store.(*Memory)
 	l.remote = !local
-	l.breaker = breaker.New(cfg.BreakerThreshold, cfg.BreakerCooldown)
-	l.log = cfg.Log
-	if l.log == nil {
-		l.log = slog.New(slog.DiscardHandler)
-	}
+	l.guard = store.NewGuard("budget", cfg.FailurePolicy, store.NewBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown), cfg.Log)
 	return l, nil
 }
 
@@ -268,15 +263,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	l.reserves.Add(1)
 	d, err := l.reserve(ctx, tenant, id, req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Decision{}, fmt.Errorf("budget: reserve: %w", context.Cause(ctx))
+		refuse, left := l.guard.Failure(ctx, err)
+		if left != nil {
+			return Decision{}, fmt.Errorf("budget: reserve: %w", left)
 		}
-		if !errors.Is(err, breaker.ErrOpen) {
-			l.storeErrors.Add(1)
-		}
-		l.degraded.Add(1)
 		d = Decision{Requested: req.Min, Degraded: true}
-		if l.closed || lim.TokenQuota > 0 {
+		if refuse || lim.TokenQuota > 0 {
 			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		d.Allowed = true
@@ -303,27 +295,12 @@ func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d
 	if !l.remote {
 		return l.store.Reserve(ctx, tenant, id, req)
 	}
-	err = l.guard(ctx, "reserve", func() error {
-		tctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout+l.cfg.DialTimeout)
-		defer cancel()
+	err = l.guard.Call(ctx, "reserve", l.cfg.Timeout+l.cfg.DialTimeout, func(tctx context.Context) error {
 		var err error
 		d, err = l.store.Reserve(tctx, tenant, id, req)
 		return err
 	})
 	return d, err
-}
-
-// guard runs one remote store call through the breaker, logging its
-// changes; ctx is the caller's, whose end is not a store failure.
-func (l *Ledger) guard(ctx context.Context, op string, call func() error) error {
-	change, err := l.breaker.Call(ctx, call)
-	switch change {
-	case breaker.Opened:
-		l.log.Warn("budget: store failing, breaker open", "op", op, "cooldown", l.breaker.Cooldown(), "err", err)
-	case breaker.Recovered:
-		l.log.Info("budget: store recovered, breaker closed")
-	}
-	return err
 }
 
 // Settle ends request id's reservation with the tokens it actually used
@@ -354,9 +331,7 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 	if l.remote {
 		// Detached: the settle's own end, not the client's, is what counts.
 		dctx := context.WithoutCancel(ctx)
-		err = l.guard(dctx, "settle", func() error {
-			tctx, cancel := context.WithTimeout(dctx, l.cfg.SettleTimeout)
-			defer cancel()
+		err = l.guard.Call(dctx, "settle", l.cfg.SettleTimeout, func(tctx context.Context) error {
 			var err error
 			s, err = l.store.Settle(tctx, tenant, id, actual)
 			return err
@@ -380,14 +355,14 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 
 // Stats returns a snapshot of the counters.
 func (l *Ledger) Stats() Stats {
-	state, opens := l.breaker.Snapshot()
+	g := l.guard.Stats()
 	return Stats{
-		BreakerOpens: opens,
-		Breaker:      state,
+		BreakerOpens: g.BreakerOpens,
+		Breaker:      g.Breaker,
 		Reserves:     l.reserves.Load(),
 		Refused:      l.refused.Load(),
-		Degraded:     l.degraded.Load(),
-		StoreErrors:  l.storeErrors.Load(),
+		Degraded:     g.Degraded,
+		StoreErrors:  g.StoreErrors,
 		Settles:      l.settles.Load(),
 		Overruns:     l.overruns.Load(),
 		LateSettles:  l.late.Load(),

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/shared/breaker"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 func newLedger(t testing.TB, cfg budget.Config, tenants []budget.TenantBudget, store budget.Store) *budget.Ledger {
@@ -284,7 +284,7 @@ func TestLedgerBreaker(t *testing.T) {
 	if n := st.calls.Load(); n != 3 {
 		t.Errorf("the store was called %d times, want 3 (the threshold)", n)
 	}
-	if s := l.Stats(); s.StoreErrors != 3 || s.Degraded != 10 || s.BreakerOpens != 1 || s.Breaker != breaker.Open {
+	if s := l.Stats(); s.StoreErrors != 3 || s.Degraded != 10 || s.BreakerOpens != 1 || s.Breaker != store.BreakerOpen {
 		t.Errorf("stats %+v", s)
 	}
 }

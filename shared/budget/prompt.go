@@ -24,7 +24,9 @@ const (
 	FormatMessages
 )
 
-// Ask is what one request asks of a budget, read from its body by Scanner.
+// Ask is what one request asks of a budget: its prompt bound, read from
+// its body by Scanner, and its choices and output cap, which the caller
+// takes from its body decoder (the reading the backend gets).
 type Ask struct {
 	// PromptBound is a bound provably at least the prompt tokens the
 	// backend will count (see Scanner.Ask for the proof and its premises).
@@ -100,8 +102,9 @@ func PromptBound(body []byte, f Format) int {
 }
 
 // Ask reads body (a JSON object, already validated) in one byte scan,
-// without decoding or allocating, and returns its prompt bound, choices and
-// output cap.
+// without decoding or allocating, and returns its prompt bound, the number
+// of prompts it batches and whether it is Unbounded; Choices and ClientCap
+// are left to the caller.
 //
 // The bound. It holds for every tokenizer whose tokens each cover at least
 // one byte of the text they encode: OpenAI's byte-level BPEs (r50k, p50k,
@@ -192,16 +195,6 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 		}
 		switch key := keyName(body[ks:ke], &kb); classify(key, f) {
 		case memberSkip:
-			i = jsonscan.SkipValue(body, i)
-		case memberChoices:
-			if v, ok := intValue(body, i); ok {
-				a.Choices = max(a.Choices, v)
-			}
-			i = jsonscan.SkipValue(body, i)
-		case memberCap:
-			if v, ok := intValue(body, i); ok && v > 0 {
-				a.ClientCap = max(a.ClientCap, v)
-			}
 			i = jsonscan.SkipValue(body, i)
 		case memberPrompt:
 			if f == FormatCompletions && body[i] == '[' && string(keyName(body[ks:ke], &kb)) == "prompt" {
@@ -439,8 +432,6 @@ func (s *scan) tools(i int) int {
 const (
 	memberCounted = iota
 	memberSkip
-	memberChoices
-	memberCap
 	memberPrompt
 	memberUnbounded
 	memberResponsesPrompt
@@ -449,8 +440,7 @@ const (
 
 // classify names what a top-level key means for the budget. Keys compare
 // case-insensitively (some backends decode so), which only ever skips or
-// recognizes a member that no backend reads as prompt text, or takes the
-// largest of n or cap variants.
+// recognizes a member that no backend reads as prompt text.
 func classify(key []byte, f Format) int {
 	if len(key) == 0 || len(key) > len("max_completion_tokens") {
 		return memberCounted
@@ -464,10 +454,10 @@ func classify(key []byte, f Format) int {
 		lk[i] = c
 	}
 	switch string(lk) {
-	case "n", "best_of":
-		return memberChoices
-	case "max_tokens", "max_completion_tokens", "max_output_tokens":
-		return memberCap
+	case "n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens":
+		// The caller reads these from its body decoder (Ask.Choices,
+		// Ask.ClientCap); they are no prompt text.
+		return memberSkip
 	case "messages", "input", "instructions", "suffix":
 		return memberPrompt
 	case "prompt":
@@ -601,97 +591,6 @@ func textLen(t []byte) int64 {
 	return n
 }
 
-// intValue reads an integer for n, best_of or a cap: a JSON number whose
-// value is integral (2, 2.0, 1e1), or a string holding one (lax decoders
-// accept "2"). ok is false for null and for anything else. Values saturate
-// at MaxTokens, and a string with escapes reads as MaxTokens (the
-// conservative reading of what a lax decoder might make of it).
-func intValue(b []byte, i int) (int64, bool) {
-	if i >= len(b) {
-		return 0, false
-	}
-	if b[i] == '"' {
-		e := jsonscan.SkipString(b, i)
-		inner := b[i+1 : max(i+1, e-1)]
-		if bytes.IndexByte(inner, '\\') >= 0 {
-			return MaxTokens, true
-		}
-		return parseInteger(bytes.TrimSpace(inner))
-	}
-	return parseInteger(b[i:jsonscan.SkipValue(b, i)])
-}
-
-// parseInteger parses a JSON number that must have an integral value.
-func parseInteger(t []byte) (int64, bool) {
-	i := 0
-	if i < len(t) && (t[i] == '-' || t[i] == '+') {
-		if t[i] == '-' {
-			return 0, false
-		}
-		i++
-	}
-	var mant int64
-	digits, frac, sat := 0, 0, false
-	for ; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
-		if mant > MaxTokens {
-			sat = true
-			continue
-		}
-		mant = mant*10 + int64(t[i]-'0')
-		digits++
-	}
-	if i < len(t) && t[i] == '.' {
-		for i++; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
-			if mant > MaxTokens {
-				sat = true
-				continue
-			}
-			mant = mant*10 + int64(t[i]-'0')
-			frac++
-			digits++
-		}
-	}
-	exp := 0
-	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
-		i++
-		neg := false
-		if i < len(t) && (t[i] == '-' || t[i] == '+') {
-			neg = t[i] == '-'
-			i++
-		}
-		for ; i < len(t) && '0' <= t[i] && t[i] <= '9'; i++ {
-			if exp < 1000 {
-				exp = exp*10 + int(t[i]-'0')
-			}
-		}
-		if neg {
-			exp = -exp
-		}
-	}
-	if i != len(t) || digits == 0 {
-		return 0, false
-	}
-	if sat {
-		return MaxTokens, true
-	}
-	for e := exp - frac; e != 0; {
-		if e > 0 {
-			if mant > MaxTokens/10 {
-				return MaxTokens, true
-			}
-			mant *= 10
-			e--
-		} else {
-			if mant%10 != 0 {
-				return 0, false // not integral
-			}
-			mant /= 10
-			e++
-		}
-	}
-	return min(mant, MaxTokens), true
-}
-
 // promptCount is the number of prompts in the legacy completions "prompt"
 // array at b[i]=='[': one per element when the elements are strings or
 // token arrays, one in all for a single token array (numbers) or an empty
@@ -718,23 +617,11 @@ func promptCount(b []byte, i int) int64 {
 // want (compared after unescaping).
 func hasMember(b []byte, i int, want string) bool {
 	var kb [32]byte
-	i = jsonscan.SkipWS(b, i+1)
-	for i < len(b) && b[i] == '"' {
-		ke := jsonscan.SkipString(b, i)
-		if string(keyName(b[i:ke], &kb)) == want {
-			return true
-		}
-		i = jsonscan.SkipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		i = jsonscan.SkipWS(b, jsonscan.SkipValue(b, jsonscan.SkipWS(b, i+1)))
-		if i >= len(b) || b[i] != ',' {
-			return false
-		}
-		i = jsonscan.SkipWS(b, i+1)
-	}
-	return false
+	found := false
+	jsonscan.Members(b, i, func(raw []byte, _, _ int) {
+		found = found || string(jsonscan.Key(raw, &kb)) == want
+	})
+	return found
 }
 
 func isNull(b []byte, i int) bool { return bytes.HasPrefix(b[i:], []byte("null")) }

@@ -130,16 +130,9 @@ func TestAskFields(t *testing.T) {
 		want   budget.Ask // PromptBound ignored
 	}{
 		{"nothing", `{"model":"m","messages":[]}`, budget.FormatChat, budget.Ask{}},
-		{"n and max_tokens", `{"model":"m","n":3,"max_tokens":100}`, budget.FormatChat, budget.Ask{Choices: 3, ClientCap: 100}},
-		{"largest cap wins", `{"max_tokens":100,"max_completion_tokens":300}`, budget.FormatChat, budget.Ask{ClientCap: 300}},
-		{"duplicates: largest wins", `{"n":2,"n":5,"n":1}`, budget.FormatChat, budget.Ask{Choices: 5}},
-		{"case variants", `{"N":4,"Max_Tokens":77}`, budget.FormatChat, budget.Ask{Choices: 4, ClientCap: 77}},
-		{"escaped key", `{"\u006e":6,"max_\u0074okens":12}`, budget.FormatChat, budget.Ask{Choices: 6, ClientCap: 12}},
-		{"lax numbers", `{"n":"3","max_tokens":2.0e2}`, budget.FormatChat, budget.Ask{Choices: 3, ClientCap: 200}},
-		{"not integers", `{"n":2.5,"max_tokens":null,"max_completion_tokens":-4}`, budget.FormatChat, budget.Ask{}},
-		{"escaped number string saturates", `{"n":"\u0032"}`, budget.FormatChat, budget.Ask{Choices: budget.MaxTokens}},
-		{"huge saturates", `{"max_tokens":1e300}`, budget.FormatChat, budget.Ask{ClientCap: budget.MaxTokens}},
-		{"best_of", `{"prompt":"x","n":2,"best_of":5}`, budget.FormatCompletions, budget.Ask{Choices: 5}},
+		// Choices and ClientCap are the caller's (its body decoder's strict
+		// reading); the scanner leaves them zero.
+		{"n and caps are the caller's", `{"model":"m","n":3,"best_of":5,"max_tokens":100,"max_completion_tokens":300}`, budget.FormatChat, budget.Ask{}},
 		{"embeddings have no output", `{"input":"x"}`, budget.FormatEmbeddings, budget.Ask{NoOutput: true}},
 		{"file part", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, budget.FormatChat, budget.Ask{Unbounded: true}},
 		{"previous response", `{"input":"x","previous_response_id":"resp_1"}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
@@ -149,7 +142,7 @@ func TestAskFields(t *testing.T) {
 		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, budget.FormatResponses, budget.Ask{}},
 		{"web search options", `{"messages":[],"web_search_options":{}}`, budget.FormatChat, budget.Ask{Unbounded: true}},
 		// Issue 20: every prompt of a batch gets its own completions.
-		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, budget.FormatCompletions, budget.Ask{Choices: 2, Prompts: 3}},
+		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, budget.FormatCompletions, budget.Ask{Prompts: 3}},
 		{"prompt array of token arrays", `{"prompt":[[1,2],[3]]}`, budget.FormatCompletions, budget.Ask{Prompts: 2}},
 		{"one token array is one prompt", `{"prompt":[1,2,3]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},
 		{"empty prompt array", `{"prompt":[]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},

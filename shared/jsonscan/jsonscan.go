@@ -1,8 +1,10 @@
 // Package jsonscan holds the few steps of a byte scan over JSON that is
 // already known to be valid (json.Valid): the gateway reads the fields it
 // decides on, and bounds a prompt's tokens, without decoding the body.
-// Every function returns an index into b, or a key spelled in a buffer the
-// caller owns; none allocates.
+// It is the one home of those steps (the request decoder, the budget's
+// prompt bound and the answer's usage reading all scan with it). Every
+// function returns indexes into b, an integer, or a key spelled in a buffer
+// the caller owns; none allocates.
 package jsonscan
 
 import "bytes"
@@ -69,6 +71,73 @@ func SkipValue(b []byte, i int) int {
 		}
 		return i
 	}
+}
+
+// Int reads the JSON integer at b[i:]: an optional minus sign, then
+// decimal digits (leading zeros, which valid JSON lacks, read as digits).
+// It is the one integer grammar of the gateway's scans (token counts in
+// answers, n and caps in requests). mag is the digits' value, or limit+1
+// for any value above limit (limit < math.MaxUint64), so a caller tells
+// "at most limit" from "beyond" exactly; next is the index after the last
+// digit; ok is false when no digit follows the sign. A fraction or an
+// exponent after the digits ends the integer: a caller that reads a whole
+// value checks that next is the value's end.
+func Int(b []byte, i int, limit uint64) (mag uint64, neg bool, next int, ok bool) {
+	if i < len(b) && b[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		if mag > limit {
+			continue
+		}
+		d := uint64(b[i] - '0')
+		if mag > limit/10 || d > limit-mag*10 { // mag*10+d > limit
+			mag = limit + 1
+			continue
+		}
+		mag = mag*10 + d
+	}
+	return mag, neg, i, i > start
+}
+
+// Members calls fn with each member of the object at b[i]=='{': its raw
+// key (without quotes) and where its value starts and ends. It stops at
+// the first byte that is not where valid JSON puts it, and reports whether
+// it reached the object's closing brace.
+func Members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
+	i = SkipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return true
+	}
+	for i < len(b) && b[i] == '"' {
+		ke := SkipString(b, i)
+		key := b[i+1 : max(i+1, ke-1)]
+		i = SkipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return false
+		}
+		v := SkipWS(b, i+1)
+		if v >= len(b) {
+			return false
+		}
+		end := SkipValue(b, v)
+		fn(key, v, end)
+		i = SkipWS(b, end)
+		if i >= len(b) {
+			return false
+		}
+		switch b[i] {
+		case '}':
+			return true
+		case ',':
+			i = SkipWS(b, i+1)
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // Key returns the JSON key whose raw bytes (between its quotes) are raw,

@@ -21,18 +21,17 @@ import (
 	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 
-	"github.com/llmgw/gateway/shared/breaker"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 )
 
-// BreakerState is the state of the store circuit breaker (shared/breaker).
-type BreakerState = breaker.State
+// BreakerState is the state of the store circuit breaker (shared/store).
+type BreakerState = store.BreakerState
 
-// Breaker states, as shared/breaker names them.
+// Breaker states, as shared/store names them.
 const (
-	BreakerClosed   = breaker.Closed
-	BreakerOpen     = breaker.Open
-	BreakerHalfOpen = breaker.HalfOpen
+	BreakerClosed   = store.BreakerClosed
+	BreakerOpen     = store.BreakerOpen
+	BreakerHalfOpen = store.BreakerHalfOpen
 )
 
 // Store names accepted in Config.Store.
@@ -41,25 +40,25 @@ const (
 	StoreRedis  = "redis"
 )
 
-// Failure policies accepted in Config.FailurePolicy.
+// Failure policies accepted in Config.FailurePolicy (shared/store's).
 const (
-	PolicyOpen   = "open"
-	PolicyClosed = "closed"
+	PolicyOpen   = store.PolicyOpen
+	PolicyClosed = store.PolicyClosed
 )
 
 // Defaults for the zero values of Config.
 const (
 	DefaultKeyPrefix        = "llmgw:"
-	DefaultTimeout          = 50 * time.Millisecond
-	DefaultDialTimeout      = redisstore.DefaultDialTimeout
-	DefaultBreakerThreshold = breaker.DefaultThreshold
-	DefaultBreakerCooldown  = breaker.DefaultCooldown
+	DefaultTimeout          = store.DefaultTimeout
+	DefaultDialTimeout      = store.DefaultDialTimeout
+	DefaultBreakerThreshold = store.DefaultBreakerThreshold
+	DefaultBreakerCooldown  = store.DefaultBreakerCooldown
 )
 
 // ErrUnavailable is returned by Take when the store failed (error, timeout or
 // open breaker) and the failure policy is closed. The server answers 503 with
-// Retry-After taken from Decision.Reset.
-var ErrUnavailable = errors.New("ratelimit: limit store unavailable")
+// Retry-After taken from Decision.Reset. It wraps store.ErrUnavailable.
+var ErrUnavailable = fmt.Errorf("ratelimit: limit %w", store.ErrUnavailable)
 
 // ErrUnknownTenant is returned by Take for a tenant that has no configured
 // limit. It is a programming or configuration error, not a refusal.
@@ -119,9 +118,10 @@ type Config struct {
 	// safety, and an outage of the limit store should not become an outage of
 	// every model behind the gateway. The exposure is bounded: each failed
 	// take costs at most Timeout, the breaker then answers at once, every
-	// degraded decision is counted (Stats.Degraded) and logged, and backends
-	// still enforce their own quotas. Choose "closed" where a hard cap matters
-	// more than availability.
+	// degraded decision is logged (one line a second at most, with the
+	// number it stands for) and, with telemetry on, counted (the limit
+	// decision "degraded"), and backends still enforce their own quotas.
+	// Choose "closed" where a hard cap matters more than availability.
 	FailurePolicy string
 
 	// BreakerThreshold is the number of consecutive store failures after which
@@ -165,7 +165,8 @@ type Decision struct {
 	Degraded bool
 }
 
-// Stats is a snapshot of the limiter's health counters.
+// Stats is a snapshot of the limiter's health counters, for tests and for
+// programs that embed the limiter; the gateway exports none of them.
 type Stats struct {
 	// Takes counts calls to Take for known tenants.
 	Takes uint64
@@ -197,15 +198,14 @@ type Limiter struct {
 	closeFns []func() error
 	remote   bool
 	timeout  time.Duration // Timeout + DialTimeout: the most one take may wait
-	closed   bool          // policy closed
 	log      *slog.Logger
-	breaker  *breaker.Breaker
+	guard    *store.Guard
 	warmPool func(context.Context) error // nil for memory
 
-	takes, degraded, storeErrors atomic.Uint64
-	lastWarn                     atomic.Int64 // unix ns of the last degraded warning
-	suppressed                   atomic.Uint64
-	closeOnce                    sync.Once
+	takes      atomic.Uint64
+	lastWarn   atomic.Int64 // unix ns of the last degraded warning
+	suppressed atomic.Uint64
+	closeOnce  sync.Once
 }
 
 // New validates cfg and limits (reporting every problem at once) and builds
@@ -224,9 +224,8 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 		tenants: make(map[string]*tenantBucket, len(limits)),
 		remote:  cfg.Store == StoreRedis,
 		timeout: cfg.Timeout + cfg.DialTimeout,
-		closed:  cfg.FailurePolicy == PolicyClosed,
 		log:     log,
-		breaker: breaker.New(cfg.BreakerThreshold, cfg.BreakerCooldown),
+		guard:   store.NewGuard("ratelimit", cfg.FailurePolicy, store.NewBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown), log),
 	}
 	var factory storeFactory
 	switch cfg.Store {
@@ -307,41 +306,29 @@ func (l *Limiter) takeRemote(ctx context.Context, tb *tenantBucket) (Decision, e
 	now := time.Now()
 	var tokens, remaining, reset uint64
 	var ok bool
-	change, err := l.breaker.Call(ctx, func() error {
-		// The store's answer is bounded by Timeout (the client's socket
-		// deadlines); the context adds DialTimeout for a take that waits
-		// for a connection being established.
-		tctx, cancel := context.WithTimeout(ctx, l.timeout)
-		defer cancel()
+	// The store's answer is bounded by Timeout (the client's socket
+	// deadlines); the context adds DialTimeout for a take that waits for a
+	// connection being established.
+	err := l.guard.Call(ctx, "", l.timeout, func(tctx context.Context) error {
 		var err error
 		tokens, remaining, reset, ok, err = tb.store.Take(tctx, tb.key)
 		return err
 	})
-	switch change {
-	case breaker.Opened:
-		l.log.Warn("ratelimit: store failing, breaker open", "cooldown", l.breaker.Cooldown(), "err", err)
-	case breaker.Recovered:
-		l.log.Info("ratelimit: store recovered, breaker closed")
-	}
 	if err != nil {
-		if ctx.Err() != nil {
-			// The caller left (client gone); that says nothing about the store.
-			return Decision{}, fmt.Errorf("ratelimit: take: %w", context.Cause(ctx))
+		refuse, left := l.guard.Failure(ctx, err)
+		if left != nil {
+			return Decision{}, fmt.Errorf("ratelimit: take: %w", left)
 		}
-		if !errors.Is(err, breaker.ErrOpen) {
-			l.storeErrors.Add(1)
-		}
-		return l.degrade(tb, now, err)
+		return l.degrade(tb, now, refuse, err)
 	}
 	return Decision{Allowed: ok, Limit: tokens, Remaining: remaining, Reset: time.Unix(0, int64(reset))}, nil
 }
 
 // degrade applies the failure policy to a take the store could not answer.
-func (l *Limiter) degrade(tb *tenantBucket, now time.Time, cause error) (Decision, error) {
-	l.degraded.Add(1)
+func (l *Limiter) degrade(tb *tenantBucket, now time.Time, refuse bool, cause error) (Decision, error) {
 	l.warnDegraded(now, cause)
-	if l.closed {
-		retry := l.breaker.RetryAt(now)
+	if refuse {
+		retry := l.guard.Breaker().RetryAt(now)
 		return Decision{Limit: tb.tokens, Reset: retry, Degraded: true}, fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	}
 	rem := uint64(0)
@@ -360,7 +347,7 @@ func (l *Limiter) warnDegraded(now time.Time, cause error) {
 		return
 	}
 	policy := PolicyOpen
-	if l.closed {
+	if l.guard.Closed() {
 		policy = PolicyClosed
 	}
 	l.log.Warn("ratelimit: store unavailable, failure policy applied",
@@ -369,13 +356,13 @@ func (l *Limiter) warnDegraded(now time.Time, cause error) {
 
 // Stats returns a snapshot of the health counters.
 func (l *Limiter) Stats() Stats {
-	state, opens := l.breaker.Snapshot()
+	g := l.guard.Stats()
 	return Stats{
 		Takes:        l.takes.Load(),
-		Degraded:     l.degraded.Load(),
-		StoreErrors:  l.storeErrors.Load(),
-		BreakerOpens: opens,
-		Breaker:      state,
+		Degraded:     g.Degraded,
+		StoreErrors:  g.StoreErrors,
+		BreakerOpens: g.BreakerOpens,
+		Breaker:      g.Breaker,
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/sethvargo/go-limiter"
 )
 
@@ -13,13 +14,7 @@ import (
 // a factory of stores on it, and the client's close and pool warm-up. Keys
 // are KeyPrefix + "rl:" + tenant + limit.
 func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, warmPool func(context.Context) error, err error) {
-	client, err := redisstore.NewClient(redisstore.ClientOptions{
-		URL:         cfg.RedisURL,
-		Password:    cfg.RedisPassword,
-		Credentials: cfg.RedisCredentials,
-		Timeout:     cfg.Timeout,
-		DialTimeout: cfg.DialTimeout,
-	})
+	client, err := store.NewClient(cfg.RedisClient(cfg.Timeout))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("redis store: %w", err)
 	}
@@ -30,6 +25,19 @@ func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, wa
 			KeyPrefix: cfg.KeyPrefix + "rl:",
 		})
 	}
-	warmPool = func(ctx context.Context) error { return redisstore.WarmPool(ctx, client) }
+	warmPool = func(ctx context.Context) error { return store.WarmPool(ctx, client) }
 	return factory, client.Close, warmPool, nil
+}
+
+// RedisClient is the options of a client on the limiter's Redis whose
+// answers are bounded by timeout: the limiter's own (Timeout), and those
+// of the stores that share its Redis with answer timeouts of their own.
+func (c Config) RedisClient(timeout time.Duration) store.ClientOptions {
+	return store.ClientOptions{
+		URL:         c.RedisURL,
+		Password:    c.RedisPassword,
+		Credentials: c.RedisCredentials,
+		Timeout:     timeout,
+		DialTimeout: c.DialTimeout,
+	}
 }

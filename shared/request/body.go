@@ -333,27 +333,14 @@ func count(v []byte, param string) (int64, error) {
 	if string(v) == "null" {
 		return 0, nil
 	}
-	neg := len(v) > 0 && v[0] == '-'
-	digits := v
-	if neg {
-		digits = v[1:]
-	}
-	var n int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, &IntError{Param: param}
-		}
-		if n < maxCount {
-			n = n*10 + int64(c-'0')
-		}
-	}
-	if len(digits) == 0 {
+	n, neg, next, ok := jsonscan.Int(v, 0, maxCount)
+	if !ok || next != len(v) {
 		return 0, &IntError{Param: param}
 	}
 	if neg || n < 1 {
 		return 0, &IntError{Param: param, BelowMin: true}
 	}
-	return min(n, maxCount), nil
+	return int64(min(n, maxCount)), nil
 }
 
 func (out *Body) parseStreamOptions(b []byte, v span) error {

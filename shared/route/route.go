@@ -10,7 +10,7 @@ import (
 )
 
 // Endpoint is one backend of a pool. Index is its position in the pool's
-// config, so callers can keep their own per-endpoint data beside it.
+// config.
 type Endpoint struct {
 	Index  int
 	Name   string // for logs: the endpoint URL

@@ -11,9 +11,9 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // BenchmarkBudgetStep is the time a token budget adds to one request: the
@@ -39,7 +39,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 		{"memory", func(*testing.B) budget.Store { return budget.NewMemory(nil) }, limits},
 		{"redis", func(b *testing.B) budget.Store {
 			srv := redistest.Start(b)
-			c, err := redisstore.NewClient(redisstore.ClientOptions{URL: srv.URL(), Timeout: time.Second})
+			c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}

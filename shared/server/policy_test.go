@@ -59,6 +59,15 @@ func TestLimiterDecisions(t *testing.T) {
 			}
 		})
 	}
+	t.Run("store down, open: served", func(t *testing.T) {
+		called := false
+		lim := fixedLimiter{d: ratelimit.Decision{Allowed: true, Degraded: true, Limit: 5, Remaining: 4}, resetIn: reset}
+		g := newTestGatewayWith(t, func(d *Deps) { d.Limiter = lim },
+			http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called = true; sseBackend(w, r) }))
+		if resp, b := g.post(t, streamBody); resp.StatusCode != 200 || !called {
+			t.Fatalf("status %d %s (backend called: %v)", resp.StatusCode, b, called)
+		}
+	})
 }
 
 // TestFailoverPolicy: which backend answers are retried elsewhere, and

@@ -157,8 +157,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
 
 // boundBody bounds the reading of a request's body from the moment its
 // headers are in, before authentication, so that a caller without a token
-// cannot hold a connection by announcing a body and going silent (DESIGN:
-// every connection bounded from its first byte). http.Server bounds the
+// cannot hold a connection by announcing a body and going silent (every
+// connection is bounded from its first byte). http.Server bounds the
 // rest: ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
 //
 // The read deadline is BodyReadTimeout from now. It also bounds what

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"math"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
@@ -144,7 +145,7 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	if where == InMessage {
 		container = "message"
 	}
-	members(js, i, func(raw []byte, v int, end int) {
+	jsonscan.Members(js, i, func(raw []byte, v int, end int) {
 		k := jsonscan.Key(raw, &kb)
 		if where != TopLevel && string(k) == container {
 			resp = nil
@@ -179,44 +180,6 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	return u, emptyChoices, true
 }
 
-// members calls fn with each member of the object at b[i]=='{': its raw
-// key (without quotes) and where its value starts and ends. It stops at
-// the first byte that is not where valid JSON puts it, and reports whether
-// it reached the object's closing brace.
-func members(b []byte, i int, fn func(key []byte, v, end int)) (closed bool) {
-	i = jsonscan.SkipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return true
-	}
-	for i < len(b) && b[i] == '"' {
-		ke := jsonscan.SkipString(b, i)
-		key := b[i+1 : max(i+1, ke-1)]
-		i = jsonscan.SkipWS(b, ke)
-		if i >= len(b) || b[i] != ':' {
-			return false
-		}
-		v := jsonscan.SkipWS(b, i+1)
-		if v >= len(b) {
-			return false
-		}
-		end := jsonscan.SkipValue(b, v)
-		fn(key, v, end)
-		i = jsonscan.SkipWS(b, end)
-		if i >= len(b) {
-			return false
-		}
-		switch b[i] {
-		case '}':
-			return true
-		case ',':
-			i = jsonscan.SkipWS(b, i+1)
-		default:
-			return false
-		}
-	}
-	return false
-}
-
 func trimRightWS(b []byte) []byte {
 	for len(b) > 0 {
 		switch b[len(b)-1] {
@@ -239,7 +202,7 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 	ok = true
 	var kb [32]byte
 	var cacheWrite, cacheRead int64
-	closed := members(b, 0, func(raw []byte, v, end int) {
+	closed := jsonscan.Members(b, 0, func(raw []byte, v, end int) {
 		if !ok {
 			return
 		}
@@ -275,8 +238,8 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 				*dst = 0
 				return
 			}
-			n, next, iok := parseInt(b, v)
-			if !iok || next != end {
+			n, iok := parseInt(b, v, end)
+			if !iok {
 				ok = false
 				return
 			}
@@ -296,34 +259,18 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 	return u, true
 }
 
-// parseInt reads a JSON integer at b[i:]; a fraction or exponent is not
-// ok, and a value beyond int64 reads as -1, which Billed refuses.
-func parseInt(b []byte, i int) (n int64, next int, ok bool) {
-	neg := false
-	if i < len(b) && b[i] == '-' {
-		neg = true
-		i++
-	}
-	start, over := i, false
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		d := int64(b[i] - '0')
-		if over || n > (1<<63-1-d)/10 {
-			over = true
-			continue
-		}
-		n = n*10 + d
-	}
-	if i == start {
-		return 0, 0, false
-	}
-	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E') {
-		return 0, 0, false
-	}
+// parseInt reads the JSON integer b[i:end] (jsonscan.Int); a fraction or
+// exponent is not ok, and a value beyond int64 reads as -1, which Billed
+// refuses.
+func parseInt(b []byte, i, end int) (n int64, ok bool) {
+	mag, neg, next, ok := jsonscan.Int(b, i, math.MaxInt64)
 	switch {
-	case over:
-		n = -1
+	case !ok || next != end:
+		return 0, false
+	case mag > math.MaxInt64:
+		return -1, true
 	case neg:
-		n = -n
+		return -int64(mag), true
 	}
-	return n, i, true
+	return int64(mag), true
 }

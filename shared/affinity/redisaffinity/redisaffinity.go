@@ -20,33 +20,31 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/shared/affinity"
-	"github.com/llmgw/gateway/shared/breaker"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // Store is the Redis-backed affinity store.
 type Store struct {
-	c       redis.UniversalClient
-	prefix  string
-	breaker *breaker.Breaker
-	log     *slog.Logger
+	c      redis.UniversalClient
+	prefix string
+	guard  *store.Guard
 	// PerTenant is how many records a tenant keeps; default
 	// affinity.DefaultPerTenant.
 	PerTenant int
 }
 
-// New uses c (the limiter's Redis, see redisstore.NewClient) with keys
+// New uses c (the limiter's Redis, see store.NewClient) with keys
 // prefix + "resp:" + id, and prefix + "resp-tenant:" + tenant for each
 // tenant's ids. Every call goes through a circuit breaker (the limiter's
-// kind, shared/breaker, with its defaults): while Redis is failing, calls
+// kind, shared/store, with its defaults): while Redis is failing, calls
 // fail at once instead of after their timeout, and the server's policy for
 // an unreadable record applies (a follow-up is refused: isolation fails
 // closed; an unrecorded response is logged and its creator told). log,
 // when not nil, is told when the breaker opens and closes.
 func New(c redis.UniversalClient, prefix string, log *slog.Logger) *Store {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &Store{c: c, prefix: prefix, breaker: breaker.New(0, 0), log: log}
+	// Closed: the server refuses what it cannot read (isolation fails
+	// closed), so no call here goes ahead without the store.
+	return &Store{c: c, prefix: prefix, guard: store.NewGuard("redisaffinity", store.PolicyClosed, store.NewBreaker(0, 0), log)}
 }
 
 func (s *Store) key(id string) string           { return s.prefix + "resp:" + id }
@@ -54,14 +52,7 @@ func (s *Store) tenantKey(tenant string) string { return s.prefix + "resp-tenant
 
 // call runs one Redis call through the breaker; ctx is the caller's.
 func (s *Store) call(ctx context.Context, op string, fn func() error) error {
-	change, err := s.breaker.Call(ctx, fn)
-	switch change {
-	case breaker.Opened:
-		s.log.Warn("redisaffinity: store failing, breaker open", "op", op, "cooldown", s.breaker.Cooldown(), "err", err)
-	case breaker.Recovered:
-		s.log.Info("redisaffinity: store recovered, breaker closed")
-	}
-	if err != nil {
+	if err := s.guard.Call(ctx, op, 0, func(context.Context) error { return fn() }); err != nil {
 		return fmt.Errorf("redisaffinity: %s: %w", op, err)
 	}
 	return nil
@@ -143,4 +134,4 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 }
 
 // Breaker is the store's breaker state now and how often it opened.
-func (s *Store) Breaker() (breaker.State, uint64) { return s.breaker.Snapshot() }
+func (s *Store) Breaker() (store.BreakerState, uint64) { return s.guard.Breaker().Snapshot() }

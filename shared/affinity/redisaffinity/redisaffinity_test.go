@@ -9,8 +9,7 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
-	"github.com/llmgw/gateway/shared/breaker"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // TestBreaker: records round-trip through a real redis-server; with the
@@ -21,7 +20,7 @@ func TestBreaker(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	px := redistest.NewProxy(t, rs.Addr(), 0)
-	c, err := redisstore.NewClient(redisstore.ClientOptions{URL: px.URL(), Timeout: 100 * time.Millisecond})
+	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,18 +46,18 @@ func TestBreaker(t *testing.T) {
 		if err == nil {
 			t.Fatalf("get %d with Redis blackholed: no error", i)
 		}
-		if errors.Is(err, breaker.ErrOpen) {
+		if errors.Is(err, store.ErrBreakerOpen) {
 			skipped++
 		} else if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("get %d took %s", i, took)
 		}
 	}
-	if state, opens := s.Breaker(); state != breaker.Open || opens != 1 || skipped < 20-breaker.DefaultThreshold {
-		t.Fatalf("breaker %s, opened %d times, %d of 20 calls skipped; want open, once, at least %d", state, opens, skipped, 20-breaker.DefaultThreshold)
+	if state, opens := s.Breaker(); state != store.BreakerOpen || opens != 1 || skipped < 20-store.DefaultBreakerThreshold {
+		t.Fatalf("breaker %s, opened %d times, %d of 20 calls skipped; want open, once, at least %d", state, opens, skipped, 20-store.DefaultBreakerThreshold)
 	}
 
 	px.Blackhole(false)
-	deadline := time.Now().Add(3 * breaker.DefaultCooldown)
+	deadline := time.Now().Add(3 * store.DefaultBreakerCooldown)
 	for {
 		if _, ok, err := s.Get(ctx, "resp_1"); err == nil && ok {
 			break

@@ -1,8 +1,7 @@
 // Package redisbudget is a budget.Store kept in Redis, so that every replica
 // of the gateway (and every replica after a scale to zero) draws on one
-// token budget per tenant. With ratelimit/redisstore it is the only code
-// that imports the Redis client; it can share that package's client
-// (redisstore.NewClient), whose timeouts and no-retry policy suit it.
+// token budget per tenant. Its clients come from shared/store
+// (store.NewClient), whose timeouts and no-retry policy suit it.
 //
 // Reserve and Settle are each one atomic Lua script, one round trip
 // (EVALSHA; EVAL once after the server's script cache was emptied). The
@@ -25,7 +24,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -145,7 +144,7 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual int64) (bu
 // Warm loads the scripts into Redis, which also dials a connection, so
 // that the first Reserve is a single EVALSHA round trip; then, when
 // Reserve's client is a *redis.Client, it establishes that client's
-// connection pool (redisstore.WarmPool), so that a burst of first
+// connection pool (store.WarmPool), so that a burst of first
 // reservations finds connections ready. Call it in the background at
 // start; the settle client's owner warms that one.
 func (s *Store) Warm(ctx context.Context) error {
@@ -155,7 +154,7 @@ func (s *Store) Warm(ctx context.Context) error {
 		}
 	}
 	if rc, ok := s.fast.(*redis.Client); ok {
-		if err := redisstore.WarmPool(ctx, rc); err != nil {
+		if err := store.WarmPool(ctx, rc); err != nil {
 			return fmt.Errorf("redisbudget: warm: %w", err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -20,7 +20,7 @@ import (
 // limiter's tuning (no retries) and the given timeout.
 func newClient(t testing.TB, srv *redistest.Server, timeout time.Duration) *redis.Client {
 	t.Helper()
-	c, err := redisstore.NewClient(redisstore.ClientOptions{URL: srv.URL(), Timeout: timeout})
+	c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package redisstore is a go-limiter Store kept in Redis, so that every
 // replica of the gateway (and every replica after a scale to zero) draws on
-// one budget per key. It is the only package that imports the Redis client.
+// one budget per key. Its client comes from shared/store (store.NewClient).
 //
 // Each Take is one atomic Lua script, one round trip (EVALSHA; EVAL once
 // after the server's script cache was emptied). The script reproduces
@@ -39,6 +39,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-limiter"
+
+	"github.com/llmgw/gateway/shared/store"
 )
 
 var _ limiter.Store = (*Store)(nil)
@@ -213,10 +215,8 @@ func (s *Store) Warm(ctx context.Context) error {
 	// With streaming credentials, wait for the first token here, where the
 	// budget is the dial timeout, rather than in a take's.
 	if c, ok := s.client.(interface{ Options() *redis.Options }); ok {
-		if cs, ok := c.Options().StreamingCredentialsProvider.(*credentialStream); ok {
-			if err := cs.prime(ctx); err != nil {
-				return fmt.Errorf("redisstore: warm: %w", err)
-			}
+		if err := store.PrimeCredentials(ctx, c); err != nil {
+			return fmt.Errorf("redisstore: warm: %w", err)
 		}
 	}
 	for _, sc := range []*redis.Script{takeScript, setScript, burstScript} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,7 +41,7 @@ func TestCredentialRotation(t *testing.T) {
 
 	var cur atomic.Pointer[[2]string]
 	cur.Store(&[2]string{"gw-1", "pass-1"})
-	client, err := redisstore.NewClient(redisstore.ClientOptions{
+	client, err := store.NewClient(store.ClientOptions{
 		// Fewer connections than takers: every connection works.
 		URL:     srv.URL() + "?pool_size=4",
 		Timeout: 2 * time.Second, // semantics, not latency, on a busy machine

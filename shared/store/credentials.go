@@ -1,4 +1,4 @@
-package redisstore
+package store
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/auth"
 )
 
@@ -19,7 +20,7 @@ const DefaultCredentialsInterval = 30 * time.Second
 
 // errNoCredentials is returned to go-redis for a new connection when no
 // credentials could be had within its budget.
-var errNoCredentials = errors.New("redisstore: no Redis credentials yet")
+var errNoCredentials = errors.New("store: no Redis credentials yet")
 
 // credentialStream gives go-redis credentials that change while connections
 // live: go-redis's StreamingCredentialsProvider. Each connection subscribes
@@ -167,4 +168,15 @@ func (s *credentialStream) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stop != nil
+}
+
+// PrimeCredentials waits for the first credentials of a client NewClient
+// built with Credentials (others return at once), so that the wait is
+// spent in a warm-up, whose budget is the dial timeout, rather than in a
+// call on the request path.
+func PrimeCredentials(ctx context.Context, c interface{ Options() *redis.Options }) error {
+	if cs, ok := c.Options().StreamingCredentialsProvider.(*credentialStream); ok {
+		return cs.prime(ctx)
+	}
+	return nil
 }

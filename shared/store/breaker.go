@@ -1,9 +1,4 @@
-// Package breaker is the circuit breaker in front of every store the
-// request path calls (the limiter's buckets, token budgets, stored-response
-// records): while a store is failing, a call costs no store timeout at all
-// and the caller applies its failure policy at once. One type for every
-// store, so they fail and recover the same way (issue 20, section 6).
-package breaker
+package store
 
 import (
 	"context"
@@ -12,63 +7,63 @@ import (
 	"time"
 )
 
-// State is the state of a Breaker.
-type State int
+// BreakerState is the state of a Breaker.
+type BreakerState int
 
 // Breaker states: closed (the store is used), open (the store is skipped
 // until the cooldown ends), half-open (one probe call is in flight).
 const (
-	Closed State = iota
-	Open
-	HalfOpen
+	BreakerClosed BreakerState = iota
+	BreakerOpen
+	BreakerHalfOpen
 )
 
-func (s State) String() string {
+func (s BreakerState) String() string {
 	switch s {
-	case Closed:
+	case BreakerClosed:
 		return "closed"
-	case Open:
+	case BreakerOpen:
 		return "open"
-	case HalfOpen:
+	case BreakerHalfOpen:
 		return "half-open"
 	}
 	return "unknown"
 }
 
-// Defaults for the zero values of New's arguments.
+// Defaults for the zero values of NewBreaker's arguments.
 const (
-	DefaultThreshold = 5
-	DefaultCooldown  = 2 * time.Second
+	DefaultBreakerThreshold = 5
+	DefaultBreakerCooldown  = 2 * time.Second
 )
 
-// ErrOpen is returned by Call while the breaker skips the store.
-var ErrOpen = errors.New("breaker open")
+// ErrBreakerOpen is what a call gets while the breaker skips the store.
+var ErrBreakerOpen = errors.New("breaker open")
 
 // Breaker skips a failing store. After threshold consecutive failures it
 // opens for cooldown; then exactly one call probes the store while the
 // others keep failing at once; the probe's outcome closes or reopens it. A
 // mutex is fine: a breaker is only on a store's path, next to a network
-// round trip. The zero value is not usable: call New.
+// round trip. The zero value is not usable: call NewBreaker.
 type Breaker struct {
 	threshold int
 	cooldown  time.Duration
 
 	mu        sync.Mutex
-	state     State
+	state     BreakerState
 	failures  int
 	openUntil time.Time
 	opens     uint64
 }
 
-// New returns a closed breaker that opens after threshold consecutive
-// failures (default DefaultThreshold) for cooldown (default
-// DefaultCooldown).
-func New(threshold int, cooldown time.Duration) *Breaker {
+// NewBreaker returns a closed breaker that opens after threshold
+// consecutive failures (default DefaultBreakerThreshold) for cooldown
+// (default DefaultBreakerCooldown).
+func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	if threshold <= 0 {
-		threshold = DefaultThreshold
+		threshold = DefaultBreakerThreshold
 	}
 	if cooldown <= 0 {
-		cooldown = DefaultCooldown
+		cooldown = DefaultBreakerCooldown
 	}
 	return &Breaker{threshold: threshold, cooldown: cooldown}
 }
@@ -83,13 +78,13 @@ func (b *Breaker) Allow(now time.Time) (probe, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch b.state {
-	case Closed:
+	case BreakerClosed:
 		return false, true
-	case Open:
+	case BreakerOpen:
 		if now.Before(b.openUntil) {
 			return false, false
 		}
-		b.state = HalfOpen
+		b.state = BreakerHalfOpen
 		return true, true
 	default: // half-open: a probe is already in flight
 		return false, false
@@ -101,8 +96,8 @@ func (b *Breaker) Success(probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures = 0
-	if probe && b.state == HalfOpen {
-		b.state = Closed
+	if probe && b.state == BreakerHalfOpen {
+		b.state = BreakerClosed
 		return true
 	}
 	return false
@@ -113,9 +108,9 @@ func (b *Breaker) Failure(now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures++
-	if probe || (b.state == Closed && b.failures >= b.threshold) {
-		wasOpen := b.state != Closed
-		b.state = Open
+	if probe || (b.state == BreakerClosed && b.failures >= b.threshold) {
+		wasOpen := b.state != BreakerClosed
+		b.state = BreakerOpen
 		b.openUntil = now.Add(b.cooldown)
 		if !wasOpen {
 			b.opens++
@@ -133,8 +128,8 @@ func (b *Breaker) Abandon(probe bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == HalfOpen {
-		b.state = Open
+	if b.state == BreakerHalfOpen {
+		b.state = BreakerOpen
 	}
 }
 
@@ -143,50 +138,50 @@ func (b *Breaker) Abandon(probe bool) {
 func (b *Breaker) RetryAt(now time.Time) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state != Closed && b.openUntil.After(now) {
+	if b.state != BreakerClosed && b.openUntil.After(now) {
 		return b.openUntil
 	}
 	return now.Add(b.cooldown)
 }
 
 // Snapshot is the state now and the number of times the breaker opened.
-func (b *Breaker) Snapshot() (State, uint64) {
+func (b *Breaker) Snapshot() (BreakerState, uint64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.state, b.opens
 }
 
-// Change is what one Call did to the breaker, for the caller's log.
-type Change int
+// change is what one call did to the breaker, for the caller's log.
+type change int
 
-// Changes reported by Call.
+// Changes reported by call.
 const (
-	Unchanged Change = iota
-	Opened
-	Recovered
+	unchanged change = iota
+	opened
+	recovered
 )
 
-// Call runs call through the breaker: ErrOpen at once while the store is
-// skipped; else call's error, counted as a store failure unless ctx was
+// call runs fn through the breaker: ErrBreakerOpen at once while the store
+// is skipped; else fn's error, counted as a store failure unless ctx was
 // canceled (the caller left, which says nothing about the store). A ctx
 // that passed its deadline counts: the store did not answer in time.
-func (b *Breaker) Call(ctx context.Context, call func() error) (Change, error) {
+func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 	probe, ok := b.Allow(time.Now())
 	if !ok {
-		return Unchanged, ErrOpen
+		return unchanged, ErrBreakerOpen
 	}
-	err := call()
+	err := fn()
 	switch {
 	case err == nil:
 		if b.Success(probe) {
-			return Recovered, nil
+			return recovered, nil
 		}
-		return Unchanged, nil
+		return unchanged, nil
 	case errors.Is(ctx.Err(), context.Canceled):
 		b.Abandon(probe)
-		return Unchanged, err
+		return unchanged, err
 	case b.Failure(time.Now(), probe):
-		return Opened, err
+		return opened, err
 	}
-	return Unchanged, err
+	return unchanged, err
 }

@@ -1,4 +1,4 @@
-package redisstore
+package store
 
 import (
 	"cmp"
@@ -38,7 +38,7 @@ type ClientOptions struct {
 	CredentialsInterval time.Duration
 	// Timeout bounds the store's answer: every socket read and write on an
 	// established connection (the caller's context deadline bounds them
-	// too). Default 50ms.
+	// too). Default DefaultTimeout.
 	Timeout time.Duration
 	// DialTimeout is the dial budget: it bounds establishing a connection
 	// (dial, TLS, the first login and its round trip) and waiting for a
@@ -49,12 +49,7 @@ type ClientOptions struct {
 	DialTimeout time.Duration
 }
 
-// DefaultDialTimeout is the dial budget when ClientOptions.DialTimeout is
-// zero: a TLS handshake and an Entra login to a managed Redis in the same
-// region take tens of milliseconds, a busy host's scheduler adds some.
-const DefaultDialTimeout = time.Second
-
-// NewClient builds a Redis client tuned for a limiter with a tight budget.
+// NewClient builds a Redis client tuned for a store with a tight budget.
 // It does no I/O: the first command dials.
 //
 //   - no retries: a retry cannot fit in the budget, and the caller's failure
@@ -77,23 +72,23 @@ const DefaultDialTimeout = time.Second
 // The default pool (10 per GOMAXPROCS) suits a single-core replica.
 func NewClient(o ClientOptions) (*redis.Client, error) {
 	if o.URL == "" {
-		return nil, errors.New("redisstore: empty Redis URL")
+		return nil, errors.New("store: empty Redis URL")
 	}
 	opts, err := redis.ParseURL(o.URL)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			// url.Error quotes the whole URL, password included.
-			return nil, fmt.Errorf("redisstore: parse Redis URL: %w", uerr.Err)
+			return nil, fmt.Errorf("store: parse Redis URL: %w", uerr.Err)
 		}
-		return nil, fmt.Errorf("redisstore: parse Redis URL: %w", err)
+		return nil, fmt.Errorf("store: parse Redis URL: %w", err)
 	}
 	if o.Password != "" {
 		opts.Password = o.Password
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
-		timeout = 50 * time.Millisecond
+		timeout = DefaultTimeout
 	}
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = -1
@@ -169,7 +164,7 @@ func WarmPool(ctx context.Context, c *redis.Client) error {
 		}
 	}
 	if first != nil {
-		return fmt.Errorf("redisstore: warm pool: %d of %d connections: %w", failed, n, first)
+		return fmt.Errorf("store: warm pool: %d of %d connections: %w", failed, n, first)
 	}
 	return nil
 }
