@@ -1,9 +1,13 @@
 package main
 
 import (
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/internal/privateca"
 )
 
 // fakeResults is a small, complete set of results: every table has rows.
@@ -71,10 +75,52 @@ func TestMarkdownRenders(t *testing.T) {
 
 func TestNginxConfig(t *testing.T) {
 	t.Parallel()
-	c := nginxConfig("/tmp/x", "127.0.0.1:9300", "127.0.0.1:9100", 500)
-	for _, w := range []string{"master_process off;", "proxy_buffering off;", "keepalive 500;", "server 127.0.0.1:9100;", "listen 127.0.0.1:9300", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "pid /tmp/x/nginx.pid;", "access_log /tmp/x/nginx-access.log;"} {
-		if !strings.Contains(c, w) {
-			t.Errorf("config lacks %q:\n%s", w, c)
+	common := []string{"master_process off;", "proxy_buffering off;", "keepalive 500;", "server 127.0.0.1:9100;", "listen 127.0.0.1:9300", "proxy_http_version 1.1;", `proxy_set_header Connection "";`, "pid /tmp/x/nginx.pid;", "access_log /tmp/x/nginx-access.log;"}
+	sslLines := []string{"proxy_pass https://backend;", "proxy_ssl_verify on;", "proxy_ssl_trusted_certificate /tmp/ca.pem;", "proxy_ssl_name localhost;", "proxy_ssl_session_reuse on;", "proxy_ssl_protocols TLSv1.2 TLSv1.3;"}
+	for _, tt := range []struct {
+		name      string
+		ssl       *nginxSSL
+		want, not []string
+	}{
+		{"plain", nil, append([]string{"proxy_pass http://backend;"}, common...), []string{"proxy_ssl"}},
+		{"tls", &nginxSSL{trusted: "/tmp/ca.pem", name: "localhost"}, append(sslLines, common...), []string{"proxy_pass http://"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := nginxConfig("/tmp/x", "127.0.0.1:9300", "127.0.0.1:9100", tt.ssl, 500)
+			for _, w := range tt.want {
+				if !strings.Contains(c, w) {
+					t.Errorf("config lacks %q:\n%s", w, c)
+				}
+			}
+			for _, w := range tt.not {
+				if strings.Contains(c, w) {
+					t.Errorf("config has %q:\n%s", w, c)
+				}
+			}
+		})
+	}
+}
+
+// TestNginxAcceptsConfig runs nginx -t on both configs, the TLS one with a
+// CA from privateca, where nginx is installed (make bench-nginx).
+func TestNginxAcceptsConfig(t *testing.T) {
+	t.Parallel()
+	peer := findNginx()
+	if peer.bin == "" {
+		t.Skip(peer.why)
+	}
+	dir := t.TempDir()
+	pki, err := privateca.Write(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for listen, ssl := range map[string]*nginxSSL{"127.0.0.1:9300": nil, "127.0.0.1:9301": {trusted: pki.CA, name: privateca.Names.DNS}} {
+		path, err := writeNginxConfig(dir, listen, "127.0.0.1:9100", ssl, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command(peer.bin, "-t", "-p", filepath.Dir(path), "-c", path).CombinedOutput(); err != nil {
+			t.Errorf("nginx -t (TLS %v): %v\n%s", ssl != nil, err, out)
 		}
 	}
 }
