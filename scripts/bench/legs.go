@@ -171,7 +171,7 @@ func protocolOf(before, after stub.Stats, tls bool) string {
 	case h2 == n:
 		p = "HTTP/2"
 	default:
-		p = fmt.Sprintf("mixed: %d of %d requests over HTTP/2", h2, n)
+		p = fmt.Sprintf("HTTP/1.1 and HTTP/2 (%d of %d requests)", h2, n)
 	}
 	if tls {
 		p += " over TLS"
