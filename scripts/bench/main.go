@@ -3,13 +3,17 @@
 // peer (one worker, proxy_buffering off, upstream keepalive; skipped with a
 // note where nginx is not installed) and against the stub backend itself
 // (the load generator's own floor), and writes BENCHMARKS.md and
-// docs/bench/*.png.
+// docs/bench/*.png. The closed loop and the syscall count run every relay
+// on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
+// TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 4 minutes on 2 cores
+//	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
 //	go run ./scripts/bench -full    # make bench-full
+//	go run ./scripts/bench -quick -gateway-rev 610436a -out before.md  # a change's before
 //
-// It builds the gateway as `make build` does, the stub, the dev issuer and
-// the floor; starts the stub and the issuer as their own processes on the
+// It builds the gateway as `make build` does (or at another commit:
+// -gateway-rev), the stub, the dev issuer and the floor; starts the stubs
+// (one per leg) and the issuer as their own processes on the
 // CPUs the relay does not use; starts each relay under test (the gateway,
 // the floor, nginx, at different times) on one core, the Go ones with
 // GOMAXPROCS=1; and is itself the load generator. Besides the load tables
