@@ -3,6 +3,7 @@ package relayfloor
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"net/http"
@@ -19,16 +20,22 @@ import (
 func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
 	t.Helper()
 	st := stub.New(opts)
-	backend := httptest.NewServer(st)
+	return st, floorFor(t, st, httptest.NewServer(st), nil)
+}
+
+// floorFor serves the floor, trusting roots, in front of backend, which
+// serves st, and returns its URL; all three close with the test.
+func floorFor(t *testing.T, st *stub.Server, backend *httptest.Server, roots *x509.CertPool) string {
+	t.Helper()
 	t.Cleanup(backend.Close)
 	t.Cleanup(st.Close)
 	u, err := url.Parse(backend.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	floor := httptest.NewServer(New(u, 16, nil, log.New(io.Discard, "", 0)))
+	floor := httptest.NewServer(New(u, 16, roots, log.New(io.Discard, "", 0)))
 	t.Cleanup(floor.Close)
-	return st, floor.URL
+	return floor.URL
 }
 
 func postStream(t *testing.T, base string) *http.Response {
@@ -124,15 +131,7 @@ func TestFloorTrustsPrivateCA(t *testing.T) {
 	backend.EnableHTTP2 = true
 	backend.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
 	backend.StartTLS()
-	t.Cleanup(backend.Close)
-	t.Cleanup(st.Close)
-	u, err := url.Parse(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	floor := httptest.NewServer(New(u, 16, roots, log.New(io.Discard, "", 0)))
-	t.Cleanup(floor.Close)
-	resp := postStream(t, floor.URL)
+	resp := postStream(t, floorFor(t, st, backend, roots))
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
 		t.Fatalf("err %v:\n%s", err, body)
@@ -141,9 +140,7 @@ func TestFloorTrustsPrivateCA(t *testing.T) {
 		t.Fatalf("stub stats %+v: want the one request over HTTP/2", got)
 	}
 
-	untrusting := httptest.NewServer(New(u, 16, nil, log.New(io.Discard, "", 0)))
-	t.Cleanup(untrusting.Close)
-	r, err := http.Post(untrusting.URL+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+	r, err := http.Post(floorFor(t, st, backend, nil)+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
