@@ -111,8 +111,8 @@ agents:
 
 # The bench measures the backend leg plain, over TLS and with h2 offered;
 # BENCH_FLAGS adds flags, e.g. BENCH_FLAGS='-backend plain' (one leg) or
-# BENCH_FLAGS='-gateway-rev 610436a -out before.md' (a change's before,
-# measured by this bench on the same config).
+# BENCH_FLAGS='-gateway-rev 610436a -out bench-out/before.md -plots bench-out/before'
+# (a change's before, measured by this bench on the same config).
 BENCH_FLAGS ?=
 
 bench: deps bench-nginx

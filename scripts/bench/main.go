@@ -9,7 +9,7 @@
 //
 //	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
 //	go run ./scripts/bench -full    # make bench-full
-//	go run ./scripts/bench -quick -gateway-rev 610436a -out before.md  # a change's before
+//	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
 // It builds the gateway as `make build` does (or at another commit:
 // -gateway-rev), the stub, the dev issuer and the floor; starts the stubs
