@@ -109,11 +109,17 @@ sdktest:
 agents:
 	cd scripts/agents && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
+# The bench measures the backend leg plain, over TLS and with h2 offered;
+# BENCH_FLAGS adds flags, e.g. BENCH_FLAGS='-backend plain' (one leg) or
+# BENCH_FLAGS='-gateway-rev 610436a -out bench-out/before.md -plots bench-out/before'
+# (a change's before, measured by this bench on the same config).
+BENCH_FLAGS ?=
+
 bench: deps bench-nginx
-	$(GO) run ./scripts/bench -quick
+	$(GO) run ./scripts/bench -quick $(BENCH_FLAGS)
 
 bench-full: deps bench-nginx
-	$(GO) run ./scripts/bench -full
+	$(GO) run ./scripts/bench -full $(BENCH_FLAGS)
 
 # nginx, the bench's peer beside the floor: installed if missing (Debian
 # nginx-light); without it the bench says so and goes on.

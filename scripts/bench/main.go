@@ -3,13 +3,17 @@
 // peer (one worker, proxy_buffering off, upstream keepalive; skipped with a
 // note where nginx is not installed) and against the stub backend itself
 // (the load generator's own floor), and writes BENCHMARKS.md and
-// docs/bench/*.png.
+// docs/bench/*.png. The closed loop and the syscall count run every relay
+// on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
+// TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 4 minutes on 2 cores
+//	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
 //	go run ./scripts/bench -full    # make bench-full
+//	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
-// It builds the gateway as `make build` does, the stub, the dev issuer and
-// the floor; starts the stub and the issuer as their own processes on the
+// It builds the gateway as `make build` does (or at another commit:
+// -gateway-rev), the stub, the dev issuer and the floor; starts the stubs
+// (one per leg) and the issuer as their own processes on the
 // CPUs the relay does not use; starts each relay under test (the gateway,
 // the floor, nginx, at different times) on one core, the Go ones with
 // GOMAXPROCS=1; and is itself the load generator. Besides the load tables
@@ -35,6 +39,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/internal/privateca"
 )
 
 func main() {
@@ -146,11 +152,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
 	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on scripts/relayfloor/epollconn (prototype)")
+	backendLegs := fs.String("backend", strings.Join(allLegs, ","), "backend legs the closed-loop and syscall phases measure, comma-separated: "+strings.Join(allLegs, ", ")+" (the other phases run on plain)")
+	gatewayRev := fs.String("gateway-rev", "", "measure the gateway built from this git revision (e.g. a commit before a change), with this bench's code and config")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *quick && *full {
 		return errors.New("-quick and -full exclude each other")
+	}
+	if *gatewayBin != "" && *gatewayRev != "" {
+		return errors.New("-gateway and -gateway-rev exclude each other")
+	}
+	legs, err := parseLegs(*backendLegs)
+	if err != nil {
+		return err
 	}
 	p := quickPlan()
 	if *full {
@@ -204,7 +219,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	fmt.Fprintln(stdout, "bench:", cpus.describe())
 	fmt.Fprintln(stdout, "bench: the gateway and nginx write their access logs to files, as in production")
 
-	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now(), nginx: findNginx()}
+	b := &bench{plan: p, root: root, cpus: cpus, procs: newProcs(cpus.loadgen), log: stdout, began: time.Now(), nginx: findNginx(), legs: legs}
 	if b.nginx.bin == "" {
 		fmt.Fprintln(stdout, "bench: nginx peer skipped:", b.nginx.why)
 	} else {
@@ -212,14 +227,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	defer b.procs.stopAll()
 	b.epollFloor = *epollFloor
-	b.bins, err = build(ctx, root, *gatewayBin != "", stdout)
+	b.bins, err = build(ctx, root, *gatewayBin != "" || *gatewayRev != "", stdout)
 	if err != nil {
 		return err
 	}
-	if *gatewayBin != "" {
+	b.gatewayFrom = "bin/gateway, built from the working tree as make build does"
+	switch {
+	case *gatewayBin != "":
 		if b.bins.gateway, err = filepath.Abs(*gatewayBin); err != nil {
 			return err
 		}
+		b.gatewayFrom = b.bins.gateway + " (-gateway), as it is"
+	case *gatewayRev != "":
+		var commit string
+		if b.bins.gateway, commit, err = buildAtRev(ctx, root, *gatewayRev, stdout); err != nil {
+			return err
+		}
+		b.gatewayFrom = fmt.Sprintf("built from commit %s (-gateway-rev %s) as make build does", commit, *gatewayRev)
 	}
 	b.tmp, err = os.MkdirTemp("", "bench-")
 	if err != nil {
@@ -234,6 +258,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	res.elapsed = time.Since(b.began)
+	res.gatewayFrom = b.gatewayFrom
 	rep := newReport(res, root)
 	outPath, plotPath := inRoot(root, *out), inRoot(root, *plots)
 	if err := os.MkdirAll(plotPath, 0o755); err != nil {
@@ -295,6 +320,15 @@ type bench struct {
 	nginx nginxPeer
 
 	epollFloor bool // measure floor-epoll too
+	// legs are the backend legs the closed-loop and syscall phases
+	// measure; backends their stubs (plain's always runs), pki the private
+	// CA behind the TLS legs, stubClient the client for the stubs'
+	// counters.
+	legs        []string
+	backends    map[string]backendLeg
+	pki         privateca.Files
+	stubClient  *http.Client
+	gatewayFrom string // where the gateway under test came from, for the report
 	// floodCap is the flood tenant's max_concurrent_requests in the
 	// gateway's config (the neighbour phase); 0: no flood tenant.
 	floodCap int
@@ -307,18 +341,10 @@ func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.log, "bench %5.1fs: %s\n", time.Since(b.began).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// startBackends starts the stub and the dev issuer on the stub CPUs and
+// startBackends starts the stubs and the dev issuer on the stub CPUs and
 // mints the one token every request carries.
 func (b *bench) startBackends(ctx context.Context) error {
-	var err error
-	if b.stubAddr, err = freePort(); err != nil {
-		return err
-	}
-	stub, _, err := b.procs.start("stub", b.cpus.stub, nil, nil, b.bins.stub, "-addr", b.stubAddr)
-	if err != nil {
-		return err
-	}
-	if err := waitListening(ctx, stub, b.stubAddr, 10*time.Second); err != nil {
+	if err := b.startStubs(ctx); err != nil {
 		return err
 	}
 	issAddr, err := freePort()
@@ -343,7 +369,12 @@ func (b *bench) startBackends(ctx context.Context) error {
 		return fmt.Errorf("mint: %d %v %s", resp.StatusCode, err, body)
 	}
 	b.token = strings.TrimSpace(string(body))
-	b.logf("stub on %s, dev issuer on %s, token minted (tenant bench)", b.stubAddr, b.issuerURL)
+	for _, leg := range allLegs {
+		if be, ok := b.backends[leg]; ok {
+			b.logf("stub for the %s leg on %s", leg, be.url())
+		}
+	}
+	b.logf("dev issuer on %s, token minted (tenant bench)", b.issuerURL)
 	return nil
 }
 
@@ -362,7 +393,11 @@ func (b *bench) startBackends(ctx context.Context) error {
 // refills interval/tokens tokens per elapsed interval, so a bucket larger
 // than sqrt(interval in ns) never refills to full (1e12 per second would
 // refill 0 and answer 429 after the first second's burst).
-func (b *bench) gatewayConfig(listen string) (string, error) {
+//
+// The pool's one endpoint is leg's stub (gatewayEndpoint). The config is
+// the same shape at every commit of the config format, so a gateway built
+// by -gateway-rev reads it too.
+func (b *bench) gatewayConfig(listen, leg string) (string, error) {
 	cfg := fmt.Sprintf(`# Written by scripts/bench.
 listen: %s
 log_level: info
@@ -391,8 +426,8 @@ tenants:
     models: {bench-model: ""}
     forward_headers: [X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
-      - {url: "http://%s"}
-`, listen, b.issuerURL, b.issuerURL, b.floodTenant(), b.stubAddr)
+      - %s
+`, listen, b.issuerURL, b.issuerURL, b.floodTenant(), b.gatewayEndpoint(leg))
 	path := filepath.Join(b.tmp, "gateway-"+strings.ReplaceAll(listen, ":", "_")+".yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }
@@ -415,9 +450,9 @@ type relay struct {
 }
 
 // startRelay starts the gateway, the floor or nginx on the relay core (the
-// Go relays with GOMAXPROCS=1, and extra in their environment), waits
-// until it answers, and reads its idle RSS.
-func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []string) (*relay, error) {
+// Go relays with GOMAXPROCS=1, and extra in their environment) in front
+// of leg's stub, waits until it answers, and reads its idle RSS.
+func (b *bench) startRelay(ctx context.Context, leg, kind string, conns int, extra []string) (*relay, error) {
 	addr, err := freePort()
 	if err != nil {
 		return nil, err
@@ -427,7 +462,7 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 	var t0 time.Time
 	switch kind {
 	case "gateway":
-		path, err := b.gatewayConfig(addr)
+		path, err := b.gatewayConfig(addr, leg)
 		if err != nil {
 			return nil, err
 		}
@@ -436,7 +471,11 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 			return nil, err
 		}
 	case "floor":
-		pr, t0, err = b.procs.start("floor", b.cpus.relay, env, nil, b.bins.floor, "-listen", addr, "-backend", "http://"+b.stubAddr)
+		args := []string{"-listen", addr, "-backend", b.backends[leg].url()}
+		if b.backends[leg].tls {
+			args = append(args, "-ca-file", b.pki.CA)
+		}
+		pr, t0, err = b.procs.start("floor", b.cpus.relay, env, nil, b.bins.floor, args...)
 		if err != nil {
 			return nil, err
 		}
@@ -449,7 +488,11 @@ func (b *bench) startRelay(ctx context.Context, kind string, conns int, extra []
 		if b.nginx.bin == "" {
 			return nil, errors.New(b.nginx.why)
 		}
-		path, err := writeNginxConfig(b.tmp, addr, b.stubAddr, conns)
+		var ssl *nginxSSL
+		if b.backends[leg].tls {
+			ssl = &nginxSSL{trusted: b.pki.CA, name: privateca.Names.DNS}
+		}
+		path, err := writeNginxConfig(b.tmp, addr, b.backends[leg].addr, ssl, conns)
 		if err != nil {
 			return nil, err
 		}
@@ -525,6 +568,12 @@ func (b *bench) withTarget(ctx context.Context, kind string, conns int, res *res
 
 // withTargetEnv is withTarget with extra environment for a Go relay.
 func (b *bench) withTargetEnv(ctx context.Context, kind string, conns int, env []string, res *results, f func(t *target, pid int) error) error {
+	return b.withLeg(ctx, legPlain, kind, conns, env, res, f)
+}
+
+// withLeg is withTargetEnv with the relay in front of leg's stub. It also
+// records what the relay spoke to the stub (protocolOf).
+func (b *bench) withLeg(ctx context.Context, leg, kind string, conns int, env []string, res *results, f func(t *target, pid int) error) error {
 	if kind == "direct" {
 		t := b.directTarget(conns)
 		defer t.close()
@@ -533,18 +582,28 @@ func (b *bench) withTargetEnv(ctx context.Context, kind string, conns int, env [
 		}
 		return f(t, 0)
 	}
-	r, err := b.startRelay(ctx, kind, conns, env)
+	before, statsErr := b.stubStats(ctx, leg)
+	r, err := b.startRelay(ctx, leg, kind, conns, env)
 	if err != nil {
 		return err
 	}
 	defer b.stopRelay(r)
-	if env == nil {
+	if env == nil && leg == legPlain {
 		res.idleRSS[kind] = append(res.idleRSS[kind], r.idleRSS)
 	}
 	if err := b.warm(ctx, r.tgt); err != nil {
 		return err
 	}
-	return f(r.tgt, r.proc.pid())
+	if err := f(r.tgt, r.proc.pid()); err != nil {
+		return err
+	}
+	after, err := b.stubStats(ctx, leg)
+	if statsErr != nil || err != nil {
+		b.logf("%s on the %s leg: protocol to the backend unknown: %v", kind, leg, errors.Join(statsErr, err))
+		return nil
+	}
+	res.backendProto[legKey{leg, kind}] = protocolOf(before, after, b.backends[leg].tls)
+	return nil
 }
 
 // measured runs one load against pid (0: no relay), sampling its CPU and
@@ -586,21 +645,32 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	res := newResults(p, b.cpus)
 	res.nginx = b.nginx
 	res.targets = b.targets()
+	res.legs = b.legs
 	maxLevel := 0
 	for _, l := range p.levels {
 		maxLevel = max(maxLevel, l)
 	}
 	for rep := 1; rep <= p.reps && p.phase("closed"); rep++ {
-		for _, kind := range b.targets() {
-			err := b.withTarget(ctx, kind, maxLevel, res, func(t *target, pid int) error {
+		// The direct run first (it has no backend leg), then every relay
+		// on each leg in turn.
+		type visit struct{ leg, kind string }
+		visits := []visit{{legPlain, "direct"}}
+		for _, leg := range b.legs {
+			for _, kind := range b.legTargets(leg) {
+				visits = append(visits, visit{leg, kind})
+			}
+		}
+		for _, v := range visits {
+			err := b.withLeg(ctx, v.leg, v.kind, maxLevel, nil, res, func(t *target, pid int) error {
 				for _, n := range p.levels {
 					if err := ctx.Err(); err != nil {
 						return err
 					}
 					r := b.measured(pid, func() runResult { return closedLoop(ctx, t, n, p.ramp, p.window, p.tail) })
+					r.mode = legMode(r.mode, v.leg)
 					res.add(r)
-					b.logf("rep %d %-7s %5d streams: TTFT p50 %s p99 %s, end p99 %s, %d streams, %d errors, cpu %s/event, rss %s, other load on relay core %.0f%%",
-						rep, kind, n, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.end.P99), r.done, r.errCount(), us(r.cpuPerEvt), mib(r.rssMax), r.foreign*100)
+					b.logf("rep %d %-5s %-7s %5d streams: TTFT p50 %s p99 %s, end p99 %s, %d streams, %d errors, cpu %s/event, rss %s, other load on relay core %.0f%%",
+						rep, v.leg, v.kind, n, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.end.P99), r.done, r.errCount(), us(r.cpuPerEvt), mib(r.rssMax), r.foreign*100)
 				}
 				return nil
 			})
@@ -731,7 +801,7 @@ func (b *bench) coldStarts(ctx context.Context, res *results) error {
 		if err != nil {
 			return err
 		}
-		path, err := b.gatewayConfig(addr)
+		path, err := b.gatewayConfig(addr, legPlain)
 		if err != nil {
 			return err
 		}

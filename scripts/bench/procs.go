@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -292,14 +293,63 @@ func build(ctx context.Context, root string, skipGateway bool, log io.Writer) (b
 		jobs = append([]job{{b.gateway, "./functions/gateway"}}, jobs...)
 	}
 	for _, j := range jobs {
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", j.out, j.pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return b, fmt.Errorf("go build %s: %w\n%s", j.pkg, err, out)
+		if err := goBuild(ctx, root, j.out, j.pkg); err != nil {
+			return b, err
 		}
 		fmt.Fprintf(log, "built %s\n", j.out)
 	}
 	return b, nil
+}
+
+// goBuild builds pkg of the module in dir into out as `make build` builds
+// the gateway.
+func goBuild(ctx context.Context, dir, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// buildAtRev builds the gateway as it was at git revision rev, so that a
+// change's before and after are measured by the same bench code on the
+// same config: the tree at rev is exported (git archive: no worktree or
+// checkout of this repository changes) into a temporary folder and built
+// into bin/bench/gateway-COMMIT. It returns the binary and the commit.
+func buildAtRev(ctx context.Context, root, rev string, log io.Writer) (bin, commit string, err error) {
+	commit, err = gitOut(root, "rev-parse", "--short=12", "--verify", rev+"^{commit}")
+	if err != nil {
+		return "", "", fmt.Errorf("-gateway-rev %q: not a commit here: %w", rev, err)
+	}
+	src, err := os.MkdirTemp("", "bench-src-")
+	if err != nil {
+		return "", "", err
+	}
+	defer os.RemoveAll(src)
+	archive := exec.CommandContext(ctx, "git", "archive", "--format=tar", commit)
+	archive.Dir = root
+	untar := exec.CommandContext(ctx, "tar", "-x", "-C", src)
+	if untar.Stdin, err = archive.StdoutPipe(); err != nil {
+		return "", "", err
+	}
+	var archiveErr, untarErr bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
+	if err := untar.Start(); err != nil {
+		return "", "", fmt.Errorf("tar: %w", err)
+	}
+	if err := archive.Run(); err != nil {
+		_ = untar.Wait()
+		return "", "", fmt.Errorf("git archive %s: %w: %s", commit, err, archiveErr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		return "", "", fmt.Errorf("tar: %w: %s", err, untarErr.String())
+	}
+	bin = filepath.Join(root, "bin/bench/gateway-"+commit)
+	if err := goBuild(ctx, src, bin, "./functions/gateway"); err != nil {
+		return "", "", fmt.Errorf("gateway at %s: %w", commit, err)
+	}
+	fmt.Fprintf(log, "built %s (the gateway at %s)\n", bin, commit)
+	return bin, commit, nil
 }

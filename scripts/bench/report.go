@@ -73,6 +73,7 @@ func machineInfo(root string, res *results) []string {
 		"Load average at the end of the run (1, 5, 15 min): " + load,
 		"Date: " + time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		"Commit: " + commit,
+		"Gateway under test: " + res.gatewayFrom,
 		fmt.Sprintf("Mode: %s (%d repetitions per level, %s ramp + %s measured window per run; whole bench %.0f s)",
 			res.plan.name, res.plan.reps, res.plan.ramp, res.plan.window, res.elapsed.Seconds()),
 	}
@@ -408,6 +409,7 @@ type mdView struct {
 	Closed        *mdTable
 	ClosedSamples string
 	Ratios        *mdTable
+	Legs          *legView
 	Plots         []struct{ Name, Path string }
 	Syscalls      *sysView
 	GC            *gcView
@@ -529,6 +531,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 				ratio(dms(func(x runResult) time.Duration { return x.end.P99 })), ratio(cpuEvt), ratio(rssMiB))
 		}
 	}
+	v.Legs = r.legsView()
 	for _, p := range pngs {
 		v.Plots = append(v.Plots, struct{ Name, Path string }{strings.TrimSuffix(p, ".png"), path.Join(plotDir, p)})
 	}
@@ -688,27 +691,29 @@ func suffixAll(v []string, suffix string) []string {
 func (r *report) syscallView() *sysView {
 	res := r.res
 	sv := &sysView{Tool: res.tracer, Conc: res.plan.sysConc, Streams: res.plan.sysStreams}
-	sv.Table = newTable("relay", "events>", "syscalls/event>", "read>", "of which EAGAIN>", "write>", "epoll>", "futex>", "nanosleep>", "other>", "context switches>", "CPU/event while counted>", "of which kernel>", "errors")
-	per := map[string]float64{}
+	sv.Table = newTable("relay", "backend leg", "events>", "syscalls/event>", "read>", "of which EAGAIN>", "write>", "epoll>", "futex>", "nanosleep>", "other>", "context switches>", "CPU/event while counted>", "of which kernel>", "errors")
+	per := map[legKey]float64{}
 	for _, s := range res.syscalls {
 		if s.err != "" {
-			sv.Table.add(s.target, "—", "*"+s.err+"*", "", "", "", "", "", "", "", "", "", "", "")
+			sv.Table.add(s.target, legTitle(s.leg), "—", "*"+s.err+"*", "", "", "", "", "", "", "", "", "", "", "")
 			continue
 		}
 		ev := float64(max(s.run.events, 1))
 		k := s.count.kinds()
 		f := func(n int64) string { return fmt.Sprintf("%.2f", float64(n)/ev) }
-		per[s.target] = float64(s.count.total) / ev
+		per[legKey{s.leg, s.target}] = float64(s.count.total) / ev
 		cs := "—"
 		if s.count.ctxsw >= 0 {
 			cs = f(s.count.ctxsw)
 		}
-		sv.Table.add(s.target, fmt.Sprint(s.run.events), f(s.count.total), f(k["read"]), f(s.count.eagain), f(k["write"]),
+		sv.Table.add(s.target, legTitle(s.leg), fmt.Sprint(s.run.events), f(s.count.total), f(k["read"]), f(s.count.eagain), f(k["write"]),
 			f(k["epoll"]), f(k["futex"]), f(k["nanosleep"]), f(k["other"]), cs, us(s.run.cpuPerEvt),
 			fmt.Sprintf("%.0f%%", 100*float64(s.run.sysCPU)/float64(max(s.run.cpu, 1))), errSum([]runResult{s.run}))
 	}
-	if g, n := per["gateway"], per["nginx"]; g > 0 && n > 0 {
-		sv.Notes = append(sv.Notes, fmt.Sprintf("The gateway makes %.2f× nginx's system calls per event (%.2f vs %.2f).", g/n, g, n))
+	for _, leg := range allLegs {
+		if g, n := per[legKey{leg, "gateway"}], per[legKey{leg, "nginx"}]; g > 0 && n > 0 {
+			sv.Notes = append(sv.Notes, fmt.Sprintf("Backend leg %s: the gateway makes %.2f× nginx's system calls per event (%.2f vs %.2f).", legTitle(leg), g/n, g, n))
+		}
 	}
 	return sv
 }
@@ -763,5 +768,6 @@ func (r *report) summary() string {
 			fmt.Fprintf(&b, "%7d %-8s %8.2f %8.2f %8.2f %8.1fµs %6.1fMiB\n", n, t, a, c, e, cpu, rss)
 		}
 	}
+	b.WriteString(r.legsSummary())
 	return b.String()
 }

@@ -26,6 +26,12 @@ type results struct {
 	cpus    cpuPlan
 	nginx   nginxPeer
 	targets []string // what ran, in table order
+	legs    []string // backend legs of the closed-loop and syscall phases
+
+	// backendProto is what each relay spoke to the stub on each leg, as
+	// the stub counted it (protocolOf).
+	backendProto map[legKey]string
+	gatewayFrom  string // where the gateway under test came from
 
 	syscalls []syscallRun
 	tracer   string // how syscalls were counted
@@ -51,6 +57,8 @@ func newResults(p plan, c cpuPlan) *results {
 		idleRSS:    map[string][]int64{},
 		ceiling:    map[string]ceilingResult{},
 		coldErrors: map[string]int{},
+
+		backendProto: map[legKey]string{},
 	}
 }
 

@@ -64,6 +64,7 @@ func (c syscallCount) kinds() map[string]int64 {
 // syscallRun is one relay's syscall count over a fixed number of events.
 type syscallRun struct {
 	target string
+	leg    string // the backend leg
 	count  syscallCount
 	run    runResult
 	err    string // why there is no count
@@ -307,25 +308,32 @@ func fixedStreams(ctx context.Context, t *target, conc, total int, hardLimit tim
 
 // syscalls counts, for every relay, the system calls of a fixed load
 // (sysStreams streams, sysConc at a time, each 128 tokens + the usage
-// chunk + [DONE]) with a tracer attached only while it runs. Connections
-// on both legs are opened before the count (one short stream per virtual
-// user), so the count is the steady state's.
+// chunk + [DONE]) with a tracer attached only while it runs, on every
+// backend leg. Connections on both legs are opened before the count (one
+// short stream per virtual user), so the count is the steady state's.
 func (b *bench) syscalls(ctx context.Context, res *results) error {
-	p := b.plan
 	tr := findTracer(ctx)
 	res.tracer = tr.describe()
 	b.logf("syscalls: %s", res.tracer)
-	for _, kind := range b.targets() {
-		if kind == "direct" {
-			continue
+	for _, leg := range b.legs {
+		if err := b.syscallsOn(ctx, leg, tr, res); err != nil {
+			return err
 		}
-		err := b.withTarget(ctx, kind, p.sysConc, res, func(t *target, pid int) error {
+	}
+	return nil
+}
+
+// syscallsOn is syscalls for the relays on one backend leg.
+func (b *bench) syscallsOn(ctx context.Context, leg string, tr tracer, res *results) error {
+	p := b.plan
+	for _, kind := range b.legTargets(leg) {
+		err := b.withLeg(ctx, leg, kind, p.sysConc, nil, res, func(t *target, pid int) error {
 			var wg sync.WaitGroup
 			for range p.sysConc {
 				wg.Go(func() { t.doStream(ctx, reqOpts{ttft: "0s", tokens: "2"}, nil) })
 			}
 			wg.Wait()
-			sr := syscallRun{target: kind}
+			sr := syscallRun{target: kind, leg: leg}
 			stop, err := tr.attach(pid, b.tmp)
 			if err != nil {
 				sr.err = err.Error()
@@ -339,13 +347,13 @@ func (b *bench) syscalls(ctx context.Context, res *results) error {
 			}
 			res.syscalls = append(res.syscalls, sr)
 			if sr.err != "" {
-				b.logf("syscalls %-7s: %s", kind, sr.err)
+				b.logf("syscalls %-5s %-7s: %s", leg, kind, sr.err)
 				return nil
 			}
 			ev := float64(max(sr.run.events, 1))
 			k := sr.count.kinds()
-			b.logf("syscalls %-7s %d events, %d errors: %.2f syscalls/event (read %.2f, EAGAIN %.2f, write %.2f, epoll %.2f, futex %.2f, nanosleep %.2f, other %.2f), cpu %s/event",
-				kind, sr.run.events, sr.run.errCount(), float64(sr.count.total)/ev, float64(k["read"])/ev, float64(sr.count.eagain)/ev,
+			b.logf("syscalls %-5s %-7s %d events, %d errors: %.2f syscalls/event (read %.2f, EAGAIN %.2f, write %.2f, epoll %.2f, futex %.2f, nanosleep %.2f, other %.2f), cpu %s/event",
+				leg, kind, sr.run.events, sr.run.errCount(), float64(sr.count.total)/ev, float64(k["read"])/ev, float64(sr.count.eagain)/ev,
 				float64(k["write"])/ev, float64(k["epoll"])/ev, float64(k["futex"])/ev, float64(k["nanosleep"])/ev, float64(k["other"])/ev, us(sr.run.cpuPerEvt))
 			return nil
 		})

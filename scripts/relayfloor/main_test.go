@@ -2,6 +2,8 @@ package relayfloor
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/scripts/internal/privateca"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
@@ -17,16 +20,22 @@ import (
 func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
 	t.Helper()
 	st := stub.New(opts)
-	backend := httptest.NewServer(st)
+	return st, floorFor(t, st, httptest.NewServer(st), nil)
+}
+
+// floorFor serves the floor, trusting roots, in front of backend, which
+// serves st, and returns its URL; all three close with the test.
+func floorFor(t *testing.T, st *stub.Server, backend *httptest.Server, roots *x509.CertPool) string {
+	t.Helper()
 	t.Cleanup(backend.Close)
 	t.Cleanup(st.Close)
 	u, err := url.Parse(backend.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	floor := httptest.NewServer(New(u, 16, log.New(io.Discard, "", 0)))
+	floor := httptest.NewServer(New(u, 16, roots, log.New(io.Discard, "", 0)))
 	t.Cleanup(floor.Close)
-	return st, floor.URL
+	return floor.URL
 }
 
 func postStream(t *testing.T, base string) *http.Response {
@@ -97,5 +106,46 @@ func TestFloorPassesHeadersAndBody(t *testing.T) {
 	}
 	if st.LastRequest().Header.Get(stub.TokensHeader) != "1" {
 		t.Fatal("stub did not get the header")
+	}
+}
+
+// TestFloorTrustsPrivateCA: the floor relays to an https backend behind a
+// private CA it is given, takes h2 when the backend offers it (as the
+// gateway's transport does), and refuses the backend without the CA.
+func TestFloorTrustsPrivateCA(t *testing.T) {
+	t.Parallel()
+	pki, err := privateca.Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.LoadX509KeyPair(pki.Cert, pki.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := privateca.Pool(pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := stub.New(stub.Options{TTFT: -1, Interval: -1, Tokens: 2})
+	backend := httptest.NewUnstartedServer(st)
+	backend.EnableHTTP2 = true
+	backend.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	backend.StartTLS()
+	resp := postStream(t, floorFor(t, st, backend, roots))
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+		t.Fatalf("err %v:\n%s", err, body)
+	}
+	if got := st.Stats(); got.Requests != 1 || got.HTTP2 != 1 {
+		t.Fatalf("stub stats %+v: want the one request over HTTP/2", got)
+	}
+
+	r, err := http.Post(floorFor(t, st, backend, nil)+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusBadGateway {
+		t.Fatalf("floor without the CA: status %d, want 502", r.StatusCode)
 	}
 }

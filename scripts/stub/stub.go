@@ -116,6 +116,7 @@ type Server struct {
 
 	ids       atomic.Uint64
 	requests  atomic.Int64
+	http2     atomic.Int64
 	streams   atomic.Int64
 	active    atomic.Int64
 	canceled  atomic.Int64
@@ -173,6 +174,7 @@ func orDefault(d, def time.Duration) time.Duration {
 // Stats counts what the stub has served since New.
 type Stats struct {
 	Requests      int64 // every request, whatever its answer
+	HTTP2         int64 // of Requests, those over HTTP/2: what the client negotiated by ALPN
 	Streams       int64 // streaming responses started (status 200 sent)
 	ActiveStreams int64 // streams now open
 	Canceled      int64 // streams whose client went away (or Close) before the end
@@ -191,6 +193,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	return Stats{
 		Requests:      s.requests.Load(),
+		HTTP2:         s.http2.Load(),
 		Streams:       s.streams.Load(),
 		ActiveStreams: s.active.Load(),
 		Canceled:      s.canceled.Load(),
@@ -298,6 +301,9 @@ func (s *Server) Close() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	s.requests.Add(1)
+	if r.ProtoMajor == 2 {
+		s.http2.Add(1)
+	}
 	rt, found := parseRoute(r.URL.Path)
 	body, readErr := readBody(w, r)
 	s.record(r, body, credential(r), rt.deployment)

@@ -4,6 +4,8 @@
 //
 //	go run ./scripts/cmd/relayfloor -listen 127.0.0.1:9300 -backend http://127.0.0.1:9100
 //
+// An https backend behind a private CA is trusted with -ca-file.
+//
 // -epoll dials the backend leg through scripts/relayfloor/epollconn, the
 // prototype that owns read readiness (the bench's floor-epoll), to measure
 // what that saves per relayed event.
@@ -11,6 +13,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +27,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/internal/privateca"
 	"github.com/llmgw/gateway/scripts/relayfloor"
 	"github.com/llmgw/gateway/scripts/relayfloor/epollconn"
 )
@@ -44,6 +48,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	backend := fs.String("backend", "http://127.0.0.1:9100", "backend base URL")
 	idle := fs.Int("max-idle-conns-per-host", 4096, "keep-alive pool size per backend host")
 	epoll := fs.Bool("epoll", false, "dial the backend leg through the epollconn prototype")
+	caFile := fs.String("ca-file", "", "PEM CA bundle an https backend is verified against (default: the system's roots)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,7 +59,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("-backend %q: want an http(s) URL", *backend)
 	}
-	h := relayfloor.New(u, *idle, log.New(stderr, "relayfloor: ", 0))
+	var roots *x509.CertPool
+	if *caFile != "" {
+		if roots, err = privateca.Pool(*caFile); err != nil {
+			return fmt.Errorf("-ca-file: %w", err)
+		}
+	}
+	h := relayfloor.New(u, *idle, roots, log.New(stderr, "relayfloor: ", 0))
 	if *epoll {
 		tr, ok := h.Transport.(*http.Transport)
 		if !ok {

@@ -14,7 +14,7 @@ import (
 
 func TestRunBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-backend", "ftp://x"}, {"-nope"}, {"extra"}, {"-listen", "256.0.0.1:1"}} {
+	for _, args := range [][]string{{"-backend", "ftp://x"}, {"-nope"}, {"extra"}, {"-listen", "256.0.0.1:1"}, {"-ca-file", "/nonexistent/ca.pem"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			if err := run(t.Context(), args, io.Discard, io.Discard); err == nil {
 				t.Fatal("want an error")

@@ -3,12 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/scripts/internal/privateca"
+	"github.com/llmgw/gateway/scripts/stub"
 )
 
 // startRun runs the command with args and returns its base URL, from the
@@ -127,10 +132,71 @@ func TestRunStopsWithHungRequest(t *testing.T) {
 
 func TestRunBadFlags(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"-tokens", "x"}, {"-nope"}, {"extra"}, {"-addr", "256.0.0.1:1"}} {
+	for _, args := range [][]string{{"-tokens", "x"}, {"-nope"}, {"extra"}, {"-addr", "256.0.0.1:1"}, {"-tls-cert", "c.pem"}, {"-http2"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			if err := run(context.Background(), args, io.Discard, io.Discard); err == nil {
 				t.Fatal("want an error")
+			}
+		})
+	}
+}
+
+// TestRunTLS: with a certificate the stub serves HTTPS, offers h2 only
+// with -http2, and its stats count the requests that came over HTTP/2.
+func TestRunTLS(t *testing.T) {
+	t.Parallel()
+	pki, err := privateca.Write(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := privateca.Pool(pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		proto int
+	}{
+		{"http1 only", nil, 1},
+		{"http2 offered", []string{"-http2"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			base, _ := startRun(t, append([]string{"-addr", "127.0.0.1:0", "-tls-cert", pki.Cert, "-tls-key", pki.Key, "-tokens", "2", "-ttft=-1ms", "-interval=-1ms"}, tc.flags...)...)
+			base = "https" + strings.TrimPrefix(base, "http")
+			// A client that would take h2 whenever it is offered, as the
+			// gateway's does.
+			client := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool}}}
+			t.Cleanup(client.CloseIdleConnections)
+			resp, err := client.Post(base+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+				t.Fatalf("status %d, err %v:\n%s", resp.StatusCode, err, body)
+			}
+			if resp.ProtoMajor != tc.proto {
+				t.Fatalf("negotiated %s, want HTTP/%d", resp.Proto, tc.proto)
+			}
+			resp, err = client.Get(base + statsPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st stub.Stats
+			err = json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantH2 := int64(0)
+			if tc.proto == 2 {
+				wantH2 = 1
+			}
+			if st.Requests != 1 || st.HTTP2 != wantH2 {
+				t.Fatalf("stats %+v: want 1 request, %d over HTTP/2 (the stats request itself not counted)", st, wantH2)
 			}
 		})
 	}
