@@ -51,7 +51,7 @@ func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter,
 	}
 	var last *apiError
 	for i, e := range order {
-		if last != nil && rec.keepalive.isStarted() {
+		if last != nil && rec.keepalive.Started() {
 			rec.failoverAfterHeaders = true
 		}
 		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: i == len(order)-1}
@@ -271,7 +271,7 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
 	rec := a.rec
 	if !a.op.Creates() {
-		rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+		rec.keepalive.Commit(func() { s.writeStreamHeader(a.w, rec, resp) })
 	}
 	wait, why := s.StreamIdleTimeout, errStreamIdle
 	if ftt := s.streamPolicy(a.pool).FirstTokenTimeout; ftt > 0 && ftt < wait && !a.lastTry {
@@ -300,7 +300,7 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		if unrecorded != "" {
 			a.w.Header().Set(HeaderUnrecorded, unrecorded)
 		}
-		if !rec.keepalive.commit(func() { s.writeStreamHeader(a.w, rec, resp) }) && unrecorded != "" {
+		if !rec.keepalive.Commit(func() { s.writeStreamHeader(a.w, rec, resp) }) && unrecorded != "" {
 			_, _ = rec.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
@@ -95,8 +96,8 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
-		rec.keepalive = startKeepalive(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
-		defer rec.keepalive.stop()
+		rec.keepalive = sse.StartKeepalive(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		defer rec.keepalive.Stop()
 	}
 	resp, release, err := s.send(upctx, rec, w, r.Header, pool, op, &body, raw, inject)
 	putBody(bufp)
@@ -111,7 +112,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	// A backend that goes silent mid-body is cut off after the idle timeout.
 	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()
-	rec.keepalive.watch(&idle.last)
+	rec.keepalive.Watch(&idle.last)
 	if body.Stream && isEventStream(resp.Header) {
 		s.streamOpens(rec)
 		s.relayStream(ctx, w, rc, rec, resp, idle, inject)

@@ -23,7 +23,7 @@ import (
 func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *exchange, resp *http.Response) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
-	setSSEHeaders(h)
+	sse.SetHeaders(h)
 	rec.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 	_ = http.NewResponseController(w).Flush()
@@ -40,11 +40,11 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	if ka := rec.keepalive; ka != nil {
 		// Comments fill long gaps mid-stream too: the relay writes
 		// through the keepalive from here.
-		ka.commit(func() { s.writeStreamHeader(w, rec, resp) })
+		ka.Commit(func() { s.writeStreamHeader(w, rec, resp) })
 		if rec.status == 0 { // a keepalive comment sent the headers
 			rec.status = http.StatusOK
 		}
-		dst, flush = ka, ka.flush
+		dst, flush = ka, ka.Flush
 	} else {
 		s.writeStreamHeader(w, rec, resp)
 	}
@@ -57,7 +57,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		rec.detail = "dropped what the backend sent after the terminal event"
 		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", rec.id, "endpoint", rec.endpoint)
 	}
-	rec.keepalive.stop()
+	rec.keepalive.Stop()
 	rec.bytes += res.Bytes
 	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
 	rec.setUsage(res.Usage, res.HasUsage)

@@ -84,8 +84,8 @@ func (e *logEntry) setUsage(u sse.Usage, ok bool) {
 type exchange struct {
 	logEntry
 	wroteHeader bool
-	// keepalive, when set, owns the stream's writes (keepalive.go).
-	keepalive      *keepalive
+	// keepalive, when set, owns the stream's writes (sse.Keepalive).
+	keepalive      *sse.Keepalive
 	op             request.Operation
 	pin            string       // the endpoint a stored response lives on ("" = any)
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
@@ -147,7 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
 	if err := h(w, r, rec); err != nil {
-		if rec.keepalive.stop() {
+		if rec.keepalive.Stop() {
 			failStream(w, rec, err)
 			return
 		}
@@ -262,7 +262,7 @@ func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
 	if rec.slot != nil {
 		rec.slot.Release()
 	}
-	rec.keepalives, rec.firstKeepalive = rec.keepalive.stats()
+	rec.keepalives, rec.firstKeepalive = rec.keepalive.Stats()
 	rec.reserved, rec.charged, rec.capped = rec.budget.reserved(), rec.budget.chargedTokens(), rec.outputCap()
 	s.log(&rec.logEntry)
 	s.report(rec)

@@ -159,3 +159,15 @@ func New(d Deps) *Server {
 	s.routes = s.routeTable()
 	return s
 }
+
+// StreamPolicy is how a pool's streams ride out long silences.
+type StreamPolicy struct {
+	// KeepaliveInterval: after this long with nothing sent to the client,
+	// the response headers (if not yet sent) and an SSE comment go out, so
+	// no proxy in between cuts the stream for idleness. 0 = off.
+	KeepaliveInterval time.Duration
+	// FirstTokenTimeout abandons an endpoint that answered a stream's
+	// headers but no event within it, for the next endpoint. It never cuts
+	// the last attempt. 0 = off.
+	FirstTokenTimeout time.Duration
+}

@@ -1,4 +1,4 @@
-package server
+package sse
 
 import (
 	"net/http"
@@ -7,30 +7,18 @@ import (
 	"time"
 )
 
-// StreamPolicy is how a pool's streams ride out long silences.
-type StreamPolicy struct {
-	// KeepaliveInterval: after this long with nothing sent to the client,
-	// the response headers (if not yet sent) and an SSE comment go out, so
-	// no proxy in between cuts the stream for idleness. 0 = off.
-	KeepaliveInterval time.Duration
-	// FirstTokenTimeout abandons an endpoint that answered a stream's
-	// headers but no event within it, for the next endpoint. It never cuts
-	// the last attempt. 0 = off.
-	FirstTokenTimeout time.Duration
-}
-
 // keepaliveComment is an SSE comment: every SSE parser ignores it, the
 // OpenAI SDKs included, and every proxy sees bytes.
 var keepaliveComment = []byte(": keepalive\n\n")
 
-// keepalive owns a stream's writes to the client: its
+// Keepalive owns a stream's writes to the client: its
 // timer writes a comment whenever nothing was written for an interval,
 // and the relay writes events through it, under one mutex, so a comment
 // never lands inside an event. The headers go out with the first comment
 // or the first backend's headers, whichever comes first; from then on a
-// failure is an SSE error event (see failStream), while the endpoint may
-// still change until the first event (send).
-type keepalive struct {
+// failure is an SSE error event, while the endpoint may still change until
+// the first event (the server's attempts).
+type Keepalive struct {
 	mu    sync.Mutex
 	w     http.ResponseWriter
 	rc    *http.ResponseController
@@ -48,10 +36,10 @@ type keepalive struct {
 	first    time.Time // when the first comment went out
 }
 
-// startKeepalive starts a stream's writer; every = 0 sends no comments
+// StartKeepalive starts a stream's writer; every = 0 sends no comments
 // (the writer still orders the headers and the relay's writes).
-func startKeepalive(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *keepalive {
-	k := &keepalive{w: w, rc: rc, every: every, now: now, last: now()}
+func StartKeepalive(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *Keepalive {
+	k := &Keepalive{w: w, rc: rc, every: every, now: now, last: now()}
 	if every > 0 {
 		k.mu.Lock()
 		k.t = time.AfterFunc(every, k.fire)
@@ -60,7 +48,7 @@ func startKeepalive(w http.ResponseWriter, rc *http.ResponseController, every ti
 	return k
 }
 
-func (k *keepalive) fire() {
+func (k *Keepalive) fire() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped {
@@ -78,7 +66,7 @@ func (k *keepalive) fire() {
 		return
 	}
 	if !k.started {
-		setSSEHeaders(k.w.Header())
+		SetHeaders(k.w.Header())
 		k.w.WriteHeader(http.StatusOK)
 		k.started = true
 	}
@@ -95,9 +83,9 @@ func (k *keepalive) fire() {
 	k.t.Reset(k.every)
 }
 
-// commit hands the stream to a backend's answer: writeHeader runs unless a
+// Commit hands the stream to a backend's answer: writeHeader runs unless a
 // comment already sent the headers. It reports whether it ran.
-func (k *keepalive) commit(writeHeader func()) bool {
+func (k *Keepalive) Commit(writeHeader func()) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.started {
@@ -110,16 +98,16 @@ func (k *keepalive) commit(writeHeader func()) bool {
 }
 
 // Write writes one or more whole events (the relay never writes less).
-func (k *keepalive) Write(p []byte) (int, error) {
+func (k *Keepalive) Write(p []byte) (int, error) {
 	k.mu.Lock()
 	n, err := k.w.Write(p)
 	k.mu.Unlock()
 	return n, err
 }
 
-// watch makes the backend's last data (the idle reader's clock) count as
+// Watch makes the backend's last data (the idle reader's clock) count as
 // activity, so comments fill only real gaps.
-func (k *keepalive) watch(activity *atomic.Int64) {
+func (k *Keepalive) Watch(activity *atomic.Int64) {
 	if k == nil {
 		return
 	}
@@ -128,16 +116,17 @@ func (k *keepalive) watch(activity *atomic.Int64) {
 	k.mu.Unlock()
 }
 
-func (k *keepalive) flush() error {
+// Flush flushes what was written, under the same mutex as the comments.
+func (k *Keepalive) Flush() error {
 	k.mu.Lock()
 	err := k.rc.Flush()
 	k.mu.Unlock()
 	return err
 }
 
-// stop ends the comments; the caller owns the writer again. It reports
+// Stop ends the comments; the caller owns the writer again. It reports
 // whether the headers were sent, and is safe on a nil keepalive.
-func (k *keepalive) stop() (started bool) {
+func (k *Keepalive) Stop() (started bool) {
 	if k == nil {
 		return false
 	}
@@ -150,9 +139,9 @@ func (k *keepalive) stop() (started bool) {
 	return k.started
 }
 
-// isStarted reports whether the headers went out (a nil keepalive never
+// Started reports whether the headers went out (a nil keepalive never
 // sends them).
-func (k *keepalive) isStarted() bool {
+func (k *Keepalive) Started() bool {
 	if k == nil {
 		return false
 	}
@@ -161,8 +150,8 @@ func (k *keepalive) isStarted() bool {
 	return k.started
 }
 
-// stats is what the access log records; call it after stop.
-func (k *keepalive) stats() (sent int, first time.Time) {
+// Stats is what the access log records; call it after stop.
+func (k *Keepalive) Stats() (sent int, first time.Time) {
 	if k == nil {
 		return 0, time.Time{}
 	}
@@ -171,7 +160,9 @@ func (k *keepalive) stats() (sent int, first time.Time) {
 	return k.sent, k.first
 }
 
-func setSSEHeaders(h http.Header) {
+// SetHeaders sets a stream answer's headers: an event stream, not cached,
+// not buffered by a proxy (X-Accel-Buffering), with no Content-Length.
+func SetHeaders(h http.Header) {
 	h.Del("Content-Length")
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
