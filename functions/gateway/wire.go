@@ -225,7 +225,7 @@ func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) st
 func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, log *slog.Logger) (*ratelimit.Limiter, error) {
 	limits := make([]ratelimit.TenantLimit, 0, len(ts))
 	for _, t := range ts {
-		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Tokens: t.Requests, Interval: t.Interval.D()})
+		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Requests: t.Requests, Interval: t.Interval.D()})
 	}
 	lim, err := ratelimit.New(lc, limits, log)
 	if err != nil {

@@ -67,8 +67,8 @@ func validateLimits(limits []TenantLimit) []error {
 			errs = append(errs, fmt.Errorf("limit %d: tenant %q listed twice", i, tl.Tenant))
 		}
 		seen[tl.Tenant] = true
-		if tl.Tokens == 0 {
-			errs = append(errs, fmt.Errorf("limit %d (tenant %q): tokens must be positive", i, tl.Tenant))
+		if tl.Requests == 0 {
+			errs = append(errs, fmt.Errorf("limit %d (tenant %q): requests must be positive", i, tl.Tenant))
 		}
 		if tl.Interval <= 0 {
 			errs = append(errs, fmt.Errorf("limit %d (tenant %q): interval must be positive", i, tl.Tenant))
