@@ -33,6 +33,8 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 var (
@@ -108,10 +110,12 @@ type Verifier struct {
 // to fetch keys in the background (Verify also fetches lazily if Start was
 // never called). A nil client means a plain http.Client; a nil log discards.
 func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	var p []string
+	cfg.Check(problem.Into(&p, ""))
+	if err := problem.Err("auth", p); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	if client == nil {
 		client = &http.Client{}
 	}
@@ -153,6 +157,7 @@ func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
 		onChange = v.cache.clear
 	}
 	v.keys = newKeySource(cfg, client, log, onChange)
+	var err error
 	v.keyfunc, err = keyfunc.New(keyfunc.Options{
 		Storage: keyStore{MemoryJWKSet: v.keys.store, src: v.keys},
 		// Keys published for encryption never verify a signature; keys that

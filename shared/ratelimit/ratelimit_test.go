@@ -34,15 +34,15 @@ func TestNewValidates(t *testing.T) {
 		want   []string // every one must appear: all problems at once
 	}{
 		{name: "bad store and policy", cfg: ratelimit.Config{Store: "etcd", FailurePolicy: "maybe"}, limits: ok,
-			want: []string{`store "etcd"`, `failure policy "maybe"`}},
-		{name: "redis without url", cfg: ratelimit.Config{Store: "redis"}, limits: ok, want: []string{"redis URL"}},
+			want: []string{`store: must be memory or redis, not "etcd"`, `failure_policy: must be open or closed, not "maybe"`}},
+		{name: "redis without url", cfg: ratelimit.Config{Store: "redis"}, limits: ok, want: []string{"redis_url: required"}},
 		{name: "negatives", cfg: ratelimit.Config{Timeout: -1, BreakerThreshold: -1, BreakerCooldown: -1}, limits: ok,
-			want: []string{"timeout", "breaker threshold", "breaker cooldown"}},
+			want: []string{"timeout", "breaker_threshold", "breaker_cooldown"}},
 		{name: "bad limits", limits: []ratelimit.TenantLimit{
 			{Tenant: "", Requests: 1, Interval: time.Second},
 			{Tenant: "a", Requests: 0, Interval: time.Second},
 			{Tenant: "a", Requests: 1, Interval: 0},
-		}, want: []string{"empty tenant", "requests must be positive", "listed twice", "interval must be positive"}},
+		}, want: []string{"limits[0].id: required", "limits[1].requests: must be at least 1", `limits[2].id: duplicate tenant "a"`, "limits[2].interval: must be positive"}},
 		{name: "unparsable url keeps the secret", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://:hunter2@h/%zz"}, limits: ok,
 			want: []string{"parse Redis URL"}},
 		{name: "redis interval below microsecond", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://127.0.0.1:1"},

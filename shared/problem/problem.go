@@ -1,0 +1,60 @@
+// Package problem reports configuration problems by field path
+// ("auth.issuer: required"), so that each component states its rules once:
+// its constructor reports them under its own field names, and the gateway's
+// config check reports the same problems under the section of the config
+// file that holds the component's settings, every one at once.
+package problem
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// At reports problems found under one field path into a list. Its zero
+// value drops what it is given.
+type At struct {
+	list *[]string
+	path string
+}
+
+// Into returns an At that appends "path.field: message" to list; path ""
+// is the top of the document.
+func Into(list *[]string, path string) At { return At{list: list, path: path} }
+
+// Add reports a problem with field (relative to a's path; "" is the path
+// itself).
+func (a At) Add(field, format string, args ...any) {
+	if a.list == nil {
+		return
+	}
+	*a.list = append(*a.list, a.Name(field)+": "+fmt.Sprintf(format, args...))
+}
+
+// Name is field's full path, for a message that names another field.
+func (a At) Name(field string) string {
+	switch {
+	case a.path == "":
+		return field
+	case field == "":
+		return a.path
+	case field[0] == '[':
+		return a.path + field
+	}
+	return a.path + "." + field
+}
+
+// In is an At for a field under a's path.
+func (a At) In(field string) At { return At{list: a.list, path: a.Name(field)} }
+
+// Item is an At for element i of the list field.
+func (a At) Item(field string, i int) At { return a.In(fmt.Sprintf("%s[%d]", field, i)) }
+
+// Err is nil for no problems, else one error for what (a component's name)
+// that lists them all.
+func Err(what string, list []string) error {
+	if len(list) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: invalid config: %w", what, errors.New(strings.Join(list, "; ")))
+}
