@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *path == "" {
 		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
 	}
-	cfg, err := config.LoadOverlay(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
+	cfg, err := assemble.Load(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
 	if err != nil {
 		return err
 	}
@@ -93,13 +94,9 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln := server.NewListener(tcp, server.ConnOptions{
-		MaxConns:      cfg.MaxConnections,
-		LingerTime:    cfg.LingeringTime.D(),
-		LingerTimeout: cfg.LingeringTimeout.D(),
-		LingerBytes:   cfg.LingeringMaxBytes,
-		Log:           log,
-	})
+	conns := assemble.Conn(cfg)
+	conns.Log = log
+	ln := server.NewListener(tcp, conns)
 	// Every connection is bounded from its first byte, with a token or
 	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
 	// beyond, and net/http closes), the body by the handler's read deadline

@@ -101,8 +101,7 @@ type Server struct {
 	routes map[string]methods
 }
 
-// Defaults for the zero values of Deps; the config package takes its
-// defaults from here, so each lives in one place.
+// Defaults for the zero values of Deps.
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxAttempts  = 3
@@ -115,12 +114,6 @@ const (
 	DefaultResponseTimeout   = 10 * time.Minute
 	DefaultBodyReadTimeout   = 10 * time.Second
 	DefaultStreamIdleTimeout = 2 * time.Minute
-	// DefaultKeepaliveInterval is under every common idle timeout in front
-	// of the gateway: API Gateway's 30 s, nginx's and load balancers' 60 s,
-	// Cloudflare's 100 s, Container Apps' 240 s.
-	DefaultKeepaliveInterval = 15 * time.Second
-	// DefaultMinRemaining: a Lambda invocation with less left is refused.
-	DefaultMinRemaining = 5 * time.Second
 	// DefaultResponseTTL is OpenAI's retention of stored responses.
 	DefaultResponseTTL = 30 * 24 * time.Hour
 )
