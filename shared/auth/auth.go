@@ -272,8 +272,8 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 // counted and logged: a GUID (an Entra directory ID, 8-4-4-4-12 hex digits)
 // in lower case, since its case carries no meaning and tools print either
 // (issue 23); any other tenant id unchanged, byte for byte. The config
-// package applies it to the tenant table, the verifier to the token's
-// claim, so the two always meet.
+// check (shared/assemble) applies it to the tenant table, the verifier to
+// the token's claim, so the two always meet.
 func CanonicalTenant(id string) string {
 	if !isGUID(id) {
 		return id
