@@ -39,7 +39,8 @@ type Config struct {
 	// Audiences lists the accepted "aud" values; a token must carry at least
 	// one of them. Required.
 	Audiences []string
-	// TenantClaim names the string claim that carries the tenant. Default "tid".
+	// TenantClaim names the string claim that carries the tenant. Default
+	// DefaultTenantClaim.
 	TenantClaim string
 	// RequiredRoles and RequiredScopes, when either is set, make a valid
 	// token carry at least one of them: a value of its "roles" claim (an
@@ -50,32 +51,39 @@ type Config struct {
 	// none: the issuer's assignment is the access control.
 	RequiredRoles  []string
 	RequiredScopes []string
-	// Algorithms is the allow-list of signing algorithms. Default RS256 and
-	// ES256. "none" and the HMAC family are refused outright: with a public
+	// Algorithms is the allow-list of signing algorithms. Default
+	// DefaultAlgorithms. "none" and the HMAC family are refused outright: with a public
 	// JWKS an HMAC "key" is public, so accepting HS* would let anyone mint
 	// tokens (the RFC 8725 §2.1 algorithm-confusion attack).
 	Algorithms []string
-	// Leeway tolerates clock skew on exp, nbf and iat. Default 30s.
+	// Leeway tolerates clock skew on exp, nbf and iat. Default DefaultLeeway.
 	Leeway time.Duration
 	// MaxTokenBytes refuses longer tokens before any decoding, so a client
-	// cannot make the gateway base64- and JSON-decode megabytes. Default 8192.
+	// cannot make the gateway base64- and JSON-decode megabytes. Default
+	// DefaultMaxTokenBytes.
 	MaxTokenBytes int
-	// RefreshMin is the floor on the JWKS refresh interval. Default 5m.
+	// RefreshMin is the floor on the JWKS refresh interval. Default
+	// DefaultRefreshMin.
 	RefreshMin time.Duration
-	// RefreshMax is the ceiling on the JWKS refresh interval. Default 24h.
+	// RefreshMax is the ceiling on the JWKS refresh interval. Default
+	// DefaultRefreshMax.
 	// Between the two, the JWKS response's Cache-Control max-age decides.
 	RefreshMax time.Duration
 	// UnknownKIDInterval allows at most one JWKS refresh per interval caused by
 	// a token whose kid is not cached, so forged kids cannot turn the gateway
-	// into a load generator against the issuer. Default 1m.
+	// into a load generator against the issuer. Default
+	// DefaultUnknownKIDInterval.
 	UnknownKIDInterval time.Duration
-	// FetchTimeout bounds each HTTP fetch (discovery, JWKS). Default 5s.
+	// FetchTimeout bounds each HTTP fetch (discovery, JWKS). Default
+	// DefaultFetchTimeout.
 	FetchTimeout time.Duration
 	// RetryMin is the least time between two fetch attempts after a failed
-	// one; background retries back off from it up to RefreshMin. Default 1s.
+	// one; background retries back off from it up to RefreshMin. Default
+	// DefaultRetryMin.
 	RetryMin time.Duration
 	// CacheSize bounds the cache of verified tokens (keyed by SHA-256 of the
-	// token, kept until the token's exp). Default 1024; negative disables it.
+	// token, kept until the token's exp). Default DefaultCacheSize;
+	// negative disables it.
 	CacheSize int
 }
 
