@@ -256,11 +256,9 @@ func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv fun
 		}
 		cred = c
 	}
-	return upstream.NewTarget(upstream.TargetSpec{
-		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
-		Cred: cred, APIKey: apiKey(e, getenv),
-		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
-	})
+	spec := assemble.Target(p, e)
+	spec.Cred, spec.APIKey = cred, apiKey(e, getenv)
+	return upstream.NewTarget(spec)
 }
 
 // stateTimeout bounds one call for shared state other than a take.

@@ -9,8 +9,6 @@ package assemble
 
 import (
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
@@ -82,17 +80,12 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	}
 	for i, pl := range c.Pools {
 		at := into(&p, "pools").Item("", i)
-		if kinds := upstream.Kinds(); !slices.Contains(kinds, pl.Kind) {
-			at.Add("kind", "must be %s, not %q", orList(kinds), pl.Kind)
-		}
-		for j, h := range pl.ForwardHeaders {
-			if err := upstream.CheckForward(h); err != nil {
-				at.Item("forward_headers", j).Add("", "%v", err)
-			}
-		}
+		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders)
 		for j, e := range pl.Endpoints {
+			eat := at.Item("endpoints", j)
+			Target(pl, e).Check(eat, e.Auth == "entra")
 			if e.Auth == "entra" {
-				Entra(e.Entra).Check(at.Item("endpoints", j).In("entra"), getenv)
+				Entra(e.Entra).Check(eat.In("entra"), getenv)
 			}
 		}
 	}
@@ -146,6 +139,15 @@ func TenantLimits(ts []config.Tenant) []ratelimit.TenantLimit {
 		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Requests: t.Requests, Interval: t.Interval.D()})
 	}
 	return limits
+}
+
+// Target is an endpoint's backend target, without its credential and key,
+// which the binary resolves at start.
+func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
+	return upstream.TargetSpec{
+		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
+		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
+	}
 }
 
 // Entra is a backend's Entra ID credential.
@@ -206,12 +208,4 @@ func tenantLimits(t config.Tenant) (budget.Limits, error) {
 	p, err := budget.ParsePeriod(t.QuotaPeriod)
 	lim.QuotaPeriod = p
 	return lim, err
-}
-
-// orList writes a, b or c.
-func orList(s []string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

@@ -201,15 +201,16 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 		}
 		for j, e := range pl.Endpoints {
 			ef := fmt.Sprintf("%s.endpoints[%d]", f, j)
-			validateEndpoint(ck, ef, pl.Kind, &e)
+			validateEndpoint(ck, ef, &e)
 			validateOneTrustPerHost(ck, trust, ef, e)
 		}
 	}
 	return models
 }
 
-// validateEndpoint checks one endpoint of a pool of the given kind.
-func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
+// validateEndpoint checks one endpoint; what depends on the pool's kind
+// is upstream's (TargetSpec.Check).
+func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	validateEndpointURL(ck, f+".url", e.URL)
 	if e.weightGiven && e.Weight == 0 {
 		ck.add(f+".weight", "must be at least 1 (omit it for the default, 1)")
@@ -223,24 +224,14 @@ func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
 			ck.add(f+".entra", "only used with auth: entra")
 		}
 	case "entra":
-		if kind != "azure-openai" && kind != "anthropic" { // Claude in Microsoft Foundry takes Entra ID too
-			ck.add(f+".auth", "entra is only for azure-openai and anthropic pools")
-		}
 		if e.APIKeyEnv != "" {
 			ck.add(f+".api_key_env", "must be empty when auth is entra")
 		}
 	default:
 		ck.add(f+".auth", "must be key or entra, not %q", e.Auth)
 	}
-	if kind == "azure-openai" && e.AzureAPI != "" && e.AzureAPI != "deployments" && e.AzureAPI != "v1" {
-		ck.add(f+".azure_api", "must be deployments or v1, not %q", e.AzureAPI)
-	}
 	for _, h := range []struct{ field, value string }{{"organization", e.Organization}, {"project", e.Project}} {
-		switch {
-		case h.value == "":
-		case kind != "openai":
-			ck.add(f+"."+h.field, "only for openai pools, not %s", kind)
-		case !isHeaderValue(h.value):
+		if h.value != "" && !isHeaderValue(h.value) {
 			ck.add(f+"."+h.field, "must be a printable header value without line breaks or surrounding spaces")
 		}
 	}
