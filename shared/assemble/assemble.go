@@ -141,13 +141,13 @@ func TenantLimits(ts []config.Tenant) []ratelimit.TenantLimit {
 	return limits
 }
 
-// Target is an endpoint's backend target, without its credential and key,
-// which the binary resolves at start.
+// Target is an endpoint's backend target, defaults applied, without its
+// credential and key, which the binary resolves at start.
 func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
 	return upstream.TargetSpec{
 		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
 		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
-	}
+	}.WithDefaults()
 }
 
 // Entra is a backend's Entra ID credential.

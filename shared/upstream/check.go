@@ -39,6 +39,16 @@ func (s TargetSpec) Check(at problem.At, entra bool) {
 	}
 }
 
+// WithDefaults returns s with its zero settings replaced by their
+// defaults: an azure-openai endpoint's api-version is
+// DefaultAzureAPIVersion.
+func (s TargetSpec) WithDefaults() TargetSpec {
+	if s.Kind == "azure-openai" && s.APIVersion == "" {
+		s.APIVersion = DefaultAzureAPIVersion
+	}
+	return s
+}
+
 // orList writes a, b or c.
 func orList(s []string) string {
 	if len(s) < 2 {

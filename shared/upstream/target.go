@@ -5,7 +5,6 @@ package upstream
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -133,8 +132,8 @@ type Target struct {
 type TargetSpec struct {
 	Kind       string // openai | azure-openai | vllm | anthropic
 	URL        string
-	APIVersion string // azure-openai; default DefaultAzureAPIVersion
-	AzureAPI   string // azure-openai: deployments (default) | v1
+	APIVersion string // azure-openai
+	AzureAPI   string // azure-openai: deployments | v1
 	Models     map[string]string
 	// Cred is the endpoint's credential; when nil and APIKey is set, the key
 	// is sent the way the kind takes it (bearer, or Azure's api-key).
@@ -171,7 +170,7 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 		if spec.AzureAPI == "v1" {
 			t.wire = azureV1{}
 		} else {
-			t.wire = azureDeployments{apiVersion: url.QueryEscape(cmp.Or(spec.APIVersion, DefaultAzureAPIVersion))}
+			t.wire = azureDeployments{apiVersion: url.QueryEscape(spec.APIVersion)}
 		}
 	default:
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
