@@ -17,7 +17,7 @@ func TestCheck(t *testing.T) {
 	TargetSpec{Kind: "azure-openai", AzureAPI: "v2"}.Check(at.Item("endpoints", 1), true)
 	TargetSpec{Kind: "openai", Organization: "org"}.Check(at.Item("endpoints", 2), false)
 	want := []string{
-		`pools[0].kind: must be openai, azure-openai, vllm or anthropic, not "bedrock"`,
+		`pools[0].kind: must be ` + orList(Kinds()) + `, not "bedrock"`,
 		"pools[0].forward_headers[1]: Authorization is never forwarded from a caller",
 		"pools[0].endpoints[0].auth: entra is only for azure-openai and anthropic pools",
 		"pools[0].endpoints[0].organization: only for openai pools, not vllm",
