@@ -353,11 +353,6 @@ func isHost(s string) bool {
 	return true
 }
 
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
 // isHeaderValue reports whether s can be sent as an HTTP header value as
 // written (RFC 9110 §5.5: visible characters, inner spaces and tabs), the
 // rule upstream.NewTarget applies.
