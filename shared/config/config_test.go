@@ -237,3 +237,26 @@ func TestListenAddr(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse: any input either decodes and passes the file's own rules or
+// lists problems by field path; it never panics, and an accepted config
+// has the pools and tenants the file requires. The parts' rules on top are
+// fuzzed by shared/assemble's FuzzParse.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(minimal))
+	f.Add([]byte("a: &x {b: 1}\nc: [*x, *x, {<<: *x}]\nauth: {issuer: x, issuer: y}\nlisten: 1"))
+	f.Add([]byte("auth: &a {<<: [*a, {<<: *a}]}\npools: [&p {<<: [*p]}]"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := parse(b, env(nil))
+		if err != nil {
+			var p Problems
+			if !errors.As(err, &p) || len(p) == 0 {
+				t.Fatalf("error is not a problem list: %v", err)
+			}
+			return
+		}
+		if len(c.Pools) == 0 || len(c.Tenants) == 0 {
+			t.Fatalf("accepted an incomplete config: %+v", c)
+		}
+	})
+}
