@@ -84,18 +84,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // open streams finish for the grace period.
 func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) error {
 	addr := cfg.ListenAddr(getenv)
+	conns := assemble.Conn(cfg)
+	conns.Log = log
 	fds := raiseFDLimit()
-	if need := uint64(2*cfg.MaxConnections + fdReserve); fds > 0 && fds < need {
+	if need := uint64(2*conns.MaxConns + fdReserve); fds > 0 && fds < need {
 		// Each connection may hold a backend connection too.
 		log.Warn("the open-file limit is below what max_connections needs; lower max_connections or raise the limit",
-			"fd_limit", fds, "max_connections", cfg.MaxConnections, "needs", need)
+			"fd_limit", fds, "max_connections", conns.MaxConns, "needs", need)
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	conns := assemble.Conn(cfg)
-	conns.Log = log
 	ln := server.NewListener(tcp, conns)
 	// Every connection is bounded from its first byte, with a token or
 	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
@@ -115,7 +115,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnContext:    ln.ConnContext,
 	}
-	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", cfg.MaxConnections, "fd_limit", fds)
+	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", conns.MaxConns, "fd_limit", fds)
 	if gw.tel != nil {
 		gw.tel.Ready(ctx, "http", time.Now())
 	}

@@ -133,7 +133,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	}
 	g.handler = server.New(server.Deps{
 		Auth:              verifier,
-		Tenants:           tenantTable(cfg.Tenants),
+		Tenants:           tenant.NewTable(assemble.Tenants(cfg.Tenants)),
 		Limiter:           g.limiter,
 		Router:            router,
 		Targets:           targets,
@@ -147,11 +147,11 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
 		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
-		Streams:           streamPolicies(cfg),
+		Streams:           assemble.Streams(cfg),
 		Affinity:          aff,
 		Budgets:           bud,
 		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
-		MinRemaining:      cfg.Lambda.MinRemaining.D(),
+		MinRemaining:      assemble.MinRemaining(cfg.Lambda),
 		Telemetry:         tel,
 	})
 	return g, nil
@@ -165,14 +165,6 @@ func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Ve
 	}
 	v.Start(ctx)
 	return v, nil
-}
-
-func tenantTable(ts []config.Tenant) *tenant.Table {
-	rows := make([]tenant.Row, 0, len(ts))
-	for _, t := range ts {
-		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models, MaxConcurrent: t.MaxConcurrentRequests})
-	}
-	return tenant.NewTable(rows)
 }
 
 // limiterConfig resolves the limiter's store settings, defaults applied:
@@ -263,16 +255,6 @@ func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv fun
 
 // stateTimeout bounds one call for shared state other than a take.
 const stateTimeout = time.Second
-
-// streamPolicies is each pool's keepalive and first-token policy (config
-// has filled pool values from upstream's).
-func streamPolicies(cfg *config.Config) map[string]server.StreamPolicy {
-	m := make(map[string]server.StreamPolicy, len(cfg.Pools))
-	for _, p := range cfg.Pools {
-		m[p.Name] = server.StreamPolicy{KeepaliveInterval: p.KeepaliveInterval.D(), FirstTokenTimeout: p.FirstTokenTimeout.D()}
-	}
-	return m
-}
 
 // apiKey is an endpoint's key from its env var ("" = none).
 func apiKey(e config.Endpoint, getenv func(string) string) string {

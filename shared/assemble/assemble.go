@@ -8,7 +8,9 @@
 package assemble
 
 import (
+	"cmp"
 	"fmt"
+	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
@@ -16,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
@@ -92,14 +95,48 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	return p
 }
 
-// Conn is the HTTP host's connection bounds (its Log left to the caller).
+// Conn is the HTTP host's connection bounds (its Log left to the caller):
+// max_connections left out is server.DefaultMaxConns, since the
+// listener's zero is no cap.
 func Conn(c *config.Config) server.ConnOptions {
 	return server.ConnOptions{
-		MaxConns:      c.MaxConnections,
+		MaxConns:      cmp.Or(c.MaxConnections, server.DefaultMaxConns),
 		LingerTime:    c.LingeringTime.D(),
 		LingerTimeout: c.LingeringTimeout.D(),
 		LingerBytes:   c.LingeringMaxBytes,
 	}
+}
+
+// Tenants is the tenant table's rows: a concurrency cap left out (by the
+// row and the top level) is server.DefaultMaxConcurrentRequests, since the
+// table's zero is no cap.
+func Tenants(ts []config.Tenant) []tenant.Row {
+	rows := make([]tenant.Row, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
+			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)})
+	}
+	return rows
+}
+
+// Streams is each pool's keepalive and first-token policy, by pool name: a
+// keepalive neither the pool nor upstream names is
+// server.DefaultKeepaliveInterval (zero is off).
+func Streams(c *config.Config) map[string]server.StreamPolicy {
+	m := make(map[string]server.StreamPolicy, len(c.Pools))
+	for _, p := range c.Pools {
+		m[p.Name] = server.StreamPolicy{
+			KeepaliveInterval: p.KeepaliveInterval.Or(server.DefaultKeepaliveInterval),
+			FirstTokenTimeout: p.FirstTokenTimeout.Or(0),
+		}
+	}
+	return m
+}
+
+// MinRemaining is the least time a Lambda invocation must have left:
+// server.DefaultMinRemaining when the config leaves it out (zero is off).
+func MinRemaining(l config.Lambda) time.Duration {
+	return l.MinRemaining.Or(server.DefaultMinRemaining)
 }
 
 // Auth is the JWT verifier's configuration.

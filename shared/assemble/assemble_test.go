@@ -260,16 +260,15 @@ func TestEdgeLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The lingering bounds' defaults are the listener's (server's TestDefaults).
-	if c.MaxConnections != 4096 || c.MaxConcurrentRequests != 512 || c.Tenants[0].MaxConcurrentRequests != 512 {
-		t.Fatalf("defaults: max_connections %d max_concurrent_requests %d tenant %d", c.MaxConnections,
-			c.MaxConcurrentRequests, c.Tenants[0].MaxConcurrentRequests)
+	if n, rows := Conn(c).MaxConns, Tenants(c.Tenants); n != 4096 || rows[0].MaxConcurrent != 512 {
+		t.Fatalf("defaults: max_connections %d tenant cap %d", n, rows[0].MaxConcurrent)
 	}
 	c, err = Parse([]byte(minimal+"max_concurrent_requests: 7\n"), env(nil))
-	if err != nil || c.Tenants[0].MaxConcurrentRequests != 7 {
+	if err != nil || Tenants(c.Tenants)[0].MaxConcurrent != 7 {
 		t.Fatalf("tenant cap from the top-level one: %v %+v", err, c)
 	}
-	c, err = Parse([]byte(strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: 3}", 1)), env(nil))
-	if err != nil || c.Tenants[0].MaxConcurrentRequests != 3 {
+	c, err = Parse([]byte(strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: 3}", 1)+"max_concurrent_requests: 7\n"), env(nil))
+	if err != nil || Tenants(c.Tenants)[0].MaxConcurrent != 3 {
 		t.Fatalf("tenant's own cap: %v %+v", err, c)
 	}
 	tenantCap := strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: -1}", 1)
@@ -285,5 +284,33 @@ func TestEdgeLimits(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("want %q, got %v", want, err)
 		}
+	}
+}
+
+
+// TestStreamPolicies: a pool's keepalive and first-token timeout are
+// upstream's unless it names its own, and a keepalive nobody names is the
+// server's default; 0 is off.
+func TestStreamPolicies(t *testing.T) {
+	cfg := strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: 9s", 1) +
+		`  - {name: p2, kind: vllm, models: {m2: ""}, endpoints: [{url: "http://127.0.0.1:8001"}], keepalive_interval: 0s}` + "\n" +
+		"upstream: {first_token_timeout: 4s}\nlambda: {min_remaining: 0s}\n"
+	c, err := Parse([]byte(cfg), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := Streams(c)
+	if p := s["p1"]; p.KeepaliveInterval != 15*time.Second || p.FirstTokenTimeout != 9*time.Second {
+		t.Errorf("p1 %+v", p)
+	}
+	if p := s["p2"]; p.KeepaliveInterval != 0 || p.FirstTokenTimeout != 4*time.Second {
+		t.Errorf("p2 %+v", p)
+	}
+	if d := MinRemaining(c.Lambda); d != 0 {
+		t.Errorf("min_remaining 0s is off, got %s", d)
+	}
+	c, _ = Parse([]byte(minimal+"upstream: {keepalive_interval: 5s}\n"), env(nil))
+	if d, m := Streams(c)["p1"].KeepaliveInterval, MinRemaining(c.Lambda); d != 5*time.Second || m != 5*time.Second {
+		t.Errorf("keepalive %s from upstream, min_remaining %s by default", d, m)
 	}
 }

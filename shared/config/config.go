@@ -28,40 +28,23 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of the settings whose zero value, in the part that takes them,
-// means "off" or "unbounded", or that only the binary's host uses: the
-// file's absent value is then this package's to define. Every other
-// default belongs to the part that uses the setting (server,
-// auth, ratelimit, budget, entra, lambdaurl, upstream).
+// Defaults of the settings only the binary's host uses, or that are the
+// file's own semantics. Every other default belongs to the part that uses
+// the setting (server, auth, ratelimit, budget, entra, lambdaurl,
+// upstream), which applies it to a zero value; where the part's zero means
+// "off", the wiring (shared/assemble) applies it to an absent one.
 const (
 	// DefaultListen is the listen address when the config names none and
 	// neither $PORT nor $CONTAINER_APP_PORT is set.
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultIdleTimeout       = 60 * time.Second
-	DefaultMaxHeaderBytes    = 32 << 10
-	// DefaultMaxConnections is 1,500 open streams and their neighbours'
-	// kept-alive connections.
-	DefaultMaxConnections = 4096
-	// DefaultMaxConcurrentRequests is a tenant's cap on proxied requests
-	// in flight on one replica when config names none: a third of the
-	// 1,500 streams a replica is sized for, so real traffic of one tenant
-	// (a replica's share of it: replicas scale out) is not refused, while
-	// a runaway client of one tenant leaves two thirds of the replica to
-	// its neighbours. A deployment with one tenant, or fewer neighbours
-	// to protect, sets its own (issue 22).
-	DefaultMaxConcurrentRequests = 512
-	DefaultShutdownGrace         = 30 * time.Second
-	DefaultLogLevel              = "info"
-	DefaultInterval              = time.Minute
-	DefaultConnectTimeout        = 3 * time.Second
-	DefaultMaxIdleConnsPerHost   = 1024
-	// DefaultKeepaliveInterval is under every common idle timeout in front
-	// of the gateway: API Gateway's 30 s, nginx's and load balancers' 60 s,
-	// Cloudflare's 100 s, Container Apps' 240 s.
-	DefaultKeepaliveInterval = 15 * time.Second
-	// DefaultMinRemaining: a Lambda invocation with less left is refused.
-	DefaultMinRemaining = 5 * time.Second
+	DefaultListen              = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxHeaderBytes      = 32 << 10
+	DefaultShutdownGrace       = 30 * time.Second
+	DefaultLogLevel            = "info"
+	DefaultInterval            = time.Minute
+	DefaultConnectTimeout      = 3 * time.Second
+	DefaultMaxIdleConnsPerHost = 1024
 	// DefaultFlushTimeout bounds a telemetry flush at the end of a Lambda
 	// invocation and after SIGTERM: a collector on loopback (the Lambda
 	// layer, the Container Apps agent) answers in milliseconds, a remote
@@ -98,7 +81,7 @@ type Config struct {
 	// MaxConnections caps the open client connections of the HTTP host
 	// (one replica); beyond it a connection is answered 503
 	// too_many_connections and closed, logged. Default
-	// DefaultMaxConnections.
+	// server.DefaultMaxConns.
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
 	// LingeringTime bounds, in all, the reading and discarding of a body
 	// still arriving after an early answer (413, 401, …), so that the
@@ -117,7 +100,7 @@ type Config struct {
 	// Retry-After); a tenant's row may set its own. Per replica, not
 	// shared: exact across replicas would cost a store round trip per
 	// request and a lease per stream. Default
-	// DefaultMaxConcurrentRequests.
+	// server.DefaultMaxConcurrentRequests.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	// ShutdownGrace is how long open streams may run after SIGTERM.
 	// Default DefaultShutdownGrace.
@@ -262,7 +245,8 @@ type Upstream struct {
 	// for this long gets the response headers and an SSE comment
 	// (": keepalive"), then one per interval, so that no proxy between the
 	// caller and the gateway cuts a long first-token wait or a long gap.
-	// Default DefaultKeepaliveInterval; 0 = off. A pool may override it.
+	// Default server.DefaultKeepaliveInterval; 0 = off. A pool may
+	// override it.
 	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
 	// FirstTokenTimeout abandons an endpoint that answered a stream's
 	// headers but sent no event within it, and tries the next one (never on
@@ -277,7 +261,7 @@ type Lambda struct {
 	DeadlineMargin Duration `yaml:"deadline_margin" json:"deadline_margin"`
 	// MinRemaining refuses (503, Retry-After) a request whose invocation
 	// has less time left than this, rather than start it and cut it.
-	// Default DefaultMinRemaining; 0 = off.
+	// Default server.DefaultMinRemaining; 0 = off.
 	MinRemaining *Duration `yaml:"min_remaining" json:"min_remaining"`
 }
 
@@ -459,6 +443,15 @@ type Duration time.Duration
 // D returns the standard library duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
+// Or is an optional duration's value: def when it is not given (nil), so
+// that 0 can mean off.
+func (d *Duration) Or(def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.D()
+}
+
 // UnmarshalYAML accepts a Go duration string. Its error is a *yaml.TypeError
 // so that decoding goes on and the loader can list every problem.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
@@ -519,15 +512,12 @@ func (c *Config) applyDefaults() {
 	defD(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	defD(&c.IdleTimeout, DefaultIdleTimeout)
 	defN(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	defN(&c.MaxConnections, DefaultMaxConnections)
-	defN(&c.MaxConcurrentRequests, DefaultMaxConcurrentRequests)
 	def(&c.LogLevel, DefaultLogLevel)
 	// The budget store fails the way the limiter's does unless told
 	// otherwise.
 	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
 	c.Upstream.applyDefaults()
 	defD(&c.Telemetry.FlushTimeout, DefaultFlushTimeout)
-	defP(&c.Lambda.MinRemaining, DefaultMinRemaining)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, DefaultInterval)
 		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)
@@ -540,13 +530,14 @@ func (c *Config) applyDefaults() {
 func (u *Upstream) applyDefaults() {
 	defD(&u.ConnectTimeout, DefaultConnectTimeout)
 	defN(&u.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
-	defP(&u.KeepaliveInterval, DefaultKeepaliveInterval)
 }
 
 // applyDefaults: a pool's stream policy is upstream's unless it says
-// otherwise, so upstream's defaults apply first.
+// otherwise (a keepalive neither names stays nil: the server's default).
 func (p *Pool) applyDefaults(u Upstream) {
-	defP(&p.KeepaliveInterval, u.KeepaliveInterval.D())
+	if p.KeepaliveInterval == nil {
+		p.KeepaliveInterval = u.KeepaliveInterval
+	}
 	defP(&p.FirstTokenTimeout, u.FirstTokenTimeout.D())
 	for j := range p.Endpoints {
 		e := &p.Endpoints[j]

@@ -36,8 +36,11 @@ type ConnOptions struct {
 	Log *slog.Logger
 }
 
-// Defaults for the zero values of ConnOptions.
+// Defaults for the zero values of ConnOptions, and DefaultMaxConns for a
+// MaxConns the config leaves out (zero is no cap), which the gateway's
+// wiring (shared/assemble) applies.
 const (
+	DefaultMaxConns      = 4096
 	DefaultLingerTime    = 30 * time.Second
 	DefaultLingerTimeout = 5 * time.Second
 	DefaultLingerBytes   = 64 << 20

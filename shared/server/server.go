@@ -101,7 +101,9 @@ type Server struct {
 	routes map[string]methods
 }
 
-// Defaults for the zero values of Deps.
+// Defaults for the zero values of Deps, and for two settings whose zero
+// means off (DefaultKeepaliveInterval, DefaultMinRemaining): the gateway's
+// wiring (shared/assemble) applies those where the config leaves them out.
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxAttempts  = 3
@@ -114,6 +116,12 @@ const (
 	DefaultResponseTimeout   = 10 * time.Minute
 	DefaultBodyReadTimeout   = 10 * time.Second
 	DefaultStreamIdleTimeout = 2 * time.Minute
+	// DefaultKeepaliveInterval is under every common idle timeout in front
+	// of the gateway: API Gateway's 30 s, nginx's and load balancers' 60 s,
+	// Cloudflare's 100 s, Container Apps' 240 s.
+	DefaultKeepaliveInterval = 15 * time.Second
+	// DefaultMinRemaining: a Lambda invocation with less left is refused.
+	DefaultMinRemaining = 5 * time.Second
 	// DefaultResponseTTL is OpenAI's retention of stored responses.
 	DefaultResponseTTL = 30 * 24 * time.Hour
 )
