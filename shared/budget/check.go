@@ -3,7 +3,6 @@ package budget
 import (
 	"time"
 
-	"github.com/llmgw/gateway/shared/breaker"
 	"github.com/llmgw/gateway/shared/problem"
 )
 
@@ -45,7 +44,6 @@ func (c *Config) durations() []struct {
 		{"timeout", &c.Timeout, DefaultTimeout},
 		{"dial_timeout", &c.DialTimeout, DefaultDialTimeout},
 		{"settle_timeout", &c.SettleTimeout, DefaultSettleTimeout},
-		{"breaker_cooldown", &c.BreakerCooldown, breaker.DefaultCooldown},
 	}
 }
 
@@ -70,9 +68,31 @@ func (c Config) Check(at problem.At) {
 	}
 	checkTokens(at, "default_output_tokens", c.DefaultOutputTokens)
 	checkTokens(at, "min_output_tokens", c.MinOutputTokens)
+	// The breaker takes its own defaults for zero values.
 	if c.BreakerThreshold < 0 {
 		at.Add("breaker_threshold", "must not be negative, got %d", c.BreakerThreshold)
 	}
+	if c.BreakerCooldown < 0 {
+		at.Add("breaker_cooldown", "must not be negative, got %s", c.BreakerCooldown)
+	}
+}
+
+// check is every problem with c and the tenants' budgets, as New's error.
+func (c Config) check(tenants []TenantBudget) error {
+	var p []string
+	c.Check(problem.Into(&p, ""))
+	seen := make(map[string]bool, len(tenants))
+	for i, tb := range tenants {
+		at := problem.Into(&p, "tenants").Item("", i)
+		if tb.Tenant == "" {
+			at.Add("id", "required")
+		} else if seen[tb.Tenant] {
+			at.Add("id", "duplicate tenant %q", tb.Tenant)
+		}
+		seen[tb.Tenant] = true
+		tb.Limits.Check(at)
+	}
+	return problem.Err("budget", p)
 }
 
 // Check reports every problem with s under at (the budget section): each

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/breaker"
-	"github.com/llmgw/gateway/shared/problem"
 )
 
 // Modes accepted in Config.Mode.
@@ -143,8 +142,9 @@ type Ledger struct {
 // returns a Ledger on store; a nil store is a new Memory store. It does no
 // I/O.
 func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
-	var p []string
-	cfg.Check(problem.Into(&p, ""))
+	if err := cfg.check(tenants); err != nil {
+		return nil, err
+	}
 	cfg = cfg.WithDefaults()
 	l := &Ledger{
 		cfg:     cfg,
@@ -152,18 +152,8 @@ func New(cfg Config, tenants []TenantBudget, store Store) (*Ledger, error) {
 		closed:  cfg.FailurePolicy == PolicyClosed,
 		tenants: make(map[string]Limits, len(tenants)),
 	}
-	for i, tb := range tenants {
-		at := problem.Into(&p, "tenants").Item("", i)
-		if tb.Tenant == "" {
-			at.Add("id", "required")
-		} else if _, dup := l.tenants[tb.Tenant]; dup {
-			at.Add("id", "duplicate tenant %q", tb.Tenant)
-		}
-		tb.Limits.Check(at)
+	for _, tb := range tenants {
 		l.tenants[tb.Tenant] = tb.Limits
-	}
-	if err := problem.Err("budget", p); err != nil {
-		return nil, err
 	}
 	if l.store == nil {
 		l.store = NewMemory(nil)

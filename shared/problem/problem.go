@@ -58,3 +58,13 @@ func Err(what string, list []string) error {
 	}
 	return fmt.Errorf("%s: invalid config: %w", what, errors.New(strings.Join(list, "; ")))
 }
+
+// Errors is list as errors, one a problem, for a constructor that joins
+// its errors with errors.Join.
+func Errors(list []string) []error {
+	errs := make([]error, 0, len(list))
+	for _, s := range list {
+		errs = append(errs, errors.New(s))
+	}
+	return errs
+}

@@ -33,12 +33,30 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// normalize fills in defaults and returns every problem with cfg: Check's,
+// and a Redis store's missing URL (a secret the config check never sees).
+func normalize(cfg Config) (Config, []error) {
+	var p []string
+	cfg.Check(problem.Into(&p, ""), nil, problem.At{})
+	if cfg.Store == StoreRedis && cfg.RedisURL == "" {
+		p = append(p, "redis_url: required with store redis")
+	}
+	return cfg.WithDefaults(), problem.Errors(p)
+}
+
+// validateLimits returns every problem with the tenant limits but the one
+// that depends on the store (the Redis store refuses that one itself).
+func validateLimits(limits []TenantLimit) []error {
+	var p []string
+	Config{}.Check(problem.At{}, limits, problem.Into(&p, "limits"))
+	return problem.Errors(p)
+}
+
 // Check reports every problem with c (defaults applied) and with the
 // tenants' limits, by the gateway config's field names: c's under at, the
 // limits' under limitsAt (a list: limitsAt[i].requests). New refuses what
 // it reports; the gateway's config check calls it with the limiter
-// section and the tenant table. The Redis URL is a secret resolved at
-// start, so New alone checks it.
+// section and the tenant table.
 func (c Config) Check(at problem.At, limits []TenantLimit, limitsAt problem.At) {
 	c = c.WithDefaults()
 	if c.Store != StoreMemory && c.Store != StoreRedis {

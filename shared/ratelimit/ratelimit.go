@@ -22,7 +22,6 @@ import (
 	"github.com/sethvargo/go-limiter/memorystore"
 
 	"github.com/llmgw/gateway/shared/breaker"
-	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
 )
 
@@ -214,15 +213,11 @@ type Limiter struct {
 // the limiter. It does no network I/O: the Redis client connects on the first
 // Take (or on Warm), so a cold start is not held up by the store.
 func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
-	var p []string
-	cfg.Check(problem.Into(&p, ""), limits, problem.Into(&p, "limits"))
-	if cfg.Store == StoreRedis && cfg.RedisURL == "" {
-		p = append(p, "redis_url: required with store redis")
+	cfg, errs := normalize(cfg)
+	errs = append(errs, validateLimits(limits)...)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("ratelimit: invalid config: %w", errors.Join(errs...))
 	}
-	if err := problem.Err("ratelimit", p); err != nil {
-		return nil, err
-	}
-	cfg = cfg.WithDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
