@@ -287,7 +287,6 @@ func TestEdgeLimits(t *testing.T) {
 	}
 }
 
-
 // TestStreamPolicies: a pool's keepalive and first-token timeout are
 // upstream's unless it names its own, and a keepalive nobody names is the
 // server's default; 0 is off.
