@@ -210,16 +210,12 @@ func (c Config) Check(at problem.At) {
 		}
 	}
 	for _, d := range c.durations() {
-		if *d.d < 0 {
-			at.Add(d.name, "must not be negative, got %s", *d.d)
-		}
+		problem.NotNegative(at, d.name, *d.d)
 	}
 	if c.RefreshMin > c.RefreshMax {
 		at.Add("jwks_refresh_min", "must not exceed %s (%s > %s)", at.Name("jwks_refresh_max"), c.RefreshMin, c.RefreshMax)
 	}
-	if c.MaxTokenBytes < 0 {
-		at.Add("max_token_bytes", "must not be negative, got %d", c.MaxTokenBytes)
-	}
+	problem.NotNegative(at, "max_token_bytes", c.MaxTokenBytes)
 }
 
 // TenantPlaceholder in Config.Issuer stands for the token's tenant claim.

@@ -59,9 +59,7 @@ func (c Config) Check(at problem.At) {
 		at.Add("failure_policy", "must be %s or %s, not %q", PolicyOpen, PolicyClosed, c.FailurePolicy)
 	}
 	for _, d := range c.durations() {
-		if *d.d < 0 {
-			at.Add(d.field, "must not be negative, got %s", *d.d)
-		}
+		problem.NotNegative(at, d.field, *d.d)
 	}
 	if c.Lease > 0 && c.Lease%time.Microsecond != 0 {
 		at.Add("lease", "must be a whole number of microseconds (Redis TIME resolution), not %s", c.Lease)
@@ -69,12 +67,8 @@ func (c Config) Check(at problem.At) {
 	checkTokens(at, "default_output_tokens", c.DefaultOutputTokens)
 	checkTokens(at, "min_output_tokens", c.MinOutputTokens)
 	// The breaker takes its own defaults for zero values.
-	if c.BreakerThreshold < 0 {
-		at.Add("breaker_threshold", "must not be negative, got %d", c.BreakerThreshold)
-	}
-	if c.BreakerCooldown < 0 {
-		at.Add("breaker_cooldown", "must not be negative, got %s", c.BreakerCooldown)
-	}
+	problem.NotNegative(at, "breaker_threshold", c.BreakerThreshold)
+	problem.NotNegative(at, "breaker_cooldown", c.BreakerCooldown)
 }
 
 // check is every problem with c and the tenants' budgets, as New's error.
@@ -119,10 +113,8 @@ func (l Limits) Check(at problem.At) {
 
 // checkTokens reports a token count below zero or above MaxTokens.
 func checkTokens(at problem.At, field string, n int64) {
-	switch {
-	case n < 0:
-		at.Add(field, "must not be negative, got %d", n)
-	case n > MaxTokens:
+	problem.NotNegative(at, field, n)
+	if n > MaxTokens {
 		at.Add(field, "must be at most %d (the largest count the budget store holds exactly)", int64(MaxTokens))
 	}
 }

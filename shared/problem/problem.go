@@ -50,6 +50,14 @@ func (a At) In(field string) At { return At{list: a.list, path: a.Name(field)} }
 // Item is an At for element i of the list field.
 func (a At) Item(field string, i int) At { return a.In(fmt.Sprintf("%s[%d]", field, i)) }
 
+// NotNegative reports field when v is below zero: no count or duration of
+// a config has a meaning there.
+func NotNegative[T ~int | ~int64](a At, field string, v T) {
+	if v < 0 {
+		a.Add(field, "must not be negative, got %v", v)
+	}
+}
+
 // Err is nil for no problems, else one error for what (a component's name)
 // that lists them all.
 func Err(what string, list []string) error {

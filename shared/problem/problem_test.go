@@ -3,6 +3,7 @@ package problem
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPaths(t *testing.T) {
@@ -24,5 +25,16 @@ func TestPaths(t *testing.T) {
 	}
 	if err := Err("auth", list[1:3]); err == nil || err.Error() != "auth: invalid config: auth.issuer: required; auth.audiences[2]: empty" {
 		t.Fatalf("Err = %v", err)
+	}
+}
+
+func TestNotNegative(t *testing.T) {
+	var list []string
+	at := Into(&list, "limiter")
+	NotNegative(at, "timeout", -time.Second)
+	NotNegative(at, "dial_timeout", time.Duration(0))
+	NotNegative(at, "breaker_threshold", -2)
+	if got := strings.Join(list, "|"); got != "limiter.timeout: must not be negative, got -1s|limiter.breaker_threshold: must not be negative, got -2" {
+		t.Fatalf("got %q", got)
 	}
 }

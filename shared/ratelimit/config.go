@@ -65,17 +65,10 @@ func (c Config) Check(at problem.At, limits []TenantLimit, limitsAt problem.At) 
 	if c.FailurePolicy != PolicyOpen && c.FailurePolicy != PolicyClosed {
 		at.Add("failure_policy", "must be %s or %s, not %q", PolicyOpen, PolicyClosed, c.FailurePolicy)
 	}
-	for _, d := range []struct {
-		field string
-		d     time.Duration
-	}{{"timeout", c.Timeout}, {"dial_timeout", c.DialTimeout}, {"breaker_cooldown", c.BreakerCooldown}} {
-		if d.d < 0 {
-			at.Add(d.field, "must not be negative, got %s", d.d)
-		}
-	}
-	if c.BreakerThreshold < 0 {
-		at.Add("breaker_threshold", "must not be negative, got %d", c.BreakerThreshold)
-	}
+	problem.NotNegative(at, "timeout", c.Timeout)
+	problem.NotNegative(at, "dial_timeout", c.DialTimeout)
+	problem.NotNegative(at, "breaker_threshold", c.BreakerThreshold)
+	problem.NotNegative(at, "breaker_cooldown", c.BreakerCooldown)
 	seen := make(map[string]bool, len(limits))
 	for i, tl := range limits {
 		lat := limitsAt.Item("", i)

@@ -203,9 +203,7 @@ func (c Config) Check(at problem.At, getenv func(string) string) {
 	default:
 		at.Add("credential", "must be %s, %s or %s, not %q", ManagedIdentity, WorkloadIdentity, AzureCLI, c.Credential)
 	}
-	if c.Timeout < 0 {
-		at.Add("timeout", "must not be negative, got %s", c.Timeout)
-	}
+	problem.NotNegative(at, "timeout", c.Timeout)
 }
 
 func newCredential(cfg Config, src tokenSource, log *slog.Logger) *Credential {
