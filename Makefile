@@ -76,6 +76,7 @@ fuzz:
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzAnswerScanner -fuzztime 20s
 	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
 	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
+	$(GO) test ./shared/assemble -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/request -run '^$$' -fuzz FuzzRewrite -fuzztime 30s
 	$(GO) test ./shared/request -run '^$$' -fuzz FuzzOneReading -fuzztime 60s

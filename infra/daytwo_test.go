@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/devissuer"
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -80,12 +81,7 @@ func (l *entraLogin) v2Token(t *testing.T, tid, aud string) string {
 // section (functions/gateway's newVerifier), fetching keys through login.
 func verifierFor(t *testing.T, a config.Auth, login *entraLogin) *auth.Verifier {
 	t.Helper()
-	v, err := auth.New(auth.Config{
-		Issuer: a.Issuer, JWKSURL: a.JWKSURL, Audiences: a.Audiences, TenantClaim: a.TenantClaim,
-		RequiredRoles: a.RequiredRoles, RequiredScopes: a.RequiredScopes, Algorithms: a.Algorithms,
-		Leeway: a.Leeway.D(), MaxTokenBytes: a.MaxTokenBytes, RefreshMin: a.JWKSRefreshMin.D(),
-		RefreshMax: a.JWKSRefreshMax.D(), UnknownKIDInterval: a.UnknownKIDInterval.D(),
-	}, &http.Client{Transport: login, Timeout: 10 * time.Second}, nil)
+	v, err := auth.New(assemble.Auth(a), &http.Client{Transport: login, Timeout: 10 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

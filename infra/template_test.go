@@ -16,6 +16,7 @@ import (
 	"github.com/awslabs/goformation/v7/cloudformation/serverless"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -409,7 +410,7 @@ func TestReservedConcurrency(t *testing.T) {
 
 // TestEnvironmentMatchesConfig checks the template against what the binary
 // reads: GATEWAY_CONFIG names the shipped config, the config loads and
-// validates (config.Load reports every env var it names that is unset)
+// validates (assemble.Load reports every env var it names that is unset)
 // with exactly the template's environment, every secret it names comes
 // from Secrets Manager, and the template sets nothing the config does not
 // read.
@@ -422,7 +423,7 @@ func TestEnvironmentMatchesConfig(t *testing.T) {
 	if got := vars["GATEWAY_CONFIG"]; got != "/var/task/"+configFile {
 		t.Fatalf("GATEWAY_CONFIG = %q, want /var/task/%s (the config in the package)", got, configFile)
 	}
-	cfg, err := config.LoadOverlay(configFile, vars["GATEWAY_CONFIG_OVERLAY"], func(k string) string { return vars[k] })
+	cfg, err := assemble.Load(configFile, vars["GATEWAY_CONFIG_OVERLAY"], func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatalf("the stack's config does not load: %v", err)
 	}
@@ -454,7 +455,7 @@ func TestEnvironmentMatchesConfig(t *testing.T) {
 // environment, failing the test on any problem.
 func shippedConfig(t *testing.T, getenv func(string) string) *config.Config {
 	t.Helper()
-	cfg, err := config.Load(configFile, getenv)
+	cfg, err := assemble.Load(configFile, "", getenv)
 	if err != nil {
 		t.Fatalf("the shipped config does not load with the template's environment: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -22,13 +23,13 @@ func tenantStack(id, name string, models ...string) map[string]any {
 
 // stackConfig resolves the template for params and loads the config the
 // function would run: the shipped file with the stack's overlay merged over
-// it (config.LoadOverlay, as functions/gateway does), with the stack's
+// it (assemble.Load, as functions/gateway does), with the stack's
 // environment.
 func stackConfig(t *testing.T, params map[string]any) (*config.Config, map[string]string) {
 	t.Helper()
 	fn := function(t, must(open(t, params)))
 	vars := fn.Environment.Variables
-	cfg, err := config.LoadOverlay(configFile, vars["GATEWAY_CONFIG_OVERLAY"], func(k string) string { return vars[k] })
+	cfg, err := assemble.Load(configFile, vars["GATEWAY_CONFIG_OVERLAY"], func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatalf("the stack's config does not load: %v\noverlay: %s", err, vars["GATEWAY_CONFIG_OVERLAY"])
 	}

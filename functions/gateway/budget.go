@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/config"
@@ -20,32 +21,18 @@ import (
 // settles on the shared-state client; else this process's memory. Either
 // way the ledger puts the limiter's kind of breaker in front of Redis.
 func budgets(ctx context.Context, cfg *config.Config, lc ratelimit.Config, g *gateway, log *slog.Logger) (server.Budgets, error) {
-	var tenants []budget.TenantBudget
-	for _, t := range cfg.Tenants {
-		if !t.HasBudget() {
-			continue
-		}
-		lim := budget.Limits{TokensPerMinute: t.TokensPerMinute, TokenQuota: t.TokenQuota, MaxOutputTokens: t.MaxOutputTokens}
-		if t.QuotaPeriod != "" {
-			p, err := budget.ParsePeriod(t.QuotaPeriod)
-			if err != nil {
-				return nil, err
-			}
-			lim.QuotaPeriod = p
-		}
-		tenants = append(tenants, budget.TenantBudget{Tenant: t.ID, Limits: lim})
+	tenants, err := assemble.TenantBudgets(cfg.Tenants)
+	if err != nil || len(tenants) == 0 {
+		return nil, err
 	}
-	if len(tenants) == 0 {
-		return nil, nil
-	}
-	b := cfg.Budget
+	bc := assemble.Budget(cfg.Budget).WithDefaults()
+	bc.DialTimeout, bc.Log = lc.DialTimeout, log
 	var store budget.Store // nil: memory
 	if g.state != nil {
-		var err error
-		if g.reserve, err = redisClient(lc, b.Timeout.D()); err != nil {
+		if g.reserve, err = redisClient(lc, bc.Timeout); err != nil {
 			return nil, err
 		}
-		rs, err := redisbudget.New(g.state, redisbudget.Config{KeyPrefix: cfg.Limiter.KeyPrefix + "budget:", ReserveClient: g.reserve})
+		rs, err := redisbudget.New(g.state, redisbudget.Config{KeyPrefix: lc.KeyPrefix + "budget:", ReserveClient: g.reserve})
 		if err != nil {
 			return nil, err
 		}
@@ -58,15 +45,7 @@ func budgets(ctx context.Context, cfg *config.Config, lc ratelimit.Config, g *ga
 			}
 		}()
 	}
-	l, err := budget.New(budget.Config{
-		Mode:                b.Mode,
-		Lease:               b.Lease.D(),
-		DefaultOutputTokens: b.DefaultOutputTokens,
-		Timeout:             b.Timeout.D(),
-		DialTimeout:         lc.DialTimeout,
-		FailurePolicy:       b.FailurePolicy,
-		Log:                 log,
-	}, tenants, store)
+	l, err := budget.New(bc, tenants, store)
 	if err != nil {
 		return nil, fmt.Errorf("budget: %w", err)
 	}

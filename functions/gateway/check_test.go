@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -143,7 +144,7 @@ func TestAcceptedConfigsWire(t *testing.T) {
 			if err := run(context.Background(), []string{"gateway", "-check", "-config", path}, getenv, &out, &out); err != nil {
 				t.Fatalf("-check: %v", err)
 			}
-			c, err := config.Load(path, getenv)
+			c, err := assemble.Load(path, "", getenv)
 			if err != nil {
 				t.Fatal(err)
 			}

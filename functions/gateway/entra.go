@@ -4,15 +4,14 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // newEntra builds an explicit Entra ID credential (a backend's, or keyless
 // Redis's) and starts fetching its first token in the background: the first
 // request waits only if it arrives before the token does.
-func newEntra(ctx context.Context, c config.Entra, log *slog.Logger) (*entra.Credential, error) {
-	cred, err := entra.New(entra.Config{Credential: c.Credential, ClientID: c.ClientID, Scope: c.Scope, Timeout: c.Timeout.D()}, log)
+func newEntra(ctx context.Context, c entra.Config, log *slog.Logger) (*entra.Credential, error) {
+	cred, err := entra.New(c, log)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if *path == "" {
 		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
 	}
-	cfg, err := config.LoadOverlay(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
+	cfg, err := assemble.Load(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
 	if err != nil {
 		return err
 	}
@@ -83,23 +84,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // open streams finish for the grace period.
 func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) error {
 	addr := cfg.ListenAddr(getenv)
+	conns := assemble.Conn(cfg)
+	conns.Log = log
 	fds := raiseFDLimit()
-	if need := uint64(2*cfg.MaxConnections + fdReserve); fds > 0 && fds < need {
+	if need := uint64(2*conns.MaxConns + fdReserve); fds > 0 && fds < need {
 		// Each connection may hold a backend connection too.
 		log.Warn("the open-file limit is below what max_connections needs; lower max_connections or raise the limit",
-			"fd_limit", fds, "max_connections", cfg.MaxConnections, "needs", need)
+			"fd_limit", fds, "max_connections", conns.MaxConns, "needs", need)
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln := server.NewListener(tcp, server.ConnOptions{
-		MaxConns:      cfg.MaxConnections,
-		LingerTime:    cfg.LingeringTime.D(),
-		LingerTimeout: cfg.LingeringTimeout.D(),
-		LingerBytes:   cfg.LingeringMaxBytes,
-		Log:           log,
-	})
+	ln := server.NewListener(tcp, conns)
 	// Every connection is bounded from its first byte, with a token or
 	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
 	// beyond, and net/http closes), the body by the handler's read deadline
@@ -119,7 +116,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ConnContext:    ln.ConnContext,
 	}
-	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", cfg.MaxConnections, "fd_limit", fds)
+	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", conns.MaxConns, "fd_limit", fds)
 	if gw.tel != nil {
 		gw.tel.Ready(ctx, "http", time.Now())
 	}

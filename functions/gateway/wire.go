@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -108,13 +108,13 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		return nil, err
 	}
 	var aff server.Affinity // nil: in memory, per process
-	if cfg.Limiter.Store == ratelimit.StoreRedis {
+	if lc.Store == ratelimit.StoreRedis {
 		// A client of its own: these calls may take longer than a take's
 		// tight budget.
 		if g.state, err = redisClient(lc, stateTimeout); err != nil {
 			return nil, err
 		}
-		aff = redisaffinity.New(g.state, cfg.Limiter.KeyPrefix, log)
+		aff = redisaffinity.New(g.state, lc.KeyPrefix, log)
 		warmPool(ctx, "shared state", g.state, log)
 	}
 	bud, err := budgets(ctx, cfg, lc, g, log)
@@ -130,7 +130,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	}
 	g.handler = server.New(server.Deps{
 		Auth:              verifier,
-		Tenants:           tenantTable(cfg.Tenants),
+		Tenants:           tenant.NewTable(assemble.Tenants(cfg.Tenants)),
 		Limiter:           g.limiter,
 		Router:            router,
 		Targets:           targets,
@@ -144,11 +144,11 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
 		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
-		Streams:           streamPolicies(cfg),
+		Streams:           assemble.Streams(cfg),
 		Affinity:          aff,
 		Budgets:           bud,
-		BudgetScanner:     budget.Scanner{ImageTokens: cfg.Budget.ImageTokens, MediaTokens: cfg.Budget.MediaTokens},
-		MinRemaining:      cfg.Lambda.MinRemaining.D(),
+		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
+		MinRemaining:      assemble.MinRemaining(cfg.Lambda),
 		Telemetry:         tel,
 	})
 	return g, nil
@@ -156,20 +156,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 
 // newVerifier builds the JWT verifier and starts its background key fetch.
 func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Verifier, error) {
-	v, err := auth.New(auth.Config{
-		Issuer:             a.Issuer,
-		JWKSURL:            a.JWKSURL,
-		Audiences:          a.Audiences,
-		TenantClaim:        a.TenantClaim,
-		RequiredRoles:      a.RequiredRoles,
-		RequiredScopes:     a.RequiredScopes,
-		Algorithms:         a.Algorithms,
-		Leeway:             a.Leeway.D(),
-		MaxTokenBytes:      a.MaxTokenBytes,
-		RefreshMin:         a.JWKSRefreshMin.D(),
-		RefreshMax:         a.JWKSRefreshMax.D(),
-		UnknownKIDInterval: a.UnknownKIDInterval.D(),
-	}, &http.Client{Timeout: 10 * time.Second}, log)
+	v, err := auth.New(assemble.Auth(a), &http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -177,25 +164,11 @@ func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Ve
 	return v, nil
 }
 
-func tenantTable(ts []config.Tenant) *tenant.Table {
-	rows := make([]tenant.Row, 0, len(ts))
-	for _, t := range ts {
-		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models, MaxConcurrent: t.MaxConcurrentRequests})
-	}
-	return tenant.NewTable(rows)
-}
-
-// limiterConfig resolves the limiter's store settings: secrets from the
-// environment, and the Entra login for keyless Redis.
+// limiterConfig resolves the limiter's store settings, defaults applied:
+// secrets from the environment, and the Entra login for keyless Redis.
 func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) string, log *slog.Logger) (ratelimit.Config, error) {
-	lc := ratelimit.Config{
-		Store:         l.Store,
-		KeyPrefix:     l.KeyPrefix,
-		Timeout:       l.Timeout.D(),
-		DialTimeout:   l.DialTimeout.D(),
-		FailurePolicy: l.FailurePolicy,
-	}
-	if l.Store != ratelimit.StoreRedis {
+	lc := assemble.Limiter(l).WithDefaults()
+	if lc.Store != ratelimit.StoreRedis {
 		return lc, nil
 	}
 	lc.RedisURL = getenv(l.RedisURLEnv)
@@ -203,7 +176,7 @@ func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) st
 		lc.RedisPassword = getenv(l.RedisPasswordEnv)
 	}
 	if e := l.RedisEntra; e != nil {
-		cred, err := newEntra(ctx, e.Entra, log)
+		cred, err := newEntra(ctx, assemble.RedisEntra(e), log)
 		if err != nil {
 			return lc, fmt.Errorf("limiter.redis_entra: %w", err)
 		}
@@ -220,11 +193,7 @@ func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) st
 // connections (TLS, AUTH) in the background, so that the first takes find
 // them ready; a take that still waits for one is bounded by the dial budget.
 func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, log *slog.Logger) (*ratelimit.Limiter, error) {
-	limits := make([]ratelimit.TenantLimit, 0, len(ts))
-	for _, t := range ts {
-		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Tokens: t.Requests, Interval: t.Interval.D()})
-	}
-	lim, err := ratelimit.New(lc, limits, log)
+	lim, err := ratelimit.New(lc, assemble.TenantLimits(ts), log)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
@@ -270,31 +239,19 @@ func newRouting(ctx context.Context, cfg *config.Config, getenv func(string) str
 func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv func(string) string, log *slog.Logger) (*upstream.Target, error) {
 	var cred upstream.Credential
 	if e.Auth == "entra" {
-		c, err := newEntra(ctx, e.Entra, log)
+		c, err := newEntra(ctx, assemble.Entra(e.Entra), log)
 		if err != nil {
 			return nil, err
 		}
 		cred = c
 	}
-	return upstream.NewTarget(upstream.TargetSpec{
-		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
-		Cred: cred, APIKey: apiKey(e, getenv),
-		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
-	})
+	spec := assemble.Target(p, e)
+	spec.Cred, spec.APIKey = cred, apiKey(e, getenv)
+	return upstream.NewTarget(spec)
 }
 
 // stateTimeout bounds one call for shared state other than a take.
 const stateTimeout = time.Second
-
-// streamPolicies is each pool's keepalive and first-token policy (config
-// has filled pool values from upstream's).
-func streamPolicies(cfg *config.Config) map[string]server.StreamPolicy {
-	m := make(map[string]server.StreamPolicy, len(cfg.Pools))
-	for _, p := range cfg.Pools {
-		m[p.Name] = server.StreamPolicy{KeepaliveInterval: p.KeepaliveInterval.D(), FirstTokenTimeout: p.FirstTokenTimeout.D()}
-	}
-	return m
-}
 
 // apiKey is an endpoint's key from its env var ("" = none).
 func apiKey(e config.Endpoint, getenv func(string) string) string {

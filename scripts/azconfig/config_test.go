@@ -1,9 +1,12 @@
 package azconfig
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
+	"github.com/llmgw/gateway/shared/assemble"
+	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -91,7 +94,7 @@ func TestGeneratedConfigLoads(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			a := sharedApp(tc.p)
-			c, err := config.Parse(render(t, a), func(k string) string { return env[k] })
+			c, err := assemble.Parse(render(t, a), func(k string) string { return env[k] })
 			if err != nil {
 				t.Fatalf("the generated config does not load: %v\n%s", err, render(t, a))
 			}
@@ -130,7 +133,7 @@ func TestTenantConfigsLoad(t *testing.T) {
 	for _, it := range p.IsolatedTenants {
 		t.Run(it.Name, func(t *testing.T) {
 			a := tenantApp(p, it.Name)
-			c, err := config.Parse(render(t, a), func(k string) string { return env[k] })
+			c, err := assemble.Parse(render(t, a), func(k string) string { return env[k] })
 			if err != nil {
 				t.Fatalf("the generated config does not load: %v\n%s", err, render(t, a))
 			}
@@ -190,7 +193,7 @@ func checkCommon(t *testing.T, c *config.Config, p params) {
 	if len(c.Auth.Audiences) != 2 || c.Auth.Audiences[0] != apiClientID || c.Auth.Audiences[1] != wantURI {
 		t.Errorf("audiences %q: want the client ID (v2.0 tokens) and %s", c.Auth.Audiences, wantURI)
 	}
-	if c.Auth.TenantClaim != "tid" || !slices.Equal(c.Auth.RequiredRoles, orEmpty(p.RequiredRoles)) || !slices.Equal(c.Auth.RequiredScopes, orEmpty(p.RequiredScopes)) {
+	if cmp.Or(c.Auth.TenantClaim, auth.DefaultTenantClaim) != "tid" || !slices.Equal(c.Auth.RequiredRoles, orEmpty(p.RequiredRoles)) || !slices.Equal(c.Auth.RequiredScopes, orEmpty(p.RequiredScopes)) {
 		t.Errorf("tenant claim %q, required roles %q, scopes %q", c.Auth.TenantClaim, c.Auth.RequiredRoles, c.Auth.RequiredScopes)
 	}
 	ep := c.Pools[0].Endpoints[0]

@@ -33,6 +33,8 @@ import (
 	"github.com/MicahParks/jwkset"
 	"github.com/MicahParks/keyfunc/v3"
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 var (
@@ -108,10 +110,12 @@ type Verifier struct {
 // to fetch keys in the background (Verify also fetches lazily if Start was
 // never called). A nil client means a plain http.Client; a nil log discards.
 func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
-	cfg, err := cfg.withDefaults()
-	if err != nil {
+	var p []string
+	cfg.Check(problem.Into(&p, ""))
+	if err := problem.Err("auth", p); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	if client == nil {
 		client = &http.Client{}
 	}
@@ -153,6 +157,7 @@ func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
 		onChange = v.cache.clear
 	}
 	v.keys = newKeySource(cfg, client, log, onChange)
+	var err error
 	v.keyfunc, err = keyfunc.New(keyfunc.Options{
 		Storage: keyStore{MemoryJWKSet: v.keys.store, src: v.keys},
 		// Keys published for encryption never verify a signature; keys that
@@ -267,8 +272,8 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 // counted and logged: a GUID (an Entra directory ID, 8-4-4-4-12 hex digits)
 // in lower case, since its case carries no meaning and tools print either
 // (issue 23); any other tenant id unchanged, byte for byte. The config
-// package applies it to the tenant table, the verifier to the token's
-// claim, so the two always meet.
+// check (shared/assemble) applies it to the tenant table, the verifier to
+// the token's claim, so the two always meet.
 func CanonicalTenant(id string) string {
 	if !isGUID(id) {
 		return id

@@ -478,20 +478,20 @@ func TestNewValidatesConfig(t *testing.T) {
 		wants []string
 	}{
 		{"ok", func(*auth.Config) {}, nil},
-		{"no issuer", func(c *auth.Config) { c.Issuer = "" }, []string{"Issuer is required"}},
-		{"relative issuer", func(c *auth.Config) { c.Issuer = "issuer.example" }, []string{"Issuer:"}},
-		{"no audience", func(c *auth.Config) { c.Audiences = nil }, []string{"Audiences"}},
-		{"empty audience", func(c *auth.Config) { c.Audiences = []string{""} }, []string{"Audiences[0] is empty"}},
+		{"no issuer", func(c *auth.Config) { c.Issuer = "" }, []string{"issuer: required"}},
+		{"relative issuer", func(c *auth.Config) { c.Issuer = "issuer.example" }, []string{"issuer:"}},
+		{"no audience", func(c *auth.Config) { c.Audiences = nil }, []string{"audiences"}},
+		{"empty audience", func(c *auth.Config) { c.Audiences = []string{""} }, []string{"audiences[0]: must not be empty"}},
 		{"alg none", func(c *auth.Config) { c.Algorithms = []string{"RS256", "none"} }, []string{`"none" is never accepted`}},
 		{"alg HS256", func(c *auth.Config) { c.Algorithms = []string{"HS256"} }, []string{`"HS256" is never accepted`}},
 		{"alg hs512 lowercase", func(c *auth.Config) { c.Algorithms = []string{"hs512"} }, []string{`"hs512" is never accepted`}},
 		{"alg unknown", func(c *auth.Config) { c.Algorithms = []string{"XY1"} }, []string{`"XY1" is not a supported`}},
-		{"min above max", func(c *auth.Config) { c.RefreshMin, c.RefreshMax = time.Hour, time.Minute }, []string{"RefreshMin"}},
-		{"negative leeway", func(c *auth.Config) { c.Leeway = -time.Second }, []string{"Leeway must not be negative"}},
-		{"bad JWKS URL", func(c *auth.Config) { c.JWKSURL = "/jwks.json" }, []string{"JWKSURL"}},
+		{"min above max", func(c *auth.Config) { c.RefreshMin, c.RefreshMax = time.Hour, time.Minute }, []string{"jwks_refresh_min"}},
+		{"negative leeway", func(c *auth.Config) { c.Leeway = -time.Second }, []string{"leeway: must not be negative"}},
+		{"bad JWKS URL", func(c *auth.Config) { c.JWKSURL = "/jwks.json" }, []string{"jwks_url"}},
 		{"every problem at once", func(c *auth.Config) {
 			c.Issuer, c.Audiences, c.Algorithms = "", nil, []string{"HS256", "none"}
-		}, []string{"Issuer is required", "Audiences", `"HS256"`, `"none"`}},
+		}, []string{"issuer: required", "audiences", `"HS256"`, `"none"`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

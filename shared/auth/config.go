@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 // Config says which tokens a Verifier accepts and how it keeps its signing keys
@@ -13,9 +15,9 @@ import (
 // the default named in the field's comment; a negative duration or
 // MaxTokenBytes is an error.
 //
-// The gateway's config package checks these same rules, with field paths,
-// before New runs (so that -check and start-up agree): a rule added here
-// belongs in its validateAuth too.
+// Check states its rules, once: New refuses what it reports, and the
+// gateway's config check reports the same under the auth section, so that
+// -check and start-up agree.
 type Config struct {
 	// Issuer is the expected "iss" claim, an absolute http(s) URL. Required.
 	//
@@ -37,7 +39,8 @@ type Config struct {
 	// Audiences lists the accepted "aud" values; a token must carry at least
 	// one of them. Required.
 	Audiences []string
-	// TenantClaim names the string claim that carries the tenant. Default "tid".
+	// TenantClaim names the string claim that carries the tenant. Default
+	// DefaultTenantClaim.
 	TenantClaim string
 	// RequiredRoles and RequiredScopes, when either is set, make a valid
 	// token carry at least one of them: a value of its "roles" claim (an
@@ -48,32 +51,39 @@ type Config struct {
 	// none: the issuer's assignment is the access control.
 	RequiredRoles  []string
 	RequiredScopes []string
-	// Algorithms is the allow-list of signing algorithms. Default RS256 and
-	// ES256. "none" and the HMAC family are refused outright: with a public
+	// Algorithms is the allow-list of signing algorithms. Default
+	// DefaultAlgorithms. "none" and the HMAC family are refused outright: with a public
 	// JWKS an HMAC "key" is public, so accepting HS* would let anyone mint
 	// tokens (the RFC 8725 §2.1 algorithm-confusion attack).
 	Algorithms []string
-	// Leeway tolerates clock skew on exp, nbf and iat. Default 30s.
+	// Leeway tolerates clock skew on exp, nbf and iat. Default DefaultLeeway.
 	Leeway time.Duration
 	// MaxTokenBytes refuses longer tokens before any decoding, so a client
-	// cannot make the gateway base64- and JSON-decode megabytes. Default 8192.
+	// cannot make the gateway base64- and JSON-decode megabytes. Default
+	// DefaultMaxTokenBytes.
 	MaxTokenBytes int
-	// RefreshMin is the floor on the JWKS refresh interval. Default 5m.
+	// RefreshMin is the floor on the JWKS refresh interval. Default
+	// DefaultRefreshMin.
 	RefreshMin time.Duration
-	// RefreshMax is the ceiling on the JWKS refresh interval. Default 24h.
+	// RefreshMax is the ceiling on the JWKS refresh interval. Default
+	// DefaultRefreshMax.
 	// Between the two, the JWKS response's Cache-Control max-age decides.
 	RefreshMax time.Duration
 	// UnknownKIDInterval allows at most one JWKS refresh per interval caused by
 	// a token whose kid is not cached, so forged kids cannot turn the gateway
-	// into a load generator against the issuer. Default 1m.
+	// into a load generator against the issuer. Default
+	// DefaultUnknownKIDInterval.
 	UnknownKIDInterval time.Duration
-	// FetchTimeout bounds each HTTP fetch (discovery, JWKS). Default 5s.
+	// FetchTimeout bounds each HTTP fetch (discovery, JWKS). Default
+	// DefaultFetchTimeout.
 	FetchTimeout time.Duration
 	// RetryMin is the least time between two fetch attempts after a failed
-	// one; background retries back off from it up to RefreshMin. Default 1s.
+	// one; background retries back off from it up to RefreshMin. Default
+	// DefaultRetryMin.
 	RetryMin time.Duration
 	// CacheSize bounds the cache of verified tokens (keyed by SHA-256 of the
-	// token, kept until the token's exp). Default 1024; negative disables it.
+	// token, kept until the token's exp). Default DefaultCacheSize;
+	// negative disables it.
 	CacheSize int
 }
 
@@ -103,45 +113,11 @@ var asymmetricAlgs = map[string]bool{
 	"EdDSA": true,
 }
 
-// withDefaults returns a copy of c with zero values replaced by defaults and
-// every problem found, joined, so a bad config is fixed in one go. It is
-// long because Config is wide: one short check per field, in field order.
-func (c Config) withDefaults() (Config, error) {
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-
-	if c.Issuer == "" {
-		bad("Issuer is required")
-	} else if err := CheckIssuer(c.Issuer); err != nil {
-		bad("Issuer: %w", err)
-	}
-	if c.JWKSURL != "" {
-		if err := checkURL(c.JWKSURL); err != nil {
-			bad("JWKSURL: %w", err)
-		}
-	} else if IsIssuerTemplate(c.Issuer) {
-		bad("JWKSURL is required when Issuer contains %s (discovery cannot start from a template)", TenantPlaceholder)
-	}
-	for i, r := range c.RequiredRoles {
-		if r == "" {
-			bad("RequiredRoles[%d] is empty", i)
-		}
-	}
-	for i, s := range c.RequiredScopes {
-		if err := CheckScope(s); err != nil {
-			bad("RequiredScopes[%d]: %w", i, err)
-		}
-	}
+// withDefaults returns a copy of c with zero values replaced by defaults;
+// its lists are copies, so the caller's cannot change a Verifier's.
+func (c Config) withDefaults() Config {
 	c.RequiredRoles = append([]string(nil), c.RequiredRoles...)
 	c.RequiredScopes = append([]string(nil), c.RequiredScopes...)
-	if len(c.Audiences) == 0 {
-		bad("Audiences: at least one is required")
-	}
-	for i, a := range c.Audiences {
-		if a == "" {
-			bad("Audiences[%d] is empty", i)
-		}
-	}
 	c.Audiences = append([]string(nil), c.Audiences...)
 	if c.TenantClaim == "" {
 		c.TenantClaim = DefaultTenantClaim
@@ -151,52 +127,95 @@ func (c Config) withDefaults() (Config, error) {
 	} else {
 		c.Algorithms = append([]string(nil), c.Algorithms...)
 	}
-	for _, a := range c.Algorithms {
-		switch {
-		case strings.EqualFold(a, "none"):
-			bad("Algorithms: %q is never accepted", a)
-		case strings.HasPrefix(strings.ToUpper(a), "HS"):
-			bad("Algorithms: %q is never accepted (HMAC with a public JWKS lets anyone sign)", a)
-		case !asymmetricAlgs[a]:
-			bad("Algorithms: %q is not a supported asymmetric JWS algorithm", a)
-		}
-	}
-	durations := []struct {
-		name string
-		d    *time.Duration
-		def  time.Duration
-	}{
-		{"Leeway", &c.Leeway, DefaultLeeway},
-		{"RefreshMin", &c.RefreshMin, DefaultRefreshMin},
-		{"RefreshMax", &c.RefreshMax, DefaultRefreshMax},
-		{"UnknownKIDInterval", &c.UnknownKIDInterval, DefaultUnknownKIDInterval},
-		{"FetchTimeout", &c.FetchTimeout, DefaultFetchTimeout},
-		{"RetryMin", &c.RetryMin, DefaultRetryMin},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.d < 0:
-			bad("%s must not be negative, got %v", d.name, *d.d)
-		case *d.d == 0:
+	for _, d := range c.durations() {
+		if *d.d == 0 {
 			*d.d = d.def
 		}
 	}
-	if c.RefreshMin > c.RefreshMax {
-		bad("RefreshMin (%v) is greater than RefreshMax (%v)", c.RefreshMin, c.RefreshMax)
-	}
-	switch {
-	case c.MaxTokenBytes < 0:
-		bad("MaxTokenBytes must not be negative, got %d", c.MaxTokenBytes)
-	case c.MaxTokenBytes == 0:
+	if c.MaxTokenBytes == 0 {
 		c.MaxTokenBytes = DefaultMaxTokenBytes
 	}
 	if c.CacheSize == 0 {
 		c.CacheSize = DefaultCacheSize
 	}
-	if len(errs) > 0 {
-		return c, fmt.Errorf("auth: invalid config: %w", errors.Join(errs...))
+	return c
+}
+
+// durations lists c's durations by their config field names, with their
+// defaults.
+func (c *Config) durations() []struct {
+	name string
+	d    *time.Duration
+	def  time.Duration
+} {
+	return []struct {
+		name string
+		d    *time.Duration
+		def  time.Duration
+	}{
+		{"leeway", &c.Leeway, DefaultLeeway},
+		{"jwks_refresh_min", &c.RefreshMin, DefaultRefreshMin},
+		{"jwks_refresh_max", &c.RefreshMax, DefaultRefreshMax},
+		{"unknown_kid_interval", &c.UnknownKIDInterval, DefaultUnknownKIDInterval},
+		{"fetch_timeout", &c.FetchTimeout, DefaultFetchTimeout},
+		{"retry_min", &c.RetryMin, DefaultRetryMin},
 	}
-	return c, nil
+}
+
+// Check reports every problem with c, defaults applied, under at by the
+// gateway config's field names (issuer, jwks_url, ...), so a bad config is
+// fixed in one go. New refuses what it reports; the gateway's config check
+// calls it with the auth section's path. It is long because Config is
+// wide: one short check per field, in field order.
+func (c Config) Check(at problem.At) {
+	c = c.withDefaults()
+	if c.Issuer == "" {
+		at.Add("issuer", "required")
+	} else if err := CheckIssuer(c.Issuer); err != nil {
+		at.Add("issuer", "%v", err)
+	}
+	if c.JWKSURL != "" {
+		if err := checkURL(c.JWKSURL); err != nil {
+			at.Add("jwks_url", "%v", err)
+		}
+	} else if IsIssuerTemplate(c.Issuer) {
+		at.Add("jwks_url", "required when %s contains %s: discovery cannot start from a template (Entra ID: https://login.microsoftonline.com/common/discovery/v2.0/keys)", at.Name("issuer"), TenantPlaceholder)
+	}
+	for i, r := range c.RequiredRoles {
+		if r == "" {
+			at.Item("required_roles", i).Add("", "must not be empty")
+		}
+	}
+	for i, s := range c.RequiredScopes {
+		if err := CheckScope(s); err != nil {
+			at.Item("required_scopes", i).Add("", "%v", err)
+		}
+	}
+	if len(c.Audiences) == 0 {
+		at.Add("audiences", "at least one audience is required")
+	}
+	for i, a := range c.Audiences {
+		if a == "" {
+			at.Item("audiences", i).Add("", "must not be empty")
+		}
+	}
+	for i, a := range c.Algorithms {
+		switch {
+		case strings.EqualFold(a, "none"):
+			at.Item("algorithms", i).Add("", "%q is never accepted", a)
+		case strings.HasPrefix(strings.ToUpper(a), "HS"):
+			at.Item("algorithms", i).Add("", "%q is never accepted (HMAC with a public JWKS lets anyone sign)", a)
+		case !asymmetricAlgs[a]:
+			at.Item("algorithms", i).Add("", "%q is not a supported asymmetric JWS algorithm", a)
+		}
+	}
+	for _, d := range c.durations() {
+		problem.NotNegative(at, d.name, *d.d)
+	}
+	if c.RefreshMin > c.RefreshMax {
+		at.Add("jwks_refresh_min", "must not exceed %s (%s > %s)", at.Name("jwks_refresh_max"), c.RefreshMin, c.RefreshMax)
+	}
+	problem.NotNegative(at, "max_token_bytes", c.MaxTokenBytes)
 }
 
 // TenantPlaceholder in Config.Issuer stands for the token's tenant claim.
@@ -209,8 +228,7 @@ func IsIssuerTemplate(issuer string) bool { return strings.Contains(issuer, Tena
 // CheckIssuer reports why issuer cannot be a Config.Issuer: it must be an
 // absolute http(s) URL and, when it is a template, hold TenantPlaceholder
 // exactly once, in its path, so that the tenant can never change the host
-// the keys are trusted for. The config package calls it too, so -check and
-// start-up agree.
+// the keys are trusted for.
 func CheckIssuer(issuer string) error {
 	if !IsIssuerTemplate(issuer) {
 		return checkURL(issuer)

@@ -109,7 +109,7 @@ func TestIssuerTemplateConfig(t *testing.T) {
 		name, issuer, jwks, want string
 	}{
 		{"Entra organizations", "https://login.microsoftonline.com/{tenantid}/v2.0", jwks, ""},
-		{"template without a JWKS URL", "https://login.microsoftonline.com/{tenantid}/v2.0", "", "JWKSURL is required when Issuer contains {tenantid}"},
+		{"template without a JWKS URL", "https://login.microsoftonline.com/{tenantid}/v2.0", "", "jwks_url: required when issuer contains {tenantid}"},
 		{"placeholder twice", "https://login.example/{tenantid}/{tenantid}", jwks, "names {tenantid} 2 times"},
 		{"placeholder in the host", "https://{tenantid}.login.example/v2.0", jwks, "must be in the URL's path"},
 		{"placeholder in the query", "https://login.example/v2.0?t={tenantid}", jwks, "must be in the URL's path"},
@@ -186,8 +186,8 @@ func TestVerifyRequiredRolesAndScopes(t *testing.T) {
 		cfg  auth.Config
 		want string
 	}{
-		{"empty role", auth.Config{RequiredRoles: []string{""}}, "RequiredRoles[0] is empty"},
-		{"scope with a space", auth.Config{RequiredScopes: []string{"a b"}}, "RequiredScopes[0]"},
+		{"empty role", auth.Config{RequiredRoles: []string{""}}, "required_roles[0]: must not be empty"},
+		{"scope with a space", auth.Config{RequiredScopes: []string{"a b"}}, "required_scopes[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Issuer, tc.cfg.JWKSURL, tc.cfg.Audiences = ti.IssuerURL(), ti.jwksURL(), []string{aud}

@@ -2,7 +2,6 @@ package budget
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -57,28 +56,6 @@ type Limits struct {
 
 // Enforced reports whether l limits anything a store keeps.
 func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 }
-
-func (l Limits) validate() []error {
-	var errs []error
-	if l.TokensPerMinute < 0 {
-		errs = append(errs, fmt.Errorf("tokens_per_minute %d: must not be negative", l.TokensPerMinute))
-	}
-	if l.TokenQuota < 0 {
-		errs = append(errs, fmt.Errorf("token_quota %d: must not be negative", l.TokenQuota))
-	}
-	if l.TokenQuota > 0 && l.QuotaPeriod != PeriodDay && l.QuotaPeriod != PeriodMonth {
-		errs = append(errs, errors.New("token_quota needs a period (day or month)"))
-	}
-	if l.MaxOutputTokens < 0 {
-		errs = append(errs, fmt.Errorf("max_output_tokens %d: must not be negative", l.MaxOutputTokens))
-	}
-	for _, n := range []int64{l.TokensPerMinute, l.TokenQuota} {
-		if n > MaxTokens {
-			errs = append(errs, fmt.Errorf("limit %d exceeds %d, the largest count a store holds exactly", n, int64(MaxTokens)))
-		}
-	}
-	return errs
-}
 
 // MaxTokens is the largest limit or amount a store accepts: Lua's numbers
 // are doubles, exact for integers below 2^53.

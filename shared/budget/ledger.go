@@ -2,7 +2,6 @@ package budget
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -142,40 +141,17 @@ type Ledger struct {
 // returns a Ledger on store; a nil store is a new Memory store. It does no
 // I/O.
 func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
-	var errs []error
-	cfg.Mode = oneOf(cfg.Mode, "mode", &errs, ModeStrict, ModeEstimate)
-	cfg.FailurePolicy = oneOf(cfg.FailurePolicy, "failure policy", &errs, PolicyOpen, PolicyClosed)
-	orDefault(&cfg.Lease, DefaultLease, "lease", &errs)
-	orDefault(&cfg.Timeout, DefaultTimeout, "timeout", &errs)
-	orDefault(&cfg.DialTimeout, DefaultDialTimeout, "dial timeout", &errs)
-	orDefault(&cfg.SettleTimeout, DefaultSettleTimeout, "settle timeout", &errs)
-	orDefault(&cfg.DefaultOutputTokens, DefaultOutputTokens, "default output tokens", &errs)
-	orDefault(&cfg.MinOutputTokens, 1, "min output tokens", &errs)
-	orDefault(&cfg.BreakerCooldown, store.DefaultBreakerCooldown, "breaker cooldown", &errs)
-	if cfg.BreakerThreshold < 0 {
-		errs = append(errs, fmt.Errorf("breaker threshold %d: must not be negative", cfg.BreakerThreshold))
+	if err := cfg.check(tenants); err != nil {
+		return nil, err
 	}
-	if cfg.Lease > 0 && cfg.Lease%time.Microsecond != 0 {
-		errs = append(errs, fmt.Errorf("lease %s: must be whole microseconds (Redis TIME resolution)", cfg.Lease))
-	}
+	cfg = cfg.WithDefaults()
 	l := &Ledger{
 		cfg:     cfg,
 		store:   st,
 		tenants: make(map[string]Limits, len(tenants)),
 	}
-	for i, tb := range tenants {
-		if tb.Tenant == "" {
-			errs = append(errs, fmt.Errorf("budget %d: empty tenant", i))
-		} else if _, dup := l.tenants[tb.Tenant]; dup {
-			errs = append(errs, fmt.Errorf("budget %d: tenant %q listed twice", i, tb.Tenant))
-		}
-		for _, err := range tb.Limits.validate() {
-			errs = append(errs, fmt.Errorf("budget %d (tenant %q): %w", i, tb.Tenant, err))
-		}
+	for _, tb := range tenants {
 		l.tenants[tb.Tenant] = tb.Limits
-	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("budget: invalid config: %w", errors.Join(errs...))
 	}
 	if l.store == nil {
 		l.store = NewMemory(nil)
@@ -184,31 +160,6 @@ func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
 	l.remote = !local
 	l.guard = store.NewGuard("budget", cfg.FailurePolicy, store.NewBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown), cfg.Log)
 	return l, nil
-}
-
-// oneOf returns v, or the first of choices (the default) when v is empty,
-// and records an error when v is none of them.
-func oneOf(v, name string, errs *[]error, choices ...string) string {
-	if v == "" {
-		return choices[0]
-	}
-	for _, c := range choices {
-		if v == c {
-			return v
-		}
-	}
-	*errs = append(*errs, fmt.Errorf("%s %q: want one of %q", name, v, choices))
-	return v
-}
-
-// orDefault sets a zero *v to def and records an error for a negative one.
-func orDefault[T int64 | time.Duration](v *T, def T, name string, errs *[]error) {
-	switch {
-	case *v == 0:
-		*v = def
-	case *v < 0:
-		*errs = append(*errs, fmt.Errorf("%s %v: must not be negative", name, *v))
-	}
 }
 
 // Limits returns tenant's limits; ok is false for a tenant without any.

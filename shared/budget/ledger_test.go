@@ -38,8 +38,9 @@ func TestNewValidates(t *testing.T) {
 	if err == nil {
 		t.Fatal("New accepted an invalid config")
 	}
-	for _, want := range []string{`mode "lenient"`, `failure policy "maybe"`, "lease", "timeout", "default output tokens",
-		"empty tenant", "needs a period", "listed twice", "tokens_per_minute -1", "max_output_tokens -2", "exceeds"} {
+	for _, want := range []string{`mode: must be strict or estimate, not "lenient"`, `failure_policy: must be open or closed, not "maybe"`, "lease", "timeout", "default_output_tokens",
+		"tenants[0].id: required", "tenants[1].quota_period: required with token_quota", `tenants[2].id: duplicate tenant "a"`,
+		"tenants[2].tokens_per_minute: must not be negative, got -1", "tenants[2].max_output_tokens: must not be negative, got -2", "tenants[3].tokens_per_minute: must be at most"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -1,11 +1,15 @@
-// Package config owns the gateway's configuration schema: loading it from a
-// YAML or JSON file, applying defaults, and validating it so that a bad config
-// stops the binary before it listens, with every problem listed by field path.
+// Package config owns the gateway's configuration file as plain data: its
+// schema, decoding it from YAML or JSON (every unknown key, duplicate key
+// and mistyped value reported by field path), overlays, the defaults that
+// are the file's own semantics (a pool inherits upstream's stream policy,
+// a tenant the top-level concurrency cap), and the rules between its own
+// sections (names unique, tenants' models served by a pool, the
+// environment variables it names set).
 //
-// Validation is the only one the gateway does: what Parse accepts, the parts
-// the binary wires from it (auth.New, ratelimit.New, entra.New,
-// upstream.NewTarget) accept too, so `-check` and start-up agree. A rule
-// added to one of those constructors belongs here as well.
+// It imports no other package of the gateway: each part the binary wires
+// (auth, ratelimit, budget, entra, server, upstream) owns its settings'
+// rules and the defaults of their zero values, and the wiring step runs
+// those checks under the sections' field paths (see shared/assemble).
 //
 // Numbers and durations are never negative. A zero (or absent) duration or
 // count means the default named in the field's comment; the one exception is
@@ -22,20 +26,33 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/lambdaurl"
-	"github.com/llmgw/gateway/shared/ratelimit"
-	"github.com/llmgw/gateway/shared/server"
-	"github.com/llmgw/gateway/shared/telemetry"
-	"github.com/llmgw/gateway/shared/upstream"
-	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
-// DefaultListen is the listen address when the config names none and
-// neither $PORT nor $CONTAINER_APP_PORT is set.
-const DefaultListen = "127.0.0.1:8080"
+// Defaults of the settings only the binary's host uses, or that are the
+// file's own semantics. Every other default belongs to the part that uses
+// the setting (server, auth, ratelimit, budget, entra, lambdaurl,
+// upstream), which applies it to a zero value; where the part's zero means
+// "off", the wiring (shared/assemble) applies it to an absent one.
+const (
+	// DefaultListen is the listen address when the config names none and
+	// neither $PORT nor $CONTAINER_APP_PORT is set.
+	DefaultListen              = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultIdleTimeout         = 60 * time.Second
+	DefaultMaxHeaderBytes      = 32 << 10
+	DefaultShutdownGrace       = 30 * time.Second
+	DefaultLogLevel            = "info"
+	DefaultInterval            = time.Minute
+	DefaultConnectTimeout      = 3 * time.Second
+	DefaultMaxIdleConnsPerHost = 1024
+	// DefaultFlushTimeout bounds a telemetry flush at the end of a Lambda
+	// invocation and after SIGTERM: a collector on loopback (the Lambda
+	// layer, the Container Apps agent) answers in milliseconds, a remote
+	// one in well under a second.
+	DefaultFlushTimeout = 2 * time.Second
+	// DefaultEndpointAuth is an endpoint's auth when it names none.
+	DefaultEndpointAuth = "key"
+)
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
 // ending in _env name the environment variable that holds them.
@@ -46,45 +63,49 @@ type Config struct {
 	// ":PORT" (every interface, as a container needs), else DefaultListen.
 	// See ListenAddr.
 	Listen string `yaml:"listen" json:"listen"`
-	// MaxBodyBytes caps a request body. Default 1 MiB; larger → 413.
+	// MaxBodyBytes caps a request body; larger → 413. Default
+	// server.DefaultMaxBodyBytes.
 	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// BodyReadTimeout bounds reading one request body. Default 10s; a
-	// client slower than that gets 408.
+	// BodyReadTimeout bounds reading one request body; a client slower
+	// than that gets 408. Default server.DefaultBodyReadTimeout.
 	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers, from the
-	// connection's first byte. Default 10s.
+	// connection's first byte. Default DefaultReadHeaderTimeout.
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection with no request for this
-	// long. Default 60s.
+	// long. Default DefaultIdleTimeout.
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
-	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default 32 KiB.
+	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default
+	// DefaultMaxHeaderBytes.
 	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
 	// MaxConnections caps the open client connections of the HTTP host
 	// (one replica); beyond it a connection is answered 503
-	// too_many_connections and closed, logged. Default 4096: 1,500 open
-	// streams and their neighbours' kept-alive connections.
+	// too_many_connections and closed, logged. Default
+	// server.DefaultMaxConns.
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
 	// LingeringTime bounds, in all, the reading and discarding of a body
 	// still arriving after an early answer (413, 401, …), so that the
 	// client reads the answer instead of a reset (nginx's lingering_time).
-	// Default 30s.
+	// Default server.DefaultLingerTime.
 	LingeringTime Duration `yaml:"lingering_time" json:"lingering_time"`
 	// LingeringTimeout bounds each wait for more of such a body (nginx's
-	// lingering_timeout). Default 5s; at most lingering_time.
+	// lingering_timeout); at most lingering_time. Default
+	// server.DefaultLingerTimeout.
 	LingeringTimeout Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
 	// LingeringMaxBytes bounds what is discarded after an early answer.
-	// Default 64 MiB.
+	// Default server.DefaultLingerBytes.
 	LingeringMaxBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
 	// MaxConcurrentRequests caps each tenant's proxied requests in flight
 	// on one replica (429 too_many_concurrent_requests beyond, with
 	// Retry-After); a tenant's row may set its own. Per replica, not
 	// shared: exact across replicas would cost a store round trip per
-	// request and a lease per stream. Default 512 (a third of the 1,500
-	// streams a replica is sized for).
+	// request and a lease per stream. Default
+	// server.DefaultMaxConcurrentRequests.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
-	// ShutdownGrace is how long open streams may run after SIGTERM. Default 30s.
+	// ShutdownGrace is how long open streams may run after SIGTERM.
+	// Default DefaultShutdownGrace.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
-	// LogLevel is debug, info (default), warn or error.
+	// LogLevel is debug, info, warn or error. Default DefaultLogLevel.
 	LogLevel string `yaml:"log_level" json:"log_level"`
 
 	Auth     Auth     `yaml:"auth" json:"auth"`
@@ -129,31 +150,34 @@ type Auth struct {
 	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
 	// Audiences are the accepted "aud" values, none empty. Required.
 	Audiences []string `yaml:"audiences" json:"audiences"`
-	// TenantClaim names the claim holding the tenant. Default "tid".
+	// TenantClaim names the claim holding the tenant. Default
+	// auth.DefaultTenantClaim.
 	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
 	// RequiredRoles and RequiredScopes: a token must carry one of these
 	// "roles" values or one of these space-separated "scp" values (any
 	// of either list), else 403. Default none.
 	RequiredRoles  []string `yaml:"required_roles" json:"required_roles"`
 	RequiredScopes []string `yaml:"required_scopes" json:"required_scopes"`
-	// Algorithms is the allow-list. Default RS256, ES256.
+	// Algorithms is the allow-list. Default auth.DefaultAlgorithms.
 	Algorithms []string `yaml:"algorithms" json:"algorithms"`
-	// Leeway is the clock skew allowed on exp, nbf and iat. Default 30s.
+	// Leeway is the clock skew allowed on exp, nbf and iat. Default
+	// auth.DefaultLeeway.
 	Leeway Duration `yaml:"leeway" json:"leeway"`
-	// MaxTokenBytes refuses longer tokens unparsed. Default 8192.
+	// MaxTokenBytes refuses longer tokens unparsed. Default
+	// auth.DefaultMaxTokenBytes.
 	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes"`
 	// JWKSRefreshMin and JWKSRefreshMax clamp the JWKS refresh interval.
-	// Default 5m and 24h.
+	// Default auth.DefaultRefreshMin and auth.DefaultRefreshMax.
 	JWKSRefreshMin Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min"`
 	JWKSRefreshMax Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max"`
 	// UnknownKIDInterval allows one JWKS refresh per interval for tokens
-	// with an unknown kid. Default 1m.
+	// with an unknown kid. Default auth.DefaultUnknownKIDInterval.
 	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval"`
 }
 
 // Limiter configures the per-tenant token buckets' store.
 type Limiter struct {
-	// Store is memory (default) or redis.
+	// Store is memory or redis. Default memory.
 	Store string `yaml:"store" json:"store"`
 	// RedisURLEnv names the env var holding a redis:// or rediss:// URL.
 	RedisURLEnv string `yaml:"redis_url_env" json:"redis_url_env"`
@@ -162,19 +186,21 @@ type Limiter struct {
 	// RedisEntra, when set, authenticates to Azure Cache for Redis / Azure
 	// Managed Redis with a Microsoft Entra ID token as the password (no key).
 	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
-	// KeyPrefix lets several gateways share one Redis. Default "llmgw:".
+	// KeyPrefix lets several gateways share one Redis. Default
+	// ratelimit.DefaultKeyPrefix.
 	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
-	// Timeout bounds the store's answer to one take. Default 50ms.
+	// Timeout bounds the store's answer to one take. Default
+	// ratelimit.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// DialTimeout is the dial budget of every Redis connection the gateway
 	// opens (limiter, budgets, response records): a take or reservation
 	// that waits for a connection being established (dial, TLS, login, a
 	// pool turn while the pool fills) waits up to this on top of its
 	// timeout, and is not a store failure; a store that cannot be reached
-	// within it is. Default 1s (issue 20).
+	// within it is (issue 20). Default ratelimit.DefaultDialTimeout.
 	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout"`
-	// FailurePolicy is open (default) or closed: what happens when the
-	// store is down.
+	// FailurePolicy is open or closed: what happens when the store is
+	// down. Default open.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 }
 
@@ -189,32 +215,37 @@ type RedisEntra struct {
 
 // Upstream tunes calls to backends.
 type Upstream struct {
-	// MaxAttempts bounds endpoints tried per request before the first byte. Default 3.
+	// MaxAttempts bounds endpoints tried per request before the first
+	// byte. Default server.DefaultMaxAttempts.
 	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
 	// HeaderTimeout bounds the wait for a streaming backend's response
-	// headers; past it the next endpoint is tried. Default 2m (some
-	// backends send no headers before the first token).
+	// headers; past it the next endpoint is tried. Default
+	// server.DefaultHeaderTimeout (long: some backends send no headers
+	// before the first token).
 	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
 	// ResponseTimeout bounds a non-streaming answer, which a backend sends
 	// only when it is done; past it the client gets 504 and no other endpoint
-	// is tried (the first may still be working, and paying). Default 10m.
+	// is tried (the first may still be working, and paying). Default
+	// server.DefaultResponseTimeout.
 	ResponseTimeout Duration `yaml:"response_timeout" json:"response_timeout"`
-	// ConnectTimeout bounds a TCP/TLS connect. Default 3s.
+	// ConnectTimeout bounds a TCP/TLS connect. Default
+	// DefaultConnectTimeout.
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// StreamIdleTimeout ends a backend stream that sends nothing for this
-	// long (an SSE error event tells the client). Default 2m.
+	// long (an SSE error event tells the client). Default
+	// server.DefaultStreamIdleTimeout.
 	StreamIdleTimeout Duration `yaml:"stream_idle_timeout" json:"stream_idle_timeout"`
 	// DefaultCooldown is how long a failed endpoint sits out when the backend
-	// gave no Retry-After. Default 5s.
+	// gave no Retry-After. Default server.DefaultCooldown.
 	DefaultCooldown Duration `yaml:"default_cooldown" json:"default_cooldown"`
-	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default 1024.
+	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default
+	// DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host" json:"max_idle_conns_per_host"`
 	// KeepaliveInterval: a streaming request whose backend has sent no event
 	// for this long gets the response headers and an SSE comment
 	// (": keepalive"), then one per interval, so that no proxy between the
 	// caller and the gateway cuts a long first-token wait or a long gap.
-	// Default 15s (under API Gateway's 30 s, nginx's and load balancers'
-	// 60 s, Cloudflare's 100 s, Container Apps' 240 s); 0 = off. A pool may
+	// Default server.DefaultKeepaliveInterval; 0 = off. A pool may
 	// override it.
 	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
 	// FirstTokenTimeout abandons an endpoint that answered a stream's
@@ -226,11 +257,11 @@ type Upstream struct {
 // Lambda tunes the AWS Lambda host.
 type Lambda struct {
 	// DeadlineMargin is how long before the invocation deadline the stream is
-	// ended with an error event. Default 2s.
+	// ended with an error event. Default lambdaurl.DefaultDeadlineMargin.
 	DeadlineMargin Duration `yaml:"deadline_margin" json:"deadline_margin"`
 	// MinRemaining refuses (503, Retry-After) a request whose invocation
 	// has less time left than this, rather than start it and cut it.
-	// Default 5s; 0 = off.
+	// Default server.DefaultMinRemaining; 0 = off.
 	MinRemaining *Duration `yaml:"min_remaining" json:"min_remaining"`
 }
 
@@ -244,7 +275,8 @@ type Telemetry struct {
 	TrustTraceparent bool `yaml:"trust_traceparent" json:"trust_traceparent"`
 	// FlushTimeout bounds the export at the end of each Lambda invocation
 	// and, on SIGTERM, the export after the open streams ended (at least
-	// this long, even when shutdown_grace was spent on them). Default 2s.
+	// this long, even when shutdown_grace was spent on them). Default
+	// DefaultFlushTimeout.
 	FlushTimeout Duration `yaml:"flush_timeout" json:"flush_timeout"`
 }
 
@@ -256,7 +288,7 @@ type Tenant struct {
 	Models []string `yaml:"models" json:"models"`
 	// Requests per Interval in the tenant's token bucket. Required.
 	Requests uint64 `yaml:"requests" json:"requests"`
-	// Interval of the token bucket. Default 1m.
+	// Interval of the token bucket. Default DefaultInterval.
 	Interval Duration `yaml:"interval" json:"interval"`
 	// MaxConcurrentRequests caps the tenant's requests in flight on one
 	// replica. Default the top-level max_concurrent_requests.
@@ -286,24 +318,26 @@ func (t Tenant) HasBudget() bool {
 // token_quota, max_output_tokens). Their store is the limiter's: memory,
 // or Redis shared by every replica.
 type Budget struct {
-	// Mode is strict (default: reserve an upper bound before forwarding,
+	// Mode is strict (the default: reserve an upper bound before forwarding,
 	// with the output cap written into the request, so a budget is never
 	// overshot) or estimate (reserve nothing, charge usage afterwards; it
 	// overshoots by at most the requests in flight when a limit is met).
 	Mode string `yaml:"mode" json:"mode"`
 	// Lease is how long a reservation may stay unsettled (a replica
 	// stopped mid-stream) before its tokens return: the longest a request
-	// may live. Whole microseconds. Default 15m.
+	// may live. Whole microseconds. Default budget.DefaultLease.
 	Lease Duration `yaml:"lease" json:"lease"`
 	// DefaultOutputTokens is the output reserved and written as the cap
 	// per choice in strict mode when neither the client nor the tenant caps
-	// it. Default 4096.
+	// it. Default budget.DefaultOutputTokens.
 	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
-	// Timeout bounds one reservation against the store. Default 50ms.
+	// Timeout bounds one reservation against the store. Default
+	// budget.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// ImageTokens bounds one image's prompt tokens in the prompt bound.
-	// Default 48169, the largest per-image charge OpenAI publishes
-	// (gpt-4o-mini, high detail); 1445 covers gpt-4o and gpt-4.1.
+	// Default budget.DefaultImageTokens, the largest per-image charge
+	// OpenAI publishes (gpt-4o-mini, high detail); 1445 covers gpt-4o and
+	// gpt-4.1.
 	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
 	// MediaTokens bounds one audio, video, file or precomputed-embeddings
 	// part's prompt tokens in the prompt bound. Default
@@ -347,11 +381,13 @@ type Endpoint struct {
 	// APIKeyEnv names the env var holding the backend key (openai: bearer,
 	// azure-openai: api-key header). Empty = no key.
 	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env"`
-	// APIVersion is the azure-openai api-version. Default 2024-10-21.
+	// APIVersion is the azure-openai api-version. Default
+	// upstream.DefaultAzureAPIVersion.
 	APIVersion string `yaml:"api_version" json:"api_version"`
 	// AzureAPI is deployments (default) or v1: the /openai/v1 surface.
 	AzureAPI string `yaml:"azure_api" json:"azure_api"`
-	// Auth is key (default) or entra (Microsoft Entra ID token, azure-openai).
+	// Auth is key or entra (Microsoft Entra ID token, azure-openai).
+	// Default DefaultEndpointAuth.
 	Auth  string `yaml:"auth" json:"auth"`
 	Entra Entra  `yaml:"entra" json:"entra"`
 	// Organization and Project are sent as OpenAI-Organization and
@@ -394,9 +430,10 @@ type Entra struct {
 	// ClientID selects a user-assigned managed identity, or the workload
 	// identity's app (default $AZURE_CLIENT_ID). Not for azure-cli.
 	ClientID string `yaml:"client_id" json:"client_id"`
-	// Scope defaults to https://cognitiveservices.azure.com/.default.
+	// Scope is the token's scope. Default entra.DefaultScope for a
+	// backend, entra.RedisScope for limiter.redis_entra.
 	Scope string `yaml:"scope" json:"scope"`
-	// Timeout bounds one token fetch. Default 10s.
+	// Timeout bounds one token fetch. Default entra.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 }
 
@@ -405,6 +442,15 @@ type Duration time.Duration
 
 // D returns the standard library duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Or is an optional duration's value: def when it is not given (nil), so
+// that 0 can mean off.
+func (d *Duration) Or(def time.Duration) time.Duration {
+	if d == nil {
+		return def
+	}
+	return d.D()
+}
 
 // UnmarshalYAML accepts a Go duration string. Its error is a *yaml.TypeError
 // so that decoding goes on and the loader can list every problem.
@@ -421,20 +467,13 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Load reads path (YAML or JSON), applies defaults and validates. getenv
-// resolves the secrets' env vars only to check that they are set.
-func Load(path string, getenv func(string) string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
-	}
-	return Parse(b, getenv)
-}
-
-// Parse decodes b strictly, applies defaults and validates. Every problem,
-// unknown fields and values of the wrong type included, is reported at once
-// by field path as Problems.
-func Parse(b []byte, getenv func(string) string) (*Config, error) {
+// Decode decodes b (YAML or JSON) strictly and applies the file's own
+// defaults. Every problem with the document's shape (unknown fields,
+// values of the wrong type, keys written twice) is in the Problems, by
+// field path. The Config is nil only when b is not YAML at all; else what
+// decoded is there, so that the checks that follow can still report every
+// other problem at once.
+func Decode(b []byte) (*Config, Problems) {
 	var root yaml.Node
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&root); err != nil && !errors.Is(err, io.EOF) {
 		return nil, Problems{"parse: " + err.Error()}
@@ -448,39 +487,39 @@ func Parse(b []byte, getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.applyDefaults()
-	p = append(p, p.unlessUnder(c.validate(getenv))...)
-	if len(p) > 0 {
-		return nil, p
+	return &c, p
+}
+
+// Read reads the config file at path, with overlay (YAML or JSON; ""
+// none) merged over it (Overlay), so that one shipped config can serve
+// several deployments that differ in a few fields: the AWS template's
+// per-tenant stacks give their tenant row and key prefix this way.
+func Read(path, overlay string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
 	}
-	return &c, nil
+	if overlay == "" {
+		return b, nil
+	}
+	return Overlay(b, []byte(overlay))
 }
 
 func (c *Config) applyDefaults() {
 	c.listenGiven = c.Listen != ""
 	def(&c.Listen, DefaultListen)
-	defN(&c.MaxBodyBytes, server.DefaultMaxBodyBytes)
-	defD(&c.ShutdownGrace, 30*time.Second)
-	defD(&c.BodyReadTimeout, server.DefaultBodyReadTimeout)
-	defD(&c.ReadHeaderTimeout, 10*time.Second)
-	defD(&c.IdleTimeout, 60*time.Second)
-	defN(&c.MaxHeaderBytes, 32<<10)
-	defN(&c.MaxConnections, server.DefaultMaxConns)
-	defD(&c.LingeringTime, server.DefaultLingerTime)
-	defD(&c.LingeringTimeout, server.DefaultLingerTimeout)
-	defN(&c.LingeringMaxBytes, server.DefaultLingerBytes)
-	defN(&c.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)
-	def(&c.LogLevel, "info")
-	c.Auth.applyDefaults()
-	c.Limiter.applyDefaults()
-	c.Budget.applyDefaults(c.Limiter.FailurePolicy)
+	defD(&c.ShutdownGrace, DefaultShutdownGrace)
+	defD(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	defD(&c.IdleTimeout, DefaultIdleTimeout)
+	defN(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	def(&c.LogLevel, DefaultLogLevel)
+	// The budget store fails the way the limiter's does unless told
+	// otherwise.
+	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
 	c.Upstream.applyDefaults()
-	defD(&c.Lambda.DeadlineMargin, lambdaurl.DefaultDeadlineMargin)
-	defD(&c.Telemetry.FlushTimeout, telemetry.DefaultFlushTimeout)
-	defP(&c.Lambda.MinRemaining, server.DefaultMinRemaining)
+	defD(&c.Telemetry.FlushTimeout, DefaultFlushTimeout)
 	for i := range c.Tenants {
-		defD(&c.Tenants[i].Interval, time.Minute)
-		// An Entra directory ID matches the token's tid in any case.
-		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
+		defD(&c.Tenants[i].Interval, DefaultInterval)
 		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)
 	}
 	for i := range c.Pools {
@@ -488,72 +527,24 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-func (a *Auth) applyDefaults() {
-	def(&a.TenantClaim, auth.DefaultTenantClaim)
-	if len(a.Algorithms) == 0 {
-		a.Algorithms = auth.DefaultAlgorithms()
-	}
-	defD(&a.Leeway, auth.DefaultLeeway)
-	defN(&a.MaxTokenBytes, auth.DefaultMaxTokenBytes)
-	defD(&a.JWKSRefreshMin, auth.DefaultRefreshMin)
-	defD(&a.JWKSRefreshMax, auth.DefaultRefreshMax)
-	defD(&a.UnknownKIDInterval, auth.DefaultUnknownKIDInterval)
-}
-
-func (l *Limiter) applyDefaults() {
-	def(&l.Store, ratelimit.StoreMemory)
-	if e := l.RedisEntra; e != nil {
-		def(&e.Scope, entra.RedisScope)
-		defD(&e.Timeout, entra.DefaultTimeout)
-	}
-	def(&l.KeyPrefix, ratelimit.DefaultKeyPrefix)
-	defD(&l.Timeout, ratelimit.DefaultTimeout)
-	defD(&l.DialTimeout, ratelimit.DefaultDialTimeout)
-	def(&l.FailurePolicy, ratelimit.PolicyOpen)
-}
-
-// applyDefaults: the budget store fails the way the limiter's does unless
-// told otherwise.
-func (b *Budget) applyDefaults(limiterPolicy string) {
-	def(&b.Mode, budget.ModeStrict)
-	defD(&b.Lease, budget.DefaultLease)
-	defN(&b.DefaultOutputTokens, budget.DefaultOutputTokens)
-	defD(&b.Timeout, budget.DefaultTimeout)
-	defN(&b.ImageTokens, budget.DefaultImageTokens)
-	defN(&b.MediaTokens, budget.DefaultMediaTokens)
-	def(&b.FailurePolicy, limiterPolicy)
-}
-
 func (u *Upstream) applyDefaults() {
-	defN(&u.MaxAttempts, server.DefaultMaxAttempts)
-	defD(&u.HeaderTimeout, server.DefaultHeaderTimeout)
-	defD(&u.ResponseTimeout, server.DefaultResponseTimeout)
-	defD(&u.ConnectTimeout, 3*time.Second)
-	defD(&u.DefaultCooldown, server.DefaultCooldown)
-	defD(&u.StreamIdleTimeout, server.DefaultStreamIdleTimeout)
-	defN(&u.MaxIdleConnsPerHost, 1024)
-	defP(&u.KeepaliveInterval, server.DefaultKeepaliveInterval)
+	defD(&u.ConnectTimeout, DefaultConnectTimeout)
+	defN(&u.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
 }
 
 // applyDefaults: a pool's stream policy is upstream's unless it says
-// otherwise, so upstream's defaults apply first.
+// otherwise (a keepalive neither names stays nil: the server's default).
 func (p *Pool) applyDefaults(u Upstream) {
-	defP(&p.KeepaliveInterval, u.KeepaliveInterval.D())
+	if p.KeepaliveInterval == nil {
+		p.KeepaliveInterval = u.KeepaliveInterval
+	}
 	defP(&p.FirstTokenTimeout, u.FirstTokenTimeout.D())
 	for j := range p.Endpoints {
 		e := &p.Endpoints[j]
 		if e.Weight == 0 && !e.weightGiven {
 			e.Weight = 1
 		}
-		def(&e.Auth, "key")
-		if p.Kind == "azure-openai" {
-			def(&e.APIVersion, upstream.DefaultAzureAPIVersion)
-			def(&e.AzureAPI, "deployments")
-		}
-		if e.Auth == "entra" {
-			def(&e.Entra.Scope, entra.DefaultScope)
-			defD(&e.Entra.Timeout, entra.DefaultTimeout)
-		}
+		def(&e.Auth, DefaultEndpointAuth)
 	}
 }
 

@@ -5,28 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"go.yaml.in/yaml/v3"
 )
-
-// LoadOverlay is Load with overlay (YAML or JSON; empty: none) merged over
-// the file first (Overlay), so that one shipped config can serve several
-// deployments that differ in a few fields: the AWS template's per-tenant
-// stacks give their tenant row and key prefix this way. Problems are
-// reported against the merged document.
-func LoadOverlay(path, overlay string, getenv func(string) string) (*Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
-	}
-	if overlay != "" {
-		if b, err = Overlay(b, []byte(overlay)); err != nil {
-			return nil, err
-		}
-	}
-	return Parse(b, getenv)
-}
 
 // Overlay returns doc with override merged over it, as a JSON merge patch
 // does (RFC 7386): a mapping merges into the mapping at the same path key

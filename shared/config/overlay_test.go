@@ -61,7 +61,11 @@ log_level: debug
 			if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			c, err := LoadOverlay(path, tc.overlay, env(nil))
+			b, err := Read(path, tc.overlay)
+			var c *Config
+			if err == nil {
+				c, err = parse(b, env(nil))
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want %q", err, tc.wantErr)

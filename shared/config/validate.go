@@ -8,15 +8,9 @@ import (
 	"net/url"
 	"os"
 	"reflect"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // Problems is every validation failure in a config, each "field.path:
@@ -31,23 +25,42 @@ func (p *Problems) add(field, format string, a ...any) {
 	*p = append(*p, field+": "+fmt.Sprintf(format, a...))
 }
 
-// unlessUnder returns the problems in q whose field is not at or below a
+// Merge returns p and the problems in q whose field is not at or below a
 // field p already reports: a value that did not decode is left zero, and
-// "required" on top of "cannot unmarshal" would only be noise.
-func (p Problems) unlessUnder(q Problems) Problems {
-	var out Problems
-next:
+// "required" on top of "cannot unmarshal" would only be noise, as would a
+// second problem with a field (a part's own check of a negative value the
+// file's check reported).
+func (p Problems) Merge(q Problems) Problems {
+	reported := make(map[string]bool, len(p))
+	for _, s := range p {
+		field, _, _ := strings.Cut(s, ": ")
+		reported[field] = true
+	}
+	out := p[:len(p):len(p)]
+	if reported[topLevel] {
+		return out
+	}
 	for _, s := range q {
 		field, _, _ := strings.Cut(s, ": ")
-		for _, have := range p {
-			f, _, _ := strings.Cut(have, ": ")
-			if f == topLevel || field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[") {
-				continue next
-			}
+		if !under(reported, field) {
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	return out
+}
+
+// under reports whether field or a field above it is in fields.
+func under(fields map[string]bool, field string) bool {
+	for {
+		if fields[field] {
+			return true
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i <= 0 {
+			return false
+		}
+		field = field[:i]
+	}
 }
 
 // checker collects problems; getenv resolves the env vars secrets live in.
@@ -74,18 +87,19 @@ func (ck *checker) uniqueName(seen map[string]bool, field, name, what string) {
 	seen[name] = true
 }
 
-// validate returns every problem with c, defaults applied. It is the one
-// validation: the constructors the gateway wires from c must accept what
-// it accepts (see the package comment).
-func (c *Config) validate(getenv func(string) string) Problems {
+// Validate returns every problem with c by the file's own rules: no
+// negative numbers, the listen address, the rules between its sections
+// (unique names, tenants' models served, the Redis settings the limiter's
+// store needs) and the environment variables it names, which getenv must
+// resolve. The rules of the settings each part takes are that part's
+// (shared/assemble runs them).
+func (c *Config) Validate(getenv func(string) string) Problems {
 	ck := &checker{getenv: getenv}
 	validateNonNegative(ck, reflect.ValueOf(c).Elem(), "")
 	validateServer(ck, c)
-	validateAuth(ck, &c.Auth)
 	validateLimiter(ck, &c.Limiter)
-	validateBudget(ck, &c.Budget)
 	models := validatePools(ck, c.Pools)
-	validateTenants(ck, c.Tenants, models, c.Limiter.Store)
+	validateTenants(ck, c.Tenants, models)
 	return ck.p
 }
 
@@ -129,9 +143,6 @@ func validateServer(ck *checker, c *Config) {
 	case !isHost(host):
 		ck.add("listen", "host %q is not an IP address or host name", host)
 	}
-	if c.LingeringTimeout > c.LingeringTime {
-		ck.add("lingering_timeout", "must not exceed lingering_time (%s), got %s", c.LingeringTime.D(), c.LingeringTimeout.D())
-	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -139,148 +150,27 @@ func validateServer(ck *checker, c *Config) {
 	}
 }
 
-// validateAuth mirrors auth.Config's rules (auth.New), field by field.
-func validateAuth(ck *checker, a *Auth) {
-	switch {
-	case a.Issuer == "":
-		ck.add("auth.issuer", "required")
-	case !auth.IsIssuerTemplate(a.Issuer) && !isHTTPURL(a.Issuer):
-		ck.add("auth.issuer", "must be an http(s) URL, not %q", a.Issuer)
-	default:
-		if err := auth.CheckIssuer(a.Issuer); err != nil {
-			ck.add("auth.issuer", "%v", err)
-		}
-	}
-	if a.JWKSURL != "" && !isHTTPURL(a.JWKSURL) {
-		ck.add("auth.jwks_url", "must be an http(s) URL, not %q", a.JWKSURL)
-	}
-	if a.JWKSURL == "" && auth.IsIssuerTemplate(a.Issuer) {
-		ck.add("auth.jwks_url", "required when auth.issuer contains %s: discovery cannot start from a template (Entra ID: https://login.microsoftonline.com/common/discovery/v2.0/keys)", auth.TenantPlaceholder)
-	}
-	for i, r := range a.RequiredRoles {
-		if r == "" {
-			ck.add(fmt.Sprintf("auth.required_roles[%d]", i), "must not be empty")
-		}
-	}
-	for i, sc := range a.RequiredScopes {
-		if err := auth.CheckScope(sc); err != nil {
-			ck.add(fmt.Sprintf("auth.required_scopes[%d]", i), "%v", err)
-		}
-	}
-	if len(a.Audiences) == 0 {
-		ck.add("auth.audiences", "at least one audience is required")
-	}
-	for i, aud := range a.Audiences {
-		if aud == "" {
-			ck.add(fmt.Sprintf("auth.audiences[%d]", i), "must not be empty")
-		}
-	}
-	for i, alg := range a.Algorithms {
-		switch alg {
-		case "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA":
-		default:
-			ck.add(fmt.Sprintf("auth.algorithms[%d]", i), "%q is not an accepted asymmetric algorithm (none and HMAC are never accepted)", alg)
-		}
-	}
-	if a.JWKSRefreshMin > a.JWKSRefreshMax {
-		ck.add("auth.jwks_refresh_min", "must not exceed auth.jwks_refresh_max (%s > %s)", a.JWKSRefreshMin.D(), a.JWKSRefreshMax.D())
-	}
-}
-
-// validateLimiter mirrors ratelimit.Config's rules (ratelimit.New).
+// validateLimiter checks what the limiter's store needs of the file: a
+// Redis URL's variable, and a Redis login by key or by Entra ID, not both.
 func validateLimiter(ck *checker, l *Limiter) {
-	switch l.Store {
-	case "memory":
+	if l.Store != "redis" {
 		if l.RedisEntra != nil {
 			ck.add("limiter.redis_entra", "only used with limiter.store redis")
 		}
-	case "redis":
-		if l.RedisURLEnv == "" {
-			ck.add("limiter.redis_url_env", "required when limiter.store is redis")
+		return
+	}
+	if l.RedisURLEnv == "" {
+		ck.add("limiter.redis_url_env", "required when limiter.store is redis")
+	}
+	ck.needEnv("limiter.redis_url_env", l.RedisURLEnv)
+	ck.needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
+	if e := l.RedisEntra; e != nil {
+		if e.Username == "" {
+			ck.add("limiter.redis_entra.username", "required: the identity's object id")
 		}
-		ck.needEnv("limiter.redis_url_env", l.RedisURLEnv)
-		ck.needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
-		if e := l.RedisEntra; e != nil {
-			validateEntra(ck, "limiter.redis_entra", e.Entra)
-			if e.Username == "" {
-				ck.add("limiter.redis_entra.username", "required: the identity's object id")
-			}
-			if l.RedisPasswordEnv != "" {
-				ck.add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
-			}
+		if l.RedisPasswordEnv != "" {
+			ck.add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
 		}
-	default:
-		ck.add("limiter.store", "must be memory or redis, not %q", l.Store)
-	}
-	if l.FailurePolicy != "open" && l.FailurePolicy != "closed" {
-		ck.add("limiter.failure_policy", "must be open or closed, not %q", l.FailurePolicy)
-	}
-}
-
-// validateBudget mirrors budget.New's rules for its Config.
-func validateBudget(ck *checker, b *Budget) {
-	if b.Mode != budget.ModeStrict && b.Mode != budget.ModeEstimate {
-		ck.add("budget.mode", "must be strict or estimate, not %q", b.Mode)
-	}
-	if b.FailurePolicy != budget.PolicyOpen && b.FailurePolicy != budget.PolicyClosed {
-		ck.add("budget.failure_policy", "must be open or closed, not %q", b.FailurePolicy)
-	}
-	if b.Lease.D()%time.Microsecond != 0 {
-		ck.add("budget.lease", "must be a whole number of microseconds (Redis TIME resolution), not %s", b.Lease.D())
-	}
-	if b.DefaultOutputTokens > budget.MaxTokens {
-		ck.add("budget.default_output_tokens", "must be at most %d", int64(budget.MaxTokens))
-	}
-	if b.ImageTokens > budget.MaxTokens {
-		ck.add("budget.image_tokens", "must be at most %d", int64(budget.MaxTokens))
-	}
-	if b.MediaTokens > budget.MaxTokens {
-		ck.add("budget.media_tokens", "must be at most %d", int64(budget.MaxTokens))
-	}
-}
-
-// validateTenantBudget mirrors budget.New's rules for one tenant's limits.
-func validateTenantBudget(ck *checker, f string, t Tenant) {
-	for _, l := range []struct {
-		field string
-		n     int64
-	}{{"tokens_per_minute", t.TokensPerMinute}, {"token_quota", t.TokenQuota}, {"max_output_tokens", t.MaxOutputTokens}} {
-		if l.n > budget.MaxTokens {
-			ck.add(f+"."+l.field, "must be at most %d (the largest count the budget store holds exactly)", int64(budget.MaxTokens))
-		}
-	}
-	switch {
-	case t.TokenQuota > 0 && t.QuotaPeriod == "":
-		ck.add(f+".quota_period", "required with token_quota: day or month")
-	case t.QuotaPeriod == "":
-	case t.TokenQuota == 0:
-		ck.add(f+".quota_period", "only used with token_quota")
-	default:
-		if _, err := budget.ParsePeriod(t.QuotaPeriod); err != nil {
-			ck.add(f+".quota_period", "must be day or month, not %q", t.QuotaPeriod)
-		}
-	}
-}
-
-// validateEntra mirrors entra.New: it fails at start-up on an unknown
-// credential, on client_id with the Azure CLI, and on a workload identity
-// without the variables the workload identity webhook sets.
-func validateEntra(ck *checker, path string, e Entra) {
-	switch e.Credential {
-	case "managed-identity":
-	case "workload-identity":
-		for _, v := range []string{"AZURE_TENANT_ID", "AZURE_FEDERATED_TOKEN_FILE"} {
-			ck.needEnv(path+".credential", v)
-		}
-		if e.ClientID == "" {
-			ck.needEnv(path+".client_id", "AZURE_CLIENT_ID")
-		}
-	case "azure-cli":
-		if e.ClientID != "" {
-			ck.add(path+".client_id", "not used by the Azure CLI credential; remove it")
-		}
-	default:
-		ck.add(path+".credential", "must be managed-identity, workload-identity or azure-cli, not %q", e.Credential)
 	}
 }
 
@@ -295,9 +185,6 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 	for i, pl := range pools {
 		f := fmt.Sprintf("pools[%d]", i)
 		ck.uniqueName(names, f+".name", pl.Name, "pool name")
-		if kinds := upstream.Kinds(); !slices.Contains(kinds, pl.Kind) {
-			ck.add(f+".kind", "must be %s, not %q", orList(kinds), pl.Kind)
-		}
 		if len(pl.Models) == 0 {
 			ck.add(f+".models", "at least one model is required")
 		}
@@ -312,22 +199,18 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 		} else if len(pl.Endpoints) > 64 {
 			ck.add(f+".endpoints", "at most 64 endpoints per pool")
 		}
-		for j, h := range pl.ForwardHeaders {
-			if err := upstream.CheckForward(h); err != nil {
-				ck.add(fmt.Sprintf("%s.forward_headers[%d]", f, j), "%v", err)
-			}
-		}
 		for j, e := range pl.Endpoints {
 			ef := fmt.Sprintf("%s.endpoints[%d]", f, j)
-			validateEndpoint(ck, ef, pl.Kind, &e)
+			validateEndpoint(ck, ef, &e)
 			validateOneTrustPerHost(ck, trust, ef, e)
 		}
 	}
 	return models
 }
 
-// validateEndpoint checks one endpoint of a pool of the given kind.
-func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
+// validateEndpoint checks one endpoint; what depends on the pool's kind
+// is upstream's (TargetSpec.Check).
+func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	validateEndpointURL(ck, f+".url", e.URL)
 	if e.weightGiven && e.Weight == 0 {
 		ck.add(f+".weight", "must be at least 1 (omit it for the default, 1)")
@@ -341,25 +224,14 @@ func validateEndpoint(ck *checker, f, kind string, e *Endpoint) {
 			ck.add(f+".entra", "only used with auth: entra")
 		}
 	case "entra":
-		if kind != "azure-openai" && kind != "anthropic" { // Claude in Microsoft Foundry takes Entra ID too
-			ck.add(f+".auth", "entra is only for azure-openai and anthropic pools")
-		}
 		if e.APIKeyEnv != "" {
 			ck.add(f+".api_key_env", "must be empty when auth is entra")
 		}
-		validateEntra(ck, f+".entra", e.Entra)
 	default:
 		ck.add(f+".auth", "must be key or entra, not %q", e.Auth)
 	}
-	if kind == "azure-openai" && e.AzureAPI != "deployments" && e.AzureAPI != "v1" {
-		ck.add(f+".azure_api", "must be deployments or v1, not %q", e.AzureAPI)
-	}
 	for _, h := range []struct{ field, value string }{{"organization", e.Organization}, {"project", e.Project}} {
-		switch {
-		case h.value == "":
-		case kind != "openai":
-			ck.add(f+"."+h.field, "only for openai pools, not %s", kind)
-		case !isHeaderValue(h.value):
+		if h.value != "" && !isHeaderValue(h.value) {
 			ck.add(f+"."+h.field, "must be a printable header value without line breaks or surrounding spaces")
 		}
 	}
@@ -426,9 +298,8 @@ func validateCAFile(ck *checker, field, path string) {
 	}
 }
 
-// validateTenants checks the tenant table against the pools' models; the
-// store decides what a bucket's interval may be.
-func validateTenants(ck *checker, tenants []Tenant, models map[string]string, store string) {
+// validateTenants checks the tenant table against the pools' models.
+func validateTenants(ck *checker, tenants []Tenant, models map[string]string) {
 	ids := map[string]bool{}
 	if len(tenants) == 0 {
 		ck.add("tenants", "at least one tenant is required")
@@ -451,20 +322,10 @@ func validateTenants(ck *checker, tenants []Tenant, models map[string]string, st
 				ck.add(fmt.Sprintf("%s.models[%d]", f, j), "model %q is not served by any pool", m)
 			}
 		}
-		if t.Requests == 0 {
-			ck.add(f+".requests", "must be at least 1")
-		}
-		validateTenantBudget(ck, f, t)
-		if t.Interval <= 0 {
-			continue // negative: reported by validateNonNegative
-		}
-		if float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
+		if t.Interval > 0 && float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
 			// go-limiter refills interval/requests per tick; beyond this
 			// bound a tick no longer refills the whole bucket.
 			ck.add(f+".requests", "%d per %s is more than the token bucket can refill; use a shorter interval", t.Requests, t.Interval.D())
-		}
-		if store == "redis" && t.Interval.D().Microseconds()*1000 != t.Interval.D().Nanoseconds() {
-			ck.add(f+".interval", "must be a whole number of microseconds with limiter.store redis (Redis TIME resolution), not %s", t.Interval.D())
 		}
 	}
 }
@@ -492,11 +353,6 @@ func isHost(s string) bool {
 	return true
 }
 
-func isHTTPURL(s string) bool {
-	u, err := url.Parse(s)
-	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-}
-
 // isHeaderValue reports whether s can be sent as an HTTP header value as
 // written (RFC 9110 §5.5: visible characters, inner spaces and tabs), the
 // rule upstream.NewTarget applies.
@@ -516,12 +372,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// orList writes a, b or c.
-func orList(s []string) string {
-	if len(s) < 2 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }

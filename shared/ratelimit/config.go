@@ -1,80 +1,92 @@
 package ratelimit
 
 import (
-	"errors"
-	"fmt"
 	"net/url"
+	"time"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
-// normalize fills in defaults and returns every problem with cfg.
-func normalize(cfg Config) (Config, []error) {
-	var errs []error
-	switch cfg.Store {
-	case "":
-		cfg.Store = StoreMemory
-	case StoreMemory, StoreRedis:
-	default:
-		errs = append(errs, fmt.Errorf("store %q: want %q or %q", cfg.Store, StoreMemory, StoreRedis))
+// WithDefaults returns c with its zero values replaced by their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Store == "" {
+		c.Store = StoreMemory
 	}
-	if cfg.Store == StoreRedis && cfg.RedisURL == "" {
-		errs = append(errs, errors.New("redis store needs a redis URL"))
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
 	}
-	if cfg.KeyPrefix == "" {
-		cfg.KeyPrefix = DefaultKeyPrefix
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
 	}
-	switch {
-	case cfg.Timeout == 0:
-		cfg.Timeout = DefaultTimeout
-	case cfg.Timeout < 0:
-		errs = append(errs, fmt.Errorf("timeout %s: must not be negative", cfg.Timeout))
+	if c.DialTimeout == 0 {
+		c.DialTimeout = DefaultDialTimeout
 	}
-	switch {
-	case cfg.DialTimeout == 0:
-		cfg.DialTimeout = DefaultDialTimeout
-	case cfg.DialTimeout < 0:
-		errs = append(errs, fmt.Errorf("dial timeout %s: must not be negative", cfg.DialTimeout))
+	if c.FailurePolicy == "" {
+		c.FailurePolicy = PolicyOpen
 	}
-	switch cfg.FailurePolicy {
-	case "":
-		cfg.FailurePolicy = PolicyOpen
-	case PolicyOpen, PolicyClosed:
-	default:
-		errs = append(errs, fmt.Errorf("failure policy %q: want %q or %q", cfg.FailurePolicy, PolicyOpen, PolicyClosed))
+	if c.BreakerThreshold == 0 {
+		c.BreakerThreshold = DefaultBreakerThreshold
 	}
-	switch {
-	case cfg.BreakerThreshold == 0:
-		cfg.BreakerThreshold = DefaultBreakerThreshold
-	case cfg.BreakerThreshold < 0:
-		errs = append(errs, fmt.Errorf("breaker threshold %d: must not be negative", cfg.BreakerThreshold))
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = DefaultBreakerCooldown
 	}
-	switch {
-	case cfg.BreakerCooldown == 0:
-		cfg.BreakerCooldown = DefaultBreakerCooldown
-	case cfg.BreakerCooldown < 0:
-		errs = append(errs, fmt.Errorf("breaker cooldown %s: must not be negative", cfg.BreakerCooldown))
-	}
-	return cfg, errs
+	return c
 }
 
-// validateLimits returns every problem with the tenant limits.
+// normalize fills in defaults and returns every problem with cfg: Check's,
+// and a Redis store's missing URL (a secret the config check never sees).
+func normalize(cfg Config) (Config, []error) {
+	var p []string
+	cfg.Check(problem.Into(&p, ""), nil, problem.At{})
+	if cfg.Store == StoreRedis && cfg.RedisURL == "" {
+		p = append(p, "redis_url: required with store redis")
+	}
+	return cfg.WithDefaults(), problem.Errors(p)
+}
+
+// validateLimits returns every problem with the tenant limits but the one
+// that depends on the store (the Redis store refuses that one itself).
 func validateLimits(limits []TenantLimit) []error {
-	var errs []error
+	var p []string
+	Config{}.Check(problem.At{}, limits, problem.Into(&p, "limits"))
+	return problem.Errors(p)
+}
+
+// Check reports every problem with c (defaults applied) and with the
+// tenants' limits, by the gateway config's field names: c's under at, the
+// limits' under limitsAt (a list: limitsAt[i].requests). New refuses what
+// it reports; the gateway's config check calls it with the limiter
+// section and the tenant table.
+func (c Config) Check(at problem.At, limits []TenantLimit, limitsAt problem.At) {
+	c = c.WithDefaults()
+	if c.Store != StoreMemory && c.Store != StoreRedis {
+		at.Add("store", "must be %s or %s, not %q", StoreMemory, StoreRedis, c.Store)
+	}
+	if c.FailurePolicy != PolicyOpen && c.FailurePolicy != PolicyClosed {
+		at.Add("failure_policy", "must be %s or %s, not %q", PolicyOpen, PolicyClosed, c.FailurePolicy)
+	}
+	problem.NotNegative(at, "timeout", c.Timeout)
+	problem.NotNegative(at, "dial_timeout", c.DialTimeout)
+	problem.NotNegative(at, "breaker_threshold", c.BreakerThreshold)
+	problem.NotNegative(at, "breaker_cooldown", c.BreakerCooldown)
 	seen := make(map[string]bool, len(limits))
 	for i, tl := range limits {
+		lat := limitsAt.Item("", i)
 		if tl.Tenant == "" {
-			errs = append(errs, fmt.Errorf("limit %d: empty tenant", i))
+			lat.Add("id", "required")
 		} else if seen[tl.Tenant] {
-			errs = append(errs, fmt.Errorf("limit %d: tenant %q listed twice", i, tl.Tenant))
+			lat.Add("id", "duplicate tenant %q", tl.Tenant)
 		}
 		seen[tl.Tenant] = true
-		if tl.Tokens == 0 {
-			errs = append(errs, fmt.Errorf("limit %d (tenant %q): tokens must be positive", i, tl.Tenant))
+		if tl.Requests == 0 {
+			lat.Add("requests", "must be at least 1")
 		}
 		if tl.Interval <= 0 {
-			errs = append(errs, fmt.Errorf("limit %d (tenant %q): interval must be positive", i, tl.Tenant))
+			lat.Add("interval", "must be positive, got %s", tl.Interval)
+		} else if c.Store == StoreRedis && tl.Interval%time.Microsecond != 0 {
+			lat.Add("interval", "must be a whole number of microseconds with %s redis (Redis TIME resolution), not %s", at.Name("store"), tl.Interval)
 		}
 	}
-	return errs
 }
 
 // redactURL drops the userinfo (which may hold a password) from a Redis URL

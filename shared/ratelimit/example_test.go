@@ -10,7 +10,7 @@ import (
 
 func Example() {
 	l, err := ratelimit.New(ratelimit.Config{}, []ratelimit.TenantLimit{
-		{Tenant: "acme", Tokens: 2, Interval: time.Minute},
+		{Tenant: "acme", Requests: 2, Interval: time.Minute},
 	}, nil)
 	if err != nil {
 		panic(err)

@@ -64,10 +64,11 @@ var ErrUnavailable = fmt.Errorf("ratelimit: limit %w", store.ErrUnavailable)
 // limit. It is a programming or configuration error, not a refusal.
 var ErrUnknownTenant = errors.New("ratelimit: unknown tenant")
 
-// TenantLimit is one tenant's budget: Tokens requests per Interval.
+// TenantLimit is one tenant's bucket: Requests per Interval (go-limiter
+// calls them tokens; each request takes one).
 type TenantLimit struct {
 	Tenant   string
-	Tokens   uint64
+	Requests uint64
 	Interval time.Duration
 }
 
@@ -246,14 +247,14 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 	}
 	byShape := make(map[shape]limiter.Store)
 	for _, tl := range limits {
-		sh := shape{tl.Tokens, tl.Interval}
+		sh := shape{tl.Requests, tl.Interval}
 		st, ok := byShape[sh]
 		if !ok {
 			var err error
-			st, err = factory(tl.Tokens, tl.Interval)
+			st, err = factory(tl.Requests, tl.Interval)
 			if err != nil {
 				_ = l.Close()
-				return nil, fmt.Errorf("ratelimit: store for %d/%s: %w", tl.Tokens, tl.Interval, err)
+				return nil, fmt.Errorf("ratelimit: store for %d/%s: %w", tl.Requests, tl.Interval, err)
 			}
 			byShape[sh] = st
 			l.stores = append(l.stores, st)
@@ -261,7 +262,7 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 		l.tenants[tl.Tenant] = &tenantBucket{
 			store:    st,
 			key:      bucketKey(tl),
-			tokens:   tl.Tokens,
+			tokens:   tl.Requests,
 			interval: tl.Interval,
 		}
 	}
@@ -272,7 +273,7 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 // changed limit takes effect at once instead of when the old bucket expires;
 // during a rolling deploy the two versions then count separately.
 func bucketKey(tl TenantLimit) string {
-	return tl.Tenant + ":" + strconv.FormatUint(tl.Tokens, 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
+	return tl.Tenant + ":" + strconv.FormatUint(tl.Requests, 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
 }
 
 // storeFactory builds the store for one (tokens, interval) shape.

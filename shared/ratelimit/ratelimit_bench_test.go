@@ -14,8 +14,8 @@ import (
 // Redis store on loopback with the timeout, breaker and policy around it.
 func BenchmarkTake(b *testing.B) {
 	limits := []ratelimit.TenantLimit{
-		{Tenant: "other", Tokens: 10, Interval: time.Minute},
-		{Tenant: "t", Tokens: 1 << 40, Interval: time.Hour},
+		{Tenant: "other", Requests: 10, Interval: time.Minute},
+		{Tenant: "t", Requests: 1 << 40, Interval: time.Hour},
 	}
 	srv := redistest.Start(b)
 	ctx := context.Background()

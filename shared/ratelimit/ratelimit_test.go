@@ -26,7 +26,7 @@ func newLimiter(t testing.TB, cfg ratelimit.Config, limits []ratelimit.TenantLim
 
 func TestNewValidates(t *testing.T) {
 	t.Parallel()
-	ok := []ratelimit.TenantLimit{{Tenant: "a", Tokens: 1, Interval: time.Second}}
+	ok := []ratelimit.TenantLimit{{Tenant: "a", Requests: 1, Interval: time.Second}}
 	for _, tc := range []struct {
 		name   string
 		cfg    ratelimit.Config
@@ -34,19 +34,19 @@ func TestNewValidates(t *testing.T) {
 		want   []string // every one must appear: all problems at once
 	}{
 		{name: "bad store and policy", cfg: ratelimit.Config{Store: "etcd", FailurePolicy: "maybe"}, limits: ok,
-			want: []string{`store "etcd"`, `failure policy "maybe"`}},
-		{name: "redis without url", cfg: ratelimit.Config{Store: "redis"}, limits: ok, want: []string{"redis URL"}},
+			want: []string{`store: must be memory or redis, not "etcd"`, `failure_policy: must be open or closed, not "maybe"`}},
+		{name: "redis without url", cfg: ratelimit.Config{Store: "redis"}, limits: ok, want: []string{"redis_url: required"}},
 		{name: "negatives", cfg: ratelimit.Config{Timeout: -1, BreakerThreshold: -1, BreakerCooldown: -1}, limits: ok,
-			want: []string{"timeout", "breaker threshold", "breaker cooldown"}},
+			want: []string{"timeout", "breaker_threshold", "breaker_cooldown"}},
 		{name: "bad limits", limits: []ratelimit.TenantLimit{
-			{Tenant: "", Tokens: 1, Interval: time.Second},
-			{Tenant: "a", Tokens: 0, Interval: time.Second},
-			{Tenant: "a", Tokens: 1, Interval: 0},
-		}, want: []string{"empty tenant", "tokens must be positive", "listed twice", "interval must be positive"}},
+			{Tenant: "", Requests: 1, Interval: time.Second},
+			{Tenant: "a", Requests: 0, Interval: time.Second},
+			{Tenant: "a", Requests: 1, Interval: 0},
+		}, want: []string{"limits[0].id: required", "limits[1].requests: must be at least 1", `limits[2].id: duplicate tenant "a"`, "limits[2].interval: must be positive"}},
 		{name: "unparsable url keeps the secret", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://:hunter2@h/%zz"}, limits: ok,
 			want: []string{"parse Redis URL"}},
 		{name: "redis interval below microsecond", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://127.0.0.1:1"},
-			limits: []ratelimit.TenantLimit{{Tenant: "a", Tokens: 1, Interval: 1500 * time.Nanosecond}}, want: []string{"microseconds"}},
+			limits: []ratelimit.TenantLimit{{Tenant: "a", Requests: 1, Interval: 1500 * time.Nanosecond}}, want: []string{"microseconds"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -82,14 +82,14 @@ func TestConfigLogValueRedacts(t *testing.T) {
 	}
 }
 
-// TestMemoryTake covers the default store: Tokens admitted, then refusals
+// TestMemoryTake covers the default store: Requests admitted, then refusals
 // with a Reset in the future; unknown tenants are errors.
 func TestMemoryTake(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(t, ratelimit.Config{}, []ratelimit.TenantLimit{
-		{Tenant: "a", Tokens: 3, Interval: time.Hour},
-		{Tenant: "b", Tokens: 3, Interval: time.Hour}, // same shape, own bucket
-		{Tenant: "c", Tokens: 1, Interval: time.Hour},
+		{Tenant: "a", Requests: 3, Interval: time.Hour},
+		{Tenant: "b", Requests: 3, Interval: time.Hour}, // same shape, own bucket
+		{Tenant: "c", Requests: 1, Interval: time.Hour},
 	}, nil)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -129,7 +129,7 @@ func TestMemoryTake(t *testing.T) {
 }
 
 func TestMemoryTakeDoesNotAllocate(t *testing.T) {
-	l := newLimiter(t, ratelimit.Config{}, []ratelimit.TenantLimit{{Tenant: "a", Tokens: 1 << 40, Interval: time.Hour}}, nil)
+	l := newLimiter(t, ratelimit.Config{}, []ratelimit.TenantLimit{{Tenant: "a", Requests: 1 << 40, Interval: time.Hour}}, nil)
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(1000, func() { _, _ = l.Take(ctx, "a") }); n != 0 {
 		t.Errorf("memory Take allocates %.1f times", n)
@@ -137,7 +137,7 @@ func TestMemoryTakeDoesNotAllocate(t *testing.T) {
 }
 
 // redisLimits is one tenant with a budget no test exhausts by accident.
-var redisLimits = []ratelimit.TenantLimit{{Tenant: "t", Tokens: 5, Interval: time.Hour}}
+var redisLimits = []ratelimit.TenantLimit{{Tenant: "t", Requests: 5, Interval: time.Hour}}
 
 // TestRedisSharedBudget: two limiters (two replicas, two pools) on one
 // Redis draw on one budget.
@@ -243,7 +243,7 @@ func TestRedisOutage(t *testing.T) {
 			l := newLimiter(t, ratelimit.Config{
 				Store: "redis", RedisURL: srv.URL(), Timeout: timeout, DialTimeout: dialTimeout, FailurePolicy: policy,
 				BreakerThreshold: threshold, BreakerCooldown: 100 * time.Millisecond,
-			}, []ratelimit.TenantLimit{{Tenant: "t", Tokens: 1000, Interval: time.Hour}}, nil)
+			}, []ratelimit.TenantLimit{{Tenant: "t", Requests: 1000, Interval: time.Hour}}, nil)
 			if err := l.Warm(context.Background()); err != nil {
 				t.Fatal(err)
 			}

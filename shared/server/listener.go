@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 // ConnOptions bounds the client connections of an HTTP host.
@@ -23,18 +25,21 @@ type ConnOptions struct {
 	// and the refusals are logged (at most one line a second). 0 = no cap.
 	MaxConns int
 	// LingerTime bounds, in all, the discarding of what a client still
-	// sends after an early answer (nginx's lingering_time). Default 30s.
+	// sends after an early answer (nginx's lingering_time). Default
+	// DefaultLingerTime.
 	LingerTime time.Duration
 	// LingerTimeout bounds each wait for more of it (nginx's
-	// lingering_timeout). Default 5s.
+	// lingering_timeout), at most LingerTime. Default DefaultLingerTimeout.
 	LingerTimeout time.Duration
-	// LingerBytes bounds how much is discarded. Default 64 MiB.
+	// LingerBytes bounds how much is discarded. Default DefaultLingerBytes.
 	LingerBytes int64
 	// Log receives the refusals (default: none).
 	Log *slog.Logger
 }
 
-// Defaults of ConnOptions; config takes its defaults from here.
+// Defaults for the zero values of ConnOptions, and DefaultMaxConns for a
+// MaxConns the config leaves out (zero is no cap), which the gateway's
+// wiring (shared/assemble) applies.
 const (
 	DefaultMaxConns      = 4096
 	DefaultLingerTime    = 30 * time.Second
@@ -70,8 +75,9 @@ type Listener struct {
 	answer   []byte       // the refusal, rendered once
 }
 
-// NewListener wraps ln; zero fields of o take their defaults.
-func NewListener(ln net.Listener, o ConnOptions) *Listener {
+// withDefaults returns o with its zero (or negative) bounds replaced by
+// their defaults.
+func (o ConnOptions) withDefaults() ConnOptions {
 	if o.LingerTime <= 0 {
 		o.LingerTime = DefaultLingerTime
 	}
@@ -81,6 +87,22 @@ func NewListener(ln net.Listener, o ConnOptions) *Listener {
 	if o.LingerBytes <= 0 {
 		o.LingerBytes = DefaultLingerBytes
 	}
+	return o
+}
+
+// Check reports every problem with o (defaults applied) under at, by the
+// gateway config's field names (lingering_time, lingering_timeout). The
+// gateway's config check calls it; NewListener trusts what it accepts.
+func (o ConnOptions) Check(at problem.At) {
+	o = o.withDefaults()
+	if o.LingerTimeout > o.LingerTime {
+		at.Add("lingering_timeout", "must not exceed %s (%s), got %s", at.Name("lingering_time"), o.LingerTime, o.LingerTimeout)
+	}
+}
+
+// NewListener wraps ln; zero fields of o take their defaults.
+func NewListener(ln net.Listener, o ConnOptions) *Listener {
+	o = o.withDefaults()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}

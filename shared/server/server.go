@@ -49,21 +49,26 @@ type Deps struct {
 	// MaxHeaderBytes caps the request line and headers (431 beyond, logged).
 	// 0 = only net/http's bound.
 	MaxHeaderBytes int
-	// MaxBodyBytes caps a request body (413 beyond). Default 1 MiB.
+	// MaxBodyBytes caps a request body (413 beyond). Default
+	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// MaxAttempts bounds the endpoints tried before the first byte. Default 3.
+	// MaxAttempts bounds the endpoints tried before the first byte.
+	// Default DefaultMaxAttempts.
 	MaxAttempts int
-	// DefaultCooldown benches an endpoint that failed without Retry-After. Default 5s.
+	// DefaultCooldown benches an endpoint that failed without Retry-After.
+	// Default DefaultCooldown.
 	DefaultCooldown time.Duration
 	// HeaderTimeout bounds the wait for a streaming backend's headers
-	// (then the next endpoint is tried). Default 30s.
+	// (then the next endpoint is tried). Default DefaultHeaderTimeout.
 	HeaderTimeout time.Duration
 	// ResponseTimeout bounds a non-streaming answer (then 504, no retry).
-	// Default 10m.
+	// Default DefaultResponseTimeout.
 	ResponseTimeout time.Duration
-	// BodyReadTimeout bounds reading a request body. Default 10s.
+	// BodyReadTimeout bounds reading a request body. Default
+	// DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
-	// StreamIdleTimeout ends a backend stream silent for this long. Default 2m.
+	// StreamIdleTimeout ends a backend stream silent for this long.
+	// Default DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
 	// Streams is each pool's keepalive and first-token policy, by pool
 	// name; pools not in it get DefaultStreams.
@@ -81,7 +86,7 @@ type Deps struct {
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity
 	// ResponseTTL is how long a stored response's record is kept: the
-	// backend's retention. Default 30 days (OpenAI's).
+	// backend's retention. Default DefaultResponseTTL.
 	ResponseTTL time.Duration
 	// Telemetry exports metrics and spans (telemetry/otlp); nil: none.
 	Telemetry Telemetry
@@ -96,8 +101,9 @@ type Server struct {
 	routes map[string]methods
 }
 
-// Defaults for the zero values of Deps; the config package takes its
-// defaults from here, so each lives in one place.
+// Defaults for the zero values of Deps, and for two settings whose zero
+// means off (DefaultKeepaliveInterval, DefaultMinRemaining): the gateway's
+// wiring (shared/assemble) applies those where the config leaves them out.
 const (
 	DefaultMaxBodyBytes = 1 << 20
 	DefaultMaxAttempts  = 3

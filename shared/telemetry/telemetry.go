@@ -14,11 +14,6 @@ import (
 	"time"
 )
 
-// DefaultFlushTimeout bounds a flush at the end of a Lambda invocation and
-// after SIGTERM: a collector on loopback (the Lambda layer, the Container
-// Apps agent) answers in milliseconds, a remote one in well under a second.
-const DefaultFlushTimeout = 2 * time.Second
-
 // Request is one request as it ended.
 type Request struct {
 	// Route is the route's template (/v1/chat/completions,

@@ -3,12 +3,28 @@ package upstream
 import (
 	"net/url"
 
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/request"
 )
 
 // DefaultAzureAPIVersion is the api-version sent to the deployments
 // surface when an endpoint names none: the latest GA version.
 const DefaultAzureAPIVersion = "2024-10-21"
+
+// checkAzure: azure_api names one of the two surfaces.
+func checkAzure(at problem.At, s TargetSpec) {
+	if s.AzureAPI != "" && s.AzureAPI != "deployments" && s.AzureAPI != "v1" {
+		at.Add("azure_api", "must be deployments or v1, not %q", s.AzureAPI)
+	}
+}
+
+// azureDefaults: the deployments surface needs an api-version.
+func azureDefaults(s TargetSpec) TargetSpec {
+	if s.APIVersion == "" {
+		s.APIVersion = DefaultAzureAPIVersion
+	}
+	return s
+}
 
 // newAzure builds the config kind azure-openai: Azure OpenAI's v1 surface
 // (azure_api: v1), else its deployments surface.

@@ -3,6 +3,7 @@ package upstream
 import (
 	"net/http"
 
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/request"
 )
 
@@ -39,20 +40,52 @@ type kind interface {
 // name (Target.Provider).
 type namedProvider interface{ provider() string }
 
-// registration is a backend kind's config name and how it is built from
-// an endpoint's spec.
+// registration is a backend kind's config name, how it is built from an
+// endpoint's spec, and the config rules that are the kind's own (the
+// config check runs them through TargetSpec.Check and WithDefaults).
 type registration struct {
 	name  string
 	build func(TargetSpec) kind
+	// entra: the kind's service takes Entra ID tokens (auth: entra).
+	entra bool
+	// account: the kind's service reads OpenAI-Organization and
+	// OpenAI-Project (organization, project).
+	account bool
+	// check reports problems with the kind's own settings; nil = none.
+	check func(at problem.At, s TargetSpec)
+	// defaults fills the kind's own zero settings; nil = none.
+	defaults func(s TargetSpec) TargetSpec
 }
 
 // kinds are the backend kinds, in the order config errors list them. A
 // new kind is its file and its row here.
 var kinds = []registration{
-	{"openai", func(TargetSpec) kind { return openAI{} }},
-	{"azure-openai", newAzure},
-	{"vllm", func(TargetSpec) kind { return vllm{} }},
-	{"anthropic", func(TargetSpec) kind { return anthropic{} }},
+	{name: "openai", build: func(TargetSpec) kind { return openAI{} }, account: true},
+	{name: "azure-openai", build: newAzure, entra: true, check: checkAzure, defaults: azureDefaults},
+	{name: "vllm", build: func(TargetSpec) kind { return vllm{} }},
+	// Claude in Microsoft Foundry takes Entra ID too.
+	{name: "anthropic", build: func(TargetSpec) kind { return anthropic{} }, entra: true},
+}
+
+// registered is the row of the kind named name; nil when there is none.
+func registered(name string) *registration {
+	for i := range kinds {
+		if kinds[i].name == name {
+			return &kinds[i]
+		}
+	}
+	return nil
+}
+
+// kindsWhere lists the kinds whose row has has set, in the table's order.
+func kindsWhere(has func(registration) bool) []string {
+	var names []string
+	for _, k := range kinds {
+		if has(k) {
+			names = append(names, k.name)
+		}
+	}
+	return names
 }
 
 // Kinds lists the backend kinds NewTarget builds; config validation takes

@@ -26,7 +26,7 @@ func (c compatible) supports(op request.Operation) bool {
 func (compatible) root(string) (string, bool) { return "", false }
 
 func init() {
-	kinds = append(kinds, registration{"test-compatible", func(TargetSpec) kind { return compatible{} }})
+	kinds = append(kinds, registration{name: "test-compatible", build: func(TargetSpec) kind { return compatible{} }})
 }
 
 // TestRegisteredKind: a kind registered in one file is built by NewTarget

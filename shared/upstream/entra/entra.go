@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,6 +28,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 // Credential kinds accepted in Config.Credential.
@@ -126,13 +129,18 @@ type fetch struct {
 // New builds the credential named by cfg.Credential. It does no network I/O:
 // the first token is fetched by Start or by the first Apply.
 func New(cfg Config, log *slog.Logger) (*Credential, error) {
+	var p []string
+	cfg.Check(problem.Into(&p, ""), os.Getenv)
+	if err := problem.Err("entra", p); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Scope == "" {
 		cfg.Scope = DefaultScope
 	}
-	if cfg.Timeout <= 0 {
+	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
 	// Every fetch is bounded by cfg.Timeout; inside it, retry transient
@@ -160,17 +168,42 @@ func New(cfg Config, log *slog.Logger) (*Credential, error) {
 			ClientOptions: opts, ClientID: cfg.ClientID,
 		})
 	case AzureCLI:
-		if cfg.ClientID != "" {
-			return nil, fmt.Errorf("entra %s credential: client_id is not used by the Azure CLI; remove it", cfg.Credential)
-		}
 		src, err = azidentity.NewAzureCLICredential(nil)
-	default:
-		return nil, fmt.Errorf("entra credential %q: must be %s, %s or %s", cfg.Credential, ManagedIdentity, WorkloadIdentity, AzureCLI)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("entra %s credential: %s", cfg.Credential, redact(err.Error()))
 	}
 	return newCredential(cfg, src, log), nil
+}
+
+// Check reports every problem with c under at, by the gateway config's
+// field names; getenv is the environment the credential will read. It
+// refuses an unknown credential, client_id with the Azure CLI, and a
+// workload identity without the variables the workload identity webhook
+// sets. New refuses what it reports; the gateway's config check calls it
+// for each Entra section.
+func (c Config) Check(at problem.At, getenv func(string) string) {
+	needEnv := func(field, name string) {
+		if getenv(name) == "" {
+			at.Add(field, "environment variable %s is not set", name)
+		}
+	}
+	switch c.Credential {
+	case ManagedIdentity:
+	case WorkloadIdentity:
+		needEnv("credential", "AZURE_TENANT_ID")
+		needEnv("credential", "AZURE_FEDERATED_TOKEN_FILE")
+		if c.ClientID == "" {
+			needEnv("client_id", "AZURE_CLIENT_ID")
+		}
+	case AzureCLI:
+		if c.ClientID != "" {
+			at.Add("client_id", "not used by the Azure CLI credential; remove it")
+		}
+	default:
+		at.Add("credential", "must be %s, %s or %s, not %q", ManagedIdentity, WorkloadIdentity, AzureCLI, c.Credential)
+	}
+	problem.NotNegative(at, "timeout", c.Timeout)
 }
 
 func newCredential(cfg Config, src tokenSource, log *slog.Logger) *Credential {

@@ -359,10 +359,10 @@ func TestNewErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{name: "unknown kind", cfg: Config{Credential: "default"}, want: `entra credential "default": must be`},
-		{name: "empty kind", cfg: Config{}, want: `entra credential "": must be`},
-		{name: "cli with client id", cfg: Config{Credential: AzureCLI, ClientID: "x"}, want: "entra azure-cli credential: client_id"},
-		{name: "workload identity without env", cfg: Config{Credential: WorkloadIdentity}, want: "entra workload-identity credential: "},
+		{name: "unknown kind", cfg: Config{Credential: "default"}, want: `entra: invalid config: credential: must be managed-identity, workload-identity or azure-cli, not "default"`},
+		{name: "empty kind", cfg: Config{}, want: `entra: invalid config: credential: must be managed-identity, workload-identity or azure-cli, not ""`},
+		{name: "cli with client id", cfg: Config{Credential: AzureCLI, ClientID: "x"}, want: "entra: invalid config: client_id: not used by the Azure CLI"},
+		{name: "workload identity without env", cfg: Config{Credential: WorkloadIdentity}, want: "entra: invalid config: credential: environment variable AZURE_TENANT_ID is not set"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,248 @@
+// Package assemble maps the gateway's config file onto the settings of the
+// parts it wires, and checks the file whole: the file's own rules (package
+// config) and each part's rules (auth, ratelimit, budget, entra, server,
+// upstream) under the field paths of the sections that hold that part's
+// settings, every problem at once. The binary, its -check and the tests of
+// the shipped configs all load through Load or Parse, so a config one
+// accepts the others accept; the parts' constructors run the same rules.
+package assemble
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
+)
+
+// Load reads the config file at path with overlay merged over it
+// (config.Read) and checks it (Parse): a bad config stops the binary
+// before it listens, with every problem named by field path.
+func Load(path, overlay string, getenv func(string) string) (*config.Config, error) {
+	b, err := config.Read(path, overlay)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(b, getenv)
+}
+
+// Parse decodes b and returns the config, or config.Problems listing every
+// problem at once: the document's shape, the file's own rules and each
+// part's. getenv resolves the secrets' env vars only to check that they
+// are set.
+func Parse(b []byte, getenv func(string) string) (*config.Config, error) {
+	c, p := config.Decode(b)
+	if c == nil {
+		return nil, p
+	}
+	for i := range c.Tenants {
+		// An Entra directory ID matches the token's tid in any case.
+		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
+	}
+	p = p.Merge(c.Validate(getenv)).Merge(check(c, getenv))
+	if len(p) > 0 {
+		return nil, p
+	}
+	return c, nil
+}
+
+// into reports into p under path.
+func into(p *config.Problems, path string) problem.At {
+	return problem.Into((*[]string)(p), path)
+}
+
+// check runs every part's rules on its settings in c, under their field
+// paths.
+func check(c *config.Config, getenv func(string) string) config.Problems {
+	var p config.Problems
+	Conn(c).Check(into(&p, ""))
+	Auth(c.Auth).Check(into(&p, "auth"))
+	Limiter(c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
+	if e := c.Limiter.RedisEntra; e != nil && c.Limiter.Store == ratelimit.StoreRedis {
+		RedisEntra(e).Check(into(&p, "limiter.redis_entra"), getenv)
+	}
+	Budget(c.Budget).Check(into(&p, "budget"))
+	BudgetScanner(c.Budget).Check(into(&p, "budget"))
+	for i, t := range c.Tenants {
+		f := fmt.Sprintf("tenants[%d]", i)
+		var period, limits config.Problems
+		lim, err := tenantLimits(t)
+		if err != nil {
+			into(&period, f).Add("quota_period", "must be day or month, not %q", t.QuotaPeriod)
+		}
+		lim.Check(into(&limits, f))
+		p = append(p, period.Merge(limits)...)
+	}
+	for i, pl := range c.Pools {
+		at := into(&p, "pools").Item("", i)
+		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders)
+		for j, e := range pl.Endpoints {
+			eat := at.Item("endpoints", j)
+			Target(pl, e).Check(eat, e.Auth == "entra")
+			if e.Auth == "entra" {
+				Entra(e.Entra).Check(eat.In("entra"), getenv)
+			}
+		}
+	}
+	return p
+}
+
+// Conn is the HTTP host's connection bounds (its Log left to the caller):
+// max_connections left out is server.DefaultMaxConns, since the
+// listener's zero is no cap.
+func Conn(c *config.Config) server.ConnOptions {
+	return server.ConnOptions{
+		MaxConns:      cmp.Or(c.MaxConnections, server.DefaultMaxConns),
+		LingerTime:    c.LingeringTime.D(),
+		LingerTimeout: c.LingeringTimeout.D(),
+		LingerBytes:   c.LingeringMaxBytes,
+	}
+}
+
+// Tenants is the tenant table's rows: a concurrency cap left out (by the
+// row and the top level) is server.DefaultMaxConcurrentRequests, since the
+// table's zero is no cap.
+func Tenants(ts []config.Tenant) []tenant.Row {
+	rows := make([]tenant.Row, 0, len(ts))
+	for _, t := range ts {
+		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
+			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)})
+	}
+	return rows
+}
+
+// Streams is each pool's keepalive and first-token policy, by pool name: a
+// keepalive neither the pool nor upstream names is
+// server.DefaultKeepaliveInterval (zero is off).
+func Streams(c *config.Config) map[string]server.StreamPolicy {
+	m := make(map[string]server.StreamPolicy, len(c.Pools))
+	for _, p := range c.Pools {
+		m[p.Name] = server.StreamPolicy{
+			KeepaliveInterval: p.KeepaliveInterval.Or(server.DefaultKeepaliveInterval),
+			FirstTokenTimeout: p.FirstTokenTimeout.Or(0),
+		}
+	}
+	return m
+}
+
+// MinRemaining is the least time a Lambda invocation must have left:
+// server.DefaultMinRemaining when the config leaves it out (zero is off).
+func MinRemaining(l config.Lambda) time.Duration {
+	return l.MinRemaining.Or(server.DefaultMinRemaining)
+}
+
+// Auth is the JWT verifier's configuration.
+func Auth(a config.Auth) auth.Config {
+	return auth.Config{
+		Issuer:             a.Issuer,
+		JWKSURL:            a.JWKSURL,
+		Audiences:          a.Audiences,
+		TenantClaim:        a.TenantClaim,
+		RequiredRoles:      a.RequiredRoles,
+		RequiredScopes:     a.RequiredScopes,
+		Algorithms:         a.Algorithms,
+		Leeway:             a.Leeway.D(),
+		MaxTokenBytes:      a.MaxTokenBytes,
+		RefreshMin:         a.JWKSRefreshMin.D(),
+		RefreshMax:         a.JWKSRefreshMax.D(),
+		UnknownKIDInterval: a.UnknownKIDInterval.D(),
+	}
+}
+
+// Limiter is the request limiter's configuration without its secrets,
+// which the binary resolves from the environment at start.
+func Limiter(l config.Limiter) ratelimit.Config {
+	return ratelimit.Config{
+		Store:         l.Store,
+		KeyPrefix:     l.KeyPrefix,
+		Timeout:       l.Timeout.D(),
+		DialTimeout:   l.DialTimeout.D(),
+		FailurePolicy: l.FailurePolicy,
+	}
+}
+
+// TenantLimits is each tenant's request bucket, in the table's order.
+func TenantLimits(ts []config.Tenant) []ratelimit.TenantLimit {
+	limits := make([]ratelimit.TenantLimit, 0, len(ts))
+	for _, t := range ts {
+		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Requests: t.Requests, Interval: t.Interval.D()})
+	}
+	return limits
+}
+
+// Target is an endpoint's backend target, defaults applied, without its
+// credential and key, which the binary resolves at start.
+func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
+	return upstream.TargetSpec{
+		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
+		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
+	}.WithDefaults()
+}
+
+// Entra is a backend's Entra ID credential.
+func Entra(e config.Entra) entra.Config {
+	return entra.Config{Credential: e.Credential, ClientID: e.ClientID, Scope: e.Scope, Timeout: e.Timeout.D()}
+}
+
+// RedisEntra is the keyless Redis login's credential: its scope is
+// Redis's unless the file names one.
+func RedisEntra(e *config.RedisEntra) entra.Config {
+	c := Entra(e.Entra)
+	if c.Scope == "" {
+		c.Scope = entra.RedisScope
+	}
+	return c
+}
+
+// Budget is the token budgets' ledger configuration (its DialTimeout and
+// Log left to the caller).
+func Budget(b config.Budget) budget.Config {
+	return budget.Config{
+		Mode:                b.Mode,
+		Lease:               b.Lease.D(),
+		DefaultOutputTokens: b.DefaultOutputTokens,
+		Timeout:             b.Timeout.D(),
+		FailurePolicy:       b.FailurePolicy,
+	}
+}
+
+// BudgetScanner reads a request's prompt bound for the budgets.
+func BudgetScanner(b config.Budget) budget.Scanner {
+	return budget.Scanner{ImageTokens: b.ImageTokens, MediaTokens: b.MediaTokens}
+}
+
+// TenantBudgets is the budget of each tenant that has one.
+func TenantBudgets(ts []config.Tenant) ([]budget.TenantBudget, error) {
+	var out []budget.TenantBudget
+	for _, t := range ts {
+		if !t.HasBudget() {
+			continue
+		}
+		lim, err := tenantLimits(t)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, budget.TenantBudget{Tenant: t.ID, Limits: lim})
+	}
+	return out, nil
+}
+
+// tenantLimits is t's token budget; an error for a quota_period that is
+// not one.
+func tenantLimits(t config.Tenant) (budget.Limits, error) {
+	lim := budget.Limits{TokensPerMinute: t.TokensPerMinute, TokenQuota: t.TokenQuota, MaxOutputTokens: t.MaxOutputTokens}
+	if t.QuotaPeriod == "" {
+		return lim, nil
+	}
+	p, err := budget.ParsePeriod(t.QuotaPeriod)
+	lim.QuotaPeriod = p
+	return lim, err
+}

@@ -1,0 +1,17 @@
+package ratelimit_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/shared/ratelimit"
+)
+
+// TestDefaults: a zero Config is a memory limiter with the documented
+// Redis bounds, failing open.
+func TestDefaults(t *testing.T) {
+	c := ratelimit.Config{}.WithDefaults()
+	if c.Store != "memory" || c.Timeout != 50*time.Millisecond || c.DialTimeout != time.Second || c.KeyPrefix != "llmgw:" || c.FailurePolicy != "open" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}

@@ -1,0 +1,70 @@
+package upstream
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/llmgw/gateway/shared/problem"
+)
+
+// CheckPool reports the problems with a pool's kind and the caller headers
+// it forwards, under at (the pool, whose fields are kind and
+// forward_headers). The gateway's config check calls it for each pool.
+func CheckPool(at problem.At, kind string, forward []string) {
+	if kinds := Kinds(); !slices.Contains(kinds, kind) {
+		at.Add("kind", "must be %s, not %q", orList(kinds), kind)
+	}
+	for i, h := range forward {
+		if err := CheckForward(h); err != nil {
+			at.Item("forward_headers", i).Add("", "%v", err)
+		}
+	}
+}
+
+// Check reports the problems with s's settings that depend on its kind,
+// under at (the endpoint, whose fields are auth, azure_api, organization
+// and project); entra says the endpoint authenticates with Entra ID. The
+// rules are the kinds' rows (kind.go); the gateway's config check calls
+// it for each endpoint.
+func (s TargetSpec) Check(at problem.At, entra bool) {
+	k := registered(s.Kind)
+	if k == nil {
+		return // CheckPool names the kind
+	}
+	if entra && !k.entra {
+		at.Add("auth", "entra is only for %s pools", andList(kindsWhere(func(r registration) bool { return r.entra })))
+	}
+	for _, h := range []struct{ field, value string }{{"organization", s.Organization}, {"project", s.Project}} {
+		if h.value != "" && !k.account {
+			at.Add(h.field, "only for %s pools, not %s", orList(kindsWhere(func(r registration) bool { return r.account })), s.Kind)
+		}
+	}
+	if k.check != nil {
+		k.check(at, s)
+	}
+}
+
+// WithDefaults returns s with its kind's zero settings replaced by their
+// defaults (an azure-openai endpoint's api-version).
+func (s TargetSpec) WithDefaults() TargetSpec {
+	if k := registered(s.Kind); k != nil && k.defaults != nil {
+		return k.defaults(s)
+	}
+	return s
+}
+
+// orList writes a, b or c.
+func orList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+}
+
+// andList writes a, b and c.
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
