@@ -28,7 +28,7 @@ const (
 // gw is a gateway started in-process by run, with its stub backends and dev
 // issuer on loopback.
 type gw struct {
-	t        *testing.T
+	t        testing.TB
 	URL      string
 	Issuer   *devissuer.Issuer
 	Stubs    []*stub.Server
@@ -63,7 +63,7 @@ type options struct {
 	tenants     string // YAML rows appended to tenants:
 }
 
-func startGateway(t *testing.T, o options) *gw {
+func startGateway(t testing.TB, o options) *gw {
 	t.Helper()
 	if o.stubs == 0 {
 		o.stubs = 1
