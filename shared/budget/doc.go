@@ -110,7 +110,7 @@
 //
 // # Store failures
 //
-// Each Reserve on a remote store is bounded by Timeout (default 50ms).
+// Each Reserve on a remote store is bounded by Timeout (default DefaultTimeout).
 // When the store fails or times out, FailurePolicy decides: "open" (the
 // default) forwards the request uncounted with its output still capped
 // (Decision.Degraded), "closed" refuses it with ErrUnavailable. A tenant

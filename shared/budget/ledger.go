@@ -56,12 +56,12 @@ type Config struct {
 	// Lease is how long a reservation may stay unsettled (a replica killed
 	// mid-stream never settles): then its tokens return. Set it to the
 	// longest a request may live. A settle up to one more Lease after the
-	// expiry still charges the actual usage. Default 15m.
+	// expiry still charges the actual usage. Default DefaultLease.
 	Lease time.Duration
 
 	// DefaultOutputTokens is the output reserved per choice (and written
 	// as the cap) in strict mode when neither the client nor the tenant
-	// caps the output. Default 4096.
+	// caps the output. Default DefaultOutputTokens.
 	DefaultOutputTokens int64
 
 	// MinOutputTokens is the least output per choice worth forwarding a
@@ -69,7 +69,8 @@ type Config struct {
 	// Default 1.
 	MinOutputTokens int64
 
-	// Timeout bounds a remote store's answer to one Reserve. Default 50ms.
+	// Timeout bounds a remote store's answer to one Reserve. Default
+	// DefaultTimeout.
 	// A remote store's client bounds its socket reads and writes by it
 	// (store.NewClient's Timeout); the context a Reserve gets adds
 	// DialTimeout.
@@ -78,12 +79,12 @@ type Config struct {
 	// DialTimeout bounds a Reserve that waits for a connection being
 	// established (dial, TLS, login, a pool turn while the pool fills): a
 	// cold pool on a healthy store is not a failing store (issue 20).
-	// Default 1s; the gateway passes limiter.dial_timeout.
+	// Default DefaultDialTimeout; the gateway passes limiter.dial_timeout.
 	DialTimeout time.Duration
 
 	// SettleTimeout bounds one Settle against a remote store. Settle runs
 	// after the response, so it may wait longer; a settle that fails leaves
-	// the reservation to its lease. Default 1s.
+	// the reservation to its lease. Default DefaultSettleTimeout.
 	SettleTimeout time.Duration
 
 	// FailurePolicy decides a reservation the store could not answer:
@@ -94,8 +95,9 @@ type Config struct {
 
 	// BreakerThreshold and BreakerCooldown tune the circuit breaker in
 	// front of a remote store (shared/store, the limiter's): after
-	// BreakerThreshold consecutive failures (default 5) reservations and
-	// settles skip the store for BreakerCooldown (default 2s) and the
+	// BreakerThreshold consecutive failures (default
+	// store.DefaultBreakerThreshold) reservations and settles skip the
+	// store for BreakerCooldown (default store.DefaultBreakerCooldown) and the
 	// failure policy applies at once, so a store that is down costs each
 	// request nothing instead of its Timeout.
 	BreakerThreshold int

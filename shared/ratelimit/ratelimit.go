@@ -95,12 +95,13 @@ type Config struct {
 	RedisCredentials func(ctx context.Context) (username, password string, err error)
 
 	// KeyPrefix prefixes every Redis key so several gateways can share one
-	// Redis. Default "llmgw:".
+	// Redis. Default DefaultKeyPrefix.
 	KeyPrefix string
 
 	// Timeout bounds the Redis store's answer to one Take (the socket reads
 	// and writes on an established connection), so a healthy store never
-	// adds more than this to a request. Default 50ms. Unused for memory.
+	// adds more than this to a request. Default DefaultTimeout. Unused for
+	// memory.
 	Timeout time.Duration
 
 	// DialTimeout bounds a Take that must wait for a connection being
@@ -108,7 +109,7 @@ type Config struct {
 	// such a take gets DialTimeout on top of Timeout, so a cold pool on a
 	// healthy store, a burst after scale-from-zero, is not a store failure
 	// (issue 20). The pool is warmed in the background at start (Warm).
-	// Default 1s. Unused for memory.
+	// Default DefaultDialTimeout. Unused for memory.
 	DialTimeout time.Duration
 
 	// FailurePolicy decides a take when the store fails, times out or the
@@ -127,12 +128,13 @@ type Config struct {
 
 	// BreakerThreshold is the number of consecutive store failures after which
 	// the breaker opens: takes skip the store and apply FailurePolicy at once.
-	// Default 5.
+	// Default DefaultBreakerThreshold.
 	BreakerThreshold int
 
 	// BreakerCooldown is how long the breaker stays open before one take
 	// probes the store again; success closes it, failure reopens it. So
-	// recovery after the store returns is automatic. Default 2s.
+	// recovery after the store returns is automatic. Default
+	// DefaultBreakerCooldown.
 	BreakerCooldown time.Duration
 }
 

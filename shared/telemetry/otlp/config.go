@@ -28,12 +28,12 @@ type Config struct {
 	// a client certificate (zero: the system's roots, no client
 	// certificate).
 	TracesTLS, MetricsTLS TLSFiles
-	// Timeout bounds one export. Default 10s (the specification's).
+	// Timeout bounds one export. Default DefaultTimeout.
 	Timeout time.Duration
 	// Gzip compresses exports.
 	Gzip bool
-	// Interval is how often metrics are exported. Default 60s (the
-	// specification's); Lambda exports at the end of each invocation too.
+	// Interval is how often metrics are exported. Default
+	// DefaultInterval; Lambda exports at the end of each invocation too.
 	Interval time.Duration
 	// Delta exports counters and histograms as deltas (cumulative by
 	// default).
@@ -66,6 +66,13 @@ type TLSFiles struct {
 // is sized for (the tenant and model attributes only ever take values from
 // config).
 const DefaultCardinalityLimit = 2000
+
+// The OpenTelemetry specification's defaults for OTEL_EXPORTER_OTLP_TIMEOUT
+// and OTEL_METRIC_EXPORT_INTERVAL.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultInterval = 60 * time.Second
+)
 
 // Enabled reports whether any signal is exported.
 func (c Config) Enabled() bool { return c.TracesURL != "" || c.MetricsURL != "" }
@@ -176,8 +183,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 		return time.Duration(n) * time.Millisecond
 	}
-	c.Timeout = ms("OTEL_EXPORTER_OTLP_TIMEOUT", 10*time.Second)
-	c.Interval = ms("OTEL_METRIC_EXPORT_INTERVAL", 60*time.Second)
+	c.Timeout = ms("OTEL_EXPORTER_OTLP_TIMEOUT", DefaultTimeout)
+	c.Interval = ms("OTEL_METRIC_EXPORT_INTERVAL", DefaultInterval)
 	c.Gzip = getenv("OTEL_EXPORTER_OTLP_COMPRESSION") == "gzip"
 	c.Delta = strings.EqualFold(getenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"), "delta")
 	c.Resource = parsePairs(getenv("OTEL_RESOURCE_ATTRIBUTES"))
