@@ -88,12 +88,13 @@ func Int(b []byte, i int, limit uint64) (mag uint64, neg bool, next int, ok bool
 		i++
 	}
 	start := i
+	q, r := limit/10, limit%10 // divided once, not per digit
 	for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
 		if mag > limit {
 			continue
 		}
 		d := uint64(b[i] - '0')
-		if mag > limit/10 || d > limit-mag*10 { // mag*10+d > limit
+		if mag > q || mag == q && d > r { // mag*10+d > limit
 			mag = limit + 1
 			continue
 		}

@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
-	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
@@ -96,7 +96,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
-		rec.keepalive = sse.StartKeepalive(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		rec.keepalive = keepalive.Start(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer rec.keepalive.Stop()
 	}
 	resp, release, err := s.send(upctx, rec, w, r.Header, pool, op, &body, raw, inject)

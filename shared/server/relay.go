@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -23,7 +24,7 @@ import (
 func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *exchange, resp *http.Response) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
-	sse.SetHeaders(h)
+	keepalive.SetHeaders(h)
 	rec.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 	_ = http.NewResponseController(w).Flush()

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
@@ -84,8 +85,8 @@ func (e *logEntry) setUsage(u sse.Usage, ok bool) {
 type exchange struct {
 	logEntry
 	wroteHeader bool
-	// keepalive, when set, owns the stream's writes (sse.Keepalive).
-	keepalive      *sse.Keepalive
+	// keepalive, when set, owns the stream's writes (keepalive.Writer).
+	keepalive      *keepalive.Writer
 	op             request.Operation
 	pin            string       // the endpoint a stored response lives on ("" = any)
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)

@@ -1,4 +1,8 @@
-package sse
+// Package keepalive owns a stream's writes to the client while a backend
+// may still be silent: SSE comments fill the gaps so no proxy in between
+// cuts the stream for idleness, and the relay's events go through the
+// same writer so a comment never lands inside an event.
+package keepalive
 
 import (
 	"net/http"
@@ -11,14 +15,14 @@ import (
 // OpenAI SDKs included, and every proxy sees bytes.
 var keepaliveComment = []byte(": keepalive\n\n")
 
-// Keepalive owns a stream's writes to the client: its
+// Writer owns a stream's writes to the client: its
 // timer writes a comment whenever nothing was written for an interval,
 // and the relay writes events through it, under one mutex, so a comment
 // never lands inside an event. The headers go out with the first comment
 // or the first backend's headers, whichever comes first; from then on a
 // failure is an SSE error event, while the endpoint may still change until
 // the first event (the server's attempts).
-type Keepalive struct {
+type Writer struct {
 	mu    sync.Mutex
 	w     http.ResponseWriter
 	rc    *http.ResponseController
@@ -36,10 +40,10 @@ type Keepalive struct {
 	first    time.Time // when the first comment went out
 }
 
-// StartKeepalive starts a stream's writer; every = 0 sends no comments
+// Start starts a stream's writer; every = 0 sends no comments
 // (the writer still orders the headers and the relay's writes).
-func StartKeepalive(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *Keepalive {
-	k := &Keepalive{w: w, rc: rc, every: every, now: now, last: now()}
+func Start(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *Writer {
+	k := &Writer{w: w, rc: rc, every: every, now: now, last: now()}
 	if every > 0 {
 		k.mu.Lock()
 		k.t = time.AfterFunc(every, k.fire)
@@ -48,7 +52,7 @@ func StartKeepalive(w http.ResponseWriter, rc *http.ResponseController, every ti
 	return k
 }
 
-func (k *Keepalive) fire() {
+func (k *Writer) fire() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.stopped {
@@ -85,7 +89,7 @@ func (k *Keepalive) fire() {
 
 // Commit hands the stream to a backend's answer: writeHeader runs unless a
 // comment already sent the headers. It reports whether it ran.
-func (k *Keepalive) Commit(writeHeader func()) bool {
+func (k *Writer) Commit(writeHeader func()) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.started {
@@ -98,7 +102,7 @@ func (k *Keepalive) Commit(writeHeader func()) bool {
 }
 
 // Write writes one or more whole events (the relay never writes less).
-func (k *Keepalive) Write(p []byte) (int, error) {
+func (k *Writer) Write(p []byte) (int, error) {
 	k.mu.Lock()
 	n, err := k.w.Write(p)
 	k.mu.Unlock()
@@ -107,7 +111,7 @@ func (k *Keepalive) Write(p []byte) (int, error) {
 
 // Watch makes the backend's last data (the idle reader's clock) count as
 // activity, so comments fill only real gaps.
-func (k *Keepalive) Watch(activity *atomic.Int64) {
+func (k *Writer) Watch(activity *atomic.Int64) {
 	if k == nil {
 		return
 	}
@@ -117,7 +121,7 @@ func (k *Keepalive) Watch(activity *atomic.Int64) {
 }
 
 // Flush flushes what was written, under the same mutex as the comments.
-func (k *Keepalive) Flush() error {
+func (k *Writer) Flush() error {
 	k.mu.Lock()
 	err := k.rc.Flush()
 	k.mu.Unlock()
@@ -126,7 +130,7 @@ func (k *Keepalive) Flush() error {
 
 // Stop ends the comments; the caller owns the writer again. It reports
 // whether the headers were sent, and is safe on a nil keepalive.
-func (k *Keepalive) Stop() (started bool) {
+func (k *Writer) Stop() (started bool) {
 	if k == nil {
 		return false
 	}
@@ -141,7 +145,7 @@ func (k *Keepalive) Stop() (started bool) {
 
 // Started reports whether the headers went out (a nil keepalive never
 // sends them).
-func (k *Keepalive) Started() bool {
+func (k *Writer) Started() bool {
 	if k == nil {
 		return false
 	}
@@ -151,7 +155,7 @@ func (k *Keepalive) Started() bool {
 }
 
 // Stats is what the access log records; call it after stop.
-func (k *Keepalive) Stats() (sent int, first time.Time) {
+func (k *Writer) Stats() (sent int, first time.Time) {
 	if k == nil {
 		return 0, time.Time{}
 	}
