@@ -80,6 +80,9 @@ fuzz:
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/request -run '^$$' -fuzz FuzzRewrite -fuzztime 30s
 	$(GO) test ./shared/request -run '^$$' -fuzz FuzzOneReading -fuzztime 60s
+	$(GO) test ./shared/jsonscan -run '^$$' -fuzz FuzzInt -fuzztime 10s
+	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzParseIntMatchesOld -fuzztime 10s
+	$(GO) test ./shared/request -run '^$$' -fuzz FuzzCountMatchesOld -fuzztime 10s
 
 package-lambda: deps
 	@mkdir -p bin/lambda/amd64 bin/lambda/arm64
