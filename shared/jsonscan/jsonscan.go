@@ -2,9 +2,10 @@
 // already known to be valid (json.Valid): the gateway reads the fields it
 // decides on, and bounds a prompt's tokens, without decoding the body.
 // It is the one home of those steps (the request decoder, the budget's
-// prompt bound and the answer's usage reading all scan with it). Every
-// function returns indexes into b, an integer, or a key spelled in a buffer
-// the caller owns; none allocates.
+// prompt bound and the answer's usage reading all scan with it). Its
+// functions return indexes into b, an integer, or a key spelled in a
+// buffer the caller owns, or hand an object's members to a callback
+// (Members); none allocates.
 package jsonscan
 
 import "bytes"

@@ -24,31 +24,17 @@ func (c Config) WithDefaults() Config {
 	if c.FailurePolicy == "" {
 		c.FailurePolicy = PolicyOpen
 	}
-	if c.BreakerThreshold == 0 {
-		c.BreakerThreshold = DefaultBreakerThreshold
-	}
-	if c.BreakerCooldown == 0 {
-		c.BreakerCooldown = DefaultBreakerCooldown
-	}
-	return c
+	return c // the breaker's zero bounds are store.NewBreaker's defaults
 }
 
-// normalize fills in defaults and returns every problem with cfg: Check's,
-// and a Redis store's missing URL (a secret the config check never sees).
-func normalize(cfg Config) (Config, []error) {
+// problems returns every problem with cfg and limits: Check's, and a
+// Redis store's missing URL (a secret the config check never sees).
+func problems(cfg Config, limits []TenantLimit) []error {
 	var p []string
-	cfg.Check(problem.Into(&p, ""), nil, problem.At{})
-	if cfg.Store == StoreRedis && cfg.RedisURL == "" {
+	cfg.Check(problem.Into(&p, ""), limits, problem.Into(&p, "limits"))
+	if cfg.WithDefaults().Store == StoreRedis && cfg.RedisURL == "" {
 		p = append(p, "redis_url: required with store redis")
 	}
-	return cfg.WithDefaults(), problem.Errors(p)
-}
-
-// validateLimits returns every problem with the tenant limits but the one
-// that depends on the store (the Redis store refuses that one itself).
-func validateLimits(limits []TenantLimit) []error {
-	var p []string
-	Config{}.Check(problem.At{}, limits, problem.Into(&p, "limits"))
 	return problem.Errors(p)
 }
 

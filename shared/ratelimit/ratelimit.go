@@ -27,13 +27,6 @@ import (
 // BreakerState is the state of the store circuit breaker (shared/store).
 type BreakerState = store.BreakerState
 
-// Breaker states, as shared/store names them.
-const (
-	BreakerClosed   = store.BreakerClosed
-	BreakerOpen     = store.BreakerOpen
-	BreakerHalfOpen = store.BreakerHalfOpen
-)
-
 // Store names accepted in Config.Store.
 const (
 	StoreMemory = "memory"
@@ -48,11 +41,9 @@ const (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultKeyPrefix        = "llmgw:"
-	DefaultTimeout          = store.DefaultTimeout
-	DefaultDialTimeout      = store.DefaultDialTimeout
-	DefaultBreakerThreshold = store.DefaultBreakerThreshold
-	DefaultBreakerCooldown  = store.DefaultBreakerCooldown
+	DefaultKeyPrefix   = "llmgw:"
+	DefaultTimeout     = store.DefaultTimeout
+	DefaultDialTimeout = store.DefaultDialTimeout
 )
 
 // ErrUnavailable is returned by Take when the store failed (error, timeout or
@@ -128,13 +119,13 @@ type Config struct {
 
 	// BreakerThreshold is the number of consecutive store failures after which
 	// the breaker opens: takes skip the store and apply FailurePolicy at once.
-	// Default DefaultBreakerThreshold.
+	// Default store.DefaultBreakerThreshold.
 	BreakerThreshold int
 
 	// BreakerCooldown is how long the breaker stays open before one take
 	// probes the store again; success closes it, failure reopens it. So
 	// recovery after the store returns is automatic. Default
-	// DefaultBreakerCooldown.
+	// store.DefaultBreakerCooldown.
 	BreakerCooldown time.Duration
 }
 
@@ -215,11 +206,10 @@ type Limiter struct {
 // the limiter. It does no network I/O: the Redis client connects on the first
 // Take (or on Warm), so a cold start is not held up by the store.
 func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
-	cfg, errs := normalize(cfg)
-	errs = append(errs, validateLimits(limits)...)
-	if len(errs) > 0 {
+	if errs := problems(cfg, limits); len(errs) > 0 {
 		return nil, fmt.Errorf("ratelimit: invalid config: %w", errors.Join(errs...))
 	}
+	cfg = cfg.WithDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/scripts/syncbuf"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 func newLimiter(t testing.TB, cfg ratelimit.Config, limits []ratelimit.TenantLimit, log *slog.Logger) *ratelimit.Limiter {
@@ -266,7 +267,7 @@ func TestRedisOutage(t *testing.T) {
 				}
 			}
 			s := l.Stats()
-			if s.BreakerOpens < 1 || s.Breaker == ratelimit.BreakerClosed {
+			if s.BreakerOpens < 1 || s.Breaker == store.BreakerClosed {
 				t.Errorf("after %d failures: breaker %s, opens %d; want open", threshold+5, s.Breaker, s.BreakerOpens)
 			}
 			if s.StoreErrors >= uint64(threshold+5) {
@@ -294,7 +295,7 @@ func TestRedisOutage(t *testing.T) {
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
-			if s := l.Stats(); s.Breaker != ratelimit.BreakerClosed {
+			if s := l.Stats(); s.Breaker != store.BreakerClosed {
 				t.Errorf("after recovery breaker is %s", s.Breaker)
 			}
 		})

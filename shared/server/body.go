@@ -70,7 +70,7 @@ func parseBody(raw []byte, op request.Operation) (request.Body, *apiError) {
 		return b, missingParameter(op.CapField().String())
 	}
 	if !op.Streams() && b.Stream {
-		return b, unsupportedStream()
+		return b, unsupportedStream(op)
 	}
 	need, field := op.Requires()
 	if need != 0 && !b.Has(need) {

@@ -465,9 +465,9 @@ func thinkingOverCap(budgetTokens, maxOutput int64) *apiError {
 }
 
 // unsupportedStream: count_tokens answers one JSON object.
-func unsupportedStream() *apiError {
+func unsupportedStream(op request.Operation) *apiError {
 	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", "stream",
-		"Unsupported parameter: 'stream' is not a parameter of count_tokens.")
+		"Unsupported parameter: 'stream' is not a parameter of "+op.API()+".")
 }
 
 // storedStateRefused: a Responses body names stored state whose owner the

@@ -5,7 +5,9 @@ package server
 // own request id and picks the route's handler; serve opens the request's
 // access-log entry, renders the error the handler returns (once),
 // recovers a panic, lets go of what the request holds and writes the log
-// line. No handler answers an error or writes the log itself.
+// line. No handler answers an error before its response started, nor
+// writes the log: once a relay has written to the client, a failure ends
+// the stream there (relayStream's error event, relayJSON's abort).
 
 import (
 	"context"
@@ -28,8 +30,9 @@ import (
 type handler func(w http.ResponseWriter, r *http.Request, rec *exchange) error
 
 // logEntry is what one request leaves in the access log (and reports to
-// telemetry): one JSON line with who, what, where, and how long. It never
-// holds a token, key or prompt.
+// telemetry): one JSON line with who, what, where, and how long; the
+// keepalive's and the budget's figures are read from their owners when
+// the line is written. It never holds a token, key or prompt.
 type logEntry struct {
 	id              string
 	start           time.Time
@@ -62,12 +65,6 @@ type logEntry struct {
 	// decisions, for telemetry.
 	limit          string
 	budgetDecision string
-	// What the request's parts tell when it ends (finish): the keepalive
-	// comments sent and when the first went out, and the budget's
-	// reservation, charge and output cap (0 without one).
-	keepalives                int
-	firstKeepalive            time.Time
-	reserved, charged, capped int64
 }
 
 func (e *logEntry) setUsage(u sse.Usage, ok bool) {
@@ -142,8 +139,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serve runs h with the request's state and log entry, and renders the
-// error h returns: as the whole response, or, when a keepalive comment
-// already sent a stream's headers, as the stream's one error event.
+// error h returns: as the whole response, or, when a stream's headers
+// already went out (a keepalive comment, or a backend's headers committed
+// before its first event), as the stream's one error event.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
 	rec := s.begin(w, r)
 	defer s.finish(w, rec)
@@ -263,16 +261,16 @@ func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
 	if rec.slot != nil {
 		rec.slot.Release()
 	}
-	rec.keepalives, rec.firstKeepalive = rec.keepalive.Stats()
-	rec.reserved, rec.charged, rec.capped = rec.budget.reserved(), rec.budget.chargedTokens(), rec.outputCap()
-	s.log(&rec.logEntry)
+	s.log(rec)
 	s.report(rec)
 	if v != nil {
 		panic(v)
 	}
 }
 
-func (s *Server) log(rec *logEntry) {
+// log writes the access-log line: the entry, and what the request's
+// keepalive and budget tell at its end.
+func (s *Server) log(rec *exchange) {
 	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -283,8 +281,8 @@ func (s *Server) log(rec *logEntry) {
 		}
 		return float64(b.Sub(a).Microseconds()) / 1000
 	}
-	kaFirst := rec.firstKeepalive
-	added := addedMs(rec, end)
+	keepalives, kaFirst := rec.keepalive.Stats()
+	added := addedMs(&rec.logEntry, end)
 	clientFirst := rec.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
@@ -297,7 +295,7 @@ func (s *Server) log(rec *logEntry) {
 		slog.String("tenant_name", rec.tenantName),
 		slog.String("subject", rec.subject),
 		slog.String("model", rec.model),
-		streamAttr(rec),
+		streamAttr(&rec.logEntry),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
 		slog.Int("attempts", rec.attempts),
@@ -309,13 +307,13 @@ func (s *Server) log(rec *logEntry) {
 		slog.Int64("events", rec.events),
 		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
-		slog.Int64("budget_reserved", rec.reserved),
-		slog.Int64("budget_charged", rec.charged),
-		slog.Int64("output_cap", rec.capped),
+		slog.Int64("budget_reserved", rec.budget.reserved()),
+		slog.Int64("budget_charged", rec.budget.chargedTokens()),
+		slog.Int64("output_cap", rec.outputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
 		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
-		slog.Int("keepalives", rec.keepalives),
+		slog.Int("keepalives", keepalives),
 		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
 		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
 		slog.Float64("added_ms", added),

@@ -10,12 +10,12 @@ import (
 )
 
 // methods is one path's handlers by method; a nil handler is the health
-// check, which serve does not log.
+// check, which ServeHTTP answers itself, unlogged.
 type methods map[string]handler
 
 // routeTable lists the routes at fixed paths and Azure's deployment
-// routes; route adds the ones with an id in the path
-// (/v1/responses/{id}…, /v1/models/{model}) and Azure's others (below).
+// routes; the ones with an id in the path (/v1/responses/{id}…,
+// /v1/models/{model}) and Azure's others are matched by prefix in route.
 func (s *Server) routeTable() map[string]methods {
 	t := map[string]methods{
 		"/healthz":           {http.MethodGet: nil, http.MethodHead: nil},
@@ -25,11 +25,11 @@ func (s *Server) routeTable() map[string]methods {
 	// Every operation at its path; Anthropic's Messages API through its
 	// own front (messages).
 	for _, op := range request.Operations() {
-		h := s.proxy(op)
 		if op.Anthropic() {
-			h = s.messages(op)
+			t[op.Path()] = methods{http.MethodPost: s.messages(op)}
+		} else {
+			t[op.Path()] = methods{http.MethodPost: s.proxy(op)}
 		}
-		t[op.Path()] = methods{http.MethodPost: h}
 	}
 	return t
 }

@@ -77,14 +77,15 @@ func (s *Server) report(rec *exchange) {
 		rec.streamOpen = false
 		s.Telemetry.Stream(rec.ctx, rec.pool, -1)
 	}
+	keepalives, _ := rec.keepalive.Stats()
 	t := telemetry.Request{
 		Route: routeOf(rec.path), Method: rec.method,
 		Tenant: rec.tenant, TenantName: rec.tenantName,
 		Pool: rec.pool, Stream: rec.stream, Status: rec.status, ErrorType: errType,
 		Start: rec.start, End: s.Now(), FirstEvent: rec.clientFirstEvent,
 		InputTokens: rec.usage.PromptTokens, OutputTokens: rec.usage.CompletionTokens, Usage: rec.hasUsage,
-		Attempts: rec.attempts, Keepalives: rec.keepalives,
-		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.reserved, Charged: rec.charged,
+		Attempts: rec.attempts, Keepalives: keepalives,
+		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
 	}
 	if rec.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = rec.op.GenAIName(), rec.model

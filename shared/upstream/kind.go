@@ -88,8 +88,8 @@ func kindsWhere(has func(registration) bool) []string {
 	return names
 }
 
-// Kinds lists the backend kinds NewTarget builds; config validation takes
-// it from here.
+// Kinds lists the backend kinds NewTarget builds; the config check
+// (CheckPool) names them from here.
 func Kinds() []string {
 	names := make([]string, len(kinds))
 	for i, k := range kinds {

@@ -43,12 +43,11 @@ func (k HeaderKey) Apply(_ context.Context, h http.Header) error {
 
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
-	Base *url.URL
 	Cred Credential // nil = no credentials
 	// Kind is the backend kind's name from config (see Kinds).
 	Kind string
 	kind kind
-	base string // Base as text, built once for every URL
+	base string // the endpoint URL without a trailing slash, built once for every URL
 	// Models maps public model names to the backend's names.
 	Models map[string]string
 	// fixed holds the headers from config sent on every request
@@ -88,16 +87,11 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("endpoint url %q: %w", spec.URL, err)
 	}
-	t := &Target{Base: u, Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models, base: u.String()}
-	for _, k := range kinds {
-		if k.name == spec.Kind {
-			t.kind = k.build(spec)
-			break
-		}
-	}
-	if t.kind == nil {
+	k := registered(spec.Kind)
+	if k == nil {
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
 	}
+	t := &Target{Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models, base: u.String(), kind: k.build(spec)}
 	if t.Cred == nil && spec.APIKey != "" {
 		t.Cred = HeaderKey{Header: t.kind.keyHeader(), Value: spec.APIKey}
 	}
