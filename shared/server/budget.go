@@ -43,11 +43,8 @@ type reservation struct {
 	choices  int64
 	maySpend bool // a backend may have spent tokens on the request
 	noOutput bool // embeddings: nothing generated
-	// eventsBound: each token event carries at least one output token
-	// (chat and completions chunks), so usage below them cannot be true.
-	eventsBound bool
-	cut         bool // the relay ended the stream at its reservation
-	charged     int64
+	cut      bool // the relay ended the stream at its reservation
+	charged  int64
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -106,8 +103,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		return budgetRefusal(tenantID, d, now)
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
-		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
-		eventsBound: op.TokenEvents()}
+		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return nil
@@ -127,6 +123,14 @@ func (b *reservation) chargedTokens() int64 {
 		return 0
 	}
 	return b.charged
+}
+
+// choiceCount is the choices reserved for (1 without a reservation).
+func (b *reservation) choiceCount() int64 {
+	if b == nil {
+		return 1
+	}
+	return max(b.choices, 1)
 }
 
 // outputCap is the cap to write into the request (0: none).
@@ -197,17 +201,21 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	}
 	actual, why := int64(0), ""
 	switch {
-	case rec.hasUsage:
+	case rec.hasUsage && rec.usageFinal:
 		billed, ok := rec.usage.Billed()
 		switch {
 		case !ok:
 			why = "usage holds a count that cannot be true"
-		case b.eventsBound && rec.tokenEvents > rec.usage.CompletionTokens+2*b.choices+2:
-			// Every token event carries at least one token (besides each
-			// choice's role and finish chunks and Azure's filter chunk).
+		case rec.usage.CompletionTokens < rec.outputFloor:
+			// Every floor event of the operation's meter carries at least
+			// one token (sse.Meter.OutputFloor).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
 		actual = billed
+	case rec.hasUsage:
+		// Input counts (message_start) or a running total: the stream
+		// ended before the event that carries its bill (issue 30).
+		why = "the stream ended before the event that carries its usage"
 	case b.cut:
 		// The backend ignored the cap and reported nothing.
 		why = "the stream was cut at its reservation without usage"

@@ -53,7 +53,8 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	// From the first event on only data resets the idle timer: a backend
 	// that sends nothing but comments is cut after StreamIdleTimeout.
 	body.dataOnly = true
-	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(), Activity: &body.last})
+	meter := rec.op.Meter()
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(), Activity: &body.last, Meter: meter})
 	if res.AfterDone {
 		rec.detail = "dropped what the backend sent after the terminal event"
 		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", rec.id, "endpoint", rec.endpoint)
@@ -61,7 +62,9 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	rec.keepalive.Stop()
 	rec.bytes += res.Bytes
 	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
+	rec.outputFloor = meter.OutputFloor(res.FloorEvents, rec.budget.choiceCount())
 	rec.setUsage(res.Usage, res.HasUsage)
+	rec.usageFinal = res.Final
 	if !res.FirstWrite.IsZero() {
 		rec.clientFirstEvent = res.FirstWrite
 	}
@@ -202,6 +205,7 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 func (s *Server) readUsage(rec *exchange, scan *sse.AnswerScanner) {
 	if u, ok := scan.Usage(); ok {
 		rec.setUsage(u, true)
+		rec.usageFinal = true // a JSON answer's top-level usage is its bill
 	}
 }
 

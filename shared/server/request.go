@@ -55,12 +55,19 @@ type logEntry struct {
 	answerBytes          int64 // a whole successful JSON answer's size
 	usage                sse.Usage
 	hasUsage             bool
-	sent                 time.Time // request handed to the backend (the last attempt)
-	firstSent            time.Time // the first attempt's request handed to a backend
-	upstreamHeaders      time.Time // backend's response headers arrived
-	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
-	clientFirst          time.Time // first byte (headers) flushed to the client
-	clientFirstEvent     time.Time // first SSE event written to the client
+	// usageFinal: usage was read from the answer's bill (a JSON answer's
+	// top-level usage, a stream's sse.Meter bill), not from a stream's
+	// input counts or running total.
+	usageFinal bool
+	// outputFloor is the least output a true usage of the stream reports
+	// (sse.Meter.OutputFloor of the events relayed).
+	outputFloor      int64
+	sent             time.Time // request handed to the backend (the last attempt)
+	firstSent        time.Time // the first attempt's request handed to a backend
+	upstreamHeaders  time.Time // backend's response headers arrived
+	upstreamFirst    time.Time // a stream's first event arrived (streams are committed then)
+	clientFirst      time.Time // first byte (headers) flushed to the client
+	clientFirstEvent time.Time // first SSE event written to the client
 	// limit and budgetDecision are the limiter's and the budget's
 	// decisions, for telemetry.
 	limit          string
