@@ -45,12 +45,12 @@ type Meter struct {
 type Delta struct{ Type, Field string }
 
 // Named reports whether the meter is a named-event stream's.
-func (m *Meter) Named() bool { return len(m.Bill) > 0 }
+func (m Meter) Named() bool { return len(m.Bill) > 0 }
 
 // OutputFloor is the least output a relayed stream's usage may report:
 // its floor events, less in a data-only stream each choice's role and
 // finish chunks and Azure's prompt-filter chunk.
-func (m *Meter) OutputFloor(floorEvents, choices int64) int64 {
+func (m Meter) OutputFloor(floorEvents, choices int64) int64 {
 	if m.Named() {
 		return floorEvents
 	}
