@@ -54,9 +54,10 @@ type Config struct {
 	Mode string
 
 	// Lease is how long a reservation may stay unsettled (a replica killed
-	// mid-stream never settles): then its tokens return. Set it to the
+	// mid-stream never settles): then it stays charged, never refunded,
+	// since the request may have used all of it (issue 30). Set it to the
 	// longest a request may live. A settle up to one more Lease after the
-	// expiry still charges the actual usage. Default DefaultLease.
+	// expiry still settles the actual usage. Default DefaultLease.
 	Lease time.Duration
 
 	// DefaultOutputTokens is the output reserved per choice (and written

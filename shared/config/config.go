@@ -324,7 +324,7 @@ type Budget struct {
 	// overshoots by at most the requests in flight when a limit is met).
 	Mode string `yaml:"mode" json:"mode"`
 	// Lease is how long a reservation may stay unsettled (a replica
-	// stopped mid-stream) before its tokens return: the longest a request
+	// stopped mid-stream) before it is charged as reserved: the longest a request
 	// may live. Whole microseconds. Default budget.DefaultLease.
 	Lease Duration `yaml:"lease" json:"lease"`
 	// DefaultOutputTokens is the output reserved and written as the cap
