@@ -45,6 +45,9 @@ type reservation struct {
 	noOutput bool // embeddings: nothing generated
 	cut      bool // the relay ended the stream at its reservation
 	charged  int64
+	// unsettled: the store did not confirm the settle (the ledger keeps
+	// it for replay): nothing is logged as charged.
+	unsettled bool
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -123,6 +126,19 @@ func (b *reservation) chargedTokens() int64 {
 		return 0
 	}
 	return b.charged
+}
+
+// settleState is the access log's budget_settle: charged when the store
+// confirmed the charge, unsettled when it did not ("" without a
+// reservation).
+func (b *reservation) settleState() string {
+	switch {
+	case b == nil || !b.held:
+		return ""
+	case b.unsettled:
+		return "unsettled"
+	}
+	return "charged"
 }
 
 // choiceCount is the choices reserved for (1 without a reservation).
@@ -230,11 +246,16 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	}
 	st, err := s.Budgets.Settle(ctx, b.tenant, rec.id, actual)
 	if err != nil {
-		// The reservation stays until its lease ends: an overcharge for a
-		// while, never an overshoot.
-		s.Log.Warn("token budget not settled: the reservation stands until its lease ends", "request_id", rec.id, "err", err)
-		b.charged = b.granted
+		// The ledger replays the settle when the store answers again;
+		// until then (and if it never does, after its lease) the
+		// reservation stands: an overcharge for a while, never an
+		// overshoot. Nothing was charged that the store confirmed.
+		s.Log.Warn("token budget not settled: kept for replay, the reservation stands meanwhile", "request_id", rec.id, "tenant", b.tenant, "actual", actual, "err", err)
+		b.unsettled = true
 		return
+	}
+	if !st.Found {
+		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual
 }

@@ -316,6 +316,7 @@ func (s *Server) log(rec *exchange) {
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
 		slog.Int64("budget_reserved", rec.budget.reserved()),
 		slog.Int64("budget_charged", rec.budget.chargedTokens()),
+		slog.String("budget_settle", rec.budget.settleState()),
 		slog.Int64("output_cap", rec.outputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
