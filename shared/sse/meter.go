@@ -70,51 +70,84 @@ func (m *Meter) named(name, ev []byte) (usage bool, where Where, final, floor bo
 	}
 	for _, f := range m.Floor {
 		if string(name) == f {
-			return false, 0, false, m.floorDelta(ev)
+			return false, 0, false, m.floorDelta(name, ev)
 		}
 	}
 	return false, 0, false, false
 }
 
 // floorDelta reports whether a Floor event's data carries generated text
-// (FloorDeltas). The scan is of bytes: inside a JSON string a quote is
-// escaped, so `"text_delta"` and `"text":""` appear raw only as the
-// object's own members.
-func (m *Meter) floorDelta(ev []byte) bool {
+// (FloorDeltas). It scans bytes, a few searches an event: inside a JSON
+// string a quote is escaped, so a raw `_delta"` ends a string (the delta's
+// type, or a text that ends so, which names no listed type) and a raw
+// `"text":` is a member.
+func (m *Meter) floorDelta(name, ev []byte) bool {
 	if len(m.FloorDeltas) == 0 {
 		return true
 	}
-	for _, d := range m.FloorDeltas {
-		if quoted(ev, d.Type) < 0 {
-			continue
-		}
-		i := quoted(ev, d.Field)
+	// Past the name line, and past the data's own type when it opens with
+	// it (Anthropic's layout): the search then starts at the delta.
+	rest := ev
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		rest = rest[j+1:]
+	}
+	if p := len(dataType); len(rest) > p+len(name) && string(rest[:p]) == dataType && string(rest[p:p+len(name)]) == string(name) {
+		rest = rest[p+len(name):]
+	}
+	for {
+		i := bytes.Index(rest, deltaTypeEnd)
 		if i < 0 {
 			return false
 		}
-		i = skipSpace(ev, i)
-		if i >= len(ev) || ev[i] != ':' {
-			return false
+		end := i + len(deltaTypeEnd) - 1
+		typ := rest[bytes.LastIndexByte(rest[:i], '"')+1 : end]
+		for _, d := range m.FloorDeltas {
+			if string(typ) == d.Type {
+				if ok, known := nextMember(rest[end+1:], d.Field); known {
+					return ok // the common layout: the field right after the type
+				}
+				return nonEmptyString(ev, d.Field)
+			}
 		}
-		i = skipSpace(ev, i+1)
-		return i+1 < len(ev) && ev[i] == '"' && ev[i+1] != '"'
+		rest = rest[end+1:]
 	}
-	return false
 }
 
-// quoted returns the index after the first `"s"` in b, or -1.
-func quoted(b []byte, s string) int {
-	for off := 0; ; {
-		i := bytes.Index(b[off:], []byte(s))
-		if i < 0 {
-			return -1
-		}
-		i += off
-		if i > 0 && b[i-1] == '"' && i+len(s) < len(b) && b[i+len(s)] == '"' {
-			return i + len(s) + 1
-		}
-		off = i + 1
+var deltaTypeEnd = []byte(`_delta"`)
+
+const dataType = `data: {"type":"`
+
+// nextMember reads b as `,"field":"…` (the delta's member after its type,
+// as Anthropic writes it): known is false when b is laid out otherwise,
+// ok whether the string value is non-empty.
+func nextMember(b []byte, field string) (ok, known bool) {
+	k := 2 + len(field)
+	if len(b) < k+4 || b[0] != ',' || b[1] != '"' || string(b[2:k]) != field || b[k] != '"' || b[k+1] != ':' || b[k+2] != '"' {
+		return false, false
 	}
+	return b[k+3] != '"', true
+}
+
+// nonEmptyString reports whether ev has a member "field" whose value is
+// a string of at least one character.
+func nonEmptyString(ev []byte, field string) bool {
+	for i := 0; i < len(ev); {
+		q := bytes.IndexByte(ev[i:], '"')
+		if q < 0 {
+			return false
+		}
+		q += i
+		k := q + 1 + len(field)
+		if k < len(ev) && ev[k] == '"' && string(ev[q+1:k]) == field {
+			v := skipSpace(ev, k+1)
+			if v < len(ev) && ev[v] == ':' {
+				v = skipSpace(ev, v+1)
+				return v+1 < len(ev) && ev[v] == '"' && ev[v+1] != '"'
+			}
+		}
+		i = q + 1
+	}
+	return false
 }
 
 func skipSpace(b []byte, i int) int {
