@@ -60,6 +60,11 @@ func (m Meter) OutputFloor(floorEvents, choices int64) int64 {
 // named classifies a named event for the meter: its usage, where and
 // whether final, and whether it floors the output.
 func (m *Meter) named(name, ev []byte) (usage bool, where Where, final, floor bool) {
+	for _, f := range m.Floor { // the most frequent events first
+		if string(name) == f {
+			return false, 0, false, m.floorDelta(name, ev)
+		}
+	}
 	for _, b := range m.Bill {
 		if string(name) == b {
 			return true, m.BillAt, true, false
@@ -67,11 +72,6 @@ func (m *Meter) named(name, ev []byte) (usage bool, where Where, final, floor bo
 	}
 	if m.Start != "" && string(name) == m.Start {
 		return true, m.StartAt, false, false
-	}
-	for _, f := range m.Floor {
-		if string(name) == f {
-			return false, 0, false, m.floorDelta(name, ev)
-		}
 	}
 	return false, 0, false, false
 }
