@@ -36,7 +36,7 @@ param apiClientId string
 @description('Application ID URI of the API (the aud of v1.0 tokens, and the scope prefix). Default: api://{apiClientId}.')
 param apiAppIdUri string = ''
 
-@description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name). Default: the API\'s directory, every model, 600 requests a minute.')
+@description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name); requests and interval default to 600 and 1m. Default: the API\'s directory, every model, 600 requests a minute.')
 param tenants array = []
 
 @description('Isolated tenants, one scale-to-zero app each. Default: none.')
@@ -141,7 +141,26 @@ func isTenantName(n string) bool => length(n) >= 1 && length(n) <= 29 && contain
 var tenantNames = map(isolatedTenants, t => t.name)
 var checkedTenants = length(union(tenantNames, [])) != length(tenantNames)
   ? fail('isolatedTenants: every name must be unique: ${join(tenantNames, ', ')}')
-  : map(isolatedTenants, t => isTenantName(t.name) ? t : fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters'))
+  : map(isolatedTenants, t => !isTenantName(t.name)
+      ? fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters')
+      : !empty(missingDeployments(t, models))
+          ? fail('isolatedTenants: "${t.name}" calls ${join(missingDeployments(t, models), ', ')}, which its deployments (default: the models parameter, GATEWAY_MODELS) do not map to an Azure deployment')
+          : t)
+
+// missingDeployments lists the models an isolated tenant calls that its
+// deployments (default: the models parameter) do not name: each would fail
+// the deployment with an ARM expression error in app.bicep, after the
+// tenant's identity and Redis access exist (issue 34). scripts/bicepcheck
+// evaluates it.
+func missingDeployments(t object, defaults object) array => filter(t.models, m => !contains(contains(t, 'deployments') ? t.deployments : defaults, m))
+
+// tenantRowProblem names the first field a shared-tier tenant row
+// (GATEWAY_TENANTS) lacks, or ''. requests and
+// interval may be left out (gateway.bicep's defaults); id and models may
+// not. scripts/bicepcheck evaluates it.
+func tenantRowProblem(t object) string => !contains(t, 'id') ? 'id' : !contains(t, 'models') ? 'models' : ''
+
+var checkedTenantRows = map(tenants, t => empty(tenantRowProblem(t)) ? t : fail('tenants (GATEWAY_TENANTS): a row has no ${tenantRowProblem(t)}: ${string(t)}'))
 
 // isOtelDestination is otelDestination's rule: empty, appinsights, or an
 // http(s) URL (scripts/bicepcheck evaluates it).
@@ -172,7 +191,7 @@ module gateway 'modules/gateway.bicep' = {
     entraTenantId: entraTenantId
     apiClientId: apiClientId
     apiAppIdUri: apiAppIdUri
-    tenants: tenants
+    tenants: checkedTenantRows
     isolatedTenants: checkedTenants
     requiredRoles: requiredRoles
     requiredScopes: requiredScopes

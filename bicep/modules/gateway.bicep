@@ -207,11 +207,13 @@ var authAudiences = [apiClientId, empty(apiAppIdUri) ? 'api://${apiClientId}' : 
 
 // The shared gateway's tenant table. A tenant is the token's tid: an Entra
 // directory. Without a table, the API's own directory may call every model,
-// 600 requests a minute. A row's name is logged as tenant_name.
+// 600 requests a minute. A row's name is logged as tenant_name; a row
+// without requests or interval gets the isolated tier's defaults (600 a
+// minute), as its description says (main.bicep checked id and models).
 var tenantTable = empty(tenants)
   ? [{ id: entraTenantId, name: 'home', models: map(items(models), m => m.key), requests: 600, interval: '1m' }]
   : tenants
-var tenantRows = map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: t.requests, interval: t.interval })
+var tenantRows = map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: contains(t, 'requests') ? t.requests : 600, interval: contains(t, 'interval') ? t.interval : '1m' })
 
 // The isolated tenants: one app each, pinned to its directory (a one-row
 // table), with its own identity, its own role on the account it calls
@@ -228,6 +230,23 @@ resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' 
   name: 'id-gateway-${token}'
   location: location
   tags: tags
+}
+
+// Key Vault Secrets User for the shared gateway's identity (the only app
+// that reads Key Vault: its config or extra env vars), granted as soon as
+// the identity exists and before any app module starts, as the pull grant
+// is: an app created right after its grant fails its first revision with
+// "unable to fetch secret" while the grant propagates (issue 34;
+// microsoft/azure-container-apps #722, #930, #1174). A module skipped as a
+// whole when no vault is named, so nothing in it is evaluated with an
+// empty name.
+module keyVaultAccess 'keyvault-access.bicep' = if (!empty(keyVaultName)) {
+  name: 'keyvault-access-${token}-${sharedAppName}'
+  scope: resourceGroup(empty(keyVaultResourceGroup) ? resourceGroup().name : keyVaultResourceGroup)
+  params: {
+    vaultName: keyVaultName
+    principalId: identity.properties.principalId
+  }
 }
 
 resource tenantIdentities 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = [for t in isolated: {
@@ -263,7 +282,7 @@ resource tenantRedisAccess 'Microsoft.Cache/redisEnterprise/databases/accessPoli
 // The shared gateway: the tenant table, the azd service's app.
 module app 'app.bicep' = {
   name: 'app-${token}'
-  dependsOn: [redisAccess, acrPull]
+  dependsOn: [redisAccess, acrPull, keyVaultAccess]
   params: {
     token: token
     location: location
@@ -295,8 +314,6 @@ module app 'app.bicep' = {
     keyPrefix: 'llmgw:'
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
-    keyVaultName: keyVaultName
-    keyVaultResourceGroup: keyVaultResourceGroup
     keyVaultEnv: keyVaultEnv
   }
 }
