@@ -166,9 +166,15 @@ var checkedTenantRows = map(tenants, t => empty(tenantRowProblem(t)) ? t : fail(
 // http(s) URL (scripts/bicepcheck evaluates it).
 func isOtelDestination(d string) bool => empty(d) || d == 'appinsights' || (startsWith(d, 'https://') && length(d) > 8) || (startsWith(d, 'http://') && length(d) > 7)
 
-var checkedOtelDestination = isOtelDestination(otelDestination)
-  ? otelDestination
-  : fail('otelDestination: "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint')
+// An OTLP endpoint without a scheme (host:4317) is refused here, as the
+// gateway refuses it in OTEL_EXPORTER_OTLP_ENDPOINT; an https endpoint
+// without headers is refused by the agent, so it is refused here first,
+// with the parameter named (issue 34).
+var checkedOtelDestination = !isOtelDestination(otelDestination)
+  ? fail('otelDestination (GATEWAY_OTEL_DESTINATION): "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint (a scheme is required: https://host:4317)')
+  : startsWith(otelDestination, 'https://') && empty(trim(otelHeaders))
+      ? fail('otelHeaders (GATEWAY_OTEL_HEADERS): the agent takes an https OTLP endpoint only with headers: set its key, e.g. api-key=… or Authorization=Basic%20…')
+      : otelDestination
 
 var tags = { 'azd-env-name': environmentName }
 

@@ -63,6 +63,18 @@ resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
 var otelOn = !empty(otelDestination)
 var otelAppInsights = otelDestination == 'appinsights'
 
+// otlpHeaders reads a key=value,key=value list as the gateway reads
+// OTEL_EXPORTER_OTLP_HEADERS (shared/telemetry/otlp): keys trimmed, values
+// trimmed and percent-decoded (Authorization=Basic%20… reaches the endpoint
+// as "Basic …"), and an entry without '=', with an empty key or with a bad
+// percent-escape dropped. scripts/bicepcheck/testdata/otlp-headers.json
+// holds the cases both parsers are tested on (issue 34).
+func otlpHeaders(headers string) array => map(filter(map(filter(split(headers, ','), kv => contains(kv, '=') && !empty(trim(substring(kv, 0, indexOf(kv, '='))))), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) }), h => isPercentEncoded(h.value)), h => { key: h.key, value: uriComponentToString(h.value) })
+
+// isPercentEncoded reports whether every '%' in v starts an escape of two
+// hex digits (v is padded so that no substring runs past its end).
+func isPercentEncoded(v string) bool => empty(filter(range(0, length(v)), i => substring(v, i, 1) == '%' && (!contains('0123456789abcdefABCDEF', substring('${v}..', i + 1, 1)) || !contains('0123456789abcdefABCDEF', substring('${v}..', i + 2, 1)))))
+
 // otelAgent is the agent's openTelemetryConfiguration for a destination
 // and its headers (key=value,key=value as OTEL_EXPORTER_OTLP_HEADERS):
 // traces to Application Insights, or traces and metrics to one OTLP
@@ -77,7 +89,7 @@ func otelAgent(destination string, headers string) object => destination == 'app
             name: 'otlp'
             endpoint: destination
             insecure: startsWith(destination, 'http://')
-            headers: map(filter(split(headers, ','), kv => contains(kv, '=')), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) })
+            headers: otlpHeaders(headers)
           }
         ]
       }

@@ -711,7 +711,11 @@ function userFunction(file, name) {
   assert.ok(d, `${file.path} has no func ${name}`);
   const ps = d.namedChildren.find((c) => c.type === 'parameters').namedChildren.map((p) => p.namedChildren[0].text);
   const bodyNode = d.namedChildren.at(-1);
-  return (...args) => evaluate(bodyNode, Object.fromEntries(ps.map((p, i) => [p, args[i]])));
+  // The file's other functions are callable from this one, as in bicep.
+  const others = () => Object.fromEntries(file.tree.rootNode.namedChildren
+    .filter((c) => c.type === 'user_defined_function' && c.childForFieldName('name').text !== name)
+    .map((c) => [c.childForFieldName('name').text, (...a) => userFunction(file, c.childForFieldName('name').text)(...a)]));
+  return (...args) => evaluate(bodyNode, { ...others(), ...Object.fromEntries(ps.map((p, i) => [p, args[i]])) });
 }
 
 // The tenant-name rule as the README states it: lowercase letters, digits
@@ -784,7 +788,14 @@ test('OpenTelemetry: the agent\'s configuration for each destination, and nothin
   assert.equal(main.value(main.params.get('otelDestination')), '');
   assert.equal(main.value(main.params.get('otelHeaders')), '');
   assert.match(main.tree.rootNode.text, /@secure\(\)\n@description\([^\n]*\)\nparam otelHeaders string/, 'the headers (a key) are secure');
-  assert.match(main.vars.get('checkedOtelDestination').text, /^isOtelDestination\(otelDestination\)\s*\? otelDestination\s*: fail\(/);
+  const checkDest = (otelDestination, otelHeaders) => evaluate(main.vars.get('checkedOtelDestination'), { otelDestination, otelHeaders, isOtelDestination: isOtel });
+  assert.equal(checkDest('https://otlp.example.com:4317', 'api-key=k'), 'https://otlp.example.com:4317');
+  assert.equal(checkDest('http://collector:4317', ''), 'http://collector:4317');
+  assert.equal(checkDest('appinsights', ''), 'appinsights');
+  assert.equal(checkDest('', ''), '');
+  assert.throws(() => checkDest('otlp.example.com:4317', 'api-key=k'), (e) => e instanceof DeploymentFailed && /GATEWAY_OTEL_DESTINATION.*scheme is required/.test(e.message));
+  // The agent refuses an https endpoint without headers: refused up front.
+  assert.throws(() => checkDest('https://otlp.example.com:4317', ' '), (e) => e instanceof DeploymentFailed && /GATEWAY_OTEL_HEADERS/.test(e.message));
   assert.equal(at(main.module('gateway').body, 'params.otelDestination').text, 'checkedOtelDestination');
   assert.equal(paramEnv.get('otelDestination'), 'GATEWAY_OTEL_DESTINATION');
   assert.equal(paramEnv.get('otelHeaders'), 'GATEWAY_OTEL_HEADERS');
@@ -913,4 +924,19 @@ test('Key Vault Secrets User is granted before any app, by gateway.bicep', () =>
   assert.equal(prop(kv.body, 'dependsOn'), undefined);
   assert.doesNotMatch(kv.body.text, /app\b|tenantApps|redis/i);
   assert.ok(!params(tenantApps).has('keyVaultEnv') && !params(tenantApps).has('gatewayConfigKeyVaultSecretUri'), 'tenant apps read no vault');
+});
+
+// Issue 34, item 6: the agent's headers are read as the gateway reads
+// OTEL_EXPORTER_OTLP_HEADERS (percent-decoded values), checked on the cases
+// scripts/azconfig's TestOtlpHeadersParseAlike runs the gateway's parser on.
+test('OTLP headers: the agent gets what the gateway would send, on the shared cases', () => {
+  const { cases } = JSON.parse(fs.readFileSync(path.join(root, 'scripts/bicepcheck/testdata/otlp-headers.json'), 'utf8'));
+  assert.ok(cases.length >= 8);
+  const agent = userFunction(gw, 'otelAgent');
+  for (const c of cases) {
+    const got = agent('https://otlp.example.com:4317', c.in).destinationsConfiguration.otlpConfigurations[0].headers;
+    assert.deepEqual(Object.fromEntries(got.map((h) => [h.key, h.value])), c.want, JSON.stringify(c.in));
+    assert.equal(got.length, Object.keys(c.want).length, `${JSON.stringify(c.in)}: one entry per key`);
+  }
+  assert.match(gw.tree.rootNode.text, /headers: otlpHeaders\(headers\)/, 'the agent\'s configuration takes the parsed list');
 });
