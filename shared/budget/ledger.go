@@ -219,7 +219,7 @@ func (l *Ledger) Limits(tenant string) (lim Limits, ok bool) {
 // error when ctx ended, or a Request validation error.
 func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decision, error) {
 	lim := l.tenants[tenant]
-	strict := l.cfg.Mode == ModeStrict
+	strict := l.cfg.Mode == ModeStrict || ask.Hold
 	n := ask.choices()
 	out := int64(0)
 	if !ask.NoOutput {

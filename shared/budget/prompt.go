@@ -52,6 +52,12 @@ type Ask struct {
 	Prompts int64
 	// NoOutput marks a request without output tokens (embeddings).
 	NoOutput bool
+	// Hold reserves and caps the request as strict mode does, in either
+	// mode: a background response goes on generating after its creating
+	// request ends, so that request is charged its reservation rather
+	// than what its answer showed (issue 30: in estimate mode it was
+	// charged its JSON bytes, with no cap). Set by the caller.
+	Hold bool
 	// Unbounded marks a prompt that includes content the body does not
 	// hold: a file, an earlier response or conversation, a hosted tool's
 	// results. PromptBound covers only the body; the rest is charged when

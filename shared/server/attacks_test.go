@@ -9,6 +9,7 @@ package server
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -238,5 +239,41 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 			ev("", "[DONE]")
 		}
 		fl.Flush()
+	}
+}
+
+// TestMeteringBackground: a background response's creating request (the
+// backend answers "queued", no usage, and goes on generating) gets the
+// output cap written and is charged its reservation, in estimate mode as
+// in strict. Before (issue 30), estimate mode wrote no cap and charged
+// the prompt bound plus the answer's bytes.
+func TestMeteringBackground(t *testing.T) {
+	for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+			var sent atomic.Value
+			g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = spy }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				sent.Store(string(b))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"resp_bg1","object":"response","status":"queued","background":true,"output":[],"usage":null}`)
+			}))
+			body := `{"model":"m","background":true,"input":"write a long essay"}`
+			resp, b := postPath(t, g, "/v1/responses", body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			var req struct {
+				MaxOutputTokens int64 `json:"max_output_tokens"`
+			}
+			if s, _ := sent.Load().(string); json.Unmarshal([]byte(s), &req) != nil || req.MaxOutputTokens != budget.DefaultOutputTokens {
+				t.Fatalf("backend got %v: want max_output_tokens %d written", sent.Load(), budget.DefaultOutputTokens)
+			}
+			bound := budget.Scanner{}.Ask([]byte(body), budget.FormatResponses).PromptBound
+			if got, want := lastSettle(t, spy), bound+budget.DefaultOutputTokens; got != want {
+				t.Fatalf("charged %d, want the reservation %d", got, want)
+			}
+		})
 	}
 }

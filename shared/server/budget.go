@@ -65,7 +65,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// budget_tokens: a request no backend accepts, refused here.
 		return thinkingOverCap(tb, lim.MaxOutputTokens)
 	}
-	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates()}
+	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates(),
+		Hold: body.Background && op.Creates()}
 	switch {
 	case op.MinCap() > 0:
 		// A budget with less left refuses the request (429) rather than
