@@ -132,7 +132,7 @@ func TestLedgerStoreFaults(t *testing.T) {
 			case "restart":
 				srv.Restart()
 			}
-			after := quotaUsed(t, l, "probe-1") // the store answers: the replay starts
+			_ = quotaUsed(t, l, "probe-1") // the store answers: the replay starts
 			waitReplayed(t, l, 1)
 			if fault == "restart" {
 				// redis-server started empty (no persistence): the counter
@@ -141,7 +141,7 @@ func TestLedgerStoreFaults(t *testing.T) {
 				// store that lost its data.
 				return
 			}
-			after = quotaUsed(t, l, "probe-2")
+			after := quotaUsed(t, l, "probe-2")
 			if got := after - before; got != 4 {
 				t.Fatalf("quota used went from %d to %d: charged %d, want the stream's usage 4", before, after, got)
 			}
