@@ -44,6 +44,9 @@ type attack struct {
 	decoys bool
 	// exact: the charge must be the backend's bill exactly.
 	exact bool
+	// noUsage: the bill's place holds no usage (null, or no member);
+	// untrusted: the bill holds a count that cannot be true.
+	noUsage, untrusted bool
 }
 
 // The attacks, with the issue's numbers: the client that leaves after
@@ -55,6 +58,12 @@ var meteringAttacks = []attack{
 	{name: "backend ignores the cap", stream: true, events: 1004, report: 1004, clientCap: 50},
 	{name: "decoy usage objects", events: 40, report: 40, clientCap: 1000, decoys: true, exact: true},
 	{name: "decoy usage objects", stream: true, events: 40, report: 40, clientCap: 1000, decoys: true, exact: true},
+	{name: "negative usage", events: 40, report: -5, clientCap: 1000, untrusted: true},
+	{name: "negative usage", stream: true, events: 40, report: -5, clientCap: 1000, untrusted: true},
+	{name: "overflowing usage", events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
+	{name: "overflowing usage", stream: true, events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
+	{name: "absent usage", events: 40, clientCap: 1000, noUsage: true},
+	{name: "absent usage", stream: true, events: 40, clientCap: 1000, noUsage: true},
 }
 
 // attackPrompt is the prompt tokens every backend double reports.
@@ -112,7 +121,7 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	// reservation, or it reports less than was relayed) the charge is
 	// at least the reservation and the gateway's own count.
 	least := attackPrompt + relayed
-	if at.hold || at.report < relayed || (granted > 0 && relayed < int64(at.events)) {
+	if at.hold || at.noUsage || at.untrusted || at.report < relayed || (granted > 0 && relayed < int64(at.events)) {
 		least = max(least, granted, bound+relayed)
 	}
 	if charged < least {
@@ -182,14 +191,14 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 			text := strings.Repeat("x ", at.events)
 			switch op {
 			case request.Responses:
-				fmt.Fprintf(w, `{"id":"resp_%d","object":"response","status":"completed","metadata":{%s"k":"v"},"output":[{"type":"function_call","arguments":"{}","name":"f",%s"call_id":"c"},{"type":"message","content":[{"type":"output_text","text":%q}]}],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`,
-					id, decoy, decoy, text, attackPrompt, at.report, attackPrompt+at.report)
+				fmt.Fprintf(w, `{"id":"resp_%d","object":"response","status":"completed","metadata":{%s"k":"v"},"output":[{"type":"function_call","arguments":"{}","name":"f",%s"call_id":"c"},{"type":"message","content":[{"type":"output_text","text":%q}]}],%s}`,
+					id, decoy, decoy, text, attackUsage(op, at))
 			case request.Messages:
-				fmt.Fprintf(w, `{"id":"msg_%d","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{%s"a":1}},{"type":"text","text":%q}],"usage":{"input_tokens":%d,"output_tokens":%d}}`,
-					id, decoy, text, attackPrompt, at.report)
+				fmt.Fprintf(w, `{"id":"msg_%d","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{%s"a":1}},{"type":"text","text":%q}],%s}`,
+					id, decoy, text, attackUsage(op, at))
 			default:
-				fmt.Fprintf(w, `{"id":"c","object":"x","choices":[{"index":0,"message":{"role":"assistant",%s"content":%q},"text":%q}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`,
-					decoy, text, text, attackPrompt, at.report, attackPrompt+at.report)
+				fmt.Fprintf(w, `{"id":"c","object":"x","choices":[{"index":0,"message":{"role":"assistant",%s"content":%q},"text":%q}],%s}`,
+					decoy, text, text, attackUsage(op, at))
 			}
 			return
 		}
@@ -228,14 +237,18 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 		}
 		switch op {
 		case request.Responses:
-			ev("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"resp_%d","object":"response","status":"completed","usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}}`,
-				id, attackPrompt, at.report, attackPrompt+at.report))
+			ev("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"resp_%d","object":"response","status":"completed",%s}}`,
+				id, attackUsage(op, at)))
 		case request.Messages:
 			ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
-			ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":%d}}`, at.report))
+			u := fmt.Sprintf(`"usage":{"output_tokens":%d}`, at.report)
+			if at.noUsage {
+				u = `"usage":null`
+			}
+			ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},%s}`, u))
 			ev("message_stop", `{"type":"message_stop"}`)
 		default:
-			ev("", fmt.Sprintf(`{"id":"c","object":"chunk","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, attackPrompt, at.report, attackPrompt+at.report))
+			ev("", fmt.Sprintf(`{"id":"c","object":"chunk","choices":[],%s}`, attackUsage(op, at)))
 			ev("", "[DONE]")
 		}
 		fl.Flush()
@@ -276,4 +289,17 @@ func TestMeteringBackground(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attackUsage is the bill's usage member in op's spelling.
+func attackUsage(op request.Operation, at attack) string {
+	switch {
+	case at.noUsage:
+		return `"usage":null`
+	case op == request.Messages:
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d}`, attackPrompt, at.report)
+	case op == request.Responses:
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
+	}
+	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
 }
