@@ -112,7 +112,7 @@ func gatewayOnKind(t *testing.T, kind string, tune func(*Deps), urls ...string) 
 		}
 		targets = append(targets, tg)
 	}
-	router := route.New([]route.PoolSpec{spec}, nil)
+	router := route.New([]route.PoolSpec{spec}, route.Options{})
 	d := Deps{
 		Auth:    allowAll{},
 		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),
