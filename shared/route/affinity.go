@@ -14,6 +14,13 @@ import (
 // prefix cache matches on.
 const PrefixBytes = 1024
 
+// MinCachedBytes is the smallest body given a fingerprint key: OpenAI
+// and Azure OpenAI cache prompts of 1,024 tokens or more (Anthropic's
+// minimum is 1,024 or 2,048), about 4 KiB of JSON. A shorter prompt
+// gains nothing from a cache, so it is left to the least busy choice.
+// An explicit prompt_cache_key is always honoured.
+const MinCachedBytes = 4 << 10
+
 // FNV-1a, 64-bit: deterministic on every replica (maphash is seeded per
 // process), and small keys hash in a few nanoseconds.
 const (
@@ -42,13 +49,13 @@ func hashString(h uint64, s string) uint64 {
 // backend prompt cache. It is the body's prompt_cache_key where the API
 // has one; else a fingerprint of the model, the tools, the system prompt
 // (system, instructions) and the conversation's first message (messages
-// or input), cut at its first Anthropic cache_control breakpoint and at
-// PrefixBytes. Only the first message: every later turn of an agent loop
-// starts with it, while the last breakpoint moves to the newest turn on
-// each call (a key up to it would move the conversation every turn; the
-// breakpoints behind it are prefixes of it, so the same endpoint's cache
-// holds them all). raw is a JSON object the request package has already
-// checked (no duplicate routing keys).
+// or input) up to PrefixBytes, Anthropic's cache_control markers left
+// out. Only the first message: every later turn of an agent loop starts
+// with it, while the last cache_control breakpoint moves to the newest
+// turn on each call (a key up to it would move the conversation every
+// turn; the prefixes behind it are prefixes of it, so one endpoint's
+// cache holds them all). raw is a JSON object the request package has
+// already checked (no duplicate routing keys).
 func CacheKey(raw []byte, model string) uint64 {
 	i := jsonscan.SkipWS(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
@@ -79,7 +86,7 @@ func CacheKey(raw []byte, model string) uint64 {
 		h = hashBytes(hashString(h, "pck"), pck)
 		return nonZero(h)
 	}
-	if conv == nil && system == nil && instructions == nil {
+	if conv == nil && system == nil && instructions == nil || len(raw) < MinCachedBytes {
 		return 0 // nothing that a prefix cache would hold
 	}
 	conv = firstElement(conv)

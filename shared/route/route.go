@@ -94,6 +94,12 @@ type Options struct {
 	// Shared carries backend-asked cooldowns between replicas; nil keeps
 	// them in this process.
 	Shared Shared
+	// WeightedRandom orders each priority by weighted random draw alone
+	// (the choice before issue 36), and NoAffinity ignores prompt-cache
+	// keys: both off by default, kept so that the routing bench
+	// (shared/server BenchmarkRouting*) measures each part against its
+	// absence on the same code.
+	WeightedRandom, NoAffinity bool
 }
 
 // Defaults for Options.
@@ -267,12 +273,15 @@ func (r *Router) healthy(group []*Endpoint, now int64, dst []*Endpoint) int {
 // per weight first (a stable insertion sort, so ties keep their weighted
 // random order), then the affinity key's choice moved to the front.
 func (r *Router) rank(g []*Endpoint, key uint64) {
+	if r.o.WeightedRandom {
+		return
+	}
 	for i := 1; i < len(g); i++ {
 		for j := i; j > 0 && busier(g[j-1], g[j]); j-- {
 			g[j], g[j-1] = g[j-1], g[j]
 		}
 	}
-	if key == 0 || len(g) < 2 {
+	if key == 0 || len(g) < 2 || r.o.NoAffinity {
 		return
 	}
 	if i := r.affine(g, key); i > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -353,8 +354,14 @@ func fourRouter(c *clock) (*Router, *Pool) {
 	return r, r.Pool("m")
 }
 
+// pad makes a JSON object body long enough to be cached (MinCachedBytes)
+// with a member no key reads.
+func pad(body string) []byte {
+	return []byte(`{"metadata":{"pad":"` + strings.Repeat("x", MinCachedBytes) + `"},` + body[1:])
+}
+
 func conversation(system string, turns int) []byte {
-	b := fmt.Appendf(nil, `{"model":"m","stream":true,"messages":[{"role":"system","content":%q}`, system)
+	b := fmt.Appendf(nil, `{"model":"m","stream":true,"metadata":{"pad":"%s"},"messages":[{"role":"system","content":%q}`, strings.Repeat("x", MinCachedBytes), system)
 	for i := 0; i < turns; i++ {
 		b = fmt.Appendf(b, `,{"role":"user","content":"turn %d of a long agent loop"}`, i)
 	}
@@ -441,7 +448,7 @@ func TestAffinityBoundedLoad(t *testing.T) {
 }
 
 func TestCacheKey(t *testing.T) {
-	base := CacheKey([]byte(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]}`), "m")
+	base := CacheKey(pad(`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}]}`), "m")
 	tests := []struct {
 		name string
 		body string
@@ -453,7 +460,7 @@ func TestCacheKey(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := CacheKey([]byte(tt.body), "m"); (got == base) != tt.same {
+			if got := CacheKey(pad(tt.body), "m"); (got == base) != tt.same {
 				t.Fatalf("key %x vs base %x, want same=%v", got, base, tt.same)
 			}
 		})
@@ -469,17 +476,22 @@ func TestCacheKey(t *testing.T) {
 	t.Run("later turns and breakpoints do not move the key", func(t *testing.T) {
 		turn1 := `{"model":"m","system":"s","messages":[{"role":"user","content":[{"type":"text","text":"doc","cache_control":{"type":"ephemeral"}}]}]}`
 		turn2 := `{"model":"m","system":"s","messages":[{"role":"user","content":[{"type":"text","text":"doc"}]},{"role":"assistant","content":"a"},{"role":"user","content":"q2","cache_control":{"type":"ephemeral"}}]}`
-		if CacheKey([]byte(turn1), "m") != CacheKey([]byte(turn2), "m") {
+		if CacheKey(pad(turn1), "m") != CacheKey(pad(turn2), "m") {
 			t.Fatal("a later turn with the breakpoint moved must keep the key")
 		}
 		other := `{"model":"m","system":"s","messages":[{"role":"user","content":[{"type":"text","text":"another doc"}]}]}`
-		if CacheKey([]byte(turn1), "m") == CacheKey([]byte(other), "m") {
+		if CacheKey(pad(turn1), "m") == CacheKey(pad(other), "m") {
 			t.Fatal("another first message must change the key")
 		}
 	})
 	t.Run("no prompt: no key", func(t *testing.T) {
-		if k := CacheKey([]byte(`{"model":"m"}`), "m"); k != 0 {
+		if k := CacheKey(pad(`{"model":"m"}`), "m"); k != 0 {
 			t.Fatalf("key %x for a body without a prompt", k)
+		}
+	})
+	t.Run("too short to be cached: no key", func(t *testing.T) {
+		if k := CacheKey([]byte(`{"model":"m","messages":[{"role":"system","content":"s"}]}`), "m"); k != 0 {
+			t.Fatalf("key %x for a prompt below MinCachedBytes", k)
 		}
 	})
 }

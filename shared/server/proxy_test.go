@@ -101,12 +101,12 @@ func gatewayOn(t *testing.T, tune func(*Deps), urls ...string) *testGateway {
 // gatewayOnKind is gatewayOn with endpoints of the given backend kind.
 func gatewayOnKind(t *testing.T, kind string, tune func(*Deps), urls ...string) *testGateway {
 	t.Helper()
-	return gatewayOnTiers(t, kind, tune, nil, urls...)
+	return gatewayOnTiers(t, kind, tune, nil, route.Options{}, urls...)
 }
 
 // gatewayOnTiers is gatewayOnKind with each endpoint's priority from
-// priorities (missing: 0).
-func gatewayOnTiers(t *testing.T, kind string, tune func(*Deps), priorities []int, urls ...string) *testGateway {
+// priorities (missing: 0) and the router's options.
+func gatewayOnTiers(t testing.TB, kind string, tune func(*Deps), priorities []int, ro route.Options, urls ...string) *testGateway {
 	t.Helper()
 	g := &testGateway{log: &lockedBuffer{}, urls: urls}
 	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
@@ -123,7 +123,7 @@ func gatewayOnTiers(t *testing.T, kind string, tune func(*Deps), priorities []in
 		}
 		targets = append(targets, tg)
 	}
-	router := route.New([]route.PoolSpec{spec}, route.Options{})
+	router := route.New([]route.PoolSpec{spec}, ro)
 	d := Deps{
 		Auth:    allowAll{},
 		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),

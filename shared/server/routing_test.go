@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/shared/route"
 )
 
 // tiered serves model "m" from one pool whose endpoints are handlers, in
@@ -20,7 +22,7 @@ func tiered(t *testing.T, tune func(*Deps), priorities []int, handlers ...http.H
 		t.Cleanup(b.Close)
 		urls = append(urls, b.URL)
 	}
-	return gatewayOnTiers(t, "openai", tune, priorities, urls...)
+	return gatewayOnTiers(t, "openai", tune, priorities, route.Options{}, urls...)
 }
 
 // requestLines is the access log's request lines.
@@ -233,7 +235,8 @@ func TestAffinityAcrossReplicas(t *testing.T) {
 		urls = append(urls, b.URL)
 	}
 	replicas := []*testGateway{gatewayOn(t, nil, urls...), gatewayOn(t, nil, urls...)}
-	turn := `{"model":"m","stream":true,"messages":[{"role":"system","content":"you are agent 7 with a long system prompt"},{"role":"user","content":"turn`
+	system := strings.Repeat("you are agent 7 with a long system prompt; ", 128) // past route.MinCachedBytes
+	turn := `{"model":"m","stream":true,"messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"turn`
 	for i := 0; i < 12; i++ {
 		body := turn + strings.Repeat(" and more", i) + `"}]}`
 		if resp, b := replicas[i%2].post(t, body); resp.StatusCode != 200 {
