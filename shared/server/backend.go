@@ -82,7 +82,9 @@ func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter,
 		if full {
 			deferPriority(order[i+1:], e.Priority)
 		}
-		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: !final && i < len(order)-1 && tries < s.MaxAttempts})
+		failover := !final && i < len(order)-1 && tries < s.MaxAttempts
+		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: failover,
+			Spill: failover && order[i+1].Priority != e.Priority})
 		if last = fail; final || tries == s.MaxAttempts {
 			break
 		}
@@ -140,7 +142,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 		rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
 		return nil, nil, credentialError(pool.Name, err), false
 	}
-	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model)
+	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model, e.Priority)
 	timeout := s.HeaderTimeout
 	if !a.body.Stream {
 		timeout = s.ResponseTimeout

@@ -1,15 +1,18 @@
 package server
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/telemetry"
 )
 
 // tiered serves model "m" from one pool whose endpoints are handlers, in
@@ -251,5 +254,46 @@ func TestAffinityAcrossReplicas(t *testing.T) {
 	}
 	if served != 1 {
 		t.Fatalf("12 turns of one conversation landed on %d endpoints, want 1", served)
+	}
+}
+
+// spans records what the server reports of its backend attempts.
+type spans struct {
+	mu       sync.Mutex
+	attempts []telemetry.Attempt
+	results  []telemetry.Result
+}
+
+func (s *spans) Begin(ctx context.Context, _, _ string, _ http.Header) context.Context { return ctx }
+func (s *spans) Attempt(_ context.Context, _ *http.Request, a telemetry.Attempt) func(telemetry.Result) {
+	s.mu.Lock()
+	s.attempts = append(s.attempts, a)
+	s.mu.Unlock()
+	return func(r telemetry.Result) {
+		s.mu.Lock()
+		s.results = append(s.results, r)
+		s.mu.Unlock()
+	}
+}
+func (s *spans) Stream(context.Context, string, int64)   {}
+func (s *spans) End(context.Context, *telemetry.Request) {}
+
+// TestSpillTelemetry: telemetry says which priority each attempt went to
+// and that the PTU's 429 spilled to the next priority.
+func TestSpillTelemetry(t *testing.T) {
+	tel := &spans{}
+	g := tiered(t, func(d *Deps) { d.Telemetry = tel }, []int{0, 1},
+		func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTooManyRequests) },
+		sseBackend)
+	if resp, b := g.post(t, streamBody); resp.StatusCode != 200 {
+		t.Fatalf("status %d %s", resp.StatusCode, b)
+	}
+	tel.mu.Lock()
+	defer tel.mu.Unlock()
+	if len(tel.attempts) != 2 || tel.attempts[0].Priority != 0 || tel.attempts[1].Priority != 1 {
+		t.Fatalf("attempts %+v: want priority 0 then 1", tel.attempts)
+	}
+	if len(tel.results) == 0 || !tel.results[0].Failover || !tel.results[0].Spill {
+		t.Fatalf("results %+v: the 429 must be a failover that spilled", tel.results)
 	}
 }
