@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
 )
@@ -295,5 +296,35 @@ func TestSpillTelemetry(t *testing.T) {
 	}
 	if len(tel.results) == 0 || !tel.results[0].Failover || !tel.results[0].Spill {
 		t.Fatalf("results %+v: the 429 must be a failover that spilled", tel.results)
+	}
+}
+
+// TestSpillKeepsBudget: a request that spills from the PTU to
+// pay-as-you-go reserves its budget once, before the first attempt, and
+// settles once, from the usage of the one answer relayed.
+func TestSpillKeepsBudget(t *testing.T) {
+	spy := newBudgetSpy(t, budget.Config{}, nil,
+		budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 100000, MaxOutputTokens: 50}})
+	g := tiered(t, func(d *Deps) { d.Budgets = spy }, []int{0, 1},
+		func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After-Ms", "500")
+			w.WriteHeader(http.StatusTooManyRequests)
+		},
+		sseBackend)
+	if resp, b := g.post(t, streamBody); resp.StatusCode != 200 {
+		t.Fatalf("status %d %s", resp.StatusCode, b)
+	}
+	reserves, settles := 0, []string{}
+	for _, c := range spy.settled(t) {
+		switch {
+		case c == "reserve":
+			reserves++
+		case strings.HasPrefix(c, "settle") || c == "keep":
+			settles = append(settles, c)
+		}
+	}
+	// sseBackend's usage: 3 prompt + 1 completion tokens.
+	if reserves != 1 || len(settles) != 1 || settles[0] != "settle 4" {
+		t.Fatalf("reserved %d times, settled %v; want one reserve and one settle 4", reserves, settles)
 	}
 }
