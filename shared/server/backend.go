@@ -32,11 +32,10 @@ import (
 // MaxAttempts of them. A 429 moves the request to the next priority
 // (reserved capacity spills to pay-as-you-go; the 429's siblings come
 // after it); any other failure tries the same priority first (the
-// order's own). It
-// never retries once a response is handed back: no content reached the
-// client before that. A non-streaming answer that outlasts ResponseTimeout
-// is a 504 without another attempt. release frees the attempt's context
-// and ends its in-flight count.
+// order's own). It never retries once a response is handed back: no
+// content reached the client before that. A non-streaming answer that
+// outlasts ResponseTimeout is a 504 without another attempt. release
+// frees the attempt's context and ends its in-flight count.
 func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
 	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	s.Router.Sync(ctx, pool)
