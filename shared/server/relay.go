@@ -87,11 +87,15 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		return
 	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
 		ae = streamIdle(s.StreamIdleTimeout)
+		s.streamHealth(rec, false)
 	case err != nil:
 		ae = streamFailed(cause(err))
+		s.streamHealth(rec, false)
 	case !res.Done:
 		ae = streamEndedEarly()
+		s.streamHealth(rec, false)
 	default:
+		s.streamHealth(rec, true)
 		return
 	}
 	rec.outcome = ae.Code
@@ -99,6 +103,20 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	if n, werr := w.Write(ev); werr == nil {
 		rec.bytes += int64(n)
 		_ = rc.Flush()
+	}
+}
+
+// streamHealth tells the router how the served endpoint's stream ended:
+// a stall, a reset or an end without the terminal event count toward
+// ejecting it (the client leaving, a deadline, the output cap or the
+// backend's own error event do not: a caller can provoke those).
+func (s *Server) streamHealth(rec *exchange, done bool) {
+	switch {
+	case rec.served == nil:
+	case done:
+		s.Router.StreamDone(rec.served)
+	default:
+		s.Router.StreamFailed(rec.served)
 	}
 }
 

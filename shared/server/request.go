@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -41,6 +42,8 @@ type logEntry struct {
 	tenantName      string // the tenant's readable name from config ("" = none)
 	model, pool     string
 	endpoint        string
+	priority        int    // the serving endpoint's priority
+	spill           string // why the request left its best priority: the failure's code ("" = it did not)
 	stream          bool
 	streamKnown     bool // the body was read: a refused caller's never is
 	attempts        int
@@ -90,9 +93,12 @@ type exchange struct {
 	logEntry
 	wroteHeader bool
 	// keepalive, when set, owns the stream's writes (keepalive.Writer).
-	keepalive      *keepalive.Writer
-	op             request.Operation
-	pin            string       // the endpoint a stored response lives on ("" = any)
+	keepalive *keepalive.Writer
+	op        request.Operation
+	pin       string // the endpoint a stored response lives on ("" = any)
+	// served is the endpoint whose answer is relayed (send): a stream it
+	// cuts counts against its health. nil for stored-response routes.
+	served         *route.Endpoint
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
 	budget         *reservation // the request's token budget; nil without one
 	// slot is the tenant whose concurrency slot the request holds (admit).
@@ -305,6 +311,8 @@ func (s *Server) log(rec *exchange) {
 		streamAttr(&rec.logEntry),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
+		slog.Int("priority", rec.priority),
+		slog.String("spill", rec.spill),
 		slog.Int("attempts", rec.attempts),
 		slog.Int("status", rec.status),
 		slog.Int("upstream_status", rec.upstreamStatus),
