@@ -470,8 +470,8 @@ func unsupportedStream(op request.Operation) *apiError {
 		"Unsupported parameter: 'stream' is not a parameter of "+op.API()+".")
 }
 
-// storedStateRefused: a Responses body names stored state whose owner the
-// gateway does not record (issue 21).
+// storedStateRefused: a body names stored state whose owner the gateway
+// does not record (issues 21 and 31: request.StoredState).
 func storedStateRefused(param, msg string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
 }

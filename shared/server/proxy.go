@@ -205,16 +205,16 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 			return body, nil, unsupportedAPI(body.Model, op)
 		}
 	}
+	// Stored state the gateway cannot prove the tenant owns is refused
+	// before any backend sees it (issues 21 and 31).
+	if serr := request.StoredState(raw, op); serr != nil {
+		return body, nil, storedStateRefused(serr.Param, serr.Message)
+	}
 	if !op.Creates() {
 		return body, pool, nil
 	}
-	// Stored state the gateway cannot prove the tenant owns is refused
-	// before any backend sees it (issue 21).
 	if body.Conversation {
 		return body, nil, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'")
-	}
-	if body.ItemReference(raw) {
-		return body, nil, storedStateRefused("input", "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'")
 	}
 	if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
 		return body, nil, aerr
