@@ -131,14 +131,22 @@ func (s *Server) principalTenant(r *http.Request, rec *exchange) (*tenant.Tenant
 	if err != nil {
 		return nil, authError(err)
 	}
-	rec.tenant, rec.subject = p.Tenant, p.Subject
 	t := s.Tenants.Lookup(p.Tenant)
 	if t == nil {
+		// The claim is the token's, not config's: a signed token of a
+		// tenant not in the table (any directory of an Entra {tenantid}
+		// issuer) must not add a metric series or a log value of its
+		// choosing (issue 31). The caller's answer names its claim.
+		rec.tenant, rec.detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
-	rec.tenantName = t.Name
+	rec.tenant, rec.subject, rec.tenantName = t.ID, p.Subject, t.Name
 	return t, nil
 }
+
+// UnknownTenant is the tenant the access log and telemetry name for a
+// caller whose token is valid but whose tenant the table does not have.
+const UnknownTenant = "unknown"
 
 // admit takes one of the tenant's concurrent-request slots on this
 // replica (serve frees it when the request ends), or refuses with 429
