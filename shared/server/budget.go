@@ -48,6 +48,9 @@ type reservation struct {
 	eventsBound bool
 	cut         bool // the relay ended the stream at its reservation
 	charged     int64
+	// features is the priced uses of server-side features in bound: the
+	// backend's token usage leaves them out, so the charge adds them.
+	features int64
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -82,6 +85,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
+		// Server-side features' uses (web searches, fetches) bill outside
+		// the tokens: their priced uses are reserved like prompt tokens.
+		ask.PromptBound = min(ask.PromptBound+rec.featureCost, budget.MaxTokens)
 		if rec.previousTokens > 0 {
 			// A continued response's stored context is in no body: its
 			// recorded total (input + output) is the bound of what the
@@ -105,7 +111,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if !d.Allowed {
 		return budgetRefusal(tenantID, d, now)
 	}
-	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
+	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.featureCost,
 		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
 		eventsBound: op.TokenEvents()}
 	// The cap is written even when it is the client's own: only the
@@ -207,7 +213,9 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 			// choice's role and finish chunks and Azure's filter chunk).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
-		actual = billed
+		// The uses reserved are charged whole: the backend's count of them
+		// (usage.server_tool_use) is not read yet.
+		actual = min(billed+b.features, budget.MaxTokens)
 	case b.cut:
 		// The backend ignored the cap and reported nothing.
 		why = "the stream was cut at its reservation without usage"

@@ -76,6 +76,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	if err != nil {
 		return err
 	}
+	// 4b. Server-side features: the tenant's allow-list, priced per use.
+	if err := s.checkFeatures(rec, t, op, raw, r.Header); err != nil {
+		return err
+	}
 
 	// 5. Limit: one token from the tenant's bucket.
 	if err := s.take(ctx, w, rec, t.ID); err != nil {
