@@ -128,7 +128,7 @@ type isolatedTenant = {
   deployments: object?
 }
 
-// isTenantName is the tenant-name rule the README states and
+// isTenantName is the tenant-name rule docs/azure.md states and
 // scripts/bicepcheck evaluates: lowercase letters, digits and single
 // hyphens, starting with a letter and ending with a letter or digit, 1 to
 // 29 characters (its app, ca-{name}, is a Container App name: at most 32,

@@ -208,13 +208,13 @@ const configTemplatePath = path.join(bicepDir, 'modules', 'gateway-config.json')
 const configTemplate = fs.readFileSync(configTemplatePath, 'utf8');
 const configPairs = replacePairs(af, af.vars.get('generatedConfig'));
 
-// The parameters file and the README's Azure section (up to the next
-// second-level heading).
+// The parameters file and the Azure page of the docs (docs/azure.md, the
+// README's Azure section before the README was split).
 const paramsFile = JSON.parse(fs.readFileSync(path.join(bicepDir, 'main.parameters.json'), 'utf8')).parameters;
 const paramEnv = new Map(Object.entries(paramsFile).map(([k, v]) => [k, String(v.value).match(/^\$\{([A-Z0-9_]+)\}$/)?.[1]]));
-const readme = fs.readFileSync(path.join(root, 'README.md'), 'utf8');
-const azureSection = readme.slice(readme.indexOf('## Run on Azure Container Apps'), readme.indexOf('\n## ', readme.indexOf('## Run on Azure Container Apps') + 1));
-const isolatedSection = readme.slice(readme.indexOf('### The isolated tier'), readme.indexOf('\n### ', readme.indexOf('### The isolated tier') + 1));
+const readme = fs.readFileSync(path.join(root, 'docs', 'azure.md'), 'utf8');
+const azureSection = readme;
+const isolatedSection = readme.slice(readme.indexOf('## The isolated tier'), readme.indexOf('\n## ', readme.indexOf('## The isolated tier') + 1));
 
 test('every bicep file parses without errors', () => {
   assert.ok(Object.keys(files).length >= 4, 'bicep files found');
@@ -597,7 +597,7 @@ test('Redis is Azure Managed Redis with Entra access for each app identity, keys
 
 test('the README links the Dockerfile instead of copying it', () => {
   assert.doesNotMatch(readme, /```dockerfile/);
-  assert.match(azureSection, /\]\(Dockerfile\)/);
+  assert.match(azureSection, /\]\(\.\.\/Dockerfile\)/);
   assert.doesNotMatch(fs.readFileSync(path.join(root, 'Dockerfile'), 'utf8'), /^```/m);
 });
 
@@ -694,7 +694,7 @@ function userFunction(file, name) {
   return (...args) => evaluate(bodyNode, Object.fromEntries(ps.map((p, i) => [p, args[i]])));
 }
 
-// The tenant-name rule as the README states it: lowercase letters, digits
+// The tenant-name rule as docs/azure.md states it: lowercase letters, digits
 // and single hyphens, starting with a letter and ending with a letter or
 // digit, at most 29 characters.
 const readmeRule = (n) => /^[a-z](-?[a-z0-9])*$/.test(n) && n.length <= 29;
