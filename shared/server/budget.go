@@ -50,7 +50,7 @@ type reservation struct {
 	charged     int64
 	// features is the priced uses of server-side features in bound: the
 	// backend's token usage leaves them out, so the charge adds them.
-	features int64
+	features priced
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -87,7 +87,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
 		// Server-side features' uses (web searches, fetches) bill outside
 		// the tokens: their priced uses are reserved like prompt tokens.
-		ask.PromptBound = min(ask.PromptBound+rec.featureCost, budget.MaxTokens)
+		ask.PromptBound = min(ask.PromptBound+rec.features.total, budget.MaxTokens)
 		if rec.previousTokens > 0 {
 			// A continued response's stored context is in no body: its
 			// recorded total (input + output) is the bound of what the
@@ -111,7 +111,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if !d.Allowed {
 		return budgetRefusal(tenantID, d, now)
 	}
-	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.featureCost,
+	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
 		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput,
 		eventsBound: op.TokenEvents()}
 	// The cap is written even when it is the client's own: only the
@@ -213,9 +213,9 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 			// choice's role and finish chunks and Azure's filter chunk).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
-		// The uses reserved are charged whole: the backend's count of them
-		// (usage.server_tool_use) is not read yet.
-		actual = min(billed+b.features, budget.MaxTokens)
+		// Server tools' uses by the backend's count where it reports one
+		// (usage.server_tool_use), else as reserved.
+		actual = min(billed+b.features.charge(rec.usage.ServerTools), budget.MaxTokens)
 	case b.cut:
 		// The backend ignored the cap and reported nothing.
 		why = "the stream was cut at its reservation without usage"

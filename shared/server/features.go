@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -17,11 +18,11 @@ import (
 // call: a feature the tenant's config does not list is refused, 400 with
 // the param that asks for it; one it lists adds its cost per use to the
 // request's budget reservation (reserveBudget) and its charge
-// (settleBudget). Anthropic-Beta values pass only from the default list
+// (settleBudget): by the backend's count of uses where it reports one. Anthropic-Beta values pass only from the default list
 // or the tenant's.
 
 // checkFeatures refuses what the tenant may not use and prices the rest
-// into rec.featureCost.
+// into rec.features.
 func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Operation, raw []byte, h http.Header) error {
 	if op.Anthropic() {
 		s.filterBetas(rec, t, h)
@@ -33,7 +34,7 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 	if u.Unknown != "" {
 		return unknownTool(u.Unknown)
 	}
-	var cost int64
+	var p priced
 	for _, name := range request.FeatureNames() {
 		f, _ := request.ParseFeature(name)
 		if !u.Asked(f) {
@@ -47,10 +48,53 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 		if uses <= 0 {
 			uses = g.DefaultUses
 		}
-		cost = min(cost+min(uses, budget.MaxTokens)*g.CostPerUse, budget.MaxTokens)
+		reserved := mulTokens(uses, g.CostPerUse)
+		p.total = min(p.total+reserved, budget.MaxTokens)
+		switch f {
+		case request.WebSearch:
+			p.search = pricedUse{reserved: reserved, perUse: g.CostPerUse}
+		case request.WebFetch:
+			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse}
+		}
 	}
-	rec.featureCost = cost
+	rec.features = p
 	return nil
+}
+
+// priced is what a request's server-side features were reserved at.
+type priced struct {
+	// total is the token-equivalent reserved for every feature asked.
+	total int64
+	// search and fetch are the features whose uses the backend counts
+	// (Anthropic's usage.server_tool_use): their share of total and
+	// price, so the charge follows the count.
+	search, fetch pricedUse
+}
+
+type pricedUse struct{ reserved, perUse int64 }
+
+// charge is what the features cost, given the usage's count of server
+// tool uses: each counted feature at its price per use counted (more than
+// reserved when the backend ran more), the rest as reserved.
+func (p priced) charge(st sse.ServerToolUse) int64 {
+	if !st.Reported {
+		return p.total
+	}
+	c := p.total - p.search.reserved - p.fetch.reserved
+	c += mulTokens(st.WebSearches, p.search.perUse) + mulTokens(st.WebFetches, p.fetch.perUse)
+	return min(c, budget.MaxTokens)
+}
+
+// mulTokens is a×b for counts of at most budget.MaxTokens, at most
+// budget.MaxTokens.
+func mulTokens(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > budget.MaxTokens/b {
+		return budget.MaxTokens
+	}
+	return a * b
 }
 
 // filterBetas keeps, of the request's Anthropic-Beta values, those on

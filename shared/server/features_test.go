@@ -19,6 +19,8 @@ type messagesBackend struct {
 	mu    sync.Mutex
 	calls int
 	beta  string
+	// silent: the usage has no server_tool_use (else 2 web searches).
+	silent bool
 }
 
 func (b *messagesBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -26,9 +28,13 @@ func (b *messagesBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b.mu.Lock()
 	b.calls++
 	b.beta = r.Header.Get("Anthropic-Beta")
+	tools := `,"server_tool_use":{"web_search_requests":2}`
+	if b.silent {
+		tools = ""
+	}
 	b.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":5,"server_tool_use":{"web_search_requests":2}}}`)
+	_, _ = io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":5`+tools+`}}`)
 }
 
 func (b *messagesBackend) seen() (int, string) {
@@ -109,8 +115,9 @@ func TestFeaturesOffByDefault(t *testing.T) {
 
 // TestFeaturesPerTenant: web search is on for t1 and off for t2. t1's
 // request is forwarded, its uses reserved at 100 tokens each (max_uses 4,
-// or the grant's 3 by default) and charged with its tokens; t2's is
-// refused without a backend call.
+// or the grant's 3 by default) and charged with its tokens by the
+// backend's count (usage.server_tool_use: 2 searches), or as reserved
+// when the backend counts none; t2's is refused without a backend call.
 func TestFeaturesPerTenant(t *testing.T) {
 	t.Parallel()
 	b := &messagesBackend{}
@@ -123,15 +130,19 @@ func TestFeaturesPerTenant(t *testing.T) {
 		t.Fatalf("t2's request reached the backend")
 	}
 	for _, c := range []struct {
-		maxUses string
-		uses    int64
-	}{{`,"max_uses":4`, 4}, {"", 3}} {
+		maxUses       string
+		uses, charged int64
+		silent        bool
+	}{{`,"max_uses":4`, 4, 2, false}, {"", 3, 2, false}, {`,"max_uses":4`, 4, 4, true}} {
+		b.mu.Lock()
+		b.silent = c.silent
+		b.mu.Unlock()
 		resp, body := messagesCall(t, g, "t1", strings.Replace(search, "%s", c.maxUses, 1), "")
 		if resp.StatusCode != 200 {
 			t.Fatalf("t1 %s: %d %s", c.maxUses, resp.StatusCode, body)
 		}
 		calls := spy.settled(t)
-		want := "settle " + strconv.FormatInt(15+100*c.uses, 10) // 10 input + 5 output + the uses reserved
+		want := "settle " + strconv.FormatInt(15+100*c.charged, 10) // 10 input + 5 output + the uses charged
 		if calls[len(calls)-1] != want {
 			t.Fatalf("t1 %s: %v, want the last %q", c.maxUses, calls, want)
 		}
