@@ -1,8 +1,8 @@
 package request
 
 import (
+	"bytes"
 	"fmt"
-	"strings"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
@@ -165,8 +165,8 @@ var messagesToolPrefixes = map[string]int{
 
 // messagesFamily is an Anthropic tool type without its date suffix
 // ("web_search_20250305" → "web_search").
-func messagesFamily(t string) string {
-	i := strings.LastIndexByte(t, '_')
+func messagesFamily(t []byte) []byte {
+	i := bytes.LastIndexByte(t, '_')
 	if i < 0 || len(t)-i-1 != 8 {
 		return t
 	}
@@ -190,14 +190,16 @@ func FeaturesOf(b []byte, op Operation) Uses {
 	}
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
-		switch k := string(jsonscan.Key(raw, &kb)); k {
+		// Params are constants: a key bound to a variable would be a
+		// string allocated per member.
+		switch string(jsonscan.Key(raw, &kb)) {
 		case "tools":
 			if b[v] == '[' && rule&(featResponsesTools|featChatTools|featMessagesTools) != 0 {
 				tools(&u, b, v, rule)
 			}
 		case "web_search_options":
 			if rule&featChatTools != 0 && b[v] != 'n' {
-				u.ask(WebSearch, k, 0)
+				u.ask(WebSearch, "web_search_options", 0)
 			}
 		case "max_tool_calls":
 			if rule&featResponsesTools != 0 {
@@ -207,18 +209,18 @@ func FeaturesOf(b []byte, op Operation) Uses {
 			}
 		case "mcp_servers":
 			if rule&featMessagesTools != 0 && b[v] == '[' && jsonscan.SkipWS(b, v+1) < end-1 {
-				u.ask(MCP, k, 0)
+				u.ask(MCP, "mcp_servers", 0)
 			}
 		case "container":
 			if rule&featMessagesTools != 0 && b[v] != 'n' {
-				u.ask(Container, k, 0)
+				u.ask(Container, "container", 0)
 			}
-		case "messages", "input", "system":
-			if rule&featFileIDs != 0 {
-				if p := fileIDAt(b, v, end, k); p != "" {
-					u.ask(FileID, p, 0)
-				}
-			}
+		case "messages":
+			u.fileIDs(rule, b, v, end, "messages.file_id")
+		case "input":
+			u.fileIDs(rule, b, v, end, "input.file_id")
+		case "system":
+			u.fileIDs(rule, b, v, end, "system.file_id")
 		}
 	})
 	return u
@@ -230,7 +232,7 @@ func tools(u *Uses, b []byte, v int, rule featureRule) {
 	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; n++ {
 		e := jsonscan.SkipValue(b, i)
 		if b[i] == '{' {
-			tool(u, b, i, fmt.Sprintf("tools[%d]", n), rule)
+			tool(u, b, i, n, rule)
 		}
 		i = jsonscan.SkipWS(b, e)
 		if i < len(b) && b[i] == ',' {
@@ -239,9 +241,10 @@ func tools(u *Uses, b []byte, v int, rule featureRule) {
 	}
 }
 
-// tool reads one tool object at b[i], param its place.
-func tool(u *Uses, b []byte, i int, param string, rule featureRule) {
-	typ, typed := "", false
+// tool reads one tool object at b[i], tools[n].
+func tool(u *Uses, b []byte, i, n int, rule featureRule) {
+	var typ []byte
+	typed := false
 	var maxUses int64
 	container := false
 	var kb [32]byte
@@ -249,11 +252,11 @@ func tool(u *Uses, b []byte, i int, param string, rule featureRule) {
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "type":
 			if b[v] == '"' {
-				if t, _, err := unquote(b[v:end]); err == nil {
+				if t, ok := stringValue(b[v:end]); ok {
 					typ, typed = t, true
 				}
 			} else if b[v] != 'n' {
-				typ, typed = "\x00", true // not a string: no tool the gateway knows
+				typ, typed = []byte{0}, true // not a string: no tool the gateway knows
 			}
 		case "max_uses":
 			if n, neg, _, ok := jsonscan.Int(b, v, maxCount); ok && !neg {
@@ -268,43 +271,47 @@ func tool(u *Uses, b []byte, i int, param string, rule featureRule) {
 	switch {
 	case rule&featMessagesTools != 0:
 		if typed {
-			f, known = messagesToolPrefixes[messagesFamily(typ)]
+			f, known = messagesToolPrefixes[string(messagesFamily(typ))]
 		}
 	case rule&featResponsesTools != 0:
-		f, known = responsesTools[typ]
+		f, known = responsesTools[string(typ)]
 	case rule&featChatTools != 0:
-		known = typ == "function" || typ == "custom"
+		known = string(typ) == "function" || string(typ) == "custom"
 	}
+	// The param is built only for a tool that asks for something: most
+	// tools are the caller's own functions.
 	switch {
 	case !known:
 		if u.Unknown == "" {
-			u.Unknown = param + ".type"
+			u.Unknown = fmt.Sprintf("tools[%d].type", n)
 		}
 	case f >= 0:
-		u.ask(Feature(f), param, maxUses)
+		u.ask(Feature(f), fmt.Sprintf("tools[%d]", n), maxUses)
 	}
 	if container {
-		u.ask(Container, param+".container", 0)
+		u.ask(Container, fmt.Sprintf("tools[%d].container", n), 0)
 	}
 }
 
-// fileIDAt is the param of the first member named file_id (not null) in
-// the value b[v:end], the field key's, or "".
-func fileIDAt(b []byte, v, end int, key string) string {
-	for i := v; i < end; i++ {
-		if b[i] == '"' {
-			e := jsonscan.SkipString(b, i)
-			j := jsonscan.SkipWS(b, e)
-			if j < end && b[j] == ':' {
-				var kb [32]byte
-				if string(jsonscan.Key(b[i+1:e-1], &kb)) == "file_id" && b[jsonscan.SkipWS(b, j+1)] != 'n' {
-					return key + ".file_id"
-				}
-			}
-			i = e - 1
-		}
+// fileIDs asks for FileID at param when the value b[v:end] has a member
+// named file_id (not null) at any depth and rule reads file ids.
+func (u *Uses) fileIDs(rule featureRule, b []byte, v, end int, param string) {
+	if rule&featFileIDs == 0 {
+		return
 	}
-	return ""
+	var kb [32]byte
+	for i := v; i < end; i++ {
+		if b[i] != '"' {
+			continue
+		}
+		e := jsonscan.SkipString(b, i)
+		if j := jsonscan.SkipWS(b, e); j < end && b[j] == ':' && b[jsonscan.SkipWS(b, j+1)] != 'n' &&
+			string(jsonscan.Key(b[i+1:e-1], &kb)) == "file_id" {
+			u.ask(FileID, param, 0)
+			return
+		}
+		i = e - 1
+	}
 }
 
 // DefaultAnthropicBetas are the anthropic-beta values every tenant may

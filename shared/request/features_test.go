@@ -96,3 +96,13 @@ func TestFeatureRules(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkFeaturesOf(b *testing.B) {
+	body := []byte(`{"model":"m","max_tokens":100,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`)
+	b.ReportAllocs()
+	for range b.N {
+		if u := FeaturesOf(body, Messages); u.Any() {
+			b.Fatal("a feature")
+		}
+	}
+}

@@ -1,7 +1,9 @@
 package request
 
 import (
+	"bytes"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
@@ -130,15 +132,14 @@ func storedItem(b []byte, v int) *StateError {
 
 // itemRefused says why the item object at b[i] is refused, or "".
 func itemRefused(b []byte, i int) string {
-	var typ string
+	var typ []byte
 	typeOK, hasID := true, false
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "type":
 			if b[v] == '"' {
-				t, _, err := unquote(b[v:end])
-				typ, typeOK = t, err == nil
+				typ, typeOK = stringValue(b[v:end])
 			}
 		case "id":
 			hasID = b[v] != 'n'
@@ -147,12 +148,12 @@ func itemRefused(b []byte, i int) string {
 	switch {
 	case !typeOK:
 		return "an input item's 'type' does not decode"
-	case typ == "item_reference":
+	case string(typ) == "item_reference":
 		return "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'"
 	case !hasID:
 		return ""
 	}
-	if want, ok := itemContent[typ]; ok {
+	if want, ok := itemContent[string(typ)]; ok {
 		if hasMember(b, i, want) {
 			return ""
 		}
@@ -183,4 +184,15 @@ func hasMember(b []byte, i int, name string) bool {
 		}
 	})
 	return found
+}
+
+// stringValue is the JSON string q (with its quotes) unescaped: q's own
+// bytes when it has no escapes (no allocation), else a decoded copy.
+func stringValue(q []byte) ([]byte, bool) {
+	inner := q[1 : len(q)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return inner, true
+	}
+	s, _, err := unquote(q)
+	return []byte(s), err == nil
 }
