@@ -244,13 +244,14 @@ func tools(u *Uses, b []byte, v int, rule featureRule) {
 // tool reads one tool object at b[i], tools[n].
 func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 	var typ []byte
-	typed := false
+	typed, types := false, 0
 	var maxUses int64
 	container := false
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "type":
+			types++
 			if b[v] == '"' {
 				if t, ok := stringValue(b[v:end]); ok {
 					typ, typed = t, true
@@ -263,9 +264,14 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 				maxUses = int64(n)
 			}
 		case "container":
-			container = b[v] == '"' // an existing container's id
+			container = container || b[v] == '"' // an existing container's id
 		}
 	})
+	if types > 1 {
+		// First-wins and last-wins decoders would read two tools: no
+		// tool the gateway knows.
+		typ, typed = []byte{0}, true
+	}
 	f := -1
 	known := true
 	switch {

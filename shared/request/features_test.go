@@ -47,6 +47,7 @@ func TestFeaturesOf(t *testing.T) {
 		{"computer_use_preview", Responses, `{"tools":[{"type":"computer_use_preview","display_width":1,"display_height":1,"environment":"linux"}]}`, ComputerUse, "tools[0]", 0, ""},
 		{"input_file by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
 		{"input_image by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
+		{"tool type twice", Responses, `{"tools":[{"type":"web_search","type":"function","name":"f"}]}`, 0, "", 0, "tools[0].type"},
 		{"unknown tool type", Responses, `{"tools":[{"type":"some_new_server_tool"}]}`, 0, "", 0, "tools[0].type"},
 		{"function tool", Responses, `{"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"file_id":{"type":"string"}}}}]}`, 0, "", 0, ""},
 		{"input_image by url", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/cat.png"}]}]}`, 0, "", 0, ""},

@@ -99,7 +99,7 @@ func StoredState(b []byte, op Operation) *StateError {
 				found = &StateError{Param: "request_id", Message: "'request_id' is not served through the gateway: a backend stores its answer under it, and one backend account serves every tenant. Send the request without it"}
 			}
 		case "prompt":
-			if rule&statePrompt != 0 && b[v] == '{' && hasMember(b, v, "id") {
+			if set, _ := member(b, v, "id"); rule&statePrompt != 0 && b[v] == '{' && set {
 				found = &StateError{Param: "prompt.id", Message: "stored prompts ('prompt.id') are not served through the gateway: a prompt template lives in the backend account every tenant shares. Send the prompt's text in 'instructions' and 'input'"}
 			}
 		case "input":
@@ -133,28 +133,33 @@ func storedItem(b []byte, v int) *StateError {
 // itemRefused says why the item object at b[i] is refused, or "".
 func itemRefused(b []byte, i int) string {
 	var typ []byte
-	typeOK, hasID := true, false
+	typeOK, hasID, types := true, false, 0
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "type":
+			types++
 			if b[v] == '"' {
 				typ, typeOK = stringValue(b[v:end])
 			}
 		case "id":
-			hasID = b[v] != 'n'
+			// Any id counts: a first-wins decoder reads the first.
+			hasID = hasID || b[v] != 'n'
 		}
 	})
 	switch {
 	case !typeOK:
 		return "an input item's 'type' does not decode"
+	case types > 1:
+		// First-wins and last-wins decoders would read two types.
+		return "an input item has 'type' more than once: send it once"
 	case string(typ) == "item_reference":
 		return "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'"
 	case !hasID:
 		return ""
 	}
 	if want, ok := itemContent[string(typ)]; ok {
-		if hasMember(b, i, want) {
+		if set, null := member(b, i, want); set && !null {
 			return ""
 		}
 		return fmt.Sprintf("an input item with an 'id' and no '%s' names a stored item, which is not served through the gateway: send the item with its '%s', or continue with 'previous_response_id'", want, want)
@@ -173,17 +178,22 @@ func itemRefused(b []byte, i int) string {
 	return "an input item with only an 'id' names a stored item, which is not served through the gateway: send the item itself, or continue with 'previous_response_id'"
 }
 
-// hasMember reports whether the object at b[i] has a member named name
-// (after unescaping) whose value is not null.
-func hasMember(b []byte, i int, name string) bool {
-	found := false
+// member reports whether the object at b[i] has a member named name
+// (after unescaping) that is not null (set), and one that is (null): a
+// key sent twice is read differently by first-wins and last-wins
+// decoders, so a check takes the reading that refuses.
+func member(b []byte, i int, name string) (set, null bool) {
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, _ int) {
-		if string(jsonscan.Key(raw, &kb)) == name && b[v] != 'n' {
-			found = true
+		if string(jsonscan.Key(raw, &kb)) == name {
+			if b[v] == 'n' {
+				null = true
+			} else {
+				set = true
+			}
 		}
 	})
-	return found
+	return set, null
 }
 
 // stringValue is the JSON string q (with its quotes) unescaped: q's own

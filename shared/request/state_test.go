@@ -44,6 +44,10 @@ func TestStoredState(t *testing.T) {
 		{"vLLM request_id on chat", ChatCompletions, `{"messages":[],"request_id":"x"}`, "request_id"},
 		{"request_id twice, null first", Responses, `{"request_id":null,"request_id":"resp_1"}`, "request_id"},
 
+		{"type twice, reference first", Responses, `{"input":[{"type":"item_reference","type":"message","id":"msg_1","role":"user","content":"hi"}]}`, "input[0]"},
+		{"id twice, null last", Responses, `{"input":[{"id":"msg_1","id":null,"role":"user","content":"hi","content":null}]}`, "input[0]"},
+		{"content twice, null last", Responses, `{"input":[{"type":"message","id":"msg_1","role":"user","content":"hi","content":null}]}`, "input[0]"},
+
 		// Responses input items: carried, as the Agents SDK replays them.
 		{"easy message", Responses, `{"input":[{"role":"user","content":"hi"}]}`, ""},
 		{"message with id and content", Responses, `{"input":[{"type":"message","id":"msg_1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"hi","annotations":[]}]}]}`, ""},
