@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -173,7 +174,7 @@ func TestAnthropicBetaAllowList(t *testing.T) {
 			t.Errorf("%s sent %q: the backend got %q, want %q", c.tenant, c.sent, got, c.want)
 		}
 	}
-	if !strings.Contains(g.log.b.String(), "anthropic-beta values dropped") {
+	if !strings.Contains(fmt.Sprint(g.log.lines(t)), "anthropic-beta values dropped") {
 		t.Fatal("no log line names the dropped betas")
 	}
 }
