@@ -313,6 +313,29 @@ type Tenant struct {
 	// MaxOutputTokens caps every request's output per choice, whatever
 	// the client asks.
 	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens"`
+
+	// Features are the server-side features the tenant may use (web
+	// search, code execution, MCP servers, file ids…; docs/ownership.md):
+	// one backend account serves every tenant, so each is off unless
+	// listed here. Default none.
+	Features []Feature `yaml:"features" json:"features"`
+	// AnthropicBeta lists the anthropic-beta values the tenant may send
+	// beyond request.DefaultAnthropicBetas; any other value is dropped
+	// from the backend request and logged. Default none.
+	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+}
+
+// Feature allows a tenant one server-side feature and prices it.
+type Feature struct {
+	// Name is the feature: one of request.FeatureNames().
+	Name string `yaml:"name" json:"name"`
+	// CostPerUse is the token-equivalent one use costs: a token budget
+	// reserves it per use before forwarding and charges it with the
+	// tokens. Default 0 (free: the operator says what a use costs).
+	CostPerUse int64 `yaml:"cost_per_use" json:"cost_per_use"`
+	// DefaultUses is how many uses are reserved for a request that bounds
+	// none (max_uses, max_tool_calls). Default tenant.DefaultUses.
+	DefaultUses int64 `yaml:"default_uses" json:"default_uses"`
 }
 
 // HasBudget reports whether the tenant has a token budget or output cap.

@@ -85,48 +85,6 @@ var capNames = [numCaps]string{"max_tokens", "max_completion_tokens", "max_outpu
 
 func (f CapField) String() string { return capNames[f] }
 
-// ItemReference reports whether the body's input (b is the body Body was
-// parsed from) names a stored item: an input item of type
-// "item_reference", its type compared after unescaping. Such an item
-// belongs to whichever tenant created it, which the gateway does not
-// record (issue 21).
-func (p *Body) ItemReference(b []byte) bool {
-	v := p.input
-	if v.end == 0 || b[v.start] != '[' {
-		return false
-	}
-	found := false
-	i := jsonscan.SkipWS(b, v.start+1)
-	for i < v.end && b[i] != ']' && !found {
-		e := jsonscan.SkipValue(b, i)
-		if b[i] == '{' {
-			_ = eachMember(b, i, func(raw []byte, mv span) error {
-				if b[mv.start] == '"' && isTypeKey(raw) {
-					if t, _, err := unquote(b[mv.start:mv.end]); err == nil && t == "item_reference" {
-						found = true
-					}
-				}
-				return nil
-			})
-		}
-		i = jsonscan.SkipWS(b, e)
-		if i < v.end && b[i] == ',' {
-			i = jsonscan.SkipWS(b, i+1)
-		}
-	}
-	return found
-}
-
-// isTypeKey reports whether the raw key (between its quotes) is "type"
-// once unescaped.
-func isTypeKey(raw []byte) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == "type"
-	}
-	k, _, err := unquote(append(append([]byte{'"'}, raw...), '"'))
-	return err == nil && k == "type"
-}
-
 // Sent reports whether the body has the cap field f (null included).
 func (b *Body) Sent(f CapField) bool { return b.caps[f].end > 0 }
 

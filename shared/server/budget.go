@@ -48,6 +48,9 @@ type reservation struct {
 	// unsettled: the store did not confirm the settle (the ledger keeps
 	// it for replay): nothing is logged as charged.
 	unsettled bool
+	// features is the priced uses of server-side features in bound: the
+	// backend's token usage leaves them out, so the charge adds them.
+	features priced
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -83,6 +86,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
+		// Server-side features' uses (web searches, fetches) bill outside
+		// the tokens: their priced uses are reserved like prompt tokens.
+		ask.PromptBound = min(ask.PromptBound+rec.features.total, budget.MaxTokens)
 		if rec.previousTokens > 0 {
 			// A continued response's stored context is in no body: its
 			// recorded total (input + output) is the bound of what the
@@ -106,7 +112,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if !d.Allowed {
 		return budgetRefusal(tenantID, d, now)
 	}
-	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
+	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
 		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
@@ -228,7 +234,9 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 			// one token (sse.Meter.OutputFloor).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
-		actual = billed
+		// Server tools' uses by the backend's count where it reports one
+		// (usage.server_tool_use), else as reserved.
+		actual = min(billed+b.features.charge(rec.usage.ServerTools), budget.MaxTokens)
 	case rec.hasUsage:
 		// Input counts (message_start) or a running total: the stream
 		// ended before the event that carries its bill (issue 30).

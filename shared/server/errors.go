@@ -485,10 +485,24 @@ func unsupportedStream(op request.Operation) *apiError {
 		"Unsupported parameter: 'stream' is not a parameter of "+op.API()+".")
 }
 
-// storedStateRefused: a Responses body names stored state whose owner the
-// gateway does not record (issue 21).
+// storedStateRefused: a body names stored state whose owner the gateway
+// does not record (issues 21 and 31: request.StoredState).
 func storedStateRefused(param, msg string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
+}
+
+// featureNotEnabled: the body asks for a server-side feature the tenant's
+// config does not allow (issue 31).
+func featureNotEnabled(param, feature string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "feature_not_enabled", param,
+		fmt.Sprintf("'%s' asks for the server-side feature %s, which is off for this tenant: it runs, stores or bills outside tokens on the backend account every tenant shares. The operator enables it with tenants[].features (name: %s).", param, feature, feature))
+}
+
+// unknownTool: a tool type the gateway does not know may be a server tool,
+// so it is refused (fails closed).
+func unknownTool(param string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "unsupported_tool", param,
+		fmt.Sprintf("'%s' is a tool type the gateway does not know: it may run on the backend account every tenant shares, so it is not served. Use a function tool, or a server tool the operator enabled with tenants[].features.", param))
 }
 
 func bodyTooLarge(max int64) *apiError {

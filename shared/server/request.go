@@ -103,6 +103,10 @@ type exchange struct {
 	budget         *reservation // the request's token budget; nil without one
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
+	// features is the token-equivalent of the server-side features the
+	// request may use (checkFeatures): reserved with its prompt, charged
+	// with its usage.
+	features priced
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody

@@ -422,6 +422,9 @@ func (rl *relay) noteUsage(u Usage, where Where, final bool) {
 		if u.PromptTokens > 0 {
 			p.PromptTokens, p.CachedTokens = u.PromptTokens, u.CachedTokens
 		}
+		if u.ServerTools.Reported { // cumulative, as the output is
+			p.ServerTools = u.ServerTools
+		}
 		return
 	}
 	rl.res.Usage, rl.res.HasUsage = u, true

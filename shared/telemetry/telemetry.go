@@ -25,7 +25,8 @@ type Request struct {
 	// embeddings); "" for a route that calls no model.
 	Operation string
 	// Tenant and TenantName come from config (the tenant table); "" for a
-	// caller refused before its tenant was known.
+	// caller refused before its tenant was known, "unknown" for a valid
+	// token whose tenant the table does not have (never the claim).
 	Tenant, TenantName string
 	// Model is the public model the caller asked for, set only when a
 	// pool serves it (a refused model name is the caller's to choose, so
