@@ -19,11 +19,6 @@ import (
 	"github.com/llmgw/gateway/shared/server"
 )
 
-// fdReserve is the open files beyond two per client connection (one for
-// it, one for its backend request): the listener, Redis, JWKS and token
-// fetches, idle backend connections.
-const fdReserve = 256
-
 var errUsage = errors.New("usage")
 
 // run loads and validates the config, wires the parts, and serves until ctx
@@ -82,15 +77,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
 // else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
 // open streams finish for the grace period.
-func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) (err error) {
 	addr := cfg.ListenAddr(getenv)
 	conns := assemble.Conn(cfg)
 	conns.Log = log
 	fds := raiseFDLimit()
-	if need := uint64(2*conns.MaxConns + fdReserve); fds > 0 && fds < need {
-		// Each connection may hold a backend connection too.
-		log.Warn("the open-file limit is below what max_connections needs; lower max_connections or raise the limit",
-			"fd_limit", fds, "max_connections", conns.MaxConns, "needs", need)
+	want := conns.MaxConns
+	if conns.MaxConns, err = connsWithin(want, fds); err != nil {
+		return err
+	}
+	if conns.MaxConns != want {
+		log.Warn("max_connections lowered to what the open-file limit allows (two descriptors a connection, and a reserve); raise the limit to serve more",
+			"fd_limit", fds, "max_connections", conns.MaxConns, "configured", want)
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -114,8 +112,8 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		// itself.
 		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnContext:    ln.ConnContext,
 	}
+	ln.Attach(srv)
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", conns.MaxConns, "fd_limit", fds)
 	if gw.tel != nil {
 		gw.tel.Ready(ctx, "http", time.Now())
