@@ -80,19 +80,30 @@ const (
 )
 
 // pendingGrace is how long a connection may take to send its first
-// header before, with the pending share full, it gives way below the cap:
-// a burst of clients that connect at once is not a slow one. At the cap
-// the oldest pending connection gives way at any age.
-const pendingGrace = 250 * time.Millisecond
-
-// refusalTime bounds what one refused connection may hold: the answer's
-// write and a short read of what the client sent with it. maxRefusing
-// bounds the refusals in progress; beyond it a connection is closed
-// unanswered.
+// header, from net/http's first read of it, before it may give way: a
+// burst of clients that connect at once on a loaded host is not a slow
+// one, and is refused (503) at the cap rather than cut. pendingScan
+// bounds the pending connections looked at per accept.
 const (
+	pendingGrace = time.Second
+	pendingScan  = 64
+)
+
+// refusalRead bounds the wait for a refused connection's request (so
+// that the client is answered after it sent one: an answer before it is
+// "unsolicited" to an HTTP client), and refusalTime then the answer's
+// write and a short read of what came with the request. The refusals in
+// progress are bounded by a quarter of the cap, at most maxRefusing (each
+// holds a descriptor); beyond it Accept waits for one to end.
+const (
+	refusalRead = 100 * time.Millisecond
 	refusalTime = time.Second
 	maxRefusing = 128
 )
+
+// Refusing is the bound on refusals in progress with a cap of maxConns:
+// a quarter of it, between 1 and 128. The open-file clamp counts them.
+func Refusing(maxConns int) int { return min(max(maxConns/4, 1), maxRefusing) }
 
 // copyPool holds the lingering close's 32 KiB discard buffers.
 var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -112,7 +123,7 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 type Listener struct {
 	net.Listener
 	opt      ConnOptions
-	refusing atomic.Int64
+	refusing chan struct{} // a slot per refusal in progress
 	refused  atomic.Int64 // refusals not yet logged
 	logged   atomic.Int64 // unix nanoseconds of the last refusal line
 	answer   []byte       // the refusal, rendered once
@@ -174,7 +185,7 @@ func NewListener(ln net.Listener, o ConnOptions) *Listener {
 	answer := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n" +
 		"Content-Type: application/json\r\nRetry-After: " + retryAfterSeconds(e.RetryAfter) + "\r\n" +
 		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
-	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...)}
+	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...), refusing: make(chan struct{}, Refusing(o.MaxConns))}
 }
 
 // Attach makes srv tell l about its connections: ConnState for their
@@ -188,9 +199,9 @@ func (l *Listener) Attach(srv *http.Server) {
 }
 
 // Accept returns the next connection within the cap, making room: with
-// the pending share full it closes the oldest pending connections older
-// than pendingGrace; at the cap it closes the least recently used
-// idle one, else, with the pending share full, the oldest pending one. A
+// the pending share full it closes the oldest slow pending connections
+// (evictPendingLocked); at the cap it closes the least recently used
+// idle one, else the oldest slow pending one. A
 // connection that still finds no room is answered and closed in the
 // background: only busy connections are left, and none of them is ever
 // closed to make room.
@@ -210,16 +221,15 @@ func (l *Listener) Accept() (net.Conn, error) {
 		// collecting them.
 		now := time.Now()
 		l.mu.Lock()
-		for l.pending.n >= l.opt.MaxPending && now.Sub(l.pending.head.since) >= pendingGrace {
-			l.evictLocked(&l.pending)
+		for l.pending.n >= l.opt.MaxPending && l.evictPendingLocked(now) {
 		}
-		if l.open >= l.opt.MaxConns && l.evictLocked(&l.idle) == nil && l.pending.n >= l.opt.MaxPending {
-			l.evictLocked(&l.pending)
+		if l.open >= l.opt.MaxConns && !l.evictLocked(l.idle.head) {
+			l.evictPendingLocked(now)
 		}
 		full := l.open >= l.opt.MaxConns
 		var lc *conn
 		if !full {
-			lc = &conn{Conn: c, l: l, since: now}
+			lc = &conn{Conn: c, l: l}
 			l.open++
 			l.pending.push(lc)
 			l.watermarkLocked()
@@ -233,20 +243,33 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// evictLocked closes the oldest connection on list and releases its
-// slot; nil when the list is empty. The connection's own Close, when
-// net/http calls it, is then a second one: it releases nothing again and
-// does not linger.
-func (l *Listener) evictLocked(list *connList) *conn {
-	c := list.head
+// evictLocked closes c, when not nil, and releases its slot, reporting
+// whether it did. c's own Close, when net/http calls it, is then a
+// second one: it releases nothing again and does not linger.
+func (l *Listener) evictLocked(c *conn) bool {
 	if c == nil {
-		return nil
+		return false
 	}
 	c.closed.Store(true)
 	l.releaseLocked(c)
 	l.evicted++
 	_ = c.Conn.Close()
-	return c
+	return true
+}
+
+// evictPendingLocked closes the oldest pending connection that net/http
+// has been reading for pendingGrace without a complete header, looking
+// at the oldest pendingScan of them; it reports whether it found one. A
+// connection net/http has not begun to read is not slow, the gateway is
+// (a burst on a loaded host): it is never cut for that.
+func (l *Listener) evictPendingLocked(now time.Time) bool {
+	i := 0
+	for c := l.pending.head; c != nil && i < pendingScan; c, i = c.next, i+1 {
+		if r := c.reading.Load(); r != 0 && now.UnixNano()-r >= int64(pendingGrace) {
+			return l.evictLocked(c)
+		}
+	}
+	return false
 }
 
 // releaseLocked takes c off its list and gives back its slot, once.
@@ -353,13 +376,15 @@ func (l *Listener) refuse(c net.Conn) {
 		l.opt.Log.Warn("connection refused: max_connections reached",
 			"max_connections", l.opt.MaxConns, "refused", l.refused.Swap(0), "remote", c.RemoteAddr().String())
 	}
-	if l.refusing.Add(1) > maxRefusing {
-		l.refusing.Add(-1)
-		_ = c.Close()
-		return
-	}
+	// Waiting for a slot leaves the next connections in the kernel's
+	// accept queue, where they hold no descriptor of ours.
+	l.refusing <- struct{}{}
 	go func() {
-		defer l.refusing.Add(-1)
+		defer func() { <-l.refusing }()
+		_ = c.SetReadDeadline(time.Now().Add(refusalRead))
+		bufp := copyPool.Get().(*[]byte)
+		_, _ = c.Read(*bufp) // the request's first bytes: an answer before them is "unsolicited"
+		copyPool.Put(bufp)
 		_ = c.SetDeadline(time.Now().Add(refusalTime))
 		if _, err := c.Write(l.answer); err == nil {
 			// Read what came with the request, so that closing does not
@@ -390,7 +415,8 @@ type conn struct {
 	closed     atomic.Bool
 	list       *connList // the list c is on, or nil
 	prev, next *conn
-	since      time.Time // when it was accepted, then when it went idle
+	since      time.Time    // when it went idle
+	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool      // its slot is given back
 	armIdle    bool      // the next read deadline is the idle one: shorten it
 }
@@ -404,6 +430,14 @@ func (c *conn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// Read notes when net/http first reads c, for the pending share.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.reading.Load() == 0 {
+		c.reading.Store(time.Now().UnixNano())
+	}
+	return c.Conn.Read(p)
 }
 
 // SetReadDeadline sets the deadline net/http asks for, except the idle
