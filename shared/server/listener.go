@@ -124,9 +124,9 @@ type Listener struct {
 	net.Listener
 	opt      ConnOptions
 	refusing chan struct{} // a slot per refusal in progress
-	refused  atomic.Int64 // refusals not yet logged
-	logged   atomic.Int64 // unix nanoseconds of the last refusal line
-	answer   []byte       // the refusal, rendered once
+	refused  atomic.Int64  // refusals not yet logged
+	logged   atomic.Int64  // unix nanoseconds of the last refusal line
+	answer   []byte        // the refusal, rendered once
 
 	mu       sync.Mutex
 	open     int
@@ -417,8 +417,8 @@ type conn struct {
 	prev, next *conn
 	since      time.Time    // when it went idle
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
-	released   bool      // its slot is given back
-	armIdle    bool      // the next read deadline is the idle one: shorten it
+	released   bool         // its slot is given back
+	armIdle    bool         // the next read deadline is the idle one: shorten it
 }
 
 type closeWriter interface{ CloseWrite() error }
