@@ -601,6 +601,11 @@ func headersTooLarge(max int) *apiError {
 
 // What a caller or a neighbour can hold (listener.go, proxy.go).
 
+func notReady() *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "not_ready",
+		"the gateway has not yet fetched the token issuer's signing keys; retry shortly", time.Second)
+}
+
 func tooManyConnections(max int) *apiError {
 	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",
 		fmt.Sprintf("this gateway replica holds its limit of %d open connections (max_connections); retry shortly", max), time.Second)

@@ -30,6 +30,12 @@ type Limiter interface {
 	Take(ctx context.Context, tenant string) (ratelimit.Decision, error)
 }
 
+// Readiness says whether the gateway can serve yet (auth.Verifier: the
+// issuer's keys have been fetched once).
+type Readiness interface {
+	Ready() bool
+}
+
 // Doer sends a backend request (an *http.Client).
 type Doer interface {
 	Do(*http.Request) (*http.Response, error)
@@ -90,6 +96,9 @@ type Deps struct {
 	ResponseTTL time.Duration
 	// Telemetry exports metrics and spans (telemetry/otlp); nil: none.
 	Telemetry Telemetry
+	// Ready answers /readyz (a readiness probe: 503 not_ready until it
+	// is true); nil: ready at once. /healthz is liveness and always 200.
+	Ready Readiness
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
