@@ -114,6 +114,11 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln.Attach(srv)
+	// The requests' base context: cancelled with server.ErrShutdown near
+	// the end of the grace, so that open streams end in-band.
+	base, endRequests := context.WithCancelCause(context.Background())
+	defer endRequests(nil)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", conns.MaxConns, "fd_limit", fds)
 	if gw.tel != nil {
 		gw.tel.Ready(ctx, "http", time.Now())
@@ -125,25 +130,40 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", cfg.ShutdownGrace.D().String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
+	grace := cfg.ShutdownGrace.D()
+	log.Info("shutting down", "grace", grace.String())
+	end := time.Now().Add(grace)
+	sctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
+	// Streams still open when only the margin is left get their error
+	// event, and their handlers settle and log within the margin.
+	margin := shutdownMargin(grace)
+	cut := time.AfterFunc(grace-margin, func() {
+		log.Warn("shutdown grace nearly over: ending the open requests in-band", "left", margin.String())
+		endRequests(server.ErrShutdown)
+	})
+	defer cut.Stop()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("grace period over; closing open connections", "err", err)
 		_ = srv.Close()
 	}
 	if gw.tel != nil {
 		// What the last streams recorded leaves before the process does:
-		// within what the grace left, but never less than flush_timeout.
-		fctx := sctx
-		if dl, _ := sctx.Deadline(); time.Until(dl) < cfg.Telemetry.FlushTimeout.D() {
-			var cancel context.CancelFunc
-			fctx, cancel = context.WithTimeout(context.Background(), cfg.Telemetry.FlushTimeout.D())
-			defer cancel()
-		}
+		// within flush_timeout and what is left of the grace, whichever
+		// ends first.
+		fctx, cancel := context.WithTimeout(sctx, cfg.Telemetry.FlushTimeout.D())
+		defer cancel()
 		flushTelemetry(fctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}
 	return nil
+}
+
+// shutdownMargin is the part of the shutdown grace left to the handlers
+// after their requests were ended: for the error event, the budget
+// settle (one store round trip, bounded by its timeout) and the
+// access-log line. A quarter of the grace, at most 2 s.
+func shutdownMargin(grace time.Duration) time.Duration {
+	return min(grace/4, 2*time.Second)
 }
 
 // redisLog sends go-redis's own diagnostics (a failed dial, re-AUTH or

@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,6 +30,14 @@ type Authenticator interface {
 type Limiter interface {
 	Take(ctx context.Context, tenant string) (ratelimit.Decision, error)
 }
+
+// ErrShutdown is the cause the HTTP host cancels its requests' base
+// context with (http.Server.BaseContext) when the shutdown grace is
+// nearly over: streams then end in-band with their error event (code
+// "shutdown"), other requests answer 503 shutdown, and each handler still
+// settles its budget and writes its access-log line before the grace
+// ends (issue 32), as a Lambda stream does before its deadline.
+var ErrShutdown = errors.New("the gateway is shutting down")
 
 // Readiness says whether the gateway can serve yet (auth.Verifier: the
 // issuer's keys have been fetched once).
