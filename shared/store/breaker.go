@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // BreakerState is the state of a Breaker.
@@ -36,28 +38,48 @@ const (
 	DefaultBreakerCooldown  = 2 * time.Second
 )
 
+// The breaker's window: failures are counted over the last breakerWindow
+// (in breakerSlots slots), and the breaker opens once they are at least
+// the threshold and at least breakerRatio percent of the calls in it. A
+// store that fails every call (down, blackholed) opens it after threshold
+// failures as before; a burst on a loaded host that misses a few
+// deadlines among many answers does not (issue 32: five timeouts in a
+// burst of 100 from one tenant opened the breaker for every tenant).
+const (
+	breakerWindow = time.Second
+	breakerSlots  = 10
+	breakerRatio  = 50
+)
+
 // ErrBreakerOpen is what a call gets while the breaker skips the store.
 var ErrBreakerOpen = errors.New("breaker open")
 
-// Breaker skips a failing store. After threshold consecutive failures it
-// opens for cooldown; then exactly one call probes the store while the
-// others keep failing at once; the probe's outcome closes or reopens it. A
-// mutex is fine: a breaker is only on a store's path, next to a network
-// round trip. The zero value is not usable: call NewBreaker.
+// Breaker skips a failing store. When the failures over its window reach
+// threshold and half of the calls in it, it opens for cooldown; then
+// exactly one call probes the store while the others keep failing at
+// once; the probe's outcome closes or reopens it. A mutex is fine: a
+// breaker is only on a store's path, next to a network round trip. The
+// zero value is not usable: call NewBreaker.
 type Breaker struct {
 	threshold int
 	cooldown  time.Duration
 
 	mu        sync.Mutex
 	state     BreakerState
-	failures  int
+	slots     [breakerSlots]slot
 	openUntil time.Time
 	opens     uint64
 }
 
+// slot counts the calls and failures of one slice of the window.
+type slot struct {
+	at              int64 // the slice's index (unix nanoseconds / slice length)
+	calls, failures int
+}
+
 // NewBreaker returns a closed breaker that opens after threshold
-// consecutive failures (default DefaultBreakerThreshold) for cooldown
-// (default DefaultBreakerCooldown).
+// failures over its window (default DefaultBreakerThreshold) that are at
+// least half of its calls, for cooldown (default DefaultBreakerCooldown).
 func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	if threshold <= 0 {
 		threshold = DefaultBreakerThreshold
@@ -66,6 +88,28 @@ func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 		cooldown = DefaultBreakerCooldown
 	}
 	return &Breaker{threshold: threshold, cooldown: cooldown}
+}
+
+// countLocked adds one call at now, failed or not, and returns the
+// window's totals.
+func (b *Breaker) countLocked(now time.Time, failed bool) (calls, failures int) {
+	const slice = int64(breakerWindow / breakerSlots)
+	at := now.UnixNano() / slice
+	s := &b.slots[at%breakerSlots]
+	if s.at != at {
+		*s = slot{at: at}
+	}
+	s.calls++
+	if failed {
+		s.failures++
+	}
+	for i := range b.slots {
+		if at-b.slots[i].at < breakerSlots {
+			calls += b.slots[i].calls
+			failures += b.slots[i].failures
+		}
+	}
+	return calls, failures
 }
 
 // Cooldown is how long the breaker stays open before a probe.
@@ -91,24 +135,27 @@ func (b *Breaker) Allow(now time.Time) (probe, ok bool) {
 	}
 }
 
-// Success records a store answer; it reports whether the breaker closed.
-func (b *Breaker) Success(probe bool) bool {
+// Success records a store answer at now; it reports whether the breaker
+// closed.
+func (b *Breaker) Success(now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failures = 0
 	if probe && b.state == BreakerHalfOpen {
 		b.state = BreakerClosed
+		b.slots = [breakerSlots]slot{} // a fresh window after the recovery
 		return true
 	}
+	b.countLocked(now, false)
 	return false
 }
 
-// Failure records a store failure; it reports whether the breaker opened.
+// Failure records a store failure at now; it reports whether the breaker
+// opened.
 func (b *Breaker) Failure(now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.failures++
-	if probe || (b.state == BreakerClosed && b.failures >= b.threshold) {
+	calls, failures := b.countLocked(now, true)
+	if probe || (b.state == BreakerClosed && failures >= b.threshold && failures*100 >= calls*breakerRatio) {
 		wasOpen := b.state != BreakerClosed
 		b.state = BreakerOpen
 		b.openUntil = now.Add(b.cooldown)
@@ -163,8 +210,10 @@ const (
 
 // call runs fn through the breaker: ErrBreakerOpen at once while the store
 // is skipped; else fn's error, counted as a store failure unless ctx was
-// canceled (the caller left, which says nothing about the store). A ctx
-// that passed its deadline counts: the store did not answer in time.
+// canceled (the caller left, which says nothing about the store) or the
+// call waited too long for a pooled connection (go-redis's
+// ErrPoolTimeout: the gateway's own queue). A ctx that passed its
+// deadline counts: the store did not answer in time.
 func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 	probe, ok := b.Allow(time.Now())
 	if !ok {
@@ -173,11 +222,13 @@ func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 	err := fn()
 	switch {
 	case err == nil:
-		if b.Success(probe) {
+		if b.Success(time.Now(), probe) {
 			return recovered, nil
 		}
 		return unchanged, nil
-	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, redis.ErrPoolTimeout):
+		// A pool turn not had in time is the gateway's own queue, not
+		// the store: like a caller that left, it counts for nothing.
 		b.Abandon(probe)
 		return unchanged, err
 	case b.Failure(time.Now(), probe):
