@@ -123,7 +123,7 @@ type Config struct {
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
 	// Telemetry is how the gateway's OTLP export behaves; whether and
-	// where it exports is the standard OTEL_* environment's (README:
+	// where it exports is the standard OTEL_* environment's (docs/telemetry.md:
 	// Telemetry).
 	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
 
