@@ -38,48 +38,37 @@ const (
 	DefaultBreakerCooldown  = 2 * time.Second
 )
 
-// The breaker's window: failures are counted over the last breakerWindow
-// (in breakerSlots slots), and the breaker opens once they are at least
-// the threshold and at least breakerRatio percent of the calls in it. A
-// store that fails every call (down, blackholed) opens it after threshold
-// failures as before; a burst on a loaded host that misses a few
-// deadlines among many answers does not (issue 32: five timeouts in a
-// burst of 100 from one tenant opened the breaker for every tenant).
-const (
-	breakerWindow = time.Second
-	breakerSlots  = 10
-	breakerRatio  = 50
-)
-
 // ErrBreakerOpen is what a call gets while the breaker skips the store.
 var ErrBreakerOpen = errors.New("breaker open")
 
-// Breaker skips a failing store. When the failures over its window reach
-// threshold and half of the calls in it, it opens for cooldown; then
-// exactly one call probes the store while the others keep failing at
-// once; the probe's outcome closes or reopens it. A mutex is fine: a
-// breaker is only on a store's path, next to a network round trip. The
-// zero value is not usable: call NewBreaker.
+// Breaker skips a failing store. After threshold failures in a row of
+// calls that began after the store last answered, it opens for cooldown;
+// then exactly one call probes the store while the others keep failing
+// at once; the probe's outcome closes or reopens it. A call that missed
+// its deadline although the store answered another call after it began
+// is not counted: the store was there, the miss was this host's (a burst
+// queued behind the scheduler on a loaded machine; issue 32: five such
+// misses in one tenant's burst of 100 opened the one breaker for every
+// tenant). A store that answers nobody (down, blackholed) opens it after
+// threshold calls, as before, however long each takes to fail: a window
+// of time would either forget a blackhole's slow failures or remember a
+// burst's. A mutex is fine: a breaker is only on a store's path, next to
+// a network round trip. The zero value is not usable: call NewBreaker.
 type Breaker struct {
 	threshold int
 	cooldown  time.Duration
 
-	mu        sync.Mutex
-	state     BreakerState
-	slots     [breakerSlots]slot
-	openUntil time.Time
-	opens     uint64
+	mu          sync.Mutex
+	state       BreakerState
+	failures    int       // counted failures since the last answer
+	lastSuccess time.Time // when the store last answered
+	openUntil   time.Time
+	opens       uint64
 }
 
-// slot counts the calls and failures of one slice of the window.
-type slot struct {
-	at              int64 // the slice's index (unix nanoseconds / slice length)
-	calls, failures int
-}
-
-// NewBreaker returns a closed breaker that opens after threshold
-// failures over its window (default DefaultBreakerThreshold) that are at
-// least half of its calls, for cooldown (default DefaultBreakerCooldown).
+// NewBreaker returns a closed breaker that opens after threshold counted
+// failures in a row (default DefaultBreakerThreshold) for cooldown
+// (default DefaultBreakerCooldown).
 func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	if threshold <= 0 {
 		threshold = DefaultBreakerThreshold
@@ -88,28 +77,6 @@ func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 		cooldown = DefaultBreakerCooldown
 	}
 	return &Breaker{threshold: threshold, cooldown: cooldown}
-}
-
-// countLocked adds one call at now, failed or not, and returns the
-// window's totals.
-func (b *Breaker) countLocked(now time.Time, failed bool) (calls, failures int) {
-	const slice = int64(breakerWindow / breakerSlots)
-	at := now.UnixNano() / slice
-	s := &b.slots[at%breakerSlots]
-	if s.at != at {
-		*s = slot{at: at}
-	}
-	s.calls++
-	if failed {
-		s.failures++
-	}
-	for i := range b.slots {
-		if at-b.slots[i].at < breakerSlots {
-			calls += b.slots[i].calls
-			failures += b.slots[i].failures
-		}
-	}
-	return calls, failures
 }
 
 // Cooldown is how long the breaker stays open before a probe.
@@ -140,22 +107,29 @@ func (b *Breaker) Allow(now time.Time) (probe, ok bool) {
 func (b *Breaker) Success(now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.failures = 0
+	if now.After(b.lastSuccess) {
+		b.lastSuccess = now
+	}
 	if probe && b.state == BreakerHalfOpen {
 		b.state = BreakerClosed
-		b.slots = [breakerSlots]slot{} // a fresh window after the recovery
 		return true
 	}
-	b.countLocked(now, false)
 	return false
 }
 
-// Failure records a store failure at now; it reports whether the breaker
-// opened.
-func (b *Breaker) Failure(now time.Time, probe bool) bool {
+// Failure records a store failure at now of a call that began at start;
+// it reports whether the breaker opened. A failure of a call that began
+// before the store's last answer is not counted (see Breaker), unless it
+// is the probe.
+func (b *Breaker) Failure(start, now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	calls, failures := b.countLocked(now, true)
-	if probe || (b.state == BreakerClosed && failures >= b.threshold && failures*100 >= calls*breakerRatio) {
+	if !probe && start.Before(b.lastSuccess) {
+		return false
+	}
+	b.failures++
+	if probe || (b.state == BreakerClosed && b.failures >= b.threshold) {
 		wasOpen := b.state != BreakerClosed
 		b.state = BreakerOpen
 		b.openUntil = now.Add(b.cooldown)
@@ -210,12 +184,14 @@ const (
 
 // call runs fn through the breaker: ErrBreakerOpen at once while the store
 // is skipped; else fn's error, counted as a store failure unless ctx was
-// canceled (the caller left, which says nothing about the store) or the
+// canceled (the caller left, which says nothing about the store), the
 // call waited too long for a pooled connection (go-redis's
-// ErrPoolTimeout: the gateway's own queue). A ctx that passed its
-// deadline counts: the store did not answer in time.
+// ErrPoolTimeout: the gateway's own queue), or the store answered another
+// call meanwhile (Breaker). A ctx that passed its deadline counts
+// otherwise: the store did not answer in time.
 func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
-	probe, ok := b.Allow(time.Now())
+	start := time.Now()
+	probe, ok := b.Allow(start)
 	if !ok {
 		return unchanged, ErrBreakerOpen
 	}
@@ -231,7 +207,7 @@ func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 		// the store: like a caller that left, it counts for nothing.
 		b.Abandon(probe)
 		return unchanged, err
-	case b.Failure(time.Now(), probe):
+	case b.Failure(start, time.Now(), probe):
 		return opened, err
 	}
 	return unchanged, err
