@@ -130,10 +130,10 @@ type Listener struct {
 
 	mu       sync.Mutex
 	open     int
-	idle     connList // oldest idle first: kept-alive or lingering
-	pending  connList // oldest first: no complete header yet
-	pressure bool     // at or above the high-water mark
-	evicted  uint64   // connections closed to make room, for the tests and the log
+	idle     connList    // oldest idle first: kept-alive or lingering
+	pending  connList    // oldest first: no complete header yet
+	pressure atomic.Bool // at or above the high-water mark; written under mu
+	evicted  uint64      // connections closed to make room, for the tests and the log
 }
 
 // withDefaults returns o with its zero (or negative) bounds replaced by
@@ -294,19 +294,15 @@ func (l *Listener) watermarkLocked() {
 	}
 	pct := l.open * 100 / l.opt.MaxConns
 	switch {
-	case !l.pressure && pct >= highWater:
-		l.pressure = true
+	case !l.pressure.Load() && pct >= highWater:
+		l.pressure.Store(true)
 		l.opt.Log.Warn("connections above the high-water mark: idle and lingering times shortened",
 			"open", l.open, "max_connections", l.opt.MaxConns, "idle_timeout", l.pressureIdle().String(), "lingering_time", l.lingerTime().String())
-		end := time.Now().Add(l.pressureIdle())
 		for c := l.idle.head; c != nil; c = c.next {
-			if c.since.Add(l.pressureIdle()).Before(end) {
-				end = c.since.Add(l.pressureIdle())
-			}
-			_ = c.Conn.SetReadDeadline(end)
+			_ = c.Conn.SetReadDeadline(c.since.Add(l.pressureIdle()))
 		}
-	case l.pressure && pct < lowWater:
-		l.pressure = false
+	case l.pressure.Load() && pct < lowWater:
+		l.pressure.Store(false)
 		l.opt.Log.Info("connections back below the high-water mark: idle and lingering times restored",
 			"open", l.open, "max_connections", l.opt.MaxConns)
 	}
@@ -322,7 +318,7 @@ func (l *Listener) pressureIdle() time.Duration {
 
 // lingerTime is the lingering time now (l.mu held).
 func (l *Listener) lingerTime() time.Duration {
-	if l.pressure {
+	if l.pressure.Load() {
 		return min(l.opt.LingerTime, l.opt.PressureLingerTime)
 	}
 	return l.opt.LingerTime
@@ -352,7 +348,7 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 			c.list.remove(c)
 		}
 		c.since = time.Now()
-		c.armIdle = l.pressure
+		c.armIdle.Store(l.pressure.Load())
 		l.idle.push(c)
 	case http.StateClosed:
 		l.releaseLocked(c)
@@ -407,7 +403,7 @@ func (l *Listener) ConnContext(ctx context.Context, c net.Conn) context.Context 
 type connKey struct{}
 
 // conn is one counted client connection. Its list fields, released and
-// armIdle belong to l.mu.
+// since belong to l.mu.
 type conn struct {
 	net.Conn
 	l          *Listener
@@ -418,7 +414,7 @@ type conn struct {
 	since      time.Time    // when it went idle
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool         // its slot is given back
-	armIdle    bool         // the next read deadline is the idle one: shorten it
+	armIdle    atomic.Bool  // the next read deadline is the idle one: shorten it
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -444,14 +440,11 @@ func (c *conn) Read(p []byte) (int, error) {
 // one above the high-water mark (net/http sets it right after ConnState
 // reports StateIdle), which it shortens.
 func (c *conn) SetReadDeadline(t time.Time) error {
-	c.l.mu.Lock()
-	if c.armIdle {
-		c.armIdle = false
-		if short := time.Now().Add(c.l.pressureIdle()); c.l.pressure && (t.IsZero() || short.Before(t)) {
+	if c.armIdle.Load() && c.armIdle.Swap(false) && c.l.pressure.Load() {
+		if short := time.Now().Add(c.l.pressureIdle()); t.IsZero() || short.Before(t) {
 			t = short
 		}
 	}
-	c.l.mu.Unlock()
 	return c.Conn.SetReadDeadline(t)
 }
 
