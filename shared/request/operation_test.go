@@ -23,25 +23,27 @@ func TestOperations(t *testing.T) {
 		format                   budget.Format
 		billed, generates        bool
 		streamOptions            bool
-		tokenEvents              bool
+		bill, floor              string // the meter's first bill and floor events
 		creates                  bool
 		deployments              bool
 	}
 	want := map[Operation]row{
 		ChatCompletions: {path: "/v1/chat/completions", suffix: "/chat/completions", api: "Chat Completions", genAI: "chat",
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens, MaxCompletionTokens}, capField: MaxCompletionTokens,
-			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, deployments: true},
 		Completions: {path: "/v1/completions", suffix: "/completions", api: "Completions", genAI: "text_completion",
 			need: HasPrompt, needName: "prompt", caps: []CapField{MaxTokens}, capField: MaxTokens,
-			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, deployments: true},
 		Embeddings: {path: "/v1/embeddings", suffix: "/embeddings", api: "Embeddings", genAI: "embeddings",
 			need: HasInput, needName: "input", streams: true, format: budget.FormatEmbeddings, billed: true, deployments: true},
 		Responses: {path: "/v1/responses", suffix: "/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 			caps: []CapField{MaxOutputTokens}, capField: MaxOutputTokens, minCap: 16,
-			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true},
+			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true,
+			bill: "response.completed", floor: "response.output_text.delta"},
 		Messages: {path: "/v1/messages", suffix: "/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens}, capField: MaxTokens, capRequired: true,
-			streams: true, format: budget.FormatMessages, billed: true, generates: true},
+			streams: true, format: budget.FormatMessages, billed: true, generates: true,
+			bill: "message_delta", floor: "content_block_delta"},
 		CountTokens: {path: "/v1/messages/count_tokens", suffix: "/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat",
 			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages},
 	}
@@ -84,8 +86,11 @@ func TestOperations(t *testing.T) {
 			if op.Streams() != w.streams || op.Format() != w.format || op.Billed() != w.billed || op.Generates() != w.generates {
 				t.Errorf("streams %v, format %d, billed %v, generates %v", op.Streams(), op.Format(), op.Billed(), op.Generates())
 			}
-			if op.StreamOptions() != w.streamOptions || op.TokenEvents() != w.tokenEvents || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
-				t.Errorf("stream options %v, token events %v, creates %v, deployments %v", op.StreamOptions(), op.TokenEvents(), op.Creates(), op.OnDeployments())
+			if op.StreamOptions() != w.streamOptions || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
+				t.Errorf("stream options %v, creates %v, deployments %v", op.StreamOptions(), op.Creates(), op.OnDeployments())
+			}
+			if m := op.Meter(); first(m.Bill) != w.bill || first(m.Floor) != w.floor {
+				t.Errorf("meter bills at %v, floors with %v", m.Bill, m.Floor)
 			}
 			got, ok := DeploymentOperation(w.suffix[1:])
 			if ok != w.deployments || ok && got != op {
@@ -98,4 +103,11 @@ func TestOperations(t *testing.T) {
 			t.Errorf("DeploymentOperation(%q) = %d", s, op)
 		}
 	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }

@@ -654,7 +654,7 @@ func TestRelayResponsesStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			var r Relayer
-			res, err := r.Relay(&out, nil, strings.NewReader(tt.in), Options{})
+			res, err := r.Relay(&out, nil, strings.NewReader(tt.in), Options{Meter: testResponsesMeter})
 			if err != nil || out.String() != tt.in || res.Done != tt.done || res.EndedWithError != tt.errored {
 				t.Fatalf("err %v done %v errored %v out %q", err, res.Done, res.EndedWithError, out.String())
 			}
@@ -843,7 +843,7 @@ func TestRelayMessagesStream(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%d", tt.name, size), func(t *testing.T) {
 				var out strings.Builder
 				var r Relayer
-				res, err := r.Relay(&out, nil, &chunkReader{src: []byte(tt.in), sizes: []int{size}}, Options{})
+				res, err := r.Relay(&out, nil, &chunkReader{src: []byte(tt.in), sizes: []int{size}}, Options{Meter: testMessagesMeter})
 				wantOut := tt.out
 				if wantOut == "" {
 					wantOut = tt.in
