@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,6 +62,9 @@ type options struct {
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
 	openStubs   bool   // stubs accept any credential (for Entra tokens)
 	tenants     string // YAML rows appended to tenants:
+	// issuerDown, when set, makes the dev issuer answer 503 while it
+	// holds true (an issuer outage).
+	issuerDown *atomic.Bool
 }
 
 func startGateway(t testing.TB, o options) *gw {
@@ -95,7 +99,18 @@ func startGateway(t testing.TB, o options) *gw {
 		if err != nil {
 			t.Fatal(err)
 		}
-		issSrv := httptest.NewServer(iss.Handler())
+		h := iss.Handler()
+		if down := o.issuerDown; down != nil {
+			up := h
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					http.Error(w, "down", http.StatusServiceUnavailable)
+					return
+				}
+				up.ServeHTTP(w, r)
+			})
+		}
+		issSrv := httptest.NewServer(h)
 		t.Cleanup(issSrv.Close)
 		iss.SetIssuer(issSrv.URL)
 		g.Issuer = iss
