@@ -71,6 +71,10 @@ param keyVaultEnv array = []
 // and the path of the gateway's health route.
 var port = 8080
 var healthPath = '/healthz'
+// The readiness probe asks /healthz the readiness question (the issuer's
+// keys fetched once) with this header (server.ReadinessProbeHeader in the
+// gateway); an image that serves only /healthz ignores it.
+var readinessHeaders = [ { name: 'X-Llmgw-Probe', value: 'readiness' } ]
 var configDir = '/etc/gateway'
 var configFile = 'gateway.yaml'
 
@@ -233,7 +237,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
             }
             {
               type: 'Readiness'
-              httpGet: { path: healthPath, port: port }
+              httpGet: { path: healthPath, port: port, httpHeaders: readinessHeaders }
               periodSeconds: 5
               failureThreshold: 3
               timeoutSeconds: 2

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/server"
 )
 
 // probeStatus is the status GET path answers.
@@ -40,6 +42,14 @@ func TestReadinessWaitsForKeys(t *testing.T) {
 		t.Error("/readyz 503 without Retry-After")
 	}
 	openAIError(t, resp, http.StatusServiceUnavailable, "not_ready")
+	// Container Apps' readiness probe asks /healthz with the header (the
+	// bicep's probe; the placeholder image serves only /healthz).
+	req, _ := http.NewRequest(http.MethodGet, g.URL+"/healthz", nil)
+	req.Header.Set(server.ReadinessProbeHeader, "readiness")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	openAIError(t, resp, http.StatusServiceUnavailable, "not_ready")
 	resp = g.post("/v1/chat/completions", g.token("contoso"), `{"model":"llama","messages":[]}`)
 	if resp.Header.Get("Retry-After") == "" {
 		t.Error("auth_unavailable without Retry-After")
@@ -47,6 +57,15 @@ func TestReadinessWaitsForKeys(t *testing.T) {
 	openAIError(t, resp, http.StatusServiceUnavailable, "auth_unavailable")
 	down.Store(false)
 	eventually(t, "/readyz 200 once the issuer is up", func() bool { return probeStatus(t, g, "/readyz") == http.StatusOK })
+	req, _ = http.NewRequest(http.MethodGet, g.URL+"/healthz", nil)
+	req.Header.Set(server.ReadinessProbeHeader, "readiness")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz readiness once the keys are in: %d, want 200", resp.StatusCode)
+	}
 }
 
 // TestRotationDuringIssuerOutageIs503: a token signed with a key the

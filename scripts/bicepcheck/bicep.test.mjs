@@ -258,6 +258,20 @@ test('probes hit the gateway health route on its port', () => {
     assert.equal(af.value(at(p, 'httpGet.path')), route[1]);
     assert.equal(af.value(at(p, 'httpGet.port')), imagePort);
   }
+  // Readiness asks /healthz the readiness question (keys fetched once)
+  // with the header the gateway reads; liveness and startup do not.
+  const header = routesGo.match(/ReadinessProbeHeader = "([^"]+)"/);
+  assert.ok(header, 'shared/server/routes.go declares ReadinessProbeHeader');
+  assert.match(routesGo, /Get\(ReadinessProbeHeader\) == "readiness"/);
+  for (const p of probes) {
+    const text = prop(p, 'httpGet').text;
+    if (af.value(prop(p, 'type')) === 'Readiness') {
+      assert.match(text, /httpHeaders: readinessHeaders/, 'the readiness probe sends the header');
+      assert.match(fs.readFileSync(path.join(bicepDir, 'modules', 'app.bicep'), 'utf8'), new RegExp(`var readinessHeaders = \\[ \\{ name: '${header[1]}', value: 'readiness' \\} \\]`));
+    } else {
+      assert.doesNotMatch(text, /httpHeaders/, 'liveness and startup stay liveness');
+    }
+  }
 });
 
 test('the gateway listens on the port the ingress targets', () => {

@@ -114,13 +114,21 @@ func (s *Server) methodNotAllowed(allow string) handler {
 	}
 }
 
+// ReadinessProbeHeader, sent with GET /healthz, asks /healthz the
+// readiness question (/readyz's). Container Apps' readiness probe sends
+// it: its probes must also pass on the placeholder image an app runs
+// before azd deploy swaps in the gateway (which serves only /healthz and
+// ignores the header), and azd deploy swaps the image, not the probes.
+const ReadinessProbeHeader = "X-Llmgw-Probe"
+
 // probe answers /healthz (liveness: the process serves) and /readyz
 // (readiness: the issuer's keys are in, so a token can be checked; until
 // then every request would get 503 auth_unavailable, and the platform's
 // readiness probe keeps traffic on the replicas that are ready).
 func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	if r.URL.Path == "/readyz" && s.Ready != nil && !s.Ready.Ready() {
+	readiness := r.URL.Path == "/readyz" || r.Header.Get(ReadinessProbeHeader) == "readiness"
+	if readiness && s.Ready != nil && !s.Ready.Ready() {
 		notReady().write(w)
 		return
 	}
