@@ -51,6 +51,7 @@ func Parse(b []byte, getenv func(string) string) (*config.Config, error) {
 	if len(p) > 0 {
 		return nil, p
 	}
+	c.ResolveAliases()
 	return c, nil
 }
 
