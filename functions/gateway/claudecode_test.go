@@ -209,6 +209,8 @@ func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string,
 		// A refusal is reported at once, not retried for minutes.
 		"CLAUDE_CODE_MAX_RETRIES=0",
 	}
+	eg := newEgress(t)
+	env = append(env, eg.env()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, wrapper, "-p", prompt,
@@ -225,6 +227,7 @@ func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string,
 	if (err == nil) != ok {
 		t.Fatalf("claude: %v (want exit status 0: %v)\nstdout:\n%s\nstderr:\n%s", err, ok, stdout.Bytes(), stderr.Bytes())
 	}
+	eg.check(t, "claude -p")
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {

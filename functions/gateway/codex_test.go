@@ -38,7 +38,10 @@ func codexPlatform() string {
 // headless), no sandbox (the stub's command is `echo stub`; Linux
 // sandboxing needs namespaces a container may not grant), and nothing
 // that phones home: no update check, no analytics, no feedback, no OTel
-// export, no history file, no web search.
+// export, no history file, no web search, and no plugins (without
+// [features] plugins = false, Codex 0.171 opens github.com,
+// api.github.com and chatgpt.com whatever the rest says). docs/clients.md
+// shows this file; TestCodexCLI's recording proxy proves it.
 const codexConfig = `model = "llama"
 model_provider = "llmgw"
 approval_policy = "never"
@@ -65,6 +68,9 @@ exporter = "none"
 
 [history]
 persistence = "none"
+
+[features]
+plugins = false
 `
 
 // TestCodexCLI runs `codex exec --json` with a prompt; the stub's answer
@@ -101,6 +107,8 @@ func TestCodexCLI(t *testing.T) {
 			env = append(env, kv)
 		}
 	}
+	eg := newEgress(t)
+	env = append(withoutProxy(env), eg.env()...)
 	env = append(env, "CODEX_HOME="+home, "HOME="+home, "LLMGW_TOKEN="+g.token("contoso"), "NO_COLOR=1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -125,6 +133,7 @@ func TestCodexCLI(t *testing.T) {
 	if err != nil {
 		t.Fatalf("codex exec: %v\n%s", err, report())
 	}
+	eg.check(t, "codex exec")
 
 	// Codex's JSONL: the command it ran, the agent's message, the usage.
 	var ran, said, usage bool
