@@ -205,7 +205,7 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 			return body, nil, unsupportedAPI(body.Model, op)
 		}
 	}
-	if !op.Creates() {
+	if !op.Continues() {
 		return body, pool, nil
 	}
 	// Stored state the gateway cannot prove the tenant owns is refused

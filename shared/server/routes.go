@@ -51,13 +51,15 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) handler {
 // path an Azure v1 route stands for). A route that reads no body marks
 // the connection for closing when one is still arriving (closeUnread).
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) handler {
-	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok {
+	rt, ok := s.routes[path]
+	if rest, stored := strings.CutPrefix(path, "/v1/responses/"); stored && !ok {
+		// A stored response's id; the operations below /v1/responses/
+		// (compact, input_tokens) are in the table.
 		return s.stored(w, r, rest)
 	}
 	if path == "/v1/responses" && isWebSocket(r) {
 		return refuseWebSocket
 	}
-	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
 		rt, ok = methods{http.MethodGet: withAPIKey(func(w http.ResponseWriter, r *http.Request, rec *exchange) error { return s.getModel(w, r, rec, id) })}, true
