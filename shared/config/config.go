@@ -297,6 +297,10 @@ type Tenant struct {
 	Models []string `yaml:"models" json:"models"`
 	// Requests per Interval in the tenant's token bucket. Required.
 	Requests uint64 `yaml:"requests" json:"requests"`
+	// CountRequests per Interval in the tenant's bucket for prompt counts
+	// (count_tokens, input_tokens), apart from Requests. Default
+	// ratelimit.DefaultCountsPerRequest times requests.
+	CountRequests uint64 `yaml:"count_requests" json:"count_requests"`
 	// Interval of the token bucket. Default DefaultInterval.
 	Interval Duration `yaml:"interval" json:"interval"`
 	// MaxConcurrentRequests caps the tenant's requests in flight on one
