@@ -88,16 +88,26 @@ type incompleteDetails struct {
 // function call.
 type outputItem struct {
 	ID      string
-	Type    string // "message" or "function_call"
+	Type    string // "message", "function_call" or "custom_tool_call"
 	Status  string
 	Content []outputText // a message's
 	Role    string       // a message's
-	// A function call's.
+	// A function call's (a custom tool call's input is in Arguments).
 	CallID, Name, Arguments string
 }
 
 // MarshalJSON writes the fields of the item's type, as OpenAI does.
 func (it outputItem) MarshalJSON() ([]byte, error) {
+	if it.Type == "custom_tool_call" {
+		return json.Marshal(struct {
+			ID     string `json:"id"`
+			Type   string `json:"type"`
+			Status string `json:"status"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+			Input  string `json:"input"`
+		}{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
+	}
 	if it.Type == "function_call" {
 		return json.Marshal(struct {
 			ID        string `json:"id"`
