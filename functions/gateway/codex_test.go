@@ -168,9 +168,12 @@ func TestCodexCLI(t *testing.T) {
 // the one for the machine); every other failure fails.
 func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, report func() string) {
 	t.Helper()
-	node, dir := nodeSDK(t)
+	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "codex", "bin", "codex.js")); err != nil {
-		testtool.Missing(t, "scripts/sdktest/node_modules/@openai/codex missing: run `make agents`: %v", err)
+		testtool.Missing(t, "scripts/agents/node_modules/@openai/codex missing: run `make agents`: %v", err)
 	}
 	platform := codexPlatform()
 	if platform == "" {
@@ -195,14 +198,15 @@ func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, 
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, filepath.Join(dir, "node_modules", "@openai", "codex", "bin", "codex.js"),
+	// scripts/agents/bin/codex, as docs/clients.md starts Codex.
+	cmd := exec.CommandContext(ctx, filepath.Join(dir, "bin", "codex"),
 		"exec", "--json", "--skip-git-repo-check", "--strict-config", "-C", work, prompt)
 	cmd.Dir = work
 	cmd.Env = env
 	cmd.Stdin = nil
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
-	err := cmd.Run()
+	err = cmd.Run()
 	report = func() string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "stdout:\n%s\nstderr:\n%s\nrequests the stub got:\n", out.String(), stderr.String())
