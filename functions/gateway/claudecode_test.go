@@ -58,7 +58,7 @@ func TestClaudeCode(t *testing.T) {
 `, srv.URL)})
 
 	t.Run("a tool-using task", func(t *testing.T) {
-		res, lines := runClaude(t, claude, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true)
+		res, lines := runClaude(t, claude, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true, true)
 		if res["subtype"] != "success" || res["is_error"] != false || res["num_turns"] != 2.0 {
 			t.Fatalf("result %v", res)
 		}
@@ -152,7 +152,7 @@ func TestClaudeCode(t *testing.T) {
 
 	t.Run("quota refused", func(t *testing.T) {
 		before := len(st.Requests())
-		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false)
+		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true)
 		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
 			t.Fatalf("result %v", res)
 		}
@@ -176,7 +176,7 @@ func TestClaudeCode(t *testing.T) {
 // in a fresh home and working directory, with at most two minutes, and
 // returns its result line and every line. It fails the test when claude
 // does not finish, or exits 0 when ok is false or otherwise when ok is true.
-func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok bool) (result map[string]any, lines []map[string]any) {
+func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool) (result map[string]any, lines []map[string]any) {
 	t.Helper()
 	home := t.TempDir()
 	work := filepath.Join(home, "work")
@@ -194,20 +194,24 @@ func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok boo
 		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "TERM=dumb", "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=" + g.URL,
 		"ANTHROPIC_AUTH_TOKEN=" + g.token(tenant),
-		"ANTHROPIC_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
-		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_AUTOUPDATER=1",
-		// Within the tenant's output cap: Claude Code's default thinking
-		// budget (31999 of 32000) would be refused by a capped tenant.
-		"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
-		"MAX_THINKING_TOKENS=8000",
 		// A refusal is reported at once, not retried for minutes.
 		"CLAUDE_CODE_MAX_RETRIES=0",
+	}
+	if models { // else Claude Code asks for its own defaults
+		env = append(env,
+			"ANTHROPIC_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
+			"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
+			// Within the tenant's output cap: Claude Code's default
+			// thinking budget (31999 of 32000) would be refused by a
+			// capped tenant.
+			"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
+			"MAX_THINKING_TOKENS=8000")
 	}
 	eg := newEgress(t)
 	env = append(env, eg.env()...)

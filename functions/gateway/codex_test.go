@@ -42,8 +42,7 @@ func codexPlatform() string {
 // [features] plugins = false, Codex 0.171 opens github.com,
 // api.github.com and chatgpt.com whatever the rest says). docs/clients.md
 // shows this file; TestCodexCLI's recording proxy proves it.
-const codexConfig = `model = %q
-model_provider = "llmgw"
+const codexConfig = `%smodel_provider = "llmgw"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
 check_for_update_on_startup = false
@@ -160,8 +159,8 @@ func TestCodexCLI(t *testing.T) {
 	t.Logf("requests to the gateway: %q\nCodex's tools: %+v", paths, first.Tools)
 }
 
-// codexExec runs `codex exec --json` as tenant contoso with model in
-// work, through the recording proxy (it fails the test on any connection
+// codexExec runs `codex exec --json` as tenant contoso with model (""
+// for Codex's default) in work, through the recording proxy (it fails the test on any connection
 // outside the gateway), and returns its JSONL and a report of what it
 // printed and what the stub got. It skips, saying so, only when the
 // platform package with the native binary is not installed (npm installs
@@ -183,7 +182,11 @@ func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, 
 		t.Skipf("Codex CLI's native binary (@openai/%s, an optional npm package) is not installed: not run (%v)", platform, err)
 	}
 	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, model, g.URL+"/v1"), 0o600); err != nil {
+	modelLine := "" // Codex asks for its default
+	if model != "" {
+		modelLine = fmt.Sprintf("model = %q\n", model)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, modelLine, g.URL+"/v1"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var env []string

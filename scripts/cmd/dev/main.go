@@ -219,7 +219,7 @@ func readyText(gatewayURL, stubURL, issuerAddr, token, otelNote string) string {
 	return fmt.Sprintf(`
 Gateway ready on %[1]s (stub backend %[2]s, dev issuer http://%[3]s).
 Stream a chat completion through it (tenant contoso: every model, token
-budgets of 400k a minute and 20M a month; token valid 12h):
+budgets of 5M a minute and 500M a month; token valid 12h):
 
 curl -N %[1]s/v1/chat/completions \
   -H "Authorization: Bearer %[4]s" \
