@@ -36,7 +36,8 @@ func TestDemoAgents(t *testing.T) {
 			t.Errorf("Claude Code's default model not in the access log: %v", seen)
 		}
 		// The stub starts no subagents nobody asked for: a handful of
-		// turns, not the hundreds a Task/Agent loop makes.
+		// turns and its background calls (about 11), not the hundreds a
+		// Task/Agent loop makes.
 		n := 0
 		for _, l := range g.logs.Lines() {
 			var m map[string]any
@@ -44,7 +45,7 @@ func TestDemoAgents(t *testing.T) {
 				n++
 			}
 		}
-		if n > 10 {
+		if n > 40 {
 			t.Errorf("Claude Code made %d Messages requests for a one-tool task", n)
 		}
 	})
