@@ -801,3 +801,65 @@ func TestRequestsBounded(t *testing.T) {
 		t.Fatalf("kept %d body bytes; newest kept %v; oldest big one dropped %v", kept, string(got[len(got)-1].Body) == big, got[len(got)-4].Body == nil)
 	}
 }
+
+// TestResponseRequiredFields: the stub's Response objects carry every
+// field the Open Responses schema requires (issue 37, finding 12: eight
+// were missing, and tools[].strict), whole and in a stream's events;
+// completed_at is null until the response completed.
+func TestResponseRequiredFields(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t, fast)
+	required := []string{"id", "object", "created_at", "completed_at", "status", "model", "output", "tools", "tool_choice",
+		"presence_penalty", "frequency_penalty", "top_logprobs", "max_tool_calls", "service_tier", "safety_identifier",
+		"prompt_cache_key", "parallel_tool_calls", "truncation", "text", "reasoning", "temperature", "top_p", "usage", "metadata"}
+	check := func(t *testing.T, raw json.RawMessage, completed bool) {
+		t.Helper()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range required {
+			if _, ok := m[k]; !ok {
+				t.Errorf("response lacks %q: %s", k, raw)
+			}
+		}
+		if got := string(m["completed_at"]) != "null"; got != completed {
+			t.Errorf("completed_at %s, completed %v", m["completed_at"], completed)
+		}
+		var tools []map[string]any
+		_ = json.Unmarshal(m["tools"], &tools)
+		for _, tl := range tools {
+			if tl["strict"] != true {
+				t.Errorf("tool %v lacks strict", tl)
+			}
+		}
+	}
+	body := `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"none"}`
+	status, b := do(t, ts, "POST", "/v1/responses", body)
+	if status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	check(t, b, true)
+
+	resp := mustPost(t, ts, "/v1/responses", strings.Replace(body, `"input"`, `"stream":true,"input"`, 1))
+	events, err := newSSE(resp.Body).all()
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, ev := range events {
+		var e struct {
+			Type     string
+			Response json.RawMessage
+		}
+		if json.Unmarshal([]byte(ev), &e) != nil || e.Response == nil {
+			continue
+		}
+		seen++
+		check(t, e.Response, e.Type == "response.completed")
+	}
+	if seen < 3 {
+		t.Fatalf("%d events carry a response", seen)
+	}
+}
