@@ -125,7 +125,7 @@ type Config struct {
 	// target. Default none.
 	Aliases map[string]string `yaml:"aliases" json:"aliases"`
 	// Telemetry is how the gateway's OTLP export behaves; whether and
-	// where it exports is the standard OTEL_* environment's (README:
+	// where it exports is the standard OTEL_* environment's (docs/telemetry.md:
 	// Telemetry).
 	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
 

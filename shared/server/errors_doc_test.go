@@ -128,17 +128,17 @@ var (
 	backtick = regexp.MustCompile("`([a-z_]+)`")
 )
 
-// readmeCodes reads the README's error table: each row's status and the
+// docCodes reads the error table of docs/errors.md: each row's status and the
 // codes in its second column.
-func readmeCodes(t *testing.T) map[string]bool {
+func docCodes(t *testing.T) map[string]bool {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n### Errors\n")
+	_, section, ok := strings.Cut(string(b), "\n## Errors\n")
 	if !ok {
-		t.Fatal("README has no ### Errors section")
+		t.Fatal("docs/errors.md has no ## Errors section")
 	}
 	section, _, _ = strings.Cut(section, "\n#")
 	got := map[string]bool{}
@@ -154,10 +154,10 @@ func readmeCodes(t *testing.T) map[string]bool {
 	return got
 }
 
-// TestREADMEErrorTable: the README's error table lists exactly the
+// TestErrorsDocTable: the error table of docs/errors.md lists exactly the
 // statuses and codes errors.go answers (issue 22: six were missing).
-func TestREADMEErrorTable(t *testing.T) {
-	code, doc := errorsGoCodes(t), readmeCodes(t)
+func TestErrorsDocTable(t *testing.T) {
+	code, doc := errorsGoCodes(t), docCodes(t)
 	if len(code) < 20 {
 		t.Fatalf("read only %d codes from errors.go: %v", len(code), code)
 	}
@@ -175,23 +175,9 @@ func TestREADMEErrorTable(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(extra)
 	if len(missing) > 0 {
-		t.Errorf("errors.go answers these, the README's error table lacks them (status code):\n  %s", strings.Join(missing, "\n  "))
+		t.Errorf("errors.go answers these, docs/errors.md's error table lacks them (status code):\n  %s", strings.Join(missing, "\n  "))
 	}
 	if len(extra) > 0 {
-		t.Errorf("the README's error table lists these, errors.go never answers them:\n  %s", strings.Join(extra, "\n  "))
-	}
-}
-
-// TestREADMEHasNoConflictMarkers: a merge once left both sides of a table
-// in the README; the documentation is checked as the code is.
-func TestREADMEHasNoConflictMarkers(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") || line == "=======" {
-			t.Errorf("README.md:%d: merge conflict marker %q", i+1, line)
-		}
+		t.Errorf("docs/errors.md's error table lists these, errors.go never answers them:\n  %s", strings.Join(extra, "\n  "))
 	}
 }

@@ -1,7 +1,3 @@
-// Package server owns the gateway's HTTP surface: its routes, the request
-// path (proxy.go, read top to bottom), OpenAI's error JSON, and the access
-// log. Each step of the path is a call into the package that owns it; the
-// interfaces those steps satisfy are declared here, where they are used.
 package server
 
 import (

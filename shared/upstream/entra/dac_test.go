@@ -23,7 +23,7 @@ const netnsEnv = "ENTRA_TEST_IN_NETNS"
 
 // measureDAC runs TestDefaultAzureCredentialCost, which measures a
 // dependency (seconds of a probe that times out), not this package: run it
-// when upgrading azidentity or revisiting the README's numbers.
+// when upgrading azidentity or revisiting the numbers of docs/azure.md.
 var measureDAC = flag.Bool("measure-dac", false, "run TestDefaultAzureCredentialCost (measures azidentity's DefaultAzureCredential for several seconds)")
 
 // TestDefaultAzureCredentialCost measures what DefaultAzureCredential costs
@@ -32,7 +32,7 @@ var measureDAC = flag.Bool("measure-dac", false, "run TestDefaultAzureCredential
 // 169.254.169.254, which is not ours to reach, so the measurement runs in a
 // private network namespace (unshare -n) where that address is either
 // unrouted or held by a listener of ours that never answers, the two ways a
-// non-Azure host behaves. Results are logged and recorded in the README
+// non-Azure host behaves. Results are logged and recorded in docs/azure.md,
 // section "Run on Azure Container Apps". It runs only when asked:
 //
 //	go test ./shared/upstream/entra -run TestDefaultAzureCredentialCost -v -measure-dac

@@ -7,7 +7,7 @@
 // The credential is chosen by name, never probed: DefaultAzureCredential tries
 // environment, workload identity, managed identity (with an IMDS probe) and
 // several developer tools in turn, which costs time on a cold start and hides
-// which identity a deployment really uses (see the README section "Run on Azure Container Apps" for its measured
+// which identity a deployment really uses (see docs/azure.md, "Run on Azure Container Apps", for its measured
 // cost when nothing is configured).
 package entra
 

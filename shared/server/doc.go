@@ -1,0 +1,37 @@
+// Package server owns the gateway's HTTP surface: its routes, the request
+// path, OpenAI's and Anthropic's error JSON, and the access log. Each step of
+// the path is a call into the package that owns it; the interfaces those
+// steps satisfy (Authenticator, Limiter, Budgets, Affinity, Doer) are
+// declared here, where they are used.
+//
+// The whole path reads top to bottom in proxy.go (serveProxy; each step is
+// a call into the package, or the file, that owns it, and returns an error
+// rather than answering it). The files:
+//
+//   - request.go is the one wrapper every route goes through, the Caddy and
+//     httputil shape (ServeHTTP → serve: the request id, the body's time
+//     bound, recovery, the access log, and the one rendering of the error a
+//     handler returns), and keeps a request's state (exchange) apart from
+//     its log entry (logEntry).
+//   - errors.go is the one place statuses, codes, messages and Retry-After
+//     are decided and rendered, in OpenAI's and Anthropic's shapes, as a
+//     body or as a stream's error event (every error the gateway answers
+//     has its constructor there).
+//   - routes.go: the route table, the Azure and Messages front doors and
+//     the models routes; body.go reads the client's body.
+//   - backend.go: the backend side: failover (send → try → judge /
+//     awaitFirstEvent), the one round trip of every backend call
+//     (roundTrip, the stored-response routes' too), and the checks of an
+//     answer before it is relayed (a JSON answer's head is read inside the
+//     attempt, so a page or a cut body fails over).
+//   - relay.go relays SSE and JSON (a stream's writes go through
+//     keepalive.Writer, which sends the comments).
+//   - budget.go reserves and settles token budgets; responses.go the
+//     stored-response routes and affinity.
+//   - listener.go: the HTTP host's connections (the cap, and the lingering
+//     close an early answer asks for through the request's context).
+//   - telemetry.go: the calls into the optional OpenTelemetry exporter.
+//
+// go run ./scripts/filepairs -tags lambda.norpc ./shared/server counts the
+// pairs of these files that reference each other.
+package server
