@@ -83,7 +83,7 @@ plugins = false
 func TestCodexCLI(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}})
-	stdout, report := codexExec(t, g, "llama", t.TempDir(), "Run the shell command `echo stub` and tell me what it printed.")
+	stdout, report := codexExec(t, g, "contoso", "llama", t.TempDir(), "Run the shell command `echo stub` and tell me what it printed.", "")
 
 	// Codex's JSONL: the command it ran, the agent's message, the usage.
 	var ran, said, usage bool
@@ -159,13 +159,13 @@ func TestCodexCLI(t *testing.T) {
 	t.Logf("requests to the gateway: %q\nCodex's tools: %+v", paths, first.Tools)
 }
 
-// codexExec runs `codex exec --json` as tenant contoso with model (""
-// for Codex's default) in work, through the recording proxy (it fails the test on any connection
+// codexExec runs `codex exec --json` as tenant with model (""
+// for Codex's default) and the config's topLevel keys in work, through the recording proxy (it fails the test on any connection
 // outside the gateway), and returns its JSONL and a report of what it
 // printed and what the stub got. It skips, saying so, only when the
 // platform package with the native binary is not installed (npm installs
 // the one for the machine); every other failure fails.
-func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, report func() string) {
+func codexExec(t *testing.T, g *gw, tenant, model, work, prompt, topLevel string) (stdout []byte, report func() string) {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents"))
 	if err != nil {
@@ -182,9 +182,9 @@ func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, 
 		t.Skipf("Codex CLI's native binary (@openai/%s, an optional npm package) is not installed: not run (%v)", platform, err)
 	}
 	home := t.TempDir()
-	modelLine := "" // Codex asks for its default
+	modelLine := topLevel // keys before the first table; no model: Codex asks for its default
 	if model != "" {
-		modelLine = fmt.Sprintf("model = %q\n", model)
+		modelLine = fmt.Sprintf("model = %q\n", model) + topLevel
 	}
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, modelLine, g.URL+"/v1"), 0o600); err != nil {
 		t.Fatal(err)
@@ -197,7 +197,7 @@ func codexExec(t *testing.T, g *gw, model, work, prompt string) (stdout []byte, 
 	}
 	eg := newEgress(t)
 	env = append(withoutProxy(env), eg.env()...)
-	env = append(env, "CODEX_HOME="+home, "HOME="+home, "LLMGW_TOKEN="+g.token("contoso"), "NO_COLOR=1")
+	env = append(env, "CODEX_HOME="+home, "HOME="+home, "LLMGW_TOKEN="+g.token(tenant), "NO_COLOR=1")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -238,7 +238,7 @@ func TestCodexApplyPatch(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}, extra: "aliases: {gpt-6.2-sol: llama}\n"})
 	work := t.TempDir()
-	stdout, report := codexExec(t, g, "gpt-6.2-sol", work, "Use apply_patch to add the file "+stub.StubPatchFile+".")
+	stdout, report := codexExec(t, g, "contoso", "gpt-6.2-sol", work, "Use apply_patch to add the file "+stub.StubPatchFile+".", "")
 	b, err := os.ReadFile(filepath.Join(work, stub.StubPatchFile))
 	if err != nil || strings.TrimSpace(string(b)) != stub.StubPatchText {
 		t.Fatalf("%s after codex exec: %q, %v\n%s", stub.StubPatchFile, b, err, report())

@@ -863,3 +863,41 @@ func TestResponseRequiredFields(t *testing.T) {
 		t.Fatalf("%d events carry a response", seen)
 	}
 }
+
+// TestCompactAndInputTokens: POST responses/compact answers a
+// response.compaction with a compaction item and usage; POST
+// responses/input_tokens counts the prompt (both on the Azure v1 path
+// too).
+func TestCompactAndInputTokens(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t, fast)
+	for _, root := range []string{"/v1", "/openai/v1"} {
+		status, b := do(t, ts, "POST", root+"/responses/compact", `{"model":"m","input":"a long conversation"}`)
+		var c struct {
+			Object string
+			Output []struct {
+				Type             string
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			Usage struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &c); status != 200 || err != nil || c.Object != "response.compaction" || len(c.Output) != 1 ||
+			c.Output[0].Type != "compaction" || c.Output[0].EncryptedContent == "" || c.Usage.InputTokens <= 0 || c.Usage.OutputTokens <= 0 {
+			t.Fatalf("%s compact: %d %s", root, status, b)
+		}
+		status, b = do(t, ts, "POST", root+"/responses/input_tokens", `{"model":"m","input":"count me"}`)
+		var n struct {
+			Object      string
+			InputTokens int `json:"input_tokens"`
+		}
+		if err := json.Unmarshal(b, &n); status != 200 || err != nil || n.Object != "response.input_tokens" || n.InputTokens <= 0 {
+			t.Fatalf("%s input_tokens: %d %s", root, status, b)
+		}
+	}
+	if status, _ := do(t, ts, "POST", "/v1/responses/compact", `{}`); status != 400 {
+		t.Fatalf("compact without a model: %d", status)
+	}
+}

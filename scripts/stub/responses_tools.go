@@ -188,3 +188,26 @@ func (s *Server) replayResponse(w http.ResponseWriter, r *http.Request, f Fault,
 	var buf []byte
 	s.pump(w, r, rc, f, skipEvents{src: rs, after: after}, respStreamError, &buf, &end)
 }
+
+// compactResponse answers POST responses/compact as OpenAI does: a
+// response.compaction object whose output is one compaction item (its
+// encrypted_content opaque to the client, which sends it back as input),
+// with usage: the prompt counted, a few output tokens.
+func (s *Server) compactResponse(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+		writeError(w, http.StatusBadRequest, "stub: compact needs a JSON body with a model", "invalid_request_error", "invalid_request")
+		return
+	}
+	input := s.promptTokens(body)
+	const output = 8
+	s.prompt.Add(int64(input))
+	s.generated.Add(output)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": newID("resp_"), "object": "response.compaction", "created_at": time.Now().Unix(),
+		"output": []map[string]any{{"id": newID("cmp_"), "type": "compaction", "encrypted_content": "stub-compaction"}},
+		"usage":  map[string]int{"input_tokens": input, "output_tokens": output, "total_tokens": input + output},
+	})
+}
