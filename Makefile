@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean
+.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean
 
 all: build
 
@@ -75,6 +75,7 @@ fuzz:
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzUsagePlace -fuzztime 20s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzAnswerScanner -fuzztime 20s
 	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
+	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzMessagesBound -fuzztime 20s
 	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
 	$(GO) test ./shared/assemble -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s
@@ -121,8 +122,14 @@ agents:
 # (a change's before, measured by this bench on the same config).
 BENCH_FLAGS ?=
 
-bench: deps bench-nginx
+bench: deps bench-nginx bench-routing
 	$(GO) run ./scripts/bench -quick $(BENCH_FLAGS)
+
+# The routing measures (issue 36, docs/routing.md): four loopback backends,
+# one 5x slower to its first token, weighted random against least
+# outstanding; and simulated prefix caches, affinity off and on.
+bench-routing:
+	$(GO) test -tags $(TAGS) -run '^$$' -bench 'BenchmarkRouting' -benchtime 1600x ./shared/server/
 
 bench-full: deps bench-nginx
 	$(GO) run ./scripts/bench -full $(BENCH_FLAGS)

@@ -333,6 +333,56 @@ func TestMessagesBudget(t *testing.T) {
 	anthropicError(t, resp, 400, "invalid_request_error")
 }
 
+// TestMessagesBudgetBill: through the binary, a Messages stream whose
+// backend drops the connection after 449 text deltas, before
+// message_delta carries the output (message_start's usage says 1), is
+// charged at least its reservation, not message_start's input and its
+// output of 1 (issue 30: 29 tokens for 449 generated); the whole stream
+// is charged its message_delta's bill.
+func TestMessagesBudgetBill(t *testing.T) {
+	g, _ := startClaude(t, options{tenants: "  - {id: metered, models: [claude-test], requests: 1000, interval: 1h, tokens_per_minute: 1000000, token_quota: 1000000, quota_period: month}\n"})
+	tok := g.token("metered")
+	body := `{"model":"claude-test","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":"Hello"}]}`
+	for _, tt := range []struct {
+		name, fault string
+		whole       bool
+	}{
+		{"dropped before message_delta", "drop_after=452", false}, // message_start, content_block_start, ping, 449 deltas
+		{"whole", "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hdr := []string{"X-Stub-Tokens", "449"}
+			if tt.fault != "" {
+				hdr = append(hdr, "X-Stub-Fault", tt.fault)
+			}
+			resp := g.post("/v1/messages", tok, body, hdr...)
+			names, _ := sseEvents(t, resp.Body)
+			resp.Body.Close()
+			deltas := 0
+			for _, n := range names {
+				if n == "content_block_delta" {
+					deltas++
+				}
+			}
+			if deltas != 449 {
+				t.Fatalf("%d deltas relayed, want 449: %v", deltas, names[len(names)-3:])
+			}
+			l := g.accessLog(resp.Header.Get("X-Request-Id"))
+			charged, reserved := l["budget_charged"].(float64), l["budget_reserved"].(float64)
+			if tt.whole {
+				if charged != l["prompt_tokens"].(float64)+449 || l["completion_tokens"].(float64) != 449 || l["budget_settle"] != "charged" {
+					t.Fatalf("whole stream: access log %v", l)
+				}
+				return
+			}
+			if charged < reserved || reserved < 1000 {
+				t.Fatalf("charged %v for 449 deltas, reserved %v: want at least the reservation (message_start said %v prompt, %v output)",
+					charged, reserved, l["prompt_tokens"], l["completion_tokens"])
+			}
+		})
+	}
+}
+
 // TestSDKNodeAnthropic runs scripts/sdktest/anthropic.test.mjs (node
 // --test with the official @anthropic-ai/sdk npm package) against a live
 // gateway with an anthropic pool: messages create (apiKey and authToken),

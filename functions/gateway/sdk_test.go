@@ -436,8 +436,10 @@ func TestSDKGoBudget(t *testing.T) {
 	t.Run("tokens per minute", func(t *testing.T) {
 		c := g.sdkClient(g.token("tpm"), option.WithMaxRetries(0))
 		_, err := c.Chat.Completions.New(ctx, chatParams("llama"))
-		ae := wantAPIError(t, err, http.StatusTooManyRequests, "rate_limit_exceeded")
-		if ae.Type != "tokens" || !strings.Contains(ae.Message, "tokens per min") || ae.Response.Header.Get("Retry-After") == "" ||
+		// Its least reservation is above the whole limit: it can never
+		// run, and is told so, with no Retry-After (issue 30).
+		ae := wantAPIError(t, err, http.StatusTooManyRequests, "request_too_large_for_budget")
+		if ae.Type != "tokens" || !strings.Contains(ae.Message, "tokens per min") || ae.Response.Header.Get("Retry-After") != "" ||
 			ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "30" {
 			t.Fatalf("type %q message %q headers %v", ae.Type, ae.Message, ae.Response.Header)
 		}
@@ -447,6 +449,6 @@ func TestSDKGoBudget(t *testing.T) {
 		for stream.Next() {
 			t.Fatal("a refused stream yielded a chunk")
 		}
-		wantAPIError(t, stream.Err(), http.StatusTooManyRequests, "rate_limit_exceeded")
+		wantAPIError(t, stream.Err(), http.StatusTooManyRequests, "request_too_large_for_budget")
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/route/rediscool"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
@@ -36,6 +37,9 @@ type gateway struct {
 	// budget's reservation client, whose answer timeout is budget.timeout.
 	// Both nil with the memory store.
 	state, reserve *redis.Client
+	// cool reads and publishes shared cooldowns (rediscool), with the
+	// limiter's take timeout; nil with the memory store.
+	cool *redis.Client
 	// tel exports metrics and spans; nil without an OTLP endpoint.
 	tel *otlp.Exporter
 }
@@ -50,7 +54,7 @@ func (g *gateway) close() {
 	if g.limiter != nil {
 		_ = g.limiter.Close()
 	}
-	for _, c := range []*redis.Client{g.state, g.reserve} {
+	for _, c := range []*redis.Client{g.state, g.reserve, g.cool} {
 		if c != nil {
 			_ = c.Close()
 		}
@@ -90,10 +94,6 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if err != nil {
 		return nil, err
 	}
-	router, targets, err := newRouting(ctx, cfg, getenv, log)
-	if err != nil {
-		return nil, err
-	}
 	g = &gateway{}
 	defer func() {
 		if err != nil {
@@ -108,6 +108,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		return nil, err
 	}
 	var aff server.Affinity // nil: in memory, per process
+	var shared route.Shared // nil: cooldowns per process
 	if lc.Store == ratelimit.StoreRedis {
 		// A client of its own: these calls may take longer than a take's
 		// tight budget.
@@ -116,6 +117,17 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		}
 		aff = redisaffinity.New(g.state, lc.KeyPrefix, log)
 		warmPool(ctx, "shared state", g.state, log)
+		// Cooldowns are read once per request: a client with the take's
+		// tight answer timeout, so a slow store delays no request longer.
+		if g.cool, err = redisClient(lc, lc.Timeout); err != nil {
+			return nil, err
+		}
+		shared = rediscool.New(g.cool, lc.KeyPrefix, log)
+		warmPool(ctx, "shared cooldowns", g.cool, log)
+	}
+	router, targets, err := newRouting(ctx, cfg, shared, getenv, log)
+	if err != nil {
+		return nil, err
 	}
 	bud, err := budgets(ctx, cfg, lc, g, log)
 	if err != nil {
@@ -207,7 +219,9 @@ func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, lo
 
 // newRouting builds the router and each endpoint's backend target, paired
 // by pointer: the router keeps the config's order of pools and endpoints.
-func newRouting(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (*route.Router, map[*route.Endpoint]*upstream.Target, error) {
+// shared, when not nil, carries backend-asked cooldowns between replicas;
+// outlier ejections start at the default cooldown.
+func newRouting(ctx context.Context, cfg *config.Config, shared route.Shared, getenv func(string) string, log *slog.Logger) (*route.Router, map[*route.Endpoint]*upstream.Target, error) {
 	specs := make([]route.PoolSpec, 0, len(cfg.Pools))
 	for _, p := range cfg.Pools {
 		ps := route.PoolSpec{Name: p.Name}
@@ -215,11 +229,11 @@ func newRouting(ctx context.Context, cfg *config.Config, getenv func(string) str
 			ps.Models = append(ps.Models, m)
 		}
 		for _, e := range p.Endpoints {
-			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight})
+			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight, Priority: e.Priority})
 		}
 		specs = append(specs, ps)
 	}
-	router := route.New(specs, nil)
+	router := route.New(specs, route.Options{MaxCooldown: cfg.Upstream.MaxCooldown.D(), EjectBase: cfg.Upstream.DefaultCooldown.D(), Shared: shared})
 	targets := map[*route.Endpoint]*upstream.Target{}
 	for i, pool := range router.Pools() {
 		p := cfg.Pools[i]

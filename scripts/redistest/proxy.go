@@ -20,6 +20,7 @@ type Proxy struct {
 	ln     net.Listener
 
 	blackhole atomic.Bool
+	mute      atomic.Bool
 	accepted  atomic.Int64
 
 	mu    sync.Mutex
@@ -50,6 +51,11 @@ func (p *Proxy) Accepted() int64 { return p.accepted.Load() }
 
 // Blackhole starts (true) or ends (false) dropping every byte.
 func (p *Proxy) Blackhole(on bool) { p.blackhole.Store(on) }
+
+// DropReplies starts (true) or ends (false) dropping what the server
+// sends, only: commands still land, their answers are lost (a client that
+// times out on a command the store applied).
+func (p *Proxy) DropReplies(on bool) { p.mute.Store(on) }
 
 // Close stops listening and closes every connection.
 func (p *Proxy) Close() {
@@ -105,20 +111,21 @@ func (p *Proxy) relay(client net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { p.copy(server, client); done <- struct{}{} }()
-	go func() { p.copy(client, server); done <- struct{}{} }()
+	go func() { p.copy(server, client, false); done <- struct{}{} }()
+	go func() { p.copy(client, server, true); done <- struct{}{} }()
 	<-done
 	_ = server.Close()
 	_ = client.Close()
 	<-done
 }
 
-// copy relays src to dst, dropping what arrives while blackholed.
-func (p *Proxy) copy(dst, src net.Conn) {
+// copy relays src to dst, dropping what arrives while blackholed (and,
+// for the server's replies, while muted).
+func (p *Proxy) copy(dst, src net.Conn, replies bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !p.blackhole.Load() {
+		if n > 0 && !p.blackhole.Load() && !(replies && p.mute.Load()) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}

@@ -33,6 +33,14 @@ type Owner struct {
 // ErrCorrupt is a record that does not decode.
 var ErrCorrupt = errors.New("affinity: corrupt record")
 
+// ErrTaken is a Put of an id already recorded for another tenant: every
+// store compares and sets, so a record never changes tenant (issue 31: a
+// backend that answers tenant B with tenant A's id, or a vLLM pool that
+// stores a response under a client-chosen request_id, once let B take A's
+// id over). The server relays such an answer marked unrecorded and logs
+// it; the id stays A's.
+var ErrTaken = errors.New("affinity: id is recorded for another tenant")
+
 // sep separates an Owner's fields in its encoded form; none of them can
 // hold it (config validation: names and URLs are printable).
 const sep = "\x1f"
@@ -127,7 +135,7 @@ func (m *Memory) Put(_ context.Context, id string, o Owner, ttl time.Duration) e
 		m.m[id] = entry{owner: o, until: now.Add(ttl)}
 		return nil
 	} else if ok {
-		return fmt.Errorf("affinity: id %q is recorded for another tenant", id)
+		return fmt.Errorf("affinity: put %q: %w", id, ErrTaken)
 	}
 	q := m.order[o.Tenant]
 	if q == nil {

@@ -81,6 +81,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 		}
 		lim.Check(into(&limits, f))
 		p = append(p, period.Merge(limits)...)
+		CheckFeatures(into(&p, f), t)
 	}
 	for i, pl := range c.Pools {
 		at := into(&p, "pools").Item("", i)
@@ -115,7 +116,8 @@ func Tenants(ts []config.Tenant) []tenant.Row {
 	rows := make([]tenant.Row, 0, len(ts))
 	for _, t := range ts {
 		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
-			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests)})
+			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests),
+			Grants:        Grants(t.Features), Betas: t.AnthropicBeta})
 	}
 	return rows
 }

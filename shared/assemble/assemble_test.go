@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/tenant"
 )
 
 func env(m map[string]string) func(string) string {
@@ -111,6 +112,9 @@ func TestProblems(t *testing.T) {
 		{name: "weight negative", cfg: endpoint("weight: -2"), wants: []string{"pools[0].endpoints[0].weight: must not be negative, got -2"},
 			not: []string{"at least 1"}},
 		{name: "weight too large", cfg: endpoint("weight: 1000000000000"), wants: []string{"pools[0].endpoints[0].weight: must be at most 1000000"}},
+		{name: "priority too large", cfg: endpoint("priority: 10"), wants: []string{"pools[0].endpoints[0].priority: must be at most 9 (0 is tried first)"}},
+		{name: "priority negative", cfg: endpoint("priority: -1"), wants: []string{"pools[0].endpoints[0].priority: must not be negative, got -1"}},
+		{name: "max_cooldown negative", cfg: minimal + "upstream: {max_cooldown: -1s}\n", wants: []string{"upstream.max_cooldown: must not be negative, got -1s"}},
 		{name: "url with query", cfg: withURL("http://127.0.0.1:8000/v1?api-version=1"), wants: []string{"pools[0].endpoints[0].url: must not have a query"}},
 		{name: "url with fragment", cfg: withURL("http://127.0.0.1:8000/#x"), wants: []string{"pools[0].endpoints[0].url: must not have a fragment"}},
 		{name: "url with userinfo", cfg: withURL("http://user:secret@127.0.0.1:8000"), wants: []string{"pools[0].endpoints[0].url: must not carry credentials"},
@@ -311,5 +315,32 @@ func TestStreamPolicies(t *testing.T) {
 	c, _ = Parse([]byte(minimal+"upstream: {keepalive_interval: 5s}\n"), env(nil))
 	if d, m := Streams(c)["p1"].KeepaliveInterval, MinRemaining(c.Lambda); d != 5*time.Second || m != 5*time.Second {
 		t.Errorf("keepalive %s from upstream, min_remaining %s by default", d, m)
+	}
+}
+
+// TestTenantGrants: a tenant's features reach its table row, a default
+// use count filled in; a tenant without them has none (issue 31: off by
+// default).
+func TestTenantGrants(t *testing.T) {
+	rows := Tenants([]config.Tenant{
+		{ID: "a", Models: []string{"m"}, Features: []config.Feature{{Name: "web_search", CostPerUse: 2000}, {Name: "mcp", DefaultUses: 2}}, AnthropicBeta: []string{"files-api-2025-04-14"}},
+		{ID: "b", Models: []string{"m"}},
+	})
+	tb := tenant.NewTable(rows)
+	a, b := tb.Lookup("a"), tb.Lookup("b")
+	if g, ok := a.Grant("web_search"); !ok || g.CostPerUse != 2000 || g.DefaultUses != tenant.DefaultUses {
+		t.Errorf("a's web_search: %+v %v", g, ok)
+	}
+	if g, ok := a.Grant("mcp"); !ok || g.DefaultUses != 2 {
+		t.Errorf("a's mcp: %+v %v", g, ok)
+	}
+	if _, ok := a.Grant("code_execution"); ok {
+		t.Error("a has a feature its config does not list")
+	}
+	if !a.AllowsBeta("files-api-2025-04-14") || b.AllowsBeta("files-api-2025-04-14") {
+		t.Error("anthropic_beta does not follow the config")
+	}
+	if _, ok := b.Grant("web_search"); ok {
+		t.Error("b has a feature by default")
 	}
 }

@@ -170,12 +170,13 @@ type Settlement struct {
 	// expiry record is gone.
 	Found bool
 	// Expired reports that the lease had run out before this settle: the
-	// reservation's tokens had already returned, and Actual was charged now.
+	// reservation had stayed charged since, and is settled now as a live
+	// one is.
 	Expired bool
 	// Reserved is what the reservation held; Actual what was settled.
 	Reserved, Actual int64
-	// Refunded is the tokens given back (Reserved-Actual when positive and
-	// the lease had not expired); Overrun the tokens charged beyond the
+	// Refunded is the tokens given back (Reserved-Actual when positive);
+	// Overrun the tokens charged beyond the
 	// reservation. Where the reservation's window had ended, a refund goes
 	// nowhere and an overrun is charged to the current window.
 	Refunded, Overrun int64
@@ -183,14 +184,13 @@ type Settlement struct {
 
 // NewSettlement returns the settlement of a reservation of reserved tokens
 // settled with actual tokens (KeepReserved already resolved); expired when
-// its lease had run out, so that its tokens had returned already.
+// its lease had run out (its tokens stayed charged).
 func NewSettlement(expired bool, reserved, actual int64) Settlement {
 	s := Settlement{Found: true, Expired: expired, Reserved: reserved, Actual: actual}
-	held := reserved
-	if expired {
-		held = 0
-	}
-	if delta := actual - held; delta < 0 {
+	// An expired reservation is still charged (its lease ended without a
+	// settle: the safe side), so a late settle refunds or overruns it as
+	// a live one does.
+	if delta := actual - reserved; delta < 0 {
 		s.Refunded = -delta
 	} else {
 		s.Overrun = delta

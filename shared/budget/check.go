@@ -25,6 +25,9 @@ func (c Config) WithDefaults() Config {
 	if c.MinOutputTokens == 0 {
 		c.MinOutputTokens = 1
 	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
 	return c
 }
 

@@ -80,10 +80,15 @@
 //
 // A reservation lives for Lease (set it to the longest a request may live,
 // default 15 minutes). A reservation never settled (a replica killed
-// mid-stream) expires then: its tokens return to its windows (if current)
-// and it becomes an expiry record for one more lease. A settle that arrives
-// after the expiry finds the record and charges the actual usage, once; no
-// refund happens twice and nothing is counted twice. After that second
+// mid-stream, a store down when the request ended) expires then: it stays
+// charged, never refunded, because the request may have used all of it
+// (issue 30: refunding at the lease end once let streams in flight when
+// Redis died go unpaid), and it becomes an expiry record for one more
+// lease. A settle that arrives after the expiry (the server replays the
+// ones that failed) finds the record and settles the actual usage as a
+// live one, once; nothing is refunded or counted twice. In estimate mode
+// a reservation holds nothing, so a settle that never lands charges
+// nothing. After that second
 // lease the record is gone and a settle is a no-op (Settlement.Found
 // false). Expiry is lazy: every Reserve and Settle of a tenant first
 // sweeps its expired records (at most 1,000 per Redis call), so no

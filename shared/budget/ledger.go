@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +30,9 @@ const (
 	DefaultTimeout       = store.DefaultTimeout
 	DefaultDialTimeout   = store.DefaultDialTimeout
 	DefaultSettleTimeout = time.Second
+	// DefaultMaxPending bounds the settles a Ledger keeps for replay
+	// (Config.MaxPending).
+	DefaultMaxPending = 10000
 )
 
 // ErrUnavailable is returned when the store failed or timed out and the
@@ -54,9 +58,10 @@ type Config struct {
 	Mode string
 
 	// Lease is how long a reservation may stay unsettled (a replica killed
-	// mid-stream never settles): then its tokens return. Set it to the
+	// mid-stream never settles): then it stays charged, never refunded,
+	// since the request may have used all of it (issue 30). Set it to the
 	// longest a request may live. A settle up to one more Lease after the
-	// expiry still charges the actual usage. Default DefaultLease.
+	// expiry still settles the actual usage. Default DefaultLease.
 	Lease time.Duration
 
 	// DefaultOutputTokens is the output reserved per choice (and written
@@ -103,7 +108,18 @@ type Config struct {
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
 
-	// Log, when set, is told when the breaker opens and closes.
+	// MaxPending bounds the settles kept for replay while a remote store
+	// does not answer: a settle that fails, and the release of a
+	// reservation whose Reserve failed (it may have landed). They are
+	// replayed, oldest first, as soon as the store answers a later call;
+	// settles are idempotent per request id, so a replay never charges
+	// twice. A settle beyond the bound is dropped (its reservation is
+	// charged whole when its lease ends: the safe side). Default
+	// DefaultMaxPending when zero or negative.
+	MaxPending int
+
+	// Log, when set, is told when the breaker opens and closes, and of
+	// replayed settles.
 	Log *slog.Logger
 }
 
@@ -119,6 +135,9 @@ type Stats struct {
 	Reserves, Refused, Degraded, StoreErrors uint64
 	Settles, Overruns, LateSettles           uint64
 	SettleErrors                             uint64
+	// Pending is the settles kept for replay now; Replayed those replayed
+	// since start, Dropped those the bound (Config.MaxPending) turned away.
+	Pending, Replayed, Dropped uint64
 	// BreakerOpens counts openings of the store's breaker; Breaker is its
 	// state now (always closed for the memory store).
 	BreakerOpens uint64
@@ -137,6 +156,20 @@ type Ledger struct {
 
 	reserves, refused                     atomic.Uint64
 	settles, overruns, late, settleErrors atomic.Uint64
+
+	// pending is the settles a remote store did not confirm, replayed by
+	// one goroutine at a time (replaying) once the store answers again.
+	mu        sync.Mutex
+	pending   []pendingSettle
+	replaying atomic.Bool
+	replayed  atomic.Uint64
+	dropped   atomic.Uint64
+}
+
+// pendingSettle is a settle kept for replay.
+type pendingSettle struct {
+	tenant, id string
+	actual     int64
 }
 
 // New validates cfg and tenants (reporting every problem at once) and
@@ -186,7 +219,7 @@ func (l *Ledger) Limits(tenant string) (lim Limits, ok bool) {
 // error when ctx ended, or a Request validation error.
 func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decision, error) {
 	lim := l.tenants[tenant]
-	strict := l.cfg.Mode == ModeStrict
+	strict := l.cfg.Mode == ModeStrict || ask.Hold
 	n := ask.choices()
 	out := int64(0)
 	if !ask.NoOutput {
@@ -215,6 +248,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	}
 	l.reserves.Add(1)
 	d, err := l.reserve(ctx, tenant, id, req)
+	if err != nil && l.remote && strict {
+		// The reservation may have landed after the gateway gave up on
+		// it: released (settled at 0) once the store answers, so it does
+		// not hold the tenant's quota until its lease ends (issue 30).
+		l.keep(pendingSettle{tenant: tenant, id: id})
+	}
 	if err != nil {
 		refuse, left := l.guard.Failure(ctx, err)
 		if left != nil {
@@ -253,6 +292,9 @@ func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d
 		d, err = l.store.Reserve(tctx, tenant, id, req)
 		return err
 	})
+	if err == nil {
+		l.replay()
+	}
 	return d, err
 }
 
@@ -289,13 +331,24 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 			s, err = l.store.Settle(tctx, tenant, id, actual)
 			return err
 		})
+		if err == nil {
+			defer l.replay()
+		}
 	} else {
 		s, err = l.store.Settle(ctx, tenant, id, actual)
 	}
 	if err != nil {
 		l.settleErrors.Add(1)
+		if l.remote {
+			l.keep(pendingSettle{tenant: tenant, id: id, actual: actual})
+		}
 		return s, fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 	}
+	l.settled(s)
+	return s, nil
+}
+
+func (l *Ledger) settled(s Settlement) {
 	l.settles.Add(1)
 	if s.Overrun > 0 {
 		l.overruns.Add(1)
@@ -303,12 +356,69 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 	if s.Expired {
 		l.late.Add(1)
 	}
-	return s, nil
+}
+
+// keep queues a settle for replay (MaxPending bounds the queue).
+func (l *Ledger) keep(p pendingSettle) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.pending) >= l.cfg.MaxPending {
+		l.dropped.Add(1)
+		return
+	}
+	l.pending = append(l.pending, p)
+}
+
+// replay starts replaying the kept settles unless a replay runs or none
+// is kept; the caller has just had an answer from the store.
+func (l *Ledger) replay() {
+	l.mu.Lock()
+	n := len(l.pending)
+	l.mu.Unlock()
+	if n == 0 || !l.replaying.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer l.replaying.Store(false)
+		for {
+			l.mu.Lock()
+			if len(l.pending) == 0 {
+				l.mu.Unlock()
+				return
+			}
+			p := l.pending[0]
+			l.mu.Unlock()
+			var s Settlement
+			err := l.guard.Call(context.Background(), "settle", l.cfg.SettleTimeout, func(tctx context.Context) error {
+				var err error
+				s, err = l.store.Settle(tctx, p.tenant, p.id, p.actual)
+				return err
+			})
+			if err != nil {
+				return // kept: the next answer from the store replays it
+			}
+			l.mu.Lock()
+			l.pending = l.pending[1:]
+			if len(l.pending) == 0 {
+				l.pending = nil // the backing array goes
+			}
+			l.mu.Unlock()
+			l.replayed.Add(1)
+			l.settled(s)
+			if l.cfg.Log != nil {
+				l.cfg.Log.Info("token budget: a settle the store had not confirmed was replayed",
+					"tenant", p.tenant, "request_id", p.id, "actual", p.actual, "found", s.Found, "expired", s.Expired)
+			}
+		}
+	}()
 }
 
 // Stats returns a snapshot of the counters.
 func (l *Ledger) Stats() Stats {
 	g := l.guard.Stats()
+	l.mu.Lock()
+	pending := len(l.pending)
+	l.mu.Unlock()
 	return Stats{
 		BreakerOpens: g.BreakerOpens,
 		Breaker:      g.Breaker,
@@ -320,5 +430,8 @@ func (l *Ledger) Stats() Stats {
 		Overruns:     l.overruns.Load(),
 		LateSettles:  l.late.Load(),
 		SettleErrors: l.settleErrors.Load(),
+		Pending:      uint64(pending),
+		Replayed:     l.replayed.Load(),
+		Dropped:      l.dropped.Load(),
 	}
 }

@@ -206,7 +206,8 @@ func (t *memTenant) apply(rec *memRec, delta int64) {
 }
 
 // sweep expires every record whose deadline has passed: a live reservation
-// returns its tokens and becomes an expiry record until one more lease has
+// keeps its tokens charged (a request never settled may have used all of
+// them: issue 30) and becomes an expiry record until one more lease has
 // passed since its lease ended; an expiry record is deleted.
 func (t *memTenant) sweep(now int64) {
 	for rec := t.head; rec != nil && rec.deadline <= now; rec = t.head {
@@ -216,7 +217,6 @@ func (t *memTenant) sweep(now int64) {
 			t.release(rec)
 			continue
 		}
-		t.apply(rec, -rec.granted)
 		rec.expired = true
 		rec.deadline += int64(rec.lease) // one more lease from the lease end
 		t.push(rec)

@@ -52,6 +52,12 @@ type Ask struct {
 	Prompts int64
 	// NoOutput marks a request without output tokens (embeddings).
 	NoOutput bool
+	// Hold reserves and caps the request as strict mode does, in either
+	// mode: a background response goes on generating after its creating
+	// request ends, so that request is charged its reservation rather
+	// than what its answer showed (issue 30: in estimate mode it was
+	// charged its JSON bytes, with no cap). Set by the caller.
+	Hold bool
 	// Unbounded marks a prompt that includes content the body does not
 	// hold: a file, an earlier response or conversation, a hosted tool's
 	// results. PromptBound covers only the body; the rest is charged when
@@ -297,7 +303,9 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 		return jsonscan.SkipValue(b, i), false
 	}
 	var kb, tb [32]byte
-	image, media, sourced := false, false, false
+	// doc: a document part, which is media unless its source is text
+	// the body holds (textSource).
+	image, media, sourced, doc, textSource := false, false, false, false, false
 	i++
 	for {
 		i = jsonscan.SkipWS(b, i)
@@ -307,6 +315,11 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 		switch b[i] {
 		case '}':
 			s.n += objectAllowance
+			if doc && !textSource {
+				// A PDF, a URL or a file id: content the body does not
+				// hold as text.
+				media, s.unbounded = true, true
+			}
 			if sourced && !image && !media {
 				// A source object on a part of another type: not text the
 				// body holds.
@@ -354,6 +367,13 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 				continue
 			case "source":
 				if s.f == FormatMessages && b[i] == '{' {
+					if !mediaSource(b, i) {
+						// A document's text or content source: text the
+						// model reads, counted as text (issue 30: 900 KB
+						// of it once reserved as one media part).
+						textSource = true
+						break
+					}
 					// A Messages image's or document's data (base64, a URL,
 					// a file id): media, not text.
 					sourced = true
@@ -382,7 +402,12 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 					image = true
 				case "video_url", "audio_url", "input_audio", "image_embeds", "video", "audio":
 					media = true
-				case "file", "input_file", "document", "container_upload":
+				case "document":
+					doc = s.f == FormatMessages
+					if !doc {
+						media, s.unbounded = true, true
+					}
+				case "file", "input_file", "container_upload":
 					media, s.unbounded = true, true
 				}
 			}
@@ -611,6 +636,28 @@ func promptCount(b []byte, i int) int64 {
 		}
 	}
 	return max(n, 1)
+}
+
+// mediaSource reports whether the Messages source object at b[i]=='{' is
+// media: its type (compared after unescaping) is base64, url or file.
+// Any other source (text, content, a type this code does not know) is
+// counted as text: the bound is deny-by-default.
+func mediaSource(b []byte, i int) bool {
+	var kb, tb [32]byte
+	media := false
+	jsonscan.Members(b, i, func(raw []byte, v, end int) {
+		if string(jsonscan.Key(raw, &kb)) != "type" {
+			return
+		}
+		media = false
+		if b[v] == '"' {
+			switch string(keyName(b[v:end], &tb)) {
+			case "base64", "url", "file":
+				media = true
+			}
+		}
+	})
+	return media
 }
 
 // hasMember reports whether the object at b[i]=='{' has a member named

@@ -247,6 +247,12 @@ type Upstream struct {
 	// DefaultCooldown is how long a failed endpoint sits out when the backend
 	// gave no Retry-After. Default server.DefaultCooldown.
 	DefaultCooldown Duration `yaml:"default_cooldown" json:"default_cooldown"`
+	// MaxCooldown bounds the cooldown any one backend answer can set
+	// (retry-after-ms, Retry-After, x-ratelimit-reset-*,
+	// anthropic-ratelimit-*-reset), so that no single answer, whoever
+	// provoked it, benches an endpoint for long. Default
+	// route.DefaultMaxCooldown.
+	MaxCooldown Duration `yaml:"max_cooldown" json:"max_cooldown"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default
 	// DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host" json:"max_idle_conns_per_host"`
@@ -320,6 +326,29 @@ type Tenant struct {
 	// MaxOutputTokens caps every request's output per choice, whatever
 	// the client asks.
 	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens"`
+
+	// Features are the server-side features the tenant may use (web
+	// search, code execution, MCP servers, file ids…; docs/ownership.md):
+	// one backend account serves every tenant, so each is off unless
+	// listed here. Default none.
+	Features []Feature `yaml:"features" json:"features"`
+	// AnthropicBeta lists the anthropic-beta values the tenant may send
+	// beyond request.DefaultAnthropicBetas; any other value is dropped
+	// from the backend request and logged. Default none.
+	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+}
+
+// Feature allows a tenant one server-side feature and prices it.
+type Feature struct {
+	// Name is the feature: one of request.FeatureNames().
+	Name string `yaml:"name" json:"name"`
+	// CostPerUse is the token-equivalent one use costs: a token budget
+	// reserves it per use before forwarding and charges it with the
+	// tokens. Default 0 (free: the operator says what a use costs).
+	CostPerUse int64 `yaml:"cost_per_use" json:"cost_per_use"`
+	// DefaultUses is how many uses are reserved for a request that bounds
+	// none (max_uses, max_tool_calls). Default tenant.DefaultUses.
+	DefaultUses int64 `yaml:"default_uses" json:"default_uses"`
 }
 
 // HasBudget reports whether the tenant has a token budget or output cap.
@@ -337,7 +366,7 @@ type Budget struct {
 	// overshoots by at most the requests in flight when a limit is met).
 	Mode string `yaml:"mode" json:"mode"`
 	// Lease is how long a reservation may stay unsettled (a replica
-	// stopped mid-stream) before its tokens return: the longest a request
+	// stopped mid-stream) before it is charged as reserved: the longest a request
 	// may live. Whole microseconds. Default budget.DefaultLease.
 	Lease Duration `yaml:"lease" json:"lease"`
 	// DefaultOutputTokens is the output reserved and written as the cap
@@ -391,6 +420,12 @@ type Endpoint struct {
 	// Default 1 when absent; an explicit 0 is an error, not a default (it
 	// reads as "send nothing here", which the router cannot do).
 	Weight int `yaml:"weight" json:"weight"`
+	// Priority orders a pool's endpoints: requests go to the best (lowest)
+	// priority whose endpoints are not cooling; a 429 moves the request to
+	// the next one (reserved capacity first, pay-as-you-go for its 429s),
+	// any other failure tries the same priority first. 0 to MaxPriority;
+	// default 0.
+	Priority int `yaml:"priority" json:"priority"`
 	// APIKeyEnv names the env var holding the backend key (openai: bearer,
 	// azure-openai: api-key header). Empty = no key.
 	APIKeyEnv string `yaml:"api_key_env" json:"api_key_env"`
@@ -420,6 +455,10 @@ type Endpoint struct {
 
 // MaxWeight bounds an endpoint's weight, so a pool's total cannot overflow.
 const MaxWeight = 1_000_000
+
+// MaxPriority bounds an endpoint's priority: a handful of tiers is what a
+// pool needs (reserved, pay-as-you-go, a last resort).
+const MaxPriority = 9
 
 // UnmarshalYAML decodes an endpoint and notes whether weight was written.
 func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {

@@ -106,6 +106,7 @@ func TestNegativeDurations(t *testing.T) {
 		"upstream.connect_timeout":            in("upstream", "connect_timeout"),
 		"upstream.stream_idle_timeout":        in("upstream", "stream_idle_timeout"),
 		"upstream.default_cooldown":           in("upstream", "default_cooldown"),
+		"upstream.max_cooldown":               in("upstream", "max_cooldown"),
 		"lambda.deadline_margin":              in("lambda", "deadline_margin"),
 		"lambda.min_remaining":                in("lambda", "min_remaining"),
 		"telemetry.flush_timeout":             in("telemetry", "flush_timeout"),

@@ -247,6 +247,9 @@ func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	} else if e.Weight > MaxWeight {
 		ck.add(f+".weight", "must be at most %d", MaxWeight)
 	}
+	if e.Priority > MaxPriority {
+		ck.add(f+".priority", "must be at most %d (0 is tried first)", MaxPriority)
+	}
 	ck.needEnv(f+".api_key_env", e.APIKeyEnv)
 	switch e.Auth {
 	case "key":

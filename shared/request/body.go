@@ -49,6 +49,10 @@ type Body struct {
 	// absent or null): extended thinking's share of max_tokens, which
 	// must stay above it (issue 26).
 	ThinkingBudget int64
+	// Background is the Responses API's background: true: the backend
+	// goes on generating after the creating request has its answer, so
+	// its usage is not known when that request ends (issue 30).
+	Background bool
 
 	caps          [numCaps]span // the cap fields' values; end 0 = absent
 	model         span          // the "model" value (with quotes)
@@ -80,48 +84,6 @@ const (
 var capNames = [numCaps]string{"max_tokens", "max_completion_tokens", "max_output_tokens"}
 
 func (f CapField) String() string { return capNames[f] }
-
-// ItemReference reports whether the body's input (b is the body Body was
-// parsed from) names a stored item: an input item of type
-// "item_reference", its type compared after unescaping. Such an item
-// belongs to whichever tenant created it, which the gateway does not
-// record (issue 21).
-func (p *Body) ItemReference(b []byte) bool {
-	v := p.input
-	if v.end == 0 || b[v.start] != '[' {
-		return false
-	}
-	found := false
-	i := jsonscan.SkipWS(b, v.start+1)
-	for i < v.end && b[i] != ']' && !found {
-		e := jsonscan.SkipValue(b, i)
-		if b[i] == '{' {
-			_ = eachMember(b, i, func(raw []byte, mv span) error {
-				if b[mv.start] == '"' && isTypeKey(raw) {
-					if t, _, err := unquote(b[mv.start:mv.end]); err == nil && t == "item_reference" {
-						found = true
-					}
-				}
-				return nil
-			})
-		}
-		i = jsonscan.SkipWS(b, e)
-		if i < v.end && b[i] == ',' {
-			i = jsonscan.SkipWS(b, i+1)
-		}
-	}
-	return found
-}
-
-// isTypeKey reports whether the raw key (between its quotes) is "type"
-// once unescaped.
-func isTypeKey(raw []byte) bool {
-	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw) == "type"
-	}
-	k, _, err := unquote(append(append([]byte{'"'}, raw...), '"'))
-	return err == nil && k == "type"
-}
 
 // Sent reports whether the body has the cap field f (null included).
 func (b *Body) Sent(f CapField) bool { return b.caps[f].end > 0 }
@@ -216,6 +178,7 @@ const (
 	keyConversation
 	keyThinking
 	keyBudgetTokens
+	keyBackground
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -226,16 +189,16 @@ var (
 	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
-		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking}
+		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground}
 	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
 	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
 	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
 		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
-		keyThinking: true, keyBudgetTokens: true}
+		keyThinking: true, keyBudgetTokens: true, keyBackground: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
-		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens"}
+		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background"}
 	topFolded      = foldedKeys(topKeys)
 	optionFolded   = foldedKeys(optionKeys)
 	thinkingFolded = foldedKeys(thinkingKeys)
@@ -311,6 +274,8 @@ func ParseBody(b []byte) (Body, error) {
 		case keyInput:
 			out.present |= HasInput
 			out.input = v
+		case keyBackground:
+			out.Background = string(b[v.start:v.end]) == "true"
 		case keyConversation:
 			out.Conversation = string(b[v.start:v.end]) != "null"
 		case keyThinking:

@@ -1,6 +1,9 @@
 package request
 
-import "github.com/llmgw/gateway/shared/budget"
+import (
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/sse"
+)
 
 // Operation is an API operation the gateway proxies: OpenAI's, or
 // Anthropic's Messages API (issue 26). It indexes the operations table,
@@ -90,10 +93,11 @@ type operation struct {
 	// client did not (the Responses API's stream carries usage in
 	// response.completed, and Azure refuses stream_options there).
 	streamOptions bool
-	// tokenEvents: each token event of its stream carries at least one
-	// output token (chat and completions chunks), so usage below them
-	// cannot be true.
-	tokenEvents bool
+	// meter is its stream's metering (sse.Meter): which event's usage is
+	// the bill, and which events floor the output. The zero meter is a
+	// data-only stream's: the usage chunk is the bill and every content
+	// chunk floors the output.
+	meter sse.Meter
 	// creates: its answer is a stored response whose owner the gateway
 	// records, and its body may continue one (previous_response_id).
 	creates bool
@@ -119,19 +123,19 @@ type operation struct {
 var operations = [numOperations]operation{
 	ChatCompletions: {path: "/v1/chat/completions", api: "Chat Completions", genAI: "chat",
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens, MaxCompletionTokens), capField: MaxCompletionTokens,
-		format: budget.FormatChat, streamOptions: true, tokenEvents: true, deployments: true},
+		format: budget.FormatChat, streamOptions: true, deployments: true},
 	Completions: {path: "/v1/completions", api: "Completions", genAI: "text_completion",
 		need: HasPrompt, needName: "prompt", caps: capBits(MaxTokens), capField: MaxTokens,
-		format: budget.FormatCompletions, streamOptions: true, tokenEvents: true, deployments: true},
+		format: budget.FormatCompletions, streamOptions: true, deployments: true},
 	Embeddings: {path: "/v1/embeddings", api: "Embeddings", genAI: "embeddings",
 		need: HasInput, needName: "input", format: budget.FormatEmbeddings, noOutput: true, deployments: true},
 	// input may be absent (a prompt template, a continued response).
 	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
-		format: budget.FormatResponses, creates: true},
+		format: budget.FormatResponses, creates: true, meter: responsesMeter},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
-		format: budget.FormatMessages},
+		format: budget.FormatMessages, meter: messagesMeter},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
 		format: budget.FormatMessages, unbilled: true, noOutput: true, counter: true},
@@ -142,6 +146,29 @@ var operations = [numOperations]operation{
 	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
 		noStream: true, format: budget.FormatResponses, unbilled: true, noOutput: true, continues: true, hosted: true, counter: true},
 }
+
+// The named-event streams' meters (the operations table's meter column).
+var (
+	// responsesMeter: the Responses API bills at its terminal event's
+	// response.usage; its text, refusal, reasoning and tool-argument
+	// deltas each carry at least one token.
+	responsesMeter = sse.Meter{
+		Bill:   []string{"response.completed", "response.incomplete", "response.failed"},
+		BillAt: sse.InResponse,
+		Floor: []string{"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
+			"response.reasoning_summary_text.delta", "response.function_call_arguments.delta"},
+	}
+	// messagesMeter: the Messages API bills at message_delta (cumulative
+	// output_tokens; message_start carries input and cache counts, and an
+	// output of 1 that is no bill); a content_block_delta with text,
+	// thinking or tool input carries at least one token.
+	messagesMeter = sse.Meter{
+		Bill: []string{"message_delta"}, BillAt: sse.TopLevel,
+		Start: "message_start", StartAt: sse.InMessage,
+		Floor:       []string{"content_block_delta"},
+		FloorDeltas: []sse.Delta{{Type: "text_delta", Field: "text"}, {Type: "thinking_delta", Field: "thinking"}, {Type: "input_json_delta", Field: "partial_json"}},
+	}
+)
 
 func capBits(fields ...CapField) uint8 {
 	var b uint8
@@ -236,9 +263,10 @@ func (o Operation) Generates() bool { return !operations[o].noOutput }
 // stream_options.include_usage asks for it.
 func (o Operation) StreamOptions() bool { return operations[o].streamOptions }
 
-// TokenEvents reports whether each token event of op's stream carries at
-// least one output token.
-func (o Operation) TokenEvents() bool { return operations[o].tokenEvents }
+// Meter is op's stream metering: which event is the bill, which events
+// floor the output (issue 30). It is a copy of the row's; its slices are
+// the table's, shared and never written.
+func (o Operation) Meter() sse.Meter { return operations[o].meter }
 
 // Creates reports whether op's answer is a stored response (the Responses
 // API).

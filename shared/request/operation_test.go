@@ -23,7 +23,7 @@ func TestOperations(t *testing.T) {
 		format                   budget.Format
 		billed, generates        bool
 		streamOptions            bool
-		tokenEvents              bool
+		bill, floor              string // the meter's first bill and floor events
 		creates                  bool
 		deployments              bool
 		continues, hosted        bool
@@ -32,18 +32,20 @@ func TestOperations(t *testing.T) {
 	want := map[Operation]row{
 		ChatCompletions: {path: "/v1/chat/completions", suffix: "/chat/completions", api: "Chat Completions", genAI: "chat",
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens, MaxCompletionTokens}, capField: MaxCompletionTokens,
-			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, deployments: true},
 		Completions: {path: "/v1/completions", suffix: "/completions", api: "Completions", genAI: "text_completion",
 			need: HasPrompt, needName: "prompt", caps: []CapField{MaxTokens}, capField: MaxTokens,
-			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, tokenEvents: true, deployments: true},
+			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, deployments: true},
 		Embeddings: {path: "/v1/embeddings", suffix: "/embeddings", api: "Embeddings", genAI: "embeddings",
 			need: HasInput, needName: "input", streams: true, format: budget.FormatEmbeddings, billed: true, deployments: true},
 		Responses: {path: "/v1/responses", suffix: "/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 			caps: []CapField{MaxOutputTokens}, capField: MaxOutputTokens, minCap: 16,
-			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true, continues: true},
+			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true, continues: true,
+			bill: "response.completed", floor: "response.output_text.delta"},
 		Messages: {path: "/v1/messages", suffix: "/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens}, capField: MaxTokens, capRequired: true,
-			streams: true, format: budget.FormatMessages, billed: true, generates: true},
+			streams: true, format: budget.FormatMessages, billed: true, generates: true,
+			bill: "message_delta", floor: "content_block_delta"},
 		CountTokens: {path: "/v1/messages/count_tokens", suffix: "/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat",
 			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages, counter: true},
 		ResponsesCompact: {path: "/v1/responses/compact", suffix: "/responses/compact", api: "the Responses API's compact", genAI: "chat",
@@ -90,8 +92,11 @@ func TestOperations(t *testing.T) {
 			if op.Streams() != w.streams || op.Format() != w.format || op.Billed() != w.billed || op.Generates() != w.generates {
 				t.Errorf("streams %v, format %d, billed %v, generates %v", op.Streams(), op.Format(), op.Billed(), op.Generates())
 			}
-			if op.StreamOptions() != w.streamOptions || op.TokenEvents() != w.tokenEvents || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
-				t.Errorf("stream options %v, token events %v, creates %v, deployments %v", op.StreamOptions(), op.TokenEvents(), op.Creates(), op.OnDeployments())
+			if op.StreamOptions() != w.streamOptions || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
+				t.Errorf("stream options %v, creates %v, deployments %v", op.StreamOptions(), op.Creates(), op.OnDeployments())
+			}
+			if m := op.Meter(); first(m.Bill) != w.bill || first(m.Floor) != w.floor {
+				t.Errorf("meter bills at %v, floors with %v", m.Bill, m.Floor)
 			}
 			if op.Continues() != w.continues || op.Hosted() != w.hosted || op.Counter() != w.counter {
 				t.Errorf("continues %v, hosted %v, counter %v", op.Continues(), op.Hosted(), op.Counter())
@@ -107,4 +112,11 @@ func TestOperations(t *testing.T) {
 			t.Errorf("DeploymentOperation(%q) = %d", s, op)
 		}
 	}
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }

@@ -1,41 +1,114 @@
-// Package route owns model → pool → endpoint selection: weighted choice among
-// a pool's endpoints, per-endpoint cooldown after failures (Retry-After
-// honoured), and the order in which failover tries them.
+// Package route owns model → pool → endpoint selection: priorities inside
+// a pool (reserved capacity first, pay-as-you-go for its 429s), the least
+// busy endpoint within a priority, prompt-cache affinity, per-endpoint
+// cooldowns that obey the backend and are never shortened, outlier
+// ejection for endpoints that cut streams, and cooldowns shared between
+// replicas (Shared). The files: route.go (pools and the order), cooldown.go
+// (cooldowns, ejection, sharing), advice.go (what a backend's headers ask
+// for), affinity.go (the prompt-cache key and rendezvous hashing).
 package route
 
 import (
 	"math/rand/v2"
+	"sort"
 	"sync/atomic"
 	"time"
 )
 
+// MaxEndpoints bounds a pool (config checks it): the order is built on the
+// stack.
+const MaxEndpoints = 64
+
 // Endpoint is one backend of a pool. Index is its position in the pool's
 // config.
 type Endpoint struct {
-	Index  int
-	Name   string // for logs: the endpoint URL
-	Weight int
+	Index    int
+	Name     string // for logs: the endpoint URL
+	Weight   int
+	Priority int // 0 is tried first
+	Pool     string
 
-	// until is the unix-nano end of the current cooldown; hard means the
-	// backend asked for it (Retry-After), so the endpoint is skipped, not
-	// merely tried last.
-	until atomic.Int64
-	hard  atomic.Bool
+	// cool is the current cooldown's end in unix nanoseconds with its low
+	// bit set when the backend asked for it (hard: skipped, not merely
+	// tried last); it only ever grows while it lasts (Cooldown).
+	cool atomic.Int64
+	// ejected is the end of an outlier ejection (mid-stream failures):
+	// tried last until then, and a stream's first event does not end it.
+	ejected atomic.Int64
+	// inflight counts the requests this endpoint is answering now.
+	inflight atomic.Int64
+	// streamFails counts consecutive streams cut mid-way; ejections the
+	// ejections in a row, which lengthen the next one.
+	streamFails atomic.Int32
+	ejections   atomic.Int32
+	// hash is the endpoint's rendezvous identity, from its name: the same
+	// on every replica.
+	hash uint64
 }
+
+// InFlight is how many requests e is answering now.
+func (e *Endpoint) InFlight() int64 { return e.inflight.Load() }
+
+// Begin counts a request sent to e; End must follow when its answer is
+// done (relayed, or abandoned).
+func (e *Endpoint) Begin() { e.inflight.Add(1) }
+
+// End ends what Begin counted.
+func (e *Endpoint) End() { e.inflight.Add(-1) }
 
 // Pool is a set of interchangeable endpoints.
 type Pool struct {
 	Name      string
 	Endpoints []*Endpoint
-	total     int
+	// byPriority is Endpoints sorted by priority (stable: config order
+	// within one).
+	byPriority []*Endpoint
 }
 
 // Router maps public model names to pools.
 type Router struct {
 	byModel map[string]*Pool
 	pools   []*Pool // in spec order
-	now     func() time.Time
+	o       Options
 }
+
+// Options tunes a Router; the zero value works.
+type Options struct {
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// MaxCooldown bounds the cooldown any one backend answer can set, so
+	// that neither a backend's nor a hostile caller's provoked answer can
+	// bench an endpoint for long. Default DefaultMaxCooldown.
+	MaxCooldown time.Duration
+	// EjectBase is the first outlier ejection's length; the n-th in a row
+	// lasts n times it, bounded by MaxCooldown. Default DefaultEjectBase.
+	EjectBase time.Duration
+	// EjectAfter is how many streams in a row an endpoint may cut before
+	// it is ejected. Default DefaultEjectAfter.
+	EjectAfter int
+	// LoadFactor bounds prompt-cache affinity: an endpoint keeps its keys
+	// while its in-flight requests stay within LoadFactor times its
+	// weighted share of the priority's (consistent hashing with bounded
+	// loads). Default DefaultLoadFactor.
+	LoadFactor float64
+	// Shared carries backend-asked cooldowns between replicas; nil keeps
+	// them in this process.
+	Shared Shared
+	// WeightedRandom orders each priority by weighted random draw alone
+	// (the choice before issue 36), and NoAffinity ignores prompt-cache
+	// keys: both off by default, kept so that the routing bench
+	// (shared/server BenchmarkRouting*) measures each part against its
+	// absence on the same code.
+	WeightedRandom, NoAffinity bool
+}
+
+// Defaults for Options.
+const (
+	DefaultMaxCooldown = time.Minute
+	DefaultEjectBase   = 5 * time.Second
+	DefaultEjectAfter  = 3
+	DefaultLoadFactor  = 1.25
+)
 
 // PoolSpec describes a pool for New.
 type PoolSpec struct {
@@ -46,16 +119,29 @@ type PoolSpec struct {
 
 // EndpointSpec describes an endpoint for New.
 type EndpointSpec struct {
-	Name   string
-	Weight int
+	Name     string
+	Weight   int
+	Priority int
 }
 
-// New builds a router. now may be nil (time.Now).
-func New(pools []PoolSpec, now func() time.Time) *Router {
-	if now == nil {
-		now = time.Now
+// New builds a router.
+func New(pools []PoolSpec, o Options) *Router {
+	if o.Now == nil {
+		o.Now = time.Now
 	}
-	r := &Router{byModel: map[string]*Pool{}, now: now}
+	if o.MaxCooldown <= 0 {
+		o.MaxCooldown = DefaultMaxCooldown
+	}
+	if o.EjectBase <= 0 {
+		o.EjectBase = DefaultEjectBase
+	}
+	if o.EjectAfter <= 0 {
+		o.EjectAfter = DefaultEjectAfter
+	}
+	if o.LoadFactor < 1 {
+		o.LoadFactor = DefaultLoadFactor
+	}
+	r := &Router{byModel: map[string]*Pool{}, o: o}
 	for _, ps := range pools {
 		p := &Pool{Name: ps.Name}
 		for i, es := range ps.Endpoints {
@@ -63,9 +149,10 @@ func New(pools []PoolSpec, now func() time.Time) *Router {
 			if w <= 0 {
 				w = 1
 			}
-			p.Endpoints = append(p.Endpoints, &Endpoint{Index: i, Name: es.Name, Weight: w})
-			p.total += w
+			p.Endpoints = append(p.Endpoints, &Endpoint{Index: i, Name: es.Name, Weight: w, Priority: es.Priority, Pool: ps.Name, hash: hashString(fnvOffset, es.Name)})
 		}
+		p.byPriority = append([]*Endpoint(nil), p.Endpoints...)
+		sort.SliceStable(p.byPriority, func(i, j int) bool { return p.byPriority[i].Priority < p.byPriority[j].Priority })
 		for _, m := range ps.Models {
 			r.byModel[m] = p
 		}
@@ -82,58 +169,58 @@ func (r *Router) Pools() []*Pool { return r.pools }
 // Pool returns the pool serving model, or nil.
 func (r *Router) Pool(model string) *Pool { return r.byModel[model] }
 
-// Order appends to dst up to max endpoints in the order failover should try
-// them: endpoints not cooling down first, in a weighted random order; then
-// those in a soft cooldown (after an error without Retry-After), soonest to
-// recover first. Endpoints in a hard cooldown (Retry-After) are left out.
-// When nothing is left, wait says how long until the first one recovers.
-func (r *Router) Order(p *Pool, dst []*Endpoint, max int) (order []*Endpoint, wait time.Duration) {
-	now := r.now().UnixNano()
+// Order appends to dst up to max endpoints in the order failover should
+// try them. Endpoints not cooling come first, by priority (0 first);
+// within a priority the least busy by in-flight requests per weight
+// (ties in weighted random order), except that with an affinity key
+// (CacheKey; 0 = none) the key's rendezvous choice goes first unless it is
+// busier than its bounded share. Then the soft-cooled ones (an error the
+// backend gave no pause for, or an ejection), by priority and soonest to
+// recover. Endpoints in a hard cooldown (the backend asked for it) are
+// left out. When nothing is left, wait says how long until the first one
+// recovers. A caller that moves on after a 429 skips the rest of that
+// priority itself (the order does not know why an attempt failed).
+func (r *Router) Order(p *Pool, dst []*Endpoint, max int, key uint64) (order []*Endpoint, wait time.Duration) {
+	now := r.o.Now().UnixNano()
 	start := len(dst)
-	// Weighted random permutation of healthy endpoints (Efraimidis–Spirakis
-	// would need floats and a sort; pools are small, so draw without
-	// replacement over the remaining weight).
-	var healthyW int
-	for _, e := range p.Endpoints {
-		if e.until.Load() <= now {
-			healthyW += e.Weight
+	eps := p.byPriority
+	for lo := 0; lo < len(eps) && len(dst)-start < max; {
+		hi := lo
+		for hi < len(eps) && eps[hi].Priority == eps[lo].Priority {
+			hi++
 		}
-	}
-	var picked uint64 // bitmask; pools hold at most 64 endpoints (config checks)
-	for healthyW > 0 && len(dst)-start < max {
-		n := rand.IntN(healthyW)
-		for i, e := range p.Endpoints {
-			if picked&(1<<i) != 0 || e.until.Load() > now {
-				continue
-			}
-			if n < e.Weight {
-				dst = append(dst, e)
-				picked |= 1 << i
-				healthyW -= e.Weight
+		var group [MaxEndpoints]*Endpoint
+		n := r.healthy(eps[lo:hi], now, group[:0])
+		r.rank(group[:n], key)
+		for _, e := range group[:n] {
+			if len(dst)-start >= max {
 				break
 			}
-			n -= e.Weight
+			dst = append(dst, e)
 		}
+		lo = hi
 	}
-	// Soft-cooled endpoints, soonest first (insertion sort: tiny n).
+	// Soft-cooled endpoints, by priority then soonest first (insertion
+	// sort: tiny n).
 	soft := len(dst)
-	for i, e := range p.Endpoints {
+	for _, e := range eps {
 		if len(dst)-start >= max {
 			break
 		}
-		if picked&(1<<i) != 0 || e.hard.Load() && e.until.Load() > now {
+		c, hard := e.cooling(now)
+		if c == 0 || hard {
 			continue
 		}
 		dst = append(dst, e)
-		for j := len(dst) - 1; j > soft && dst[j].until.Load() < dst[j-1].until.Load(); j-- {
+		for j := len(dst) - 1; j > soft && before(dst[j], dst[j-1], now); j-- {
 			dst[j], dst[j-1] = dst[j-1], dst[j]
 		}
 	}
 	if len(dst) == start {
 		first := int64(0)
-		for _, e := range p.Endpoints {
-			if u := e.until.Load(); first == 0 || u < first {
-				first = u
+		for _, e := range eps {
+			if c, _ := e.cooling(now); c != 0 && (first == 0 || c < first) {
+				first = c
 			}
 		}
 		return dst, time.Duration(first - now)
@@ -141,17 +228,72 @@ func (r *Router) Order(p *Pool, dst []*Endpoint, max int) (order []*Endpoint, wa
 	return dst, 0
 }
 
-// Cooldown takes e out of rotation for d. hard says the backend asked for it
-// (Retry-After): the endpoint is then not tried at all until it ends.
-func (r *Router) Cooldown(e *Endpoint, d time.Duration, hard bool) {
-	e.until.Store(r.now().Add(d).UnixNano())
-	e.hard.Store(hard)
+// before orders soft-cooled endpoints: better priority, then sooner back.
+func before(a, b *Endpoint, now int64) bool {
+	if a.Priority != b.Priority {
+		return a.Priority < b.Priority
+	}
+	ca, _ := a.cooling(now)
+	cb, _ := b.cooling(now)
+	return ca < cb
 }
 
-// Healthy ends e's cooldown after a success.
-func (r *Router) Healthy(e *Endpoint) {
-	if e.until.Load() != 0 {
-		e.until.Store(0)
-		e.hard.Store(false)
+// healthy appends to dst the endpoints of one priority that are not
+// cooling, in a weighted random order (drawn without replacement over the
+// remaining weight: pools are small), and says how many.
+func (r *Router) healthy(group []*Endpoint, now int64, dst []*Endpoint) int {
+	var total int
+	var picked uint64 // bitmask over group
+	for i, e := range group {
+		if c, _ := e.cooling(now); c != 0 {
+			picked |= 1 << i
+			continue
+		}
+		total += e.Weight
 	}
+	for total > 0 {
+		n := rand.IntN(total)
+		for i, e := range group {
+			if picked&(1<<i) != 0 {
+				continue
+			}
+			if n < e.Weight {
+				dst = append(dst, e)
+				picked |= 1 << i
+				total -= e.Weight
+				break
+			}
+			n -= e.Weight
+		}
+	}
+	return len(dst)
+}
+
+// rank orders one priority's healthy endpoints: least in-flight requests
+// per weight first (a stable insertion sort, so ties keep their weighted
+// random order), then the affinity key's choice moved to the front.
+func (r *Router) rank(g []*Endpoint, key uint64) {
+	if r.o.WeightedRandom {
+		return
+	}
+	for i := 1; i < len(g); i++ {
+		for j := i; j > 0 && busier(g[j-1], g[j]); j-- {
+			g[j], g[j-1] = g[j-1], g[j]
+		}
+	}
+	if key == 0 || len(g) < 2 || r.o.NoAffinity {
+		return
+	}
+	if i := r.affine(g, key); i > 0 {
+		e := g[i]
+		copy(g[1:i+1], g[:i])
+		g[0] = e
+	}
+}
+
+// busier reports whether a has more in-flight requests per weight than b
+// (a/wa > b/wb, in integers). Idle endpoints tie, so at low load the
+// weighted random order stands and weights keep their meaning.
+func busier(a, b *Endpoint) bool {
+	return a.inflight.Load()*int64(b.Weight) > b.inflight.Load()*int64(a.Weight)
 }

@@ -16,7 +16,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -29,14 +28,23 @@ import (
 
 // send tries the pool's endpoints in failover order until one answers with
 // something other than a connect error, a header timeout, 429 or 5xx (or,
-// for a stream, ends or stalls before its first event). It never retries
-// once a response is handed back: no content reached the client before
-// that. A non-streaming answer that outlasts ResponseTimeout is a 504
-// without another attempt. release frees the attempt's context.
+// for a stream, ends or stalls before its first event), at most
+// MaxAttempts of them. A 429 moves the request to the next priority
+// (reserved capacity spills to pay-as-you-go; the 429's siblings come
+// after it); any other failure tries the same priority first (the
+// order's own). It never retries once a response is handed back: no
+// content reached the client before that. A non-streaming answer that
+// outlasts ResponseTimeout is a 504 without another attempt. release
+// frees the attempt's context and ends its in-flight count.
 func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
 	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
-	var scratch [8]*route.Endpoint
-	order, wait := s.Router.Order(pool, scratch[:0], s.MaxAttempts)
+	s.Router.Sync(ctx, pool)
+	var key uint64
+	if len(pool.Endpoints) > 1 && rec.pin == "" {
+		key = route.CacheKey(raw, body.Model)
+	}
+	var scratch [route.MaxEndpoints]*route.Endpoint
+	order, wait := s.Router.Order(pool, scratch[:0], len(pool.Endpoints), key)
 	if rec.pin != "" {
 		// A stored response lives on one endpoint: only it can answer.
 		order, wait = order[:0], 0
@@ -50,22 +58,52 @@ func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter,
 		return nil, nil, upstreamUnavailable(pool.Name, wait)
 	}
 	var last *apiError
-	for i, e := range order {
+	for i, tries := 0, 0; i < len(order); i++ {
+		e := order[i]
 		if last != nil && rec.keepalive.Started() {
 			rec.failoverAfterHeaders = true
 		}
-		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: i == len(order)-1}
+		if last != nil && e.Priority != order[i-1].Priority && rec.spill == "" {
+			rec.spill = last.Code // why the request left its best priority
+		}
+		tries++
+		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: tries == s.MaxAttempts || i == len(order)-1}
+		rec.upstreamStatus = 0
+		e.Begin()
 		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
 		if fail == nil {
 			s.Router.Healthy(e)
-			return resp, release, nil
+			rec.served, rec.priority = e, e.Priority
+			return resp, func() { release(); e.End() }, nil
 		}
-		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: !final && i < len(order)-1})
-		if last = fail; final {
+		e.End()
+		full := rec.upstreamStatus == http.StatusTooManyRequests
+		if full {
+			deferPriority(order[i+1:], e.Priority)
+		}
+		failover := !final && i < len(order)-1 && tries < s.MaxAttempts
+		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: failover,
+			Spill: failover && order[i+1].Priority != e.Priority})
+		if last = fail; final || tries == s.MaxAttempts {
 			break
 		}
 	}
 	return nil, nil, last
+}
+
+// deferPriority moves rest's endpoints of priority p behind the others,
+// keeping each group's order: after a 429 the next priority goes first,
+// and that priority's other endpoints are tried only when it fails too
+// (a pool of one priority still fails over to a sibling).
+func deferPriority(rest []*route.Endpoint, p int) {
+	for i := len(rest) - 1; i >= 0; i-- { // stable: bubble each of p's to the back
+		if rest[i].Priority != p {
+			continue
+		}
+		for j := i; j < len(rest)-1 && rest[j+1].Priority != p; j++ {
+			rest[j], rest[j+1] = rest[j+1], rest[j]
+		}
+	}
 }
 
 // attempt is one try of one endpoint.
@@ -103,7 +141,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 		rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
 		return nil, nil, credentialError(pool.Name, err), false
 	}
-	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model)
+	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model, e.Priority)
 	timeout := s.HeaderTimeout
 	if !a.body.Stream {
 		timeout = s.ResponseTimeout
@@ -188,7 +226,7 @@ func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request
 		return nil, contextError(ctx), true
 	}
 	if c.e != nil {
-		s.Router.Cooldown(c.e, s.DefaultCooldown, false)
+		s.bench(c.e)
 	}
 	if timedOut {
 		return nil, attemptTimeout(c.pool, c.timeout), !c.stream
@@ -205,25 +243,31 @@ func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request
 func (s *Server) judge(rec *exchange, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		ra, hard := retryAfter(resp.Header, s.Now())
-		if !hard {
-			ra = s.DefaultCooldown
+		adv := route.Advise(resp.Header, resp.StatusCode, s.Now())
+		switch {
+		case adv.Own:
+			// The backend has room for others: this request alone was too
+			// much, so it moves on and nobody else is benched.
+			rec.detail = fmt.Sprintf("endpoint %s: 429 with capacity left: the request's own, nothing cooled", e.Name)
+		case adv.Pause > 0:
+			s.Router.Cooldown(context.Background(), e, adv.Pause, true)
+		default:
+			s.bench(e)
 		}
-		s.Router.Cooldown(e, ra, hard)
-		return statusError(pool, resp.StatusCode, ra, hard)
+		return statusError(pool, resp.StatusCode, adv.Pause, adv.Pause > 0)
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// The caller cannot fix the gateway's credentials: a 502, not the
 		// backend's 401. The endpoint is named in the log, never to the caller.
 		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
 		return upstreamAuthFailed(pool, resp.StatusCode)
 	case resp.StatusCode/100 == 3:
-		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		s.bench(e)
 		return redirected(rec, e.Name, pool, resp.StatusCode)
 	}
 	if bad := checkAnswer(resp, stream); bad != "" {
 		// A stream answered with a web page, or a body in an encoding the
 		// gateway cannot read: never a silent success.
-		s.Router.Cooldown(e, s.DefaultCooldown, false)
+		s.bench(e)
 		rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
 		return badResponse(pool, bad)
 	}
@@ -245,17 +289,17 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 		return contextError(ctx), true
 	case err != nil && errors.Is(context.Cause(actx), errAttemptTimeout):
 		answerPool.Put(ans)
-		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		s.bench(a.e)
 		return attemptTimeout(pool, timeout), !a.body.Stream
 	case err != nil:
 		answerPool.Put(ans)
-		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		s.bench(a.e)
 		rec.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
 		return answerCut(pool, err), false
 	}
 	if bad := checkJSON(resp, ans); bad != "" {
 		answerPool.Put(ans)
-		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		s.bench(a.e)
 		rec.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
 		return badResponse(pool, bad), false
 	}
@@ -287,7 +331,7 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		if ctx.Err() != nil {
 			return contextError(ctx), true
 		}
-		s.Router.Cooldown(a.e, s.DefaultCooldown, false)
+		s.bench(a.e)
 		rec.detail = fmt.Sprintf("endpoint %s: %v", a.e.Name, err)
 		return firstEventError(a.pool.Name, timedOut, wait, err), false
 	}
@@ -316,19 +360,12 @@ func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
 	return s.DefaultStreams
 }
 
-// retryAfter parses Retry-After (seconds or an HTTP date, RFC 9110 §10.2.3).
-func retryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.Atoi(v); err == nil && secs >= 0 {
-		return time.Duration(secs) * time.Second, secs > 0
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now), true
-	}
-	return 0, false
+// bench cools e for DefaultCooldown, softly: a failure the backend gave
+// no pause for puts the endpoint last, not out. The cooldown is this
+// replica's own (only a pause the backend asked for is shared), so no
+// request context bounds it.
+func (s *Server) bench(e *route.Endpoint) {
+	s.Router.Cooldown(context.Background(), e, s.DefaultCooldown, false)
 }
 
 func drain(body io.ReadCloser) {

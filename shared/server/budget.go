@@ -43,11 +43,14 @@ type reservation struct {
 	choices  int64
 	maySpend bool // a backend may have spent tokens on the request
 	noOutput bool // embeddings: nothing generated
-	// eventsBound: each token event carries at least one output token
-	// (chat and completions chunks), so usage below them cannot be true.
-	eventsBound bool
-	cut         bool // the relay ended the stream at its reservation
-	charged     int64
+	cut      bool // the relay ended the stream at its reservation
+	charged  int64
+	// unsettled: the store did not confirm the settle (the ledger keeps
+	// it for replay): nothing is logged as charged.
+	unsettled bool
+	// features is the priced uses of server-side features in bound: the
+	// backend's token usage leaves them out, so the charge adds them.
+	features priced
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -65,7 +68,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// budget_tokens: a request no backend accepts, refused here.
 		return thinkingOverCap(tb, lim.MaxOutputTokens)
 	}
-	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates()}
+	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates(),
+		Hold: body.Background && op.Creates()}
 	switch {
 	case op.MinCap() > 0:
 		// A budget with less left refuses the request (429) rather than
@@ -82,6 +86,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
+		// Server-side features' uses (web searches, fetches) bill outside
+		// the tokens: their priced uses are reserved like prompt tokens.
+		ask.PromptBound = min(ask.PromptBound+rec.features.total, budget.MaxTokens)
 		if rec.previousTokens > 0 {
 			// A continued response's stored context is in no body: its
 			// recorded total (input + output) is the bound of what the
@@ -112,9 +119,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// Its output is reserved and charged from its usage.
 		outCap = 0
 	}
-	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound,
-		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput,
-		eventsBound: op.TokenEvents()}
+	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
+		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return nil
@@ -134,6 +140,27 @@ func (b *reservation) chargedTokens() int64 {
 		return 0
 	}
 	return b.charged
+}
+
+// settleState is the access log's budget_settle: charged when the store
+// confirmed the charge, unsettled when it did not ("" without a
+// reservation).
+func (b *reservation) settleState() string {
+	switch {
+	case b == nil || !b.held:
+		return ""
+	case b.unsettled:
+		return "unsettled"
+	}
+	return "charged"
+}
+
+// choiceCount is the choices reserved for (1 without a reservation).
+func (b *reservation) choiceCount() int64 {
+	if b == nil {
+		return 1
+	}
+	return max(b.choices, 1)
 }
 
 // outputCap is the cap to write into the request (0: none).
@@ -204,17 +231,23 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	}
 	actual, why := int64(0), ""
 	switch {
-	case rec.hasUsage:
+	case rec.hasUsage && rec.usageFinal:
 		billed, ok := rec.usage.Billed()
 		switch {
 		case !ok:
 			why = "usage holds a count that cannot be true"
-		case b.eventsBound && rec.tokenEvents > rec.usage.CompletionTokens+2*b.choices+2:
-			// Every token event carries at least one token (besides each
-			// choice's role and finish chunks and Azure's filter chunk).
+		case rec.usage.CompletionTokens < rec.outputFloor:
+			// Every floor event of the operation's meter carries at least
+			// one token (sse.Meter.OutputFloor).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
-		actual = billed
+		// Server tools' uses by the backend's count where it reports one
+		// (usage.server_tool_use), else as reserved.
+		actual = min(billed+b.features.charge(rec.usage.ServerTools), budget.MaxTokens)
+	case rec.hasUsage:
+		// Input counts (message_start) or a running total: the stream
+		// ended before the event that carries its bill (issue 30).
+		why = "the stream ended before the event that carries its usage"
 	case b.cut:
 		// The backend ignored the cap and reported nothing.
 		why = "the stream was cut at its reservation without usage"
@@ -229,11 +262,16 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	}
 	st, err := s.Budgets.Settle(ctx, b.tenant, rec.id, actual)
 	if err != nil {
-		// The reservation stays until its lease ends: an overcharge for a
-		// while, never an overshoot.
-		s.Log.Warn("token budget not settled: the reservation stands until its lease ends", "request_id", rec.id, "err", err)
-		b.charged = b.granted
+		// The ledger replays the settle when the store answers again;
+		// until then (and if it never does, after its lease) the
+		// reservation stands: an overcharge for a while, never an
+		// overshoot. Nothing was charged that the store confirmed.
+		s.Log.Warn("token budget not settled: kept for replay, the reservation stands meanwhile", "request_id", rec.id, "tenant", b.tenant, "actual", actual, "err", err)
+		b.unsettled = true
 		return
+	}
+	if !st.Found {
+		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual
 }

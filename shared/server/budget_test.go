@@ -194,35 +194,55 @@ func TestBudgetStrict(t *testing.T) {
 }
 
 // TestBudgetRefusals: a request the budget cannot hold is refused before
-// any backend is called: 429 with Retry-After and the token headers,
-// rate_limit_exceeded (type tokens) for the minute, insufficient_quota for
-// the quota; a prompt bound alone larger than what is left is refused up
-// front.
+// any backend is called, with the token headers: one that would fit
+// later gets 429 with Retry-After, rate_limit_exceeded (type tokens) for
+// the minute, insufficient_quota for the quota; one whose least
+// reservation is above the whole limit can never run and gets
+// request_too_large_for_budget (same type) with no Retry-After (issue
+// 30: it was told to retry when the window reset).
 func TestBudgetRefusals(t *testing.T) {
-	spy := newBudgetSpy(t, budget.Config{}, nil,
-		budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 20, TokenQuota: 1 << 40, QuotaPeriod: budget.PeriodDay}})
-	quota := newBudgetSpy(t, budget.Config{}, nil,
-		budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 1 << 40, TokenQuota: 20, QuotaPeriod: budget.PeriodMonth}})
+	tpm := func(n int64) budget.Limits {
+		return budget.Limits{TokensPerMinute: n, TokenQuota: 1 << 40, QuotaPeriod: budget.PeriodDay}
+	}
+	quota := func(n int64) budget.Limits {
+		return budget.Limits{TokensPerMinute: 1 << 40, TokenQuota: n, QuotaPeriod: budget.PeriodMonth}
+	}
 	for _, tt := range []struct {
 		name, code, typ string
-		b               *budgetSpy
-		limit           string
+		limits          budget.Limits
+		hog             int64 // reserved first by another request
+		limit, left     string
+		retry           bool
 	}{
-		{"tokens per minute", "rate_limit_exceeded", "tokens", spy, "20"},
-		{"quota", "insufficient_quota", "insufficient_quota", quota, "20"},
+		{"tokens per minute, later", "rate_limit_exceeded", "tokens", tpm(100), 80, "100", "20", true},
+		{"quota, later", "insufficient_quota", "insufficient_quota", quota(100), 80, "100", "20", true},
+		{"tokens per minute, never", "request_too_large_for_budget", "tokens", tpm(20), 0, "20", "20", false},
+		{"quota, never", "request_too_large_for_budget", "insufficient_quota", quota(20), 0, "20", "20", false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			b := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: tt.limits})
+			if tt.hog > 0 {
+				if d, err := b.Ledger.Reserve(context.Background(), "t1", "hog", budget.Ask{PromptBound: tt.hog, ClientCap: 1}); err != nil || d.Granted != tt.hog+1 {
+					t.Fatalf("hog: %+v %v", d, err)
+				}
+				if _, err := b.Ledger.Settle(context.Background(), "t1", "hog", tt.hog); err != nil {
+					t.Fatal(err)
+				}
+			}
 			rb := &recordingBackend{}
-			g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = tt.b }, rb)
-			resp, body := g.post(t, streamBody) // its prompt bound is over 20
+			g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = b }, rb)
+			resp, body := g.post(t, streamBody) // its least reservation is 45
 			var e errorBody
 			if err := json.Unmarshal(body, &e); err != nil || resp.StatusCode != 429 || *e.Error.Code != tt.code || e.Error.Type != tt.typ {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)
 			}
-			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
-				t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); tt.retry != (err == nil && ra >= 1) {
+				t.Fatalf("Retry-After %q; want one: %v", resp.Header.Get("Retry-After"), tt.retry)
 			}
-			if resp.Header.Get("X-Ratelimit-Limit-Tokens") != tt.limit || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != tt.limit {
+			if !tt.retry && (!strings.Contains(e.Error.Message, "never run") || !strings.Contains(e.Error.Message, "needs at least 45") || !strings.Contains(e.Error.Message, "limit is 20")) {
+				t.Fatalf("message %q does not say what it needs and what the limit is", e.Error.Message)
+			}
+			if resp.Header.Get("X-Ratelimit-Limit-Tokens") != tt.limit || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != tt.left {
 				t.Fatalf("headers %v", resp.Header)
 			}
 			if rb.hits != 0 {

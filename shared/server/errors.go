@@ -386,15 +386,14 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError {
 	win := d.Refusal()
 	retry := max(win.Reset.Sub(now), time.Second)
+	if d.RefusedBy != budget.LimitNone && d.Requested > win.Limit {
+		return tooLargeForBudget(tenantID, d, win)
+	}
 	switch d.RefusedBy {
 	case budget.LimitTPM:
-		msg := fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-			tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))
-		if d.Requested > win.Limit {
-			msg = fmt.Sprintf("Request too large for tenant %q on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
-				tenantID, win.Limit, d.Requested)
-		}
-		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", Message: msg, RetryAfter: retry}
+		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: retry,
+			Message: fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
+				tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))}
 	case budget.LimitQuota:
 		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
 			Message: fmt.Sprintf("You exceeded your current token quota for tenant %q: Limit %d, Used %d, Requested %d; it resets at %s.",
@@ -402,6 +401,22 @@ func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError 
 	}
 	// An id that was reserved before (request ids are unique: not expected).
 	return budgetFailed("the token budget refused a repeated request id")
+}
+
+// tooLargeForBudget refuses a request whose least reservation (its prompt
+// bound and least output) is above the whole limit that refused it: it
+// can never run, so no Retry-After is sent (issue 30: a Claude Code
+// request once was told to retry at midnight, when it would be refused
+// again). The type stays the window's, so clients classify it as
+// before; the code says that waiting will not help.
+func tooLargeForBudget(tenantID string, d budget.Decision, win budget.Window) *apiError {
+	typ, limit := "tokens", "tokens per min (TPM)"
+	if d.RefusedBy == budget.LimitQuota {
+		typ, limit = "insufficient_quota", "token quota"
+	}
+	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
+		Message: fmt.Sprintf("Request too large for tenant %q's %s: it needs at least %d tokens (its prompt bound and least output) and the limit is %d, so it can never run. The input or output tokens must be reduced in order to run successfully.",
+			tenantID, limit, d.Requested, win.Limit)}
 }
 
 // bodyError maps request.ParseBody's errors to their 400s, naming the
@@ -470,10 +485,24 @@ func unsupportedStream(op request.Operation) *apiError {
 		"Unsupported parameter: 'stream' is not a parameter of "+op.API()+".")
 }
 
-// storedStateRefused: a Responses body names stored state whose owner the
-// gateway does not record (issue 21).
+// storedStateRefused: a body names stored state whose owner the gateway
+// does not record (issues 21 and 31: request.StoredState).
 func storedStateRefused(param, msg string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
+}
+
+// featureNotEnabled: the body asks for a server-side feature the tenant's
+// config does not allow (issue 31).
+func featureNotEnabled(param, feature string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "feature_not_enabled", param,
+		fmt.Sprintf("'%s' asks for the server-side feature %s, which is off for this tenant: it runs, stores or bills outside tokens on the backend account every tenant shares. The operator enables it with tenants[].features (name: %s).", param, feature, feature))
+}
+
+// unknownTool: a tool type the gateway does not know may be a server tool,
+// so it is refused (fails closed).
+func unknownTool(param string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "unsupported_tool", param,
+		fmt.Sprintf("'%s' is a tool type the gateway does not know: it may run on the backend account every tenant shares, so it is not served. Use a function tool, or a server tool the operator enabled with tenants[].features.", param))
 }
 
 func bodyTooLarge(max int64) *apiError {

@@ -240,7 +240,7 @@ func TestMeteringPromptArrays(t *testing.T) {
 func TestMeteringEscapedImageType(t *testing.T) {
 	spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 1_000_000}})
 	g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = spy }, echoingResponses(10, 1, 100))
-	resp, b := postPath(t, g, "/v1/responses", `{"model":"m","max_output_tokens":16,"input":[{"role":"user","content":[{"type":"input_im\u0061ge","file_id":"file-1"}]}]}`)
+	resp, b := postPath(t, g, "/v1/responses", `{"model":"m","max_output_tokens":16,"input":[{"role":"user","content":[{"type":"input_im\u0061ge","image_url":"https://example.com/cat.png"}]}]}`)
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}

@@ -190,8 +190,8 @@ func TestOwnershipStoredState(t *testing.T) {
 	b := &responsesBackend{}
 	g := ownershipGateway(t, b, nil)
 	for _, c := range []struct{ body, param string }{
-		{`{"model":"m","input":[{"type":"item_reference","id":"msg_of_another_tenant"}]}`, "input"},
-		{`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"item_refer\u0065nce","id":"msg_x"}]}`, "input"},
+		{`{"model":"m","input":[{"type":"item_reference","id":"msg_of_another_tenant"}]}`, "input[0]"},
+		{`{"model":"m","input":[{"role":"user","content":"hi"},{"type":"item_refer\u0065nce","id":"msg_x"}]}`, "input[1]"},
 		{`{"model":"m","input":"hi","conversation":"conv_123"}`, "conversation"},
 		{`{"model":"m","input":"hi","conversation":{"id":"conv_123"}}`, "conversation"},
 	} {

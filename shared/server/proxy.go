@@ -76,6 +76,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	if err != nil {
 		return err
 	}
+	// 4b. Server-side features: the tenant's allow-list, priced per use.
+	if err := s.checkFeatures(rec, t, op, raw, r.Header); err != nil {
+		return err
+	}
 
 	// 5. Limit: one token from the tenant's bucket (a prompt count's
 	// from its count bucket).
@@ -132,14 +136,22 @@ func (s *Server) principalTenant(r *http.Request, rec *exchange) (*tenant.Tenant
 	if err != nil {
 		return nil, authError(err)
 	}
-	rec.tenant, rec.subject = p.Tenant, p.Subject
 	t := s.Tenants.Lookup(p.Tenant)
 	if t == nil {
+		// The claim is the token's, not config's: a signed token of a
+		// tenant not in the table (any directory of an Entra {tenantid}
+		// issuer) must not add a metric series or a log value of its
+		// choosing (issue 31). The caller's answer names its claim.
+		rec.tenant, rec.detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
-	rec.tenantName = t.Name
+	rec.tenant, rec.subject, rec.tenantName = t.ID, p.Subject, t.Name
 	return t, nil
 }
+
+// UnknownTenant is the tenant the access log and telemetry name for a
+// caller whose token is valid but whose tenant the table does not have.
+const UnknownTenant = "unknown"
 
 // admit takes one of the tenant's concurrent-request slots on this
 // replica (serve frees it when the request ends), or refuses with 429
@@ -206,16 +218,16 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 			return body, nil, unsupportedAPI(body.Model, op)
 		}
 	}
+	// Stored state the gateway cannot prove the tenant owns is refused
+	// before any backend sees it (issues 21 and 31).
+	if serr := request.StoredState(raw, op); serr != nil {
+		return body, nil, storedStateRefused(serr.Param, serr.Message)
+	}
 	if !op.Continues() {
 		return body, pool, nil
 	}
-	// Stored state the gateway cannot prove the tenant owns is refused
-	// before any backend sees it (issue 21).
 	if body.Conversation {
 		return body, nil, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'")
-	}
-	if body.ItemReference(raw) {
-		return body, nil, storedStateRefused("input", "input items of type 'item_reference' are not served through the gateway: send the item itself, or continue with 'previous_response_id'")
 	}
 	if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
 		return body, nil, aerr

@@ -101,18 +101,29 @@ func gatewayOn(t *testing.T, tune func(*Deps), urls ...string) *testGateway {
 // gatewayOnKind is gatewayOn with endpoints of the given backend kind.
 func gatewayOnKind(t *testing.T, kind string, tune func(*Deps), urls ...string) *testGateway {
 	t.Helper()
+	return gatewayOnTiers(t, kind, tune, nil, route.Options{}, urls...)
+}
+
+// gatewayOnTiers is gatewayOnKind with each endpoint's priority from
+// priorities (missing: 0) and the router's options.
+func gatewayOnTiers(t testing.TB, kind string, tune func(*Deps), priorities []int, ro route.Options, urls ...string) *testGateway {
+	t.Helper()
 	g := &testGateway{log: &lockedBuffer{}, urls: urls}
 	spec := route.PoolSpec{Name: "p", Models: []string{"m"}}
 	var targets []*upstream.Target
-	for _, u := range urls {
-		spec.Endpoints = append(spec.Endpoints, route.EndpointSpec{Name: u, Weight: 1})
+	for i, u := range urls {
+		es := route.EndpointSpec{Name: u, Weight: 1}
+		if i < len(priorities) {
+			es.Priority = priorities[i]
+		}
+		spec.Endpoints = append(spec.Endpoints, es)
 		tg, err := upstream.NewTarget(upstream.TargetSpec{Kind: kind, URL: u})
 		if err != nil {
 			t.Fatal(err)
 		}
 		targets = append(targets, tg)
 	}
-	router := route.New([]route.PoolSpec{spec}, nil)
+	router := route.New([]route.PoolSpec{spec}, ro)
 	d := Deps{
 		Auth:    allowAll{},
 		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),

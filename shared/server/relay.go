@@ -53,7 +53,8 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	// From the first event on only data resets the idle timer: a backend
 	// that sends nothing but comments is cut after StreamIdleTimeout.
 	body.dataOnly = true
-	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(), Activity: &body.last})
+	meter := rec.op.Meter()
+	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(), Activity: &body.last, Meter: meter})
 	if res.AfterDone {
 		rec.detail = "dropped what the backend sent after the terminal event"
 		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", rec.id, "endpoint", rec.endpoint)
@@ -61,7 +62,9 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	rec.keepalive.Stop()
 	rec.bytes += res.Bytes
 	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
+	rec.outputFloor = meter.OutputFloor(res.FloorEvents, rec.budget.choiceCount())
 	rec.setUsage(res.Usage, res.HasUsage)
+	rec.usageFinal = res.Final
 	if !res.FirstWrite.IsZero() {
 		rec.clientFirstEvent = res.FirstWrite
 	}
@@ -94,11 +97,15 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		return
 	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
 		ae = streamIdle(s.StreamIdleTimeout)
+		s.streamHealth(rec, false)
 	case err != nil:
 		ae = streamFailed(cause(err))
+		s.streamHealth(rec, false)
 	case !res.Done:
 		ae = streamEndedEarly()
+		s.streamHealth(rec, false)
 	default:
+		s.streamHealth(rec, true)
 		return
 	}
 	rec.outcome = ae.Code
@@ -106,6 +113,20 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	if n, werr := w.Write(ev); werr == nil {
 		rec.bytes += int64(n)
 		_ = rc.Flush()
+	}
+}
+
+// streamHealth tells the router how the served endpoint's stream ended:
+// a stall, a reset or an end without the terminal event count toward
+// ejecting it (the client leaving, a deadline, the output cap or the
+// backend's own error event do not: a caller can provoke those).
+func (s *Server) streamHealth(rec *exchange, done bool) {
+	switch {
+	case rec.served == nil:
+	case done:
+		s.Router.StreamDone(rec.served)
+	default:
+		s.Router.StreamFailed(rec.served)
 	}
 }
 
@@ -212,6 +233,7 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 func (s *Server) readUsage(rec *exchange, scan *sse.AnswerScanner) {
 	if u, ok := scan.Usage(); ok {
 		rec.setUsage(u, true)
+		rec.usageFinal = true // a JSON answer's top-level usage is its bill
 	}
 }
 

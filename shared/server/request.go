@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -41,6 +42,8 @@ type logEntry struct {
 	tenantName      string // the tenant's readable name from config ("" = none)
 	model, pool     string
 	endpoint        string
+	priority        int    // the serving endpoint's priority
+	spill           string // why the request left its best priority: the failure's code ("" = it did not)
 	stream          bool
 	streamKnown     bool // the body was read: a refused caller's never is
 	attempts        int
@@ -55,12 +58,19 @@ type logEntry struct {
 	answerBytes          int64 // a whole successful JSON answer's size
 	usage                sse.Usage
 	hasUsage             bool
-	sent                 time.Time // request handed to the backend (the last attempt)
-	firstSent            time.Time // the first attempt's request handed to a backend
-	upstreamHeaders      time.Time // backend's response headers arrived
-	upstreamFirst        time.Time // a stream's first event arrived (streams are committed then)
-	clientFirst          time.Time // first byte (headers) flushed to the client
-	clientFirstEvent     time.Time // first SSE event written to the client
+	// usageFinal: usage was read from the answer's bill (a JSON answer's
+	// top-level usage, a stream's sse.Meter bill), not from a stream's
+	// input counts or running total.
+	usageFinal bool
+	// outputFloor is the least output a true usage of the stream reports
+	// (sse.Meter.OutputFloor of the events relayed).
+	outputFloor      int64
+	sent             time.Time // request handed to the backend (the last attempt)
+	firstSent        time.Time // the first attempt's request handed to a backend
+	upstreamHeaders  time.Time // backend's response headers arrived
+	upstreamFirst    time.Time // a stream's first event arrived (streams are committed then)
+	clientFirst      time.Time // first byte (headers) flushed to the client
+	clientFirstEvent time.Time // first SSE event written to the client
 	// limit and budgetDecision are the limiter's and the budget's
 	// decisions, for telemetry.
 	limit          string
@@ -83,13 +93,20 @@ type exchange struct {
 	logEntry
 	wroteHeader bool
 	// keepalive, when set, owns the stream's writes (keepalive.Writer).
-	keepalive      *keepalive.Writer
-	op             request.Operation
-	pin            string       // the endpoint a stored response lives on ("" = any)
+	keepalive *keepalive.Writer
+	op        request.Operation
+	pin       string // the endpoint a stored response lives on ("" = any)
+	// served is the endpoint whose answer is relayed (send): a stream it
+	// cuts counts against its health. nil for stored-response routes.
+	served         *route.Endpoint
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
 	budget         *reservation // the request's token budget; nil without one
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
+	// features is the token-equivalent of the server-side features the
+	// request may use (checkFeatures): reserved with its prompt, charged
+	// with its usage.
+	features priced
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody
@@ -298,6 +315,8 @@ func (s *Server) log(rec *exchange) {
 		streamAttr(&rec.logEntry),
 		slog.String("pool", rec.pool),
 		slog.String("endpoint", rec.endpoint),
+		slog.Int("priority", rec.priority),
+		slog.String("spill", rec.spill),
 		slog.Int("attempts", rec.attempts),
 		slog.Int("status", rec.status),
 		slog.Int("upstream_status", rec.upstreamStatus),
@@ -309,6 +328,7 @@ func (s *Server) log(rec *exchange) {
 		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
 		slog.Int64("budget_reserved", rec.budget.reserved()),
 		slog.Int64("budget_charged", rec.budget.chargedTokens()),
+		slog.String("budget_settle", rec.budget.settleState()),
 		slog.Int64("output_cap", rec.outputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -112,7 +113,14 @@ func (s *Server) rememberID(rec *exchange, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
-	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); err != nil {
+	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); errors.Is(err, affinity.ErrTaken) {
+		// The backend answered with an id another tenant owns (a lying or
+		// echoing backend): the id stays the owner's, and this answer is
+		// relayed marked unrecorded, its id refused to this tenant.
+		rec.detail = "response_id_taken: the backend answered with another tenant's response id"
+		s.Log.Warn("backend answered with a response id recorded for another tenant: relayed marked unrecorded, the id stays its owner's", "request_id", rec.id, "response_id", id, "endpoint", rec.endpoint)
+		return false
+	} else if err != nil {
 		if rec.detail == "" {
 			rec.detail = "response_unrecorded: " + err.Error()
 		}

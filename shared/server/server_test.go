@@ -10,36 +10,6 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 )
 
-func TestRetryAfter(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name  string
-		value string
-		want  time.Duration
-		hard  bool
-	}{
-		{"absent", "", 0, false},
-		{"seconds", "7", 7 * time.Second, true},
-		{"zero", "0", 0, false},
-		{"http date", now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
-		{"past date", now.Add(-time.Minute).Format(http.TimeFormat), 0, false},
-		{"garbage", "soon", 0, false},
-		{"negative", "-3", 0, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			if tt.value != "" {
-				h.Set("Retry-After", tt.value)
-			}
-			got, hard := retryAfter(h, now)
-			if got != tt.want || hard != tt.hard {
-				t.Fatalf("retryAfter(%q) = %v, %v; want %v, %v", tt.value, got, hard, tt.want, tt.hard)
-			}
-		})
-	}
-}
-
 func TestAPIErrorShape(t *testing.T) {
 	tests := []struct {
 		name string

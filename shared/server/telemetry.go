@@ -35,13 +35,13 @@ func (s *Server) traced(rec *exchange, r *http.Request) {
 
 // attemptBegins starts an attempt's client span (try calls it with the
 // request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, rec *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string) {
+func (s *Server) attemptBegins(ctx context.Context, rec *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string, priority int) {
 	if s.Telemetry == nil {
 		return
 	}
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
 	rec.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
-		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant}
+		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant, Priority: priority}
 	rec.attemptEnd = s.Telemetry.Attempt(ctx, req, rec.backend)
 }
 

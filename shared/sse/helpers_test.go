@@ -209,3 +209,20 @@ func shapes() map[string][]byte {
 		"non-ASCII and NUL":     []byte("data: {\"c\":\"héllo \u2028 \x00 \xff\"}\n\n"),
 	}
 }
+
+// The operations table's meters for the named-event streams
+// (request.Operation.Meter), which this package cannot import.
+var (
+	testResponsesMeter = Meter{
+		Bill:   []string{"response.completed", "response.incomplete", "response.failed"},
+		BillAt: InResponse,
+		Floor: []string{"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
+			"response.reasoning_summary_text.delta", "response.function_call_arguments.delta"},
+	}
+	testMessagesMeter = Meter{
+		Bill: []string{"message_delta"}, BillAt: TopLevel,
+		Start: "message_start", StartAt: InMessage,
+		Floor:       []string{"content_block_delta"},
+		FloorDeltas: []Delta{{Type: "text_delta", Field: "text"}, {Type: "thinking_delta", Field: "thinking"}, {Type: "input_json_delta", Field: "partial_json"}},
+	}
+)

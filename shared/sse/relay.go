@@ -64,6 +64,10 @@ type Options struct {
 	// count, so a backend that sends only comments cannot hold a stream
 	// open past an idle bound that watches Activity (issue 22).
 	Activity *atomic.Int64
+	// Meter says which event's usage is the stream's bill and which
+	// events floor its output (Result.Final, Result.FloorEvents); the
+	// zero Meter is a data-only stream's (chat, completions).
+	Meter Meter
 }
 
 // Result describes what one Relay did.
@@ -78,6 +82,16 @@ type Result struct {
 	Bytes       int64 // bytes written to the client
 	Usage       Usage // the last usage object seen (usage is cumulative)
 	HasUsage    bool  // a usage object was seen
+	// Final: the usage was read from the stream's bill (Meter), so it is
+	// the backend's count of the whole answer. Without it a usage is at
+	// most the input counts or a running total: a client that leaves
+	// before the bill must not be charged those (issue 30).
+	Final bool
+	// FloorEvents counts the events written that each carry at least
+	// one generated token (Meter.Floor; in a data-only stream the same
+	// events as TokenEvents): Meter.OutputFloor of them bounds the
+	// output a true usage reports.
+	FloorEvents int64
 	// Done: saw data: [DONE], a Responses terminal event
 	// (response.completed, .incomplete, .failed) or the Messages API's
 	// message_stop. Nothing after it is relayed: the relay stops there.
@@ -134,7 +148,7 @@ func (r *Relayer) getBuf() *[]byte {
 // MaxEventBytes (also ErrEventTooLarge). An error wrapping ErrClient means a
 // write or flush failed; Relay stops at once. Result is valid in every case.
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
-	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity}
+	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity, meter: opt.Meter}
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
@@ -159,6 +173,7 @@ type relay struct {
 	// completed an event that is not only comments.
 	activity *atomic.Int64
 	data     bool
+	meter    Meter
 
 	// Where scanning resumes in the pending incomplete event, relative to
 	// its start (see scanEvent).
@@ -352,21 +367,28 @@ var (
 func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
 	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses or Messages API
-		delta, where, usage := rl.namedEvent(ev)
+		name, delta := rl.namedEvent(ev)
 		if delta {
 			rl.countToken()
+		}
+		usage, where, final, floor := rl.meter.named(name, ev)
+		if floor && !rl.cut {
+			rl.res.FloorEvents++
 		}
 		if !usage {
 			return false // only a few events carry usage: no scan for the rest
 		}
 		if u, _, ok := EventUsage(ev, where); ok {
-			rl.noteUsage(u, where)
+			rl.noteUsage(u, where, final)
 		}
 		return false
 	}
 	isJSON := bytes.HasPrefix(ev, prefixJSONData)
 	if !isJSON && bytes.Contains(ev, markerDone) && isDone(ev) {
 		rl.res.Done = true
+		// A usage seen before [DONE] is the whole answer's (a backend
+		// that reports it on its finish chunk).
+		rl.res.Final = rl.res.Final || (rl.res.HasUsage && !rl.meter.Named())
 		return false
 	}
 	u, usageOnly, ok := EventUsage(ev, TopLevel)
@@ -374,24 +396,34 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 		// A chunk with choices, or with running usage beside them (vLLM's
 		// continuous_usage_stats).
 		rl.countToken()
+		if !rl.cut && !rl.meter.Named() {
+			rl.res.FloorEvents++
+		}
 	}
 	if !ok {
 		return false
 	}
 	rl.res.Usage, rl.res.HasUsage = u, true
+	// Only the usage chunk is the bill: a running usage (vLLM's
+	// continuous_usage_stats) is not, until [DONE] ends the stream.
+	rl.res.Final = usageOnly && !rl.meter.Named()
 	return usageOnly && rl.strip
 }
 
-// noteUsage records a named event's usage. A Messages stream's
-// message_delta (TopLevel) carries the cumulative output, and input
-// counts only when the backend revised them: its input counts replace
-// message_start's only when present.
-func (rl *relay) noteUsage(u Usage, where Where) {
+// noteUsage records a named event's usage; final: it is the bill. A
+// Messages stream's message_delta (TopLevel) carries the cumulative
+// output, and input counts only when the backend revised them: its input
+// counts replace message_start's only when present.
+func (rl *relay) noteUsage(u Usage, where Where, final bool) {
+	rl.res.Final = rl.res.Final || final
 	if where == TopLevel && rl.res.HasUsage {
 		p := &rl.res.Usage
 		p.CompletionTokens, p.TotalTokens = u.CompletionTokens, u.TotalTokens
 		if u.PromptTokens > 0 {
 			p.PromptTokens, p.CachedTokens = u.PromptTokens, u.CachedTokens
+		}
+		if u.ServerTools.Reported { // cumulative, as the output is
+			p.ServerTools = u.ServerTools
 		}
 		return
 	}
@@ -408,36 +440,29 @@ func (rl *relay) countToken() {
 	rl.res.TokenEvents++
 }
 
-// namedEvent reads a named event's name. The Responses API's stream ends
-// after response.completed, .incomplete or .failed (there is no [DONE]),
-// whose response.usage is read (InResponse); its deltas are the events
-// whose name ends in ".delta". The Messages API's ends after message_stop;
-// usage is read from message_start (InMessage) and message_delta
-// (TopLevel); its deltas are content_block_delta. An error event is the
-// backend telling the client itself.
-func (rl *relay) namedEvent(ev []byte) (delta bool, where Where, usage bool) {
-	name := ev[len(prefixEvent):]
+// namedEvent reads a named event's name and whether it is a token event
+// for the cut (MaxTokenEvents). The Responses API's stream ends after
+// response.completed, .incomplete or .failed (there is no [DONE]); its
+// token events are those whose name ends in ".delta". The Messages API's
+// ends after message_stop; its token events are content_block_delta.
+// Which events' usage is read, and which floor the output, is the
+// Meter's. An error event is the backend telling the client itself.
+func (rl *relay) namedEvent(ev []byte) (name []byte, delta bool) {
+	name = ev[len(prefixEvent):]
 	if i := bytes.IndexAny(name, "\r\n"); i >= 0 {
 		name = name[:i]
 	}
 	name = bytes.TrimSpace(name)
 	switch string(name) {
-	case "response.completed", "response.incomplete", "response.failed":
+	case "response.completed", "response.incomplete", "response.failed", "message_stop":
 		rl.res.Done = true
-		return false, InResponse, true
+		return name, false
 	case "content_block_delta":
-		return true, TopLevel, false
-	case "message_start":
-		return false, InMessage, true
-	case "message_delta":
-		return false, TopLevel, true
-	case "message_stop":
-		rl.res.Done = true
-		return false, TopLevel, false
+		return name, true
 	case "error":
 		rl.res.EndedWithError = true
 	}
-	return bytes.HasSuffix(name, suffixDelta), TopLevel, false
+	return name, bytes.HasSuffix(name, suffixDelta)
 }
 
 // AppendErrorEvent appends an SSE event carrying errorJSON as its data, the

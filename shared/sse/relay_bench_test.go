@@ -28,15 +28,16 @@ func BenchmarkRelay(b *testing.B) {
 		src    func() io.Reader
 		strip  bool
 		stream []byte
+		meter  Meter
 	}{
 		{name: "one event per read", src: perEvent(events)},
 		{name: "one event per read strip usage", src: perEvent(events), strip: true},
 		{name: "buffered", src: whole(stream)},
 		{name: "buffered strip usage", src: whole(stream), strip: true},
-		{name: "responses one event per read", src: perEvent(respEvents), stream: resp},
-		{name: "responses buffered", src: whole(resp), stream: resp},
-		{name: "messages one event per read", src: perEvent(msgEvents), stream: msgs},
-		{name: "messages buffered", src: whole(msgs), stream: msgs},
+		{name: "responses one event per read", src: perEvent(respEvents), stream: resp, meter: testResponsesMeter},
+		{name: "responses buffered", src: whole(resp), stream: resp, meter: testResponsesMeter},
+		{name: "messages one event per read", src: perEvent(msgEvents), stream: msgs, meter: testMessagesMeter},
+		{name: "messages buffered", src: whole(msgs), stream: msgs, meter: testMessagesMeter},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
@@ -44,7 +45,7 @@ func BenchmarkRelay(b *testing.B) {
 			flushes := 0
 			flush := func() error { flushes++; return nil }
 			src := c.src()
-			opt := Options{StripUsageChunk: c.strip}
+			opt := Options{StripUsageChunk: c.strip, Meter: c.meter}
 			relayOnce := func() {
 				if res, err := r.Relay(io.Discard, flush, src, opt); err != nil || !res.Done {
 					b.Fatalf("Relay: %v, %+v", err, res)

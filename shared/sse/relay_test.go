@@ -654,7 +654,7 @@ func TestRelayResponsesStream(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out strings.Builder
 			var r Relayer
-			res, err := r.Relay(&out, nil, strings.NewReader(tt.in), Options{})
+			res, err := r.Relay(&out, nil, strings.NewReader(tt.in), Options{Meter: testResponsesMeter})
 			if err != nil || out.String() != tt.in || res.Done != tt.done || res.EndedWithError != tt.errored {
 				t.Fatalf("err %v done %v errored %v out %q", err, res.Done, res.EndedWithError, out.String())
 			}
@@ -811,6 +811,11 @@ func TestRelayActivityIsData(t *testing.T) {
 	<-done
 }
 
+// searched is a message_delta whose usage counts n web searches.
+func searched(n int) string {
+	return fmt.Sprintf("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":42,\"server_tool_use\":{\"web_search_requests\":%d}}}\n\n", n)
+}
+
 // TestRelayMessagesStream: an Anthropic Messages stream is relayed byte
 // for byte, done at message_stop (nothing after it relayed), its token
 // events are content_block_delta, and its usage is read from message_start
@@ -838,12 +843,16 @@ func TestRelayMessagesStream(t *testing.T) {
 		{"after message_stop dropped", start + delta + msgDelta + stop + after, start + delta + msgDelta + stop, true, false, want, 1, true},
 		{"cut before message_stop", start + delta + msgDelta, "", false, false, want, 1, false},
 		{"backend's error event", start + delta + errEv, "", false, true, Usage{PromptTokens: 35, CompletionTokens: 1, CachedTokens: 20}, 1, false},
+		// Issue 31: the server tools' uses, cumulative in message_delta
+		// like the output, are the last event's.
+		{"server tool uses", start + delta + searched(1) + searched(3) + stop, "", true, false,
+			Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20, ServerTools: ServerToolUse{WebSearches: 3, Reported: true}}, 1, false},
 	} {
 		for _, size := range []int{1, 7, 1 << 16} {
 			t.Run(fmt.Sprintf("%s/%d", tt.name, size), func(t *testing.T) {
 				var out strings.Builder
 				var r Relayer
-				res, err := r.Relay(&out, nil, &chunkReader{src: []byte(tt.in), sizes: []int{size}}, Options{})
+				res, err := r.Relay(&out, nil, &chunkReader{src: []byte(tt.in), sizes: []int{size}}, Options{Meter: testMessagesMeter})
 				wantOut := tt.out
 				if wantOut == "" {
 					wantOut = tt.in

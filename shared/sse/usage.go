@@ -17,6 +17,16 @@ import (
 type Usage struct {
 	PromptTokens, CompletionTokens, TotalTokens int64
 	CachedTokens, ReasoningTokens               int64
+	// ServerTools is Anthropic's usage.server_tool_use, the server tools'
+	// uses the backend ran (billed per use, outside the tokens; issue 31).
+	ServerTools ServerToolUse
+}
+
+// ServerToolUse counts server tools' uses; Reported is set when the usage
+// had a server_tool_use object.
+type ServerToolUse struct {
+	WebSearches, WebFetches int64
+	Reported                bool
 }
 
 // maxCount is the largest token count believed: a count above it (or
@@ -29,7 +39,7 @@ const maxCount = 1 << 53
 // cannot be true (negative, or above 2^53): the usage must not be
 // trusted then (issue 20: a prompt_tokens of 2^63-1 once settled as 0).
 func (u Usage) Billed() (n int64, ok bool) {
-	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens} {
+	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens, u.ServerTools.WebSearches, u.ServerTools.WebFetches} {
 		if c < 0 || c > maxCount {
 			return 0, false
 		}
@@ -222,6 +232,12 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 			dst = &cacheWrite
 		case "cache_read_input_tokens":
 			dst = &cacheRead
+		case "server_tool_use":
+			if b[v] == '{' {
+				if u.ServerTools, ok = parseServerToolUse(b[v:end]); !ok {
+					return
+				}
+			}
 		case "prompt_tokens_details", "input_tokens_details", "completion_tokens_details", "output_tokens_details":
 			if b[v] == '{' {
 				d, dok := parseUsageObject(b[v:end])
@@ -273,4 +289,30 @@ func parseInt(b []byte, i, end int) (n int64, ok bool) {
 		return -int64(mag), true
 	}
 	return int64(mag), true
+}
+
+// parseServerToolUse reads Anthropic's usage.server_tool_use object at
+// the start of b: web_search_requests and web_fetch_requests.
+func parseServerToolUse(b []byte) (st ServerToolUse, ok bool) {
+	ok, st.Reported = true, true
+	var kb [32]byte
+	closed := jsonscan.Members(b, 0, func(raw []byte, v, end int) {
+		var dst *int64
+		switch string(jsonscan.Key(raw, &kb)) {
+		case "web_search_requests":
+			dst = &st.WebSearches
+		case "web_fetch_requests":
+			dst = &st.WebFetches
+		}
+		if dst == nil || !ok || b[v] == 'n' {
+			return
+		}
+		n, iok := parseInt(b, v, end)
+		if !iok {
+			ok = false
+			return
+		}
+		*dst = n
+	})
+	return st, ok && closed
 }

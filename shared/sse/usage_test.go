@@ -40,6 +40,8 @@ func TestParseUsage(t *testing.T) {
 		{name: "truncated object is not ok", in: `data: {"usage":{"prompt_tokens":1,`},
 		{name: "empty usage object", in: `data: {"choices":[],"usage":{}}` + "\n\n", usageOnly: true, ok: true},
 		{name: "choices with whitespace but not empty", in: `data: {"choices":[ {} ],"usage":{"total_tokens":1}}` + "\n\n", want: Usage{TotalTokens: 1}, ok: true},
+		{name: "anthropic server tool uses", in: "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5,\"server_tool_use\":{\"web_search_requests\":2,\"web_fetch_requests\":1}}}\n\n", want: Usage{CompletionTokens: 5, ServerTools: ServerToolUse{WebSearches: 2, WebFetches: 1, Reported: true}}, ok: true},
+		{name: "server tool uses that are no count", in: `data: {"usage":{"output_tokens":5,"server_tool_use":{"web_search_requests":"2"}}}` + "\n\n"},
 		{name: "CRLF event", in: "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\r\n\r\n", want: Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}, usageOnly: true, ok: true},
 	}
 	for _, tt := range tests {

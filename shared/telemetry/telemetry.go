@@ -25,7 +25,8 @@ type Request struct {
 	// embeddings); "" for a route that calls no model.
 	Operation string
 	// Tenant and TenantName come from config (the tenant table); "" for a
-	// caller refused before its tenant was known.
+	// caller refused before its tenant was known, "unknown" for a valid
+	// token whose tenant the table does not have (never the claim).
 	Tenant, TenantName string
 	// Model is the public model the caller asked for, set only when a
 	// pool serves it (a refused model name is the caller's to choose, so
@@ -79,15 +80,19 @@ type Attempt struct {
 	ServerAddress                   string
 	ServerPort                      int
 	Tenant                          string
+	// Priority is the endpoint's priority in its pool (0 first).
+	Priority int
 }
 
 // Result is how a backend attempt ended: the backend's status (0: none),
-// the gateway's error code for a failure ("" on success), and whether
-// another endpoint is tried next (a failover).
+// the gateway's error code for a failure ("" on success), whether
+// another endpoint is tried next (a failover), and whether that endpoint
+// is of another priority (a spill: PTU to pay-as-you-go).
 type Result struct {
 	Status    int
 	ErrorType string
 	Failover  bool
+	Spill     bool
 }
 
 // HostPort splits a backend URL's host into server.address and

@@ -21,6 +21,37 @@ type Tenant struct {
 	MaxConcurrent int
 	allow         map[string]struct{}
 	inflight      atomic.Int64
+	grants        map[string]Grant
+	betas         map[string]struct{}
+}
+
+// Grant allows a tenant a server-side feature (request.Feature, by name)
+// and prices it.
+type Grant struct {
+	// CostPerUse is the token-equivalent of one use (0: free).
+	CostPerUse int64
+	// DefaultUses is the uses reserved when a request bounds none;
+	// NewTable makes 0 DefaultUses.
+	DefaultUses int64
+}
+
+// DefaultUses is the uses of a feature reserved for a request that bounds
+// none: Anthropic's web search without max_uses, say. A request that
+// uses more is charged what the backend reports, where it reports it.
+const DefaultUses = 10
+
+// Grant returns the tenant's grant of the feature named name; ok is false
+// when the tenant may not use it.
+func (t *Tenant) Grant(name string) (g Grant, ok bool) {
+	g, ok = t.grants[name]
+	return g, ok
+}
+
+// AllowsBeta reports whether the tenant's config allows the anthropic-beta
+// value v beyond the defaults.
+func (t *Tenant) AllowsBeta(v string) bool {
+	_, ok := t.betas[v]
+	return ok
 }
 
 // Allows reports whether the tenant may call model.
@@ -40,6 +71,10 @@ type Row struct {
 	Name          string
 	Models        []string
 	MaxConcurrent int
+	// Grants are the server-side features the tenant may use, by name.
+	Grants map[string]Grant
+	// Betas are the anthropic-beta values allowed beyond the defaults.
+	Betas []string
 }
 
 // NewTable builds the table. Validation (duplicates, unknown models) is the
@@ -53,7 +88,18 @@ func NewTable(rows []Row) *Table {
 		for _, m := range models {
 			allow[m] = struct{}{}
 		}
-		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent, allow: allow}
+		grants := make(map[string]Grant, len(r.Grants))
+		for name, g := range r.Grants {
+			if g.DefaultUses <= 0 {
+				g.DefaultUses = DefaultUses
+			}
+			grants[name] = g
+		}
+		betas := make(map[string]struct{}, len(r.Betas))
+		for _, b := range r.Betas {
+			betas[b] = struct{}{}
+		}
+		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent, allow: allow, grants: grants, betas: betas}
 	}
 	return t
 }

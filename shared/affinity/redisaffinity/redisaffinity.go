@@ -58,22 +58,56 @@ func (s *Store) call(ctx context.Context, op string, fn func() error) error {
 	return nil
 }
 
-// Put records id's owner for ttl, in one pipeline (the record, the
-// tenant's set of ids, its size), and trims the tenant's oldest records
-// past PerTenant in a second. The keys may live in different cluster
-// slots, so neither is a transaction: a race between two puts of one
-// tenant can keep a record or two more than PerTenant for a moment.
+// putScript sets KEYS[1] (a record) to ARGV[1] for ARGV[2] ms unless it
+// holds another tenant's record: ARGV[3] is the tenant's prefix of the
+// encoded form (tenant + separator), which no other tenant's record starts
+// with. It returns 1 when it wrote, 0 when the id is someone else's. One
+// key, so any cluster slot serves it; compare and set in one step, so two
+// replicas racing for one id cannot both win (issue 31: a plain SET let a
+// second tenant overwrite the owner).
+const putScript = `
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[3]) ~= ARGV[3] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+`
+
+// trimScript deletes KEYS[1] only when it is ARGV[1]'s (the tenant's
+// prefix, as in putScript): a tenant's trim never removes an id that its
+// set holds but another tenant owns.
+const trimScript = `
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`
+
+// Put records id's owner for ttl, in one pipeline (the record, compared
+// and set by putScript; the tenant's set of ids; its size), and trims the
+// tenant's oldest records past PerTenant in a second. An id already
+// recorded for another tenant is not written: Put returns an error
+// wrapping affinity.ErrTaken and takes the id out of the tenant's set
+// again. The keys may live in different cluster slots, so the pipeline is
+// not a transaction: a race between two puts of one tenant can keep a
+// record or two more than PerTenant for a moment. The scripts are sent
+// whole (EVAL, not EVALSHA): a few hundred bytes, and a pipeline cannot
+// fall back from NOSCRIPT.
 func (s *Store) Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error {
 	per := s.PerTenant
 	if per <= 0 {
 		per = affinity.DefaultPerTenant
 	}
+	ms := ttl.Milliseconds()
+	if ms <= 0 {
+		ms = 1
+	}
 	var over int64
+	taken := false
 	tk := s.tenantKey(o.Tenant)
+	own := ownPrefix(o.Tenant)
 	err := s.call(ctx, "put", func() error {
 		now := time.Now()
 		pipe := s.c.Pipeline()
-		pipe.Set(ctx, s.key(id), o.Encode(), ttl)
+		set := pipe.Eval(ctx, putScript, []string{s.key(id)}, o.Encode(), ms, own)
 		pipe.ZRemRangeByScore(ctx, tk, "-inf", strconv.FormatInt(now.UnixMilli(), 10))
 		pipe.ZAdd(ctx, tk, redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: id})
 		pipe.PExpire(ctx, tk, ttl)
@@ -81,11 +115,23 @@ func (s *Store) Put(ctx context.Context, id string, o affinity.Owner, ttl time.D
 		if _, err := pipe.Exec(ctx); err != nil {
 			return err
 		}
+		if n, err := set.Int64(); err != nil {
+			return err
+		} else if n == 0 {
+			taken = true
+			return s.c.ZRem(ctx, tk, id).Err()
+		}
 		over = card.Val() - int64(per)
 		return nil
 	})
-	if err != nil || over <= 0 {
+	if err != nil {
 		return err
+	}
+	if taken {
+		return fmt.Errorf("redisaffinity: put %q: %w", id, affinity.ErrTaken)
+	}
+	if over <= 0 {
+		return nil
 	}
 	return s.call(ctx, "trim", func() error {
 		old, err := s.c.ZPopMin(ctx, tk, over).Result()
@@ -96,7 +142,8 @@ func (s *Store) Put(ctx context.Context, id string, o affinity.Owner, ttl time.D
 		n := 0
 		for _, z := range old {
 			if m, ok := z.Member.(string); ok && m != id {
-				pipe.Del(ctx, s.key(m)) // one key per command: keys may be in different slots
+				// One key per command: keys may be in different slots.
+				pipe.Eval(ctx, trimScript, []string{s.key(m)}, own)
 				n++
 			}
 		}
@@ -107,6 +154,9 @@ func (s *Store) Put(ctx context.Context, id string, o affinity.Owner, ttl time.D
 		return err
 	})
 }
+
+// ownPrefix is how every record of tenant starts (Owner.Encode).
+func ownPrefix(tenant string) string { return affinity.Owner{Tenant: tenant}.Encode()[:len(tenant)+1] }
 
 // Get returns id's owner; ok is false for an unknown or expired id.
 func (s *Store) Get(ctx context.Context, id string) (affinity.Owner, bool, error) {

@@ -3,11 +3,13 @@ package redisaffinity_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/affinity/affinitytest"
 	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/store"
 )
@@ -67,4 +69,24 @@ func TestBreaker(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestConformance runs the affinity stores' one semantics on a real
+// redis-server: compare and set (issue 31: a plain SET let tenant B
+// overwrite tenant A's record, so B could read and delete A's response and
+// A got 404), a trim that removes only the tenant's own ids, and exactly
+// one winner when tenants race for an id. Each subtest has its own prefix.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	affinitytest.Run(t, func(t *testing.T, perTenant int) affinitytest.Store {
+		s := redisaffinity.New(c, strings.ReplaceAll(t.Name(), "/", ":")+":", nil)
+		s.PerTenant = perTenant
+		return s
+	})
 }

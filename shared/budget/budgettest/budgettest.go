@@ -275,7 +275,7 @@ func Run(t *testing.T, newStore NewStore) {
 		h.wantUsed("a", tpm, 1000, 0)
 	})
 
-	t.Run("lease expiry returns the tokens once", func(t *testing.T) {
+	t.Run("lease expiry charges the reservation, settled once", func(t *testing.T) {
 		t.Parallel()
 		start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
 		h := setup(t, newStore, start)
@@ -285,14 +285,14 @@ func Run(t *testing.T, newStore NewStore) {
 		h.wantUsed("a", day, 0, 700)
 		h.settle("a", "live", 50)
 		h.wantUsed("a", day, 0, 650)
-		h.clock.Advance(time.Second) // dead's lease ends: its 600 return
-		h.wantUsed("a", day, 0, 50)
+		h.clock.Advance(time.Second) // dead's lease ends: its 600 stay charged (issue 30)
+		h.wantUsed("a", day, 0, 650)
 		if d := h.reserve("a", "dead", day, 1, 1); d.Allowed || !d.Held {
 			t.Fatalf("re-reserving an expired id: %+v", d)
 		}
-		// A late settle charges the actual usage, once.
+		// A late settle (a replayed one) settles the actual usage, once.
 		s := h.settle("a", "dead", 200)
-		if !s.Found || !s.Expired || s.Reserved != 600 || s.Overrun != 200 || s.Refunded != 0 {
+		if !s.Found || !s.Expired || s.Reserved != 600 || s.Overrun != 0 || s.Refunded != 400 {
 			t.Fatalf("late settle %+v", s)
 		}
 		h.wantUsed("a", day, 0, 250)
@@ -307,13 +307,13 @@ func Run(t *testing.T, newStore NewStore) {
 		h := setup(t, newStore, Base)
 		h.reserve("a", "1", day, 10, 10)
 		h.clock.Advance(lease)
-		h.wantUsed("a", day, 0, 0) // expired, tokens back
+		h.wantUsed("a", day, 0, 10) // expired, still charged
 		h.clock.Advance(lease)
-		h.wantUsed("a", day, 0, 0) // the expiry record is swept
+		h.wantUsed("a", day, 0, 10) // the expiry record is swept, the charge stays
 		if s := h.settle("a", "1", 500); s.Found {
 			t.Fatalf("settle after the expiry record ended: %+v", s)
 		}
-		h.wantUsed("a", day, 0, 0)
+		h.wantUsed("a", day, 0, 10)
 	})
 
 	t.Run("keep after expiry charges the reservation", func(t *testing.T) {
@@ -322,7 +322,7 @@ func Run(t *testing.T, newStore NewStore) {
 		h.reserve("a", "1", day, 10, 70)
 		h.clock.Advance(lease + time.Second)
 		s := h.settle("a", "1", budget.KeepReserved)
-		if !s.Expired || s.Actual != 70 || s.Overrun != 70 {
+		if !s.Expired || s.Actual != 70 || s.Overrun != 0 || s.Refunded != 0 {
 			t.Fatalf("%+v", s)
 		}
 		h.wantUsed("a", day, 0, 70)

@@ -85,14 +85,14 @@ func TestRedisTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.Quota.Used != 0 {
-		t.Fatalf("expired reservation still counted: %+v", d)
+	if d.Quota.Used != 80 {
+		t.Fatalf("expired reservation not charged (issue 30: a lease end charges, never refunds): %+v", d)
 	}
 	st, err := s.Settle(ctx, "a", "1", 30)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.Expired || st.Overrun != 30 {
+	if !st.Expired || st.Refunded != 50 || st.Overrun != 0 {
 		t.Fatalf("late settle %+v", st)
 	}
 }

@@ -127,10 +127,11 @@ local function apply(delta, rtw, rqp, rqw)
   end
 end
 
--- sweep: a live reservation past its lease returns its tokens and becomes
--- an expiry record until one more lease has passed (counted from the lease
--- end, not from this sweep, so the records' TTL always covers it); an
--- expiry record past its end goes.
+-- sweep: a live reservation past its lease keeps its tokens charged (a
+-- request never settled may have used them all) and becomes an expiry
+-- record until one more lease has passed (counted from the lease end, not
+-- from this sweep, so the records' TTL always covers it); an expiry record
+-- past its end goes.
 local function sweep()
   local due = redis.call('ZRANGEBYSCORE', KD, '-inf', f(now), 'WITHSCORES', 'LIMIT', 0, 1000)
   for i = 1, #due, 2 do
@@ -139,7 +140,6 @@ local function sweep()
     local st, g, a, b, c, l
     if v then st, g, a, b, c, l = dec(v) end
     if st == 'L' then
-      apply(-g, a, b, c)
       redis.call('HSET', KR, id, enc('X', g, a, b, c, l))
       redis.call('ZADD', KD, f(tonumber(due[i + 1]) + l), id)
     else
@@ -230,9 +230,7 @@ end
 local st, g, a, b, c = dec(v)
 local actual = tonumber(ARGV[3])
 if actual < 0 then actual = g end
-local held = g
-if st == 'X' then held = 0 end
-apply(actual - held, a, b, c)
+apply(actual - g, a, b, c)
 redis.call('HDEL', KR, id)
 redis.call('ZREM', KD, id)
 save()

@@ -187,6 +187,7 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.A
 			attribute.String("gen_ai.response.model", a.ResponseModel),
 			attribute.String("server.address", a.ServerAddress),
 			attribute.Int("server.port", a.ServerPort),
+			attribute.Int("llmgw.endpoint.priority", a.Priority),
 		))
 	if span.SpanContext().IsValid() {
 		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
@@ -204,6 +205,7 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.A
 			e.m.failovers.Add(ctx, 1, metric.WithAttributes(
 				attribute.String("error.type", r.ErrorType),
 				attribute.String("server.address", a.ServerAddress),
+				attribute.Bool("llmgw.spill", r.Spill),
 				attribute.String("llmgw.tenant.id", a.Tenant)))
 		}
 	}

@@ -1,0 +1,338 @@
+package request
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/llmgw/gateway/shared/jsonscan"
+)
+
+// Server-side features: what a backend runs, stores or connects to for a
+// request beyond generating tokens, under the one account every tenant
+// shares. Web search and fetch bill per use, code execution per container
+// hour; file_search reads account-wide vector stores; MCP servers make
+// the account connect to any URL a tenant names; file ids and containers
+// name state any tenant of the account may have created. Each is off
+// until the operator allows it per tenant (config tenants[].features),
+// and then costed per use (issue 31).
+
+// Feature is one server-side feature a request body may ask for.
+type Feature uint8
+
+// The features, by the config name in featureNames.
+const (
+	WebSearch Feature = iota
+	WebFetch
+	CodeExecution
+	FileSearch
+	MCP
+	ImageGeneration
+	ComputerUse
+	FileID
+	Container
+	numFeatures
+)
+
+var featureNames = [numFeatures]string{
+	WebSearch:       "web_search",
+	WebFetch:        "web_fetch",
+	CodeExecution:   "code_execution",
+	FileSearch:      "file_search",
+	MCP:             "mcp",
+	ImageGeneration: "image_generation",
+	ComputerUse:     "computer_use",
+	FileID:          "file_id",
+	Container:       "container",
+}
+
+// String is the feature's config name.
+func (f Feature) String() string { return featureNames[f] }
+
+// FeatureNames lists every feature's config name.
+func FeatureNames() []string { return append([]string(nil), featureNames[:]...) }
+
+// ParseFeature finds a feature by its config name.
+func ParseFeature(name string) (Feature, bool) {
+	for f, n := range featureNames {
+		if n == name {
+			return Feature(f), true
+		}
+	}
+	return 0, false
+}
+
+// featureRule is the features column of the operations table: where an
+// operation's body may ask for server-side features. Kept beside the
+// scans that read it, one entry per operation.
+type featureRule uint8
+
+const (
+	// featResponsesTools: tools[] are Responses API tools.
+	featResponsesTools featureRule = 1 << iota
+	// featChatTools: tools[] are Chat Completions tools (function,
+	// custom) and web_search_options asks for search.
+	featChatTools
+	// featMessagesTools: tools[] are Anthropic tools, and mcp_servers and
+	// container are top-level fields.
+	featMessagesTools
+	// featFileIDs: a file_id anywhere in the prompt (messages, input,
+	// system) names a stored file.
+	featFileIDs
+	featDeclared
+)
+
+var featureRules = [numOperations]featureRule{
+	ChatCompletions: featDeclared | featChatTools | featFileIDs,
+	Completions:     featDeclared,
+	Embeddings:      featDeclared,
+	Responses:       featDeclared | featResponsesTools | featFileIDs,
+	Messages:        featDeclared | featMessagesTools | featFileIDs,
+	CountTokens:     featDeclared | featMessagesTools | featFileIDs,
+	// Compaction and input counting take a Responses body (issue 37).
+	ResponsesCompact:     featDeclared | featResponsesTools | featFileIDs,
+	ResponsesInputTokens: featDeclared | featResponsesTools | featFileIDs,
+}
+
+// Uses is what a body asks for: per feature, where it first asked (its
+// param; "" = not asked) and the most uses it may bill when the body
+// bounds them (max_uses, max_tool_calls; 0 = unbounded).
+type Uses struct {
+	Param   [numFeatures]string
+	MaxUses [numFeatures]int64
+	// MaxToolCalls is the Responses API's max_tool_calls: a bound on
+	// every built-in tool's calls together (0 = none).
+	MaxToolCalls int64
+	// Unknown is the param of a tool whose type the gateway does not know:
+	// it may be a server tool, so it is refused (fails closed).
+	Unknown string
+}
+
+// Asked reports whether the body asks for f.
+func (u *Uses) Asked(f Feature) bool { return u.Param[f] != "" }
+
+// Bound is the most uses of f the body allows (max_uses, else
+// max_tool_calls), or 0 when it bounds none.
+func (u *Uses) Bound(f Feature) int64 {
+	if u.MaxUses[f] > 0 {
+		return u.MaxUses[f]
+	}
+	return u.MaxToolCalls
+}
+
+// Any reports whether the body asks for any feature or names an unknown
+// tool.
+func (u *Uses) Any() bool {
+	if u.Unknown != "" {
+		return true
+	}
+	for _, p := range u.Param {
+		if p != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (u *Uses) ask(f Feature, param string, maxUses int64) {
+	if u.Param[f] == "" {
+		u.Param[f] = param
+	}
+	if maxUses > 0 {
+		u.MaxUses[f] += maxUses
+	}
+}
+
+// responsesTools maps a Responses API tool type to its feature; function
+// and custom tools, and the client-run shells and patches, are the
+// caller's own and pass.
+var responsesTools = map[string]int{
+	"function": -1, "custom": -1, "local_shell": -1, "shell": -1, "apply_patch": -1,
+	"web_search": int(WebSearch), "web_search_preview": int(WebSearch),
+	"web_search_2025_08_26": int(WebSearch), "web_search_preview_2025_03_11": int(WebSearch),
+	"file_search":          int(FileSearch),
+	"code_interpreter":     int(CodeExecution),
+	"mcp":                  int(MCP),
+	"image_generation":     int(ImageGeneration),
+	"computer_use_preview": int(ComputerUse), "computer": int(ComputerUse),
+}
+
+// messagesToolPrefixes maps an Anthropic tool type's family (its type
+// without the _YYYYMMDD version) to its feature; a tool without a type
+// (or "custom") is the caller's own, and so are bash, text_editor and
+// memory, which the client runs.
+var messagesToolPrefixes = map[string]int{
+	"custom": -1, "bash": -1, "text_editor": -1, "memory": -1,
+	"web_search": int(WebSearch), "web_fetch": int(WebFetch),
+	"code_execution": int(CodeExecution), "computer": int(ComputerUse),
+}
+
+// messagesFamily is an Anthropic tool type without its date suffix
+// ("web_search_20250305" → "web_search").
+func messagesFamily(t []byte) []byte {
+	i := bytes.LastIndexByte(t, '_')
+	if i < 0 || len(t)-i-1 != 8 {
+		return t
+	}
+	for _, c := range t[i+1:] {
+		if c < '0' || c > '9' {
+			return t
+		}
+	}
+	return t[:i]
+}
+
+// FeaturesOf reads which server-side features body b (parsed by
+// ParseBody) of op asks for. Every occurrence of a key is read, so a
+// duplicate cannot hide a feature from a first-wins or last-wins decoder.
+func FeaturesOf(b []byte, op Operation) Uses {
+	var u Uses
+	rule := featureRules[op]
+	i := jsonscan.SkipWS(b, 0)
+	if rule&^featDeclared == 0 || i >= len(b) || b[i] != '{' {
+		return u
+	}
+	var kb [32]byte
+	jsonscan.Members(b, i, func(raw []byte, v, end int) {
+		// Params are constants: a key bound to a variable would be a
+		// string allocated per member.
+		switch string(jsonscan.Key(raw, &kb)) {
+		case "tools":
+			if b[v] == '[' && rule&(featResponsesTools|featChatTools|featMessagesTools) != 0 {
+				tools(&u, b, v, rule)
+			}
+		case "web_search_options":
+			if rule&featChatTools != 0 && b[v] != 'n' {
+				u.ask(WebSearch, "web_search_options", 0)
+			}
+		case "max_tool_calls":
+			if rule&featResponsesTools != 0 {
+				if n, neg, _, ok := jsonscan.Int(b, v, maxCount); ok && !neg {
+					u.MaxToolCalls = int64(n)
+				}
+			}
+		case "mcp_servers":
+			if rule&featMessagesTools != 0 && b[v] == '[' && jsonscan.SkipWS(b, v+1) < end-1 {
+				u.ask(MCP, "mcp_servers", 0)
+			}
+		case "container":
+			if rule&featMessagesTools != 0 && b[v] != 'n' {
+				u.ask(Container, "container", 0)
+			}
+		case "messages":
+			u.fileIDs(rule, b, v, end, "messages.file_id")
+		case "input":
+			u.fileIDs(rule, b, v, end, "input.file_id")
+		case "system":
+			u.fileIDs(rule, b, v, end, "system.file_id")
+		}
+	})
+	return u
+}
+
+// tools reads the tools array at b[v].
+func tools(u *Uses, b []byte, v int, rule featureRule) {
+	n := 0
+	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; n++ {
+		e := jsonscan.SkipValue(b, i)
+		if b[i] == '{' {
+			tool(u, b, i, n, rule)
+		}
+		i = jsonscan.SkipWS(b, e)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipWS(b, i+1)
+		}
+	}
+}
+
+// tool reads one tool object at b[i], tools[n].
+func tool(u *Uses, b []byte, i, n int, rule featureRule) {
+	var typ []byte
+	typed, types := false, 0
+	var maxUses int64
+	container := false
+	var kb [32]byte
+	jsonscan.Members(b, i, func(raw []byte, v, end int) {
+		switch string(jsonscan.Key(raw, &kb)) {
+		case "type":
+			types++
+			if b[v] == '"' {
+				if t, ok := stringValue(b[v:end]); ok {
+					typ, typed = t, true
+				}
+			} else if b[v] != 'n' {
+				typ, typed = []byte{0}, true // not a string: no tool the gateway knows
+			}
+		case "max_uses":
+			if n, neg, _, ok := jsonscan.Int(b, v, maxCount); ok && !neg {
+				maxUses = int64(n)
+			}
+		case "container":
+			container = container || b[v] == '"' // an existing container's id
+		}
+	})
+	if types > 1 {
+		// First-wins and last-wins decoders would read two tools: no
+		// tool the gateway knows.
+		typ, typed = []byte{0}, true
+	}
+	f := -1
+	known := true
+	switch {
+	case rule&featMessagesTools != 0:
+		if typed {
+			f, known = messagesToolPrefixes[string(messagesFamily(typ))]
+		}
+	case rule&featResponsesTools != 0:
+		f, known = responsesTools[string(typ)]
+	case rule&featChatTools != 0:
+		known = string(typ) == "function" || string(typ) == "custom"
+	}
+	// The param is built only for a tool that asks for something: most
+	// tools are the caller's own functions.
+	switch {
+	case !known:
+		if u.Unknown == "" {
+			u.Unknown = fmt.Sprintf("tools[%d].type", n)
+		}
+	case f >= 0:
+		u.ask(Feature(f), fmt.Sprintf("tools[%d]", n), maxUses)
+	}
+	if container {
+		u.ask(Container, fmt.Sprintf("tools[%d].container", n), 0)
+	}
+}
+
+// fileIDs asks for FileID at param when the value b[v:end] has a member
+// named file_id (not null) at any depth and rule reads file ids.
+func (u *Uses) fileIDs(rule featureRule, b []byte, v, end int, param string) {
+	if rule&featFileIDs == 0 {
+		return
+	}
+	var kb [32]byte
+	for i := v; i < end; i++ {
+		if b[i] != '"' {
+			continue
+		}
+		e := jsonscan.SkipString(b, i)
+		if j := jsonscan.SkipWS(b, e); j < end && b[j] == ':' && b[jsonscan.SkipWS(b, j+1)] != 'n' &&
+			string(jsonscan.Key(b[i+1:e-1], &kb)) == "file_id" {
+			u.ask(FileID, param, 0)
+			return
+		}
+		i = e - 1
+	}
+}
+
+// DefaultAnthropicBetas are the anthropic-beta values every tenant may
+// send: each changes how an answer is produced or streamed, creates no
+// state in the account and bills nothing beyond the tokens the gateway
+// counts (docs/ownership.md names each with why). Any other value is
+// dropped from the backend request unless the tenant's config allows it.
+var DefaultAnthropicBetas = []string{
+	"interleaved-thinking-2025-05-14",
+	"fine-grained-tool-streaming-2025-05-14",
+	"token-efficient-tools-2025-02-19",
+	"output-128k-2025-02-19",
+	"claude-code-20250219",
+	"prompt-caching-2024-07-31",
+}

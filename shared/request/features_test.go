@@ -1,0 +1,109 @@
+package request
+
+import "testing"
+
+// TestFeaturesOf is the table of server-side feature shapes from the
+// OpenAI and Anthropic API references (issue 31): which feature each asks
+// for, at which param, with what bound on its uses; which tools are the
+// caller's own; and which are unknown (refused: they may be server tools).
+func TestFeaturesOf(t *testing.T) {
+	tests := []struct {
+		name    string
+		op      Operation
+		body    string
+		feature Feature
+		param   string // "" = no feature
+		bound   int64
+		unknown string
+	}{
+		// Anthropic's Messages API.
+		{"web_search with max_uses", Messages, `{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1000}]}`, WebSearch, "tools[0]", 1000, ""},
+		{"web_fetch", Messages, `{"tools":[{"name":"f","input_schema":{}},{"type":"web_fetch_20250910","name":"web_fetch"}]}`, WebFetch, "tools[1]", 0, ""},
+		{"code_execution", Messages, `{"tools":[{"type":"code_execution_20250825","name":"code_execution"}]}`, CodeExecution, "tools[0]", 0, ""},
+		{"computer", Messages, `{"tools":[{"type":"computer_20250124","name":"computer","display_width_px":1}]}`, ComputerUse, "tools[0]", 0, ""},
+		{"mcp_servers", Messages, `{"mcp_servers":[{"type":"url","url":"https://evil.example/mcp","name":"x","authorization_token":"t"}]}`, MCP, "mcp_servers", 0, ""},
+		{"container id", Messages, `{"container":"container_of_another"}`, Container, "container", 0, ""},
+		{"document file source", Messages, `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"file","file_id":"file_1"}}]}]}`, FileID, "messages.file_id", 0, ""},
+		{"container_upload", Messages, `{"messages":[{"role":"user","content":[{"type":"container_upload","file_id":"file_1"}]}]}`, FileID, "messages.file_id", 0, ""},
+		{"file_id in system, escaped key", Messages, `{"system":[{"type":"document","source":{"type":"file","file_\u0069d":"file_1"}}]}`, FileID, "system.file_id", 0, ""},
+		{"count_tokens with web_search", CountTokens, `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, WebSearch, "tools[0]", 0, ""},
+		{"unknown typed tool", Messages, `{"tools":[{"type":"tool_search_tool_regex_20251119","name":"s"}]}`, 0, "", 0, "tools[0].type"},
+		{"custom tool", Messages, `{"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"file_id":{"type":"string"}}}}]}`, 0, "", 0, ""},
+		{"bash and text_editor", Messages, `{"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},{"type":"custom","name":"c","input_schema":{}}]}`, 0, "", 0, ""},
+		{"mcp_servers empty", Messages, `{"mcp_servers":[]}`, 0, "", 0, ""},
+		{"container null", Messages, `{"container":null}`, 0, "", 0, ""},
+		{"file_id as text", Messages, `{"messages":[{"role":"user","content":"file_id: file_1"}]}`, 0, "", 0, ""},
+		{"base64 document", Messages, `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}]}`, 0, "", 0, ""},
+
+		// The Responses API.
+		{"web_search", Responses, `{"tools":[{"type":"web_search"}]}`, WebSearch, "tools[0]", 0, ""},
+		{"web_search_preview, max_tool_calls", Responses, `{"max_tool_calls":4,"tools":[{"type":"web_search_preview"}]}`, WebSearch, "tools[0]", 4, ""},
+		{"file_search", Responses, `{"tools":[{"type":"file_search","vector_store_ids":["vs_of_another"]}]}`, FileSearch, "tools[0]", 0, ""},
+		{"code_interpreter", Responses, `{"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, CodeExecution, "tools[0]", 0, ""},
+		{"code_interpreter in a container", Responses, `{"tools":[{"type":"code_interpreter","container":"cntr_of_another"}]}`, Container, "tools[0].container", 0, ""},
+		{"mcp", Responses, `{"tools":[{"type":"mcp","server_label":"x","server_url":"https://evil.example","authorization":"t"}]}`, MCP, "tools[0]", 0, ""},
+		{"mcp connector", Responses, `{"tools":[{"type":"mcp","server_label":"x","connector_id":"connector_gmail"}]}`, MCP, "tools[0]", 0, ""},
+		{"image_generation", Responses, `{"tools":[{"type":"image_generation"}]}`, ImageGeneration, "tools[0]", 0, ""},
+		{"computer_use_preview", Responses, `{"tools":[{"type":"computer_use_preview","display_width":1,"display_height":1,"environment":"linux"}]}`, ComputerUse, "tools[0]", 0, ""},
+		{"input_file by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
+		{"input_image by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
+		{"tool type twice", Responses, `{"tools":[{"type":"web_search","type":"function","name":"f"}]}`, 0, "", 0, "tools[0].type"},
+		{"unknown tool type", Responses, `{"tools":[{"type":"some_new_server_tool"}]}`, 0, "", 0, "tools[0].type"},
+		{"function tool", Responses, `{"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"file_id":{"type":"string"}}}}]}`, 0, "", 0, ""},
+		{"input_image by url", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/cat.png"}]}]}`, 0, "", 0, ""},
+		{"input_file by data", Responses, `{"input":[{"role":"user","content":[{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,JVBE"}]}]}`, 0, "", 0, ""},
+
+		// Chat Completions.
+		{"chat file part by id", ChatCompletions, `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, FileID, "messages.file_id", 0, ""},
+		{"chat web_search_options", ChatCompletions, `{"messages":[],"web_search_options":{}}`, WebSearch, "web_search_options", 0, ""},
+		{"chat function tool", ChatCompletions, `{"messages":[],"tools":[{"type":"function","function":{"name":"f"}}]}`, 0, "", 0, ""},
+		{"chat unknown tool", ChatCompletions, `{"messages":[],"tools":[{"type":"web_search"}]}`, 0, "", 0, "tools[0].type"},
+		{"embeddings ignore tools", Embeddings, `{"input":"x","tools":[{"type":"web_search"}]}`, 0, "", 0, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := ParseBody([]byte(tt.body)); err != nil && err != ErrMissingModel {
+				t.Fatalf("not a body the parser takes: %v", err)
+			}
+			u := FeaturesOf([]byte(tt.body), tt.op)
+			if u.Unknown != tt.unknown {
+				t.Fatalf("unknown %q, want %q", u.Unknown, tt.unknown)
+			}
+			if tt.param == "" {
+				for f := range numFeatures {
+					if u.Asked(f) {
+						t.Fatalf("asks for %s at %s, want nothing", f, u.Param[f])
+					}
+				}
+				return
+			}
+			if u.Param[tt.feature] != tt.param || u.Bound(tt.feature) != tt.bound {
+				t.Fatalf("%s at %q bound %d, want %q bound %d (uses %+v)", tt.feature, u.Param[tt.feature], u.Bound(tt.feature), tt.param, tt.bound, u)
+			}
+		})
+	}
+}
+
+// TestFeatureRules: every operation has its features row.
+func TestFeatureRules(t *testing.T) {
+	for _, op := range Operations() {
+		if featureRules[op]&featDeclared == 0 {
+			t.Errorf("%s has no features row", op)
+		}
+	}
+	for _, name := range FeatureNames() {
+		if f, ok := ParseFeature(name); !ok || f.String() != name {
+			t.Errorf("feature %q does not round-trip", name)
+		}
+	}
+}
+
+func BenchmarkFeaturesOf(b *testing.B) {
+	body := []byte(`{"model":"m","max_tokens":100,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`)
+	b.ReportAllocs()
+	for range b.N {
+		if u := FeaturesOf(body, Messages); u.Any() {
+			b.Fatal("a feature")
+		}
+	}
+}

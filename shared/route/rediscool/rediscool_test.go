@@ -1,0 +1,84 @@
+package rediscool_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/route/rediscool"
+	"github.com/llmgw/gateway/shared/store"
+)
+
+// replica is one gateway's router on the shared redis-server.
+func replica(t *testing.T, url string) (*route.Router, *route.Pool) {
+	t.Helper()
+	c, err := store.NewClient(store.ClientOptions{URL: url, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	r := route.New([]route.PoolSpec{{Name: "p", Models: []string{"m"}, Endpoints: []route.EndpointSpec{
+		{Name: "https://ptu"}, {Name: "https://payg", Priority: 1},
+	}}}, route.Options{Shared: rediscool.New(c, "t:", nil)})
+	return r, r.Pool("m")
+}
+
+func first(r *route.Router, p *route.Pool) string {
+	r.Sync(context.Background(), p)
+	o, _ := r.Order(p, nil, 2, 0)
+	if len(o) == 0 {
+		return ""
+	}
+	return o[0].Name
+}
+
+// TestSharedCooldown: two gateways on one redis-server. A cooldown the
+// PTU asked of one is seen by the other on its next request (it never
+// pays a 429 to learn it), a shorter one published later by the second
+// does not shorten it on either, and both send to the PTU again once it
+// ends.
+func TestSharedCooldown(t *testing.T) {
+	rs := redistest.Start(t)
+	ra, pa := replica(t, rs.URL())
+	rb, pb := replica(t, rs.URL())
+	ctx := context.Background()
+	if first(ra, pa) != "https://ptu" || first(rb, pb) != "https://ptu" {
+		t.Fatal("the PTU must go first on both before any cooldown")
+	}
+	const pause = 1500 * time.Millisecond
+	start := time.Now()
+	ra.Cooldown(ctx, pa.Endpoints[0], pause, true)
+	if got := first(rb, pb); got != "https://payg" {
+		t.Fatalf("replica b sends to %s; the PTU's cooldown from replica a must reach it", got)
+	}
+	rb.Cooldown(ctx, pb.Endpoints[0], 10*time.Millisecond, true)
+	time.Sleep(50 * time.Millisecond)
+	// A third replica, started from zero, learns it from the store too.
+	rc, pc := replica(t, rs.URL())
+	for name, r := range map[string]struct {
+		r *route.Router
+		p *route.Pool
+	}{"a": {ra, pa}, "b": {rb, pb}, "c (new)": {rc, pc}} {
+		if got := first(r.r, r.p); got != "https://payg" && time.Since(start) < pause {
+			t.Fatalf("replica %s sends to %s: a shorter second cooldown shortened the first", name, got)
+		}
+	}
+	time.Sleep(time.Until(start.Add(pause + 200*time.Millisecond)))
+	if first(ra, pa) != "https://ptu" || first(rb, pb) != "https://ptu" || first(rc, pc) != "https://ptu" {
+		t.Fatal("once the cooldown ended every replica must send to the PTU again")
+	}
+}
+
+// TestSharedCooldownStoreDown: with the store gone, a replica keeps its
+// own view and routes without error or delay beyond the client timeout.
+func TestSharedCooldownStoreDown(t *testing.T) {
+	rs := redistest.Start(t)
+	r, p := replica(t, rs.URL())
+	r.Cooldown(context.Background(), p.Endpoints[0], time.Minute, true)
+	rs.Stop()
+	if got := first(r, p); got != "https://payg" {
+		t.Fatalf("store down: sends to %s, want its own cooldown kept", got)
+	}
+}

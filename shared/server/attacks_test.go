@@ -1,0 +1,310 @@
+package server
+
+// Issue 30: one table of metering attacks, run against every billed row
+// of the operations table, streamed and not, in strict and in estimate
+// mode. A backend double speaks each row's shape (chat and completions
+// chunks, Responses and Messages named events) and misbehaves as the
+// attack says; the tenant's charge is read from the ledger's settle. A
+// new operation runs them all once its shape has a writer below.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/request"
+)
+
+// attack is one way a client or backend tries to bend the bill.
+type attack struct {
+	name string
+	// stream: the attack needs a stream (a JSON answer has no events to
+	// leave between or to floor).
+	stream bool
+	// events is the token events the backend sends; report the output
+	// it reports in its bill.
+	events int
+	report int64
+	// hold: after the events the backend sends no bill and waits for the
+	// client to go.
+	hold bool
+	// leaveAfter: the client closes after this many token events (0:
+	// reads the whole answer).
+	leaveAfter int
+	// clientCap is the output cap the client asks for.
+	clientCap int
+	// decoys: the answer carries usage-shaped objects outside the bill's
+	// place (tool input, text, metadata) saying 0.
+	decoys bool
+	// exact: the charge must be the backend's bill exactly.
+	exact bool
+	// noUsage: the bill's place holds no usage (null, or no member);
+	// untrusted: the bill holds a count that cannot be true.
+	noUsage, untrusted bool
+}
+
+// The attacks, with the issue's numbers: the client that leaves after
+// 449 tokens, the backend that reports 1 output for 1,000 deltas, the
+// backend that ignores a cap of 50 and sends 1,004 events.
+var meteringAttacks = []attack{
+	{name: "client leaves before the bill", stream: true, events: 449, hold: true, leaveAfter: 449, clientCap: 1000},
+	{name: "backend under-reports its events", stream: true, events: 1000, report: 1, clientCap: 2000},
+	{name: "backend ignores the cap", stream: true, events: 1004, report: 1004, clientCap: 50},
+	{name: "decoy usage objects", events: 40, report: 40, clientCap: 1000, decoys: true, exact: true},
+	{name: "decoy usage objects", stream: true, events: 40, report: 40, clientCap: 1000, decoys: true, exact: true},
+	{name: "negative usage", events: 40, report: -5, clientCap: 1000, untrusted: true},
+	{name: "negative usage", stream: true, events: 40, report: -5, clientCap: 1000, untrusted: true},
+	{name: "overflowing usage", events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
+	{name: "overflowing usage", stream: true, events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
+	{name: "absent usage", events: 40, clientCap: 1000, noUsage: true},
+	{name: "absent usage", stream: true, events: 40, clientCap: 1000, noUsage: true},
+}
+
+// attackPrompt is the prompt tokens every backend double reports.
+const attackPrompt = 20
+
+// TestMeteringAttacks runs every attack against every billed operation
+// that generates, in both modes: the tenant is charged at least the
+// larger of its reservation and what the gateway counted (prompt bound
+// plus the token events it relayed) whenever the bill is missing, cut
+// or below the events relayed, and exactly the backend's bill otherwise.
+func TestMeteringAttacks(t *testing.T) {
+	for _, op := range request.Operations() {
+		if !op.Billed() || !op.Generates() {
+			continue // nothing generated: no output to meter
+		}
+		for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
+			for _, at := range meteringAttacks {
+				if at.stream && !op.Streams() {
+					continue // compaction: JSON only
+				}
+				kind := "json"
+				if at.stream {
+					kind = "stream"
+				}
+				t.Run(fmt.Sprintf("%s/%s/%s/%s", op.Path(), mode, kind, at.name), func(t *testing.T) {
+					t.Parallel()
+					runAttack(t, op, mode, at)
+				})
+			}
+		}
+	}
+}
+
+func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
+	spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+	kind := "openai"
+	if op.Anthropic() {
+		kind = "anthropic"
+	}
+	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets = spy }, startBackend(t, attackBackend(op, at)))
+	body := attackBody(op, at)
+	resp, err := http.Post(g.srv.URL+op.Path(), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayed := readAttack(t, resp, op, at)
+	charged := lastSettle(t, spy)
+	granted := spy.decision().Granted
+	bound := budget.Scanner{}.Ask([]byte(body), op.Format()).PromptBound
+	if at.exact {
+		if want := attackPrompt + at.report; charged != want {
+			t.Fatalf("charged %d, want the bill %d", charged, want)
+		}
+		return
+	}
+	// Every token event relayed is paid for; when the gateway never saw
+	// a bill it can believe (none came, the stream was cut at its
+	// reservation, or it reports less than was relayed) the charge is
+	// at least the reservation and the gateway's own count.
+	least := attackPrompt + relayed
+	if at.hold || at.noUsage || at.untrusted || at.report < relayed || (granted > 0 && relayed < int64(at.events)) {
+		least = max(least, granted, bound+relayed)
+	}
+	if charged < least {
+		t.Fatalf("charged %d for %d token events relayed: want at least %d (reserved %d, prompt bound %d)", charged, relayed, least, granted, bound)
+	}
+}
+
+func startBackend(t *testing.T, h http.Handler) string {
+	t.Helper()
+	g := newTestGatewayWith(t, nil, h) // only for its backend's URL
+	return g.urls[0]
+}
+
+// attackBody is op's request for the attack.
+func attackBody(op request.Operation, at attack) string {
+	switch op {
+	case request.Completions:
+		return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"prompt":"hi"}`, at.stream, at.clientCap)
+	case request.Responses:
+		return fmt.Sprintf(`{"model":"m","stream":%v,"max_output_tokens":%d,"input":"hi"}`, at.stream, at.clientCap)
+	case request.ResponsesCompact: // no stream, no output cap in its API
+		return `{"model":"m","input":"hi"}`
+	}
+	return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, at.stream, at.clientCap)
+}
+
+// readAttack reads the answer as the attacking client does and returns the
+// token events it got.
+func readAttack(t *testing.T, resp *http.Response, op request.Operation, at attack) int64 {
+	t.Helper()
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %.300s", resp.StatusCode, b)
+	}
+	if !at.stream {
+		_, _ = io.ReadAll(resp.Body)
+		return 0
+	}
+	var n int64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case op.Meter().Named() && (line == "event: content_block_delta" || line == "event: response.output_text.delta"),
+			!op.Meter().Named() && strings.HasPrefix(line, `data: {"id":"c","object":"chunk"`):
+			n++
+		}
+		if at.leaveAfter > 0 && n == int64(at.leaveAfter) {
+			return n // the client closes here
+		}
+	}
+	return n
+}
+
+// attackBackend answers op's requests in its shape, as the attack says.
+func attackBackend(op request.Operation, at attack) http.HandlerFunc {
+	var ids atomic.Int64
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		id := ids.Add(1)
+		decoy := ""
+		if at.decoys {
+			decoy = `"usage":{"prompt_tokens":0,"completion_tokens":0,"input_tokens":0,"output_tokens":0,"total_tokens":0},`
+		}
+		if !at.stream {
+			w.Header().Set("Content-Type", "application/json")
+			text := strings.Repeat("x ", at.events)
+			switch op {
+			case request.Responses, request.ResponsesCompact:
+				fmt.Fprintf(w, `{"id":"resp_%d","object":"response","status":"completed","metadata":{%s"k":"v"},"output":[{"type":"function_call","arguments":"{}","name":"f",%s"call_id":"c"},{"type":"message","content":[{"type":"output_text","text":%q}]}],%s}`,
+					id, decoy, decoy, text, attackUsage(op, at))
+			case request.Messages:
+				fmt.Fprintf(w, `{"id":"msg_%d","type":"message","role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{%s"a":1}},{"type":"text","text":%q}],%s}`,
+					id, decoy, text, attackUsage(op, at))
+			default:
+				fmt.Fprintf(w, `{"id":"c","object":"x","choices":[{"index":0,"message":{"role":"assistant",%s"content":%q},"text":%q}],%s}`,
+					decoy, text, text, attackUsage(op, at))
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		ev := func(name, data string) {
+			if name != "" {
+				fmt.Fprintf(w, "event: %s\n", name)
+			}
+			fmt.Fprintf(w, "data: %s\n\n", data)
+		}
+		switch op {
+		case request.Responses:
+			ev("response.created", fmt.Sprintf(`{"type":"response.created","response":{"id":"resp_%d","object":"response","status":"in_progress",%s"usage":null}}`, id, decoy))
+		case request.Messages:
+			ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","content":[],"usage":{"input_tokens":%d,"output_tokens":1}}}`, id, attackPrompt))
+			ev("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{%s"a":1}}}`, decoy))
+		}
+		for k := range at.events {
+			switch op {
+			case request.Responses:
+				ev("response.output_text.delta", `{"type":"response.output_text.delta","delta":"x"}`)
+			case request.Messages:
+				ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}`)
+			default:
+				ev("", `{"id":"c","object":"chunk","choices":[{"index":0,"delta":{"content":"x"},"text":"x"}]}`)
+			}
+			if k%50 == 0 {
+				fl.Flush()
+			}
+		}
+		fl.Flush()
+		if at.hold {
+			<-r.Context().Done()
+			return
+		}
+		switch op {
+		case request.Responses:
+			ev("response.completed", fmt.Sprintf(`{"type":"response.completed","response":{"id":"resp_%d","object":"response","status":"completed",%s}}`,
+				id, attackUsage(op, at)))
+		case request.Messages:
+			ev("content_block_stop", `{"type":"content_block_stop","index":0}`)
+			u := fmt.Sprintf(`"usage":{"output_tokens":%d}`, at.report)
+			if at.noUsage {
+				u = `"usage":null`
+			}
+			ev("message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn"},%s}`, u))
+			ev("message_stop", `{"type":"message_stop"}`)
+		default:
+			ev("", fmt.Sprintf(`{"id":"c","object":"chunk","choices":[],%s}`, attackUsage(op, at)))
+			ev("", "[DONE]")
+		}
+		fl.Flush()
+	}
+}
+
+// TestMeteringBackground: a background response's creating request (the
+// backend answers "queued", no usage, and goes on generating) gets the
+// output cap written and is charged its reservation, in estimate mode as
+// in strict. Before (issue 30), estimate mode wrote no cap and charged
+// the prompt bound plus the answer's bytes.
+func TestMeteringBackground(t *testing.T) {
+	for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+			var sent atomic.Value
+			g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = spy }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				sent.Store(string(b))
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = io.WriteString(w, `{"id":"resp_bg1","object":"response","status":"queued","background":true,"output":[],"usage":null}`)
+			}))
+			body := `{"model":"m","background":true,"input":"write a long essay"}`
+			resp, b := postPath(t, g, "/v1/responses", body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			var req struct {
+				MaxOutputTokens int64 `json:"max_output_tokens"`
+			}
+			if s, _ := sent.Load().(string); json.Unmarshal([]byte(s), &req) != nil || req.MaxOutputTokens != budget.DefaultOutputTokens {
+				t.Fatalf("backend got %v: want max_output_tokens %d written", sent.Load(), budget.DefaultOutputTokens)
+			}
+			bound := budget.Scanner{}.Ask([]byte(body), budget.FormatResponses).PromptBound
+			if got, want := lastSettle(t, spy), bound+budget.DefaultOutputTokens; got != want {
+				t.Fatalf("charged %d, want the reservation %d", got, want)
+			}
+		})
+	}
+}
+
+// attackUsage is the bill's usage member in op's spelling.
+func attackUsage(op request.Operation, at attack) string {
+	switch {
+	case at.noUsage:
+		return `"usage":null`
+	case op == request.Messages:
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d}`, attackPrompt, at.report)
+	case op == request.Responses:
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
+	}
+	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
+}
