@@ -250,9 +250,14 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 	typed, types := false, 0
 	var maxUses int64
 	container := false
+	nested := -1 // a namespace's tools array
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
 		switch string(jsonscan.Key(raw, &kb)) {
+		case "tools":
+			if b[v] == '[' {
+				nested = v
+			}
 		case "type":
 			types++
 			if b[v] == '"' {
@@ -282,6 +287,10 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 		if typed {
 			f, known = messagesToolPrefixes[string(messagesFamily(typ))]
 		}
+	case rule&featResponsesTools != 0 && string(typ) == "namespace" && nested >= 0:
+		// A namespace (Codex 0.171 groups its tools so) is as its tools
+		// are: each is checked, named by its place in the namespace.
+		tools(u, b, nested, rule)
 	case rule&featResponsesTools != 0:
 		f, known = responsesTools[string(typ)]
 	case rule&featChatTools != 0:
