@@ -360,27 +360,28 @@ func TestLingerIsBounded(t *testing.T) {
 	}
 }
 
-// TestMaxConnections: beyond max_connections a new connection is answered
-// 503 too_many_connections (OpenAI's shape, Retry-After, Connection:
-// close) and logged; once one closes, a new one is served. Before issue
-// 22 there was no cap: every connection was served.
+// TestMaxConnections: with max_connections busy connections open (streams
+// in flight) a new connection is answered 503 too_many_connections
+// (OpenAI's shape, Retry-After, Connection: close) and logged, and no
+// stream is cut; once one closes, a new one is served. Before issue 22
+// there was no cap; idle connections give way instead
+// (TestIdleConnectionsGiveWay).
 func TestMaxConnections(t *testing.T) {
 	t.Parallel()
 	const max = 6
 	g := startGateway(t, options{extra: fmt.Sprintf("max_connections: %d\n", max)})
-	var held []net.Conn
+	tok := g.token("contoso")
+	var held []*http.Response
 	for range max {
-		c := g.rawConn(t)
-		if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(streamBody))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("X-Stub-Interval", "100ms")
+		req.Header.Set("X-Stub-Tokens", "20")
+		resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection within the cap: %v %v", err, resp)
+			t.Fatalf("stream within the cap: %v %v", err, resp)
 		}
-		resp.Body.Close()
-		held = append(held, c) // kept alive, idle
+		held = append(held, resp) // busy
 	}
 	over := g.rawConn(t)
 	_, _ = io.WriteString(over, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
@@ -399,9 +400,15 @@ func TestMaxConnections(t *testing.T) {
 	eventually(t, "the refusal's log line", func() bool {
 		return strings.Contains(g.logs.String(), `"msg":"connection refused: max_connections reached"`)
 	})
-	// One leaves; a new connection is served.
-	held[0].Close()
-	eventually(t, "a connection served after one closed", func() bool {
+	for i, resp := range held {
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if data := sseData(body); err != nil || len(data) == 0 || data[len(data)-1] != "[DONE]" {
+			t.Errorf("stream %d cut at the cap: %v %q", i, err, data)
+		}
+	}
+	// They left; a new connection is served.
+	eventually(t, "a connection served after the streams ended", func() bool {
 		resp, err := http.Get(g.URL + "/healthz")
 		if err != nil {
 			return false

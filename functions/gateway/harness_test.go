@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,6 +66,9 @@ type options struct {
 	// config, with its addresses moved to this test's stub, issuer and
 	// a free port; the other config options are not used then.
 	demo bool
+	// issuerDown, when set, makes the dev issuer answer 503 while it
+	// holds true (an issuer outage).
+	issuerDown *atomic.Bool
 }
 
 // demoConfig is scripts/dev/demo.yaml with the stub, issuer and listen
@@ -111,7 +115,18 @@ func startGateway(t testing.TB, o options) *gw {
 		if err != nil {
 			t.Fatal(err)
 		}
-		issSrv := httptest.NewServer(iss.Handler())
+		h := iss.Handler()
+		if down := o.issuerDown; down != nil {
+			up := h
+			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if down.Load() {
+					http.Error(w, "down", http.StatusServiceUnavailable)
+					return
+				}
+				up.ServeHTTP(w, r)
+			})
+		}
+		issSrv := httptest.NewServer(h)
 		t.Cleanup(issSrv.Close)
 		iss.SetIssuer(issSrv.URL)
 		g.Issuer = iss

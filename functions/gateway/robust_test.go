@@ -225,6 +225,9 @@ func serverGoroutines() (int, string) {
 		if strings.Contains(g, "shared/server.(*Listener).Accept") {
 			continue // the accept loop, not a request
 		}
+		if strings.Contains(g, "shared/server.(*conn).Read") && !strings.Contains(g, "shared/server.(*Server)") {
+			continue // net/http waiting on a connection for its next request, not in a handler
+		}
 		if strings.Contains(g, "llmgw/gateway/shared/server.") || strings.Contains(g, "llmgw/gateway/shared/sse.") {
 			n++
 			if sample == "" {

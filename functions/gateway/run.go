@@ -19,11 +19,6 @@ import (
 	"github.com/llmgw/gateway/shared/server"
 )
 
-// fdReserve is the open files beyond two per client connection (one for
-// it, one for its backend request): the listener, Redis, JWKS and token
-// fetches, idle backend connections.
-const fdReserve = 256
-
 var errUsage = errors.New("usage")
 
 // run loads and validates the config, wires the parts, and serves until ctx
@@ -82,15 +77,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
 // else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
 // open streams finish for the grace period.
-func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) (err error) {
 	addr := cfg.ListenAddr(getenv)
 	conns := assemble.Conn(cfg)
 	conns.Log = log
 	fds := raiseFDLimit()
-	if need := uint64(2*conns.MaxConns + fdReserve); fds > 0 && fds < need {
-		// Each connection may hold a backend connection too.
-		log.Warn("the open-file limit is below what max_connections needs; lower max_connections or raise the limit",
-			"fd_limit", fds, "max_connections", conns.MaxConns, "needs", need)
+	want := conns.MaxConns
+	if conns.MaxConns, err = connsWithin(want, fds); err != nil {
+		return err
+	}
+	if conns.MaxConns != want {
+		log.Warn("max_connections lowered to what the open-file limit allows (two descriptors a connection, and a reserve); raise the limit to serve more",
+			"fd_limit", fds, "max_connections", conns.MaxConns, "configured", want)
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -114,8 +112,13 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		// itself.
 		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnContext:    ln.ConnContext,
 	}
+	ln.Attach(srv)
+	// The requests' base context: cancelled with server.ErrShutdown near
+	// the end of the grace, so that open streams end in-band.
+	base, endRequests := context.WithCancelCause(context.Background())
+	defer endRequests(nil)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	log.Info("gateway listening", "addr", "http://"+ln.Addr().String(), "max_connections", conns.MaxConns, "fd_limit", fds)
 	if gw.tel != nil {
 		gw.tel.Ready(ctx, "http", time.Now())
@@ -127,25 +130,40 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	log.Info("shutting down", "grace", cfg.ShutdownGrace.D().String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace.D())
+	grace := cfg.ShutdownGrace.D()
+	log.Info("shutting down", "grace", grace.String())
+	end := time.Now().Add(grace)
+	sctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
+	// Streams still open when only the margin is left get their error
+	// event, and their handlers settle and log within the margin.
+	margin := shutdownMargin(grace)
+	cut := time.AfterFunc(grace-margin, func() {
+		log.Warn("shutdown grace nearly over: ending the open requests in-band", "left", margin.String())
+		endRequests(server.ErrShutdown)
+	})
+	defer cut.Stop()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("grace period over; closing open connections", "err", err)
 		_ = srv.Close()
 	}
 	if gw.tel != nil {
 		// What the last streams recorded leaves before the process does:
-		// within what the grace left, but never less than flush_timeout.
-		fctx := sctx
-		if dl, _ := sctx.Deadline(); time.Until(dl) < cfg.Telemetry.FlushTimeout.D() {
-			var cancel context.CancelFunc
-			fctx, cancel = context.WithTimeout(context.Background(), cfg.Telemetry.FlushTimeout.D())
-			defer cancel()
-		}
+		// within flush_timeout and what is left of the grace, whichever
+		// ends first.
+		fctx, cancel := context.WithTimeout(sctx, cfg.Telemetry.FlushTimeout.D())
+		defer cancel()
 		flushTelemetry(fctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}
 	return nil
+}
+
+// shutdownMargin is the part of the shutdown grace left to the handlers
+// after their requests were ended: for the error event, the budget
+// settle (one store round trip, bounded by its timeout) and the
+// access-log line. A quarter of the grace, at most 2 s.
+func shutdownMargin(grace time.Duration) time.Duration {
+	return min(grace/4, 2*time.Second)
 }
 
 // redisLog sends go-redis's own diagnostics (a failed dial, re-AUTH or

@@ -162,6 +162,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
 		MinRemaining:      assemble.MinRemaining(cfg.Lambda),
 		Telemetry:         tel,
+		Ready:             verifier,
 	})
 	return g, nil
 }

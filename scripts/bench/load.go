@@ -51,9 +51,10 @@ func (t *target) close() { t.client.CloseIdleConnections() }
 // reqOpts are per-request stub overrides, sent as X-Stub-* headers that the
 // gateway and the floor forward.
 type reqOpts struct {
-	stream bool
-	ttft   string // X-Stub-TTFT, "" = stub default
-	tokens string // X-Stub-Tokens
+	stream   bool
+	ttft     string // X-Stub-TTFT, "" = stub default
+	tokens   string // X-Stub-Tokens
+	interval string // X-Stub-Interval, "" = stub default
 }
 
 func (t *target) newRequest(ctx context.Context, o reqOpts) (*http.Request, error) {
@@ -72,6 +73,9 @@ func (t *target) newRequest(ctx context.Context, o reqOpts) (*http.Request, erro
 	}
 	if o.tokens != "" {
 		req.Header["X-Stub-Tokens"] = []string{o.tokens}
+	}
+	if o.interval != "" {
+		req.Header["X-Stub-Interval"] = []string{o.interval}
 	}
 	return req, nil
 }

@@ -25,6 +25,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -332,6 +333,9 @@ type bench struct {
 	// floodCap is the flood tenant's max_concurrent_requests in the
 	// gateway's config (the neighbour phase); 0: no flood tenant.
 	floodCap int
+	// maxConns is the gateway's max_connections (the neighbour phase's
+	// anonymous floods at the cap); 0: 16384, above every level.
+	maxConns int
 
 	stubAddr, issuerURL string
 	token               string
@@ -413,7 +417,7 @@ limiter:
   failure_policy: open
 upstream:
   max_idle_conns_per_host: 4096
-max_connections: 16384
+max_connections: %d
 tenants:
   - id: bench
     models: [bench-model]
@@ -427,7 +431,7 @@ tenants:
     forward_headers: [X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - %s
-`, listen, b.issuerURL, b.issuerURL, b.floodTenant(), b.gatewayEndpoint(leg))
+`, listen, b.issuerURL, b.issuerURL, cmp.Or(b.maxConns, 16384), b.floodTenant(), b.gatewayEndpoint(leg))
 	path := filepath.Join(b.tmp, "gateway-"+strings.ReplaceAll(listen, ":", "_")+".yaml")
 	return path, os.WriteFile(path, []byte(cfg), 0o644)
 }

@@ -1,14 +1,18 @@
 package main
 
-// The neighbour phase (issue 22): one tenant's added TTFT on a gateway
-// while another tenant floods it, with the flooding tenant uncapped and
-// capped by max_concurrent_requests, against the same tenant alone.
+// The neighbour phase (issues 22 and 32): one tenant's added TTFT on a
+// gateway while another tenant floods it, with the flooding tenant
+// uncapped and capped by max_concurrent_requests, while the flood reads
+// its streams as fast as the stub sends them, and while anonymous
+// connections hold the connection cap (idle keep-alives, half-sent
+// headers), against the same tenant alone.
 
 import (
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -26,6 +30,15 @@ const (
 	floodCap         = 64
 )
 
+// The anonymous floods: anonConns connections at a max_connections of
+// anonCap, each re-opened as soon as the gateway closes it; the fast
+// flood's streams are fastTokens events sent back to back.
+const (
+	anonConns  = 512
+	anonCap    = 512
+	fastTokens = "2000"
+)
+
 // neighbourRun is one scenario's figures.
 type neighbourRun struct {
 	name             string
@@ -33,6 +46,7 @@ type neighbourRun struct {
 	floodDone        int64 // flood streams completed in the window
 	floodRefused     int64 // flood requests refused 429
 	floodOtherErrors int64
+	anonReopened     int64 // anonymous connections the gateway closed (and the flood re-opened)
 }
 
 // mintToken mints a dev-issuer token for tenant.
@@ -57,15 +71,25 @@ func (b *bench) neighbours(ctx context.Context, res *results) error {
 	}
 	p := b.plan
 	for _, sc := range []struct {
-		name  string
-		flood int // flood streams; 0 = the neighbour alone
-		cap   int // the flood tenant's max_concurrent_requests
+		name     string
+		flood    int  // flood streams; 0 = the neighbour alone
+		cap      int  // the flood tenant's max_concurrent_requests
+		fast     bool // the flood's streams: events back to back, read at once
+		anon     int  // anonymous connections held at the cap
+		halfSent bool // … each with half a request header, else idle after a GET /healthz
 	}{
-		{"alone", 0, 0},
-		{fmt.Sprintf("flood of %d streams, uncapped", floodStreams), floodStreams, 100000},
-		{fmt.Sprintf("flood of %d streams, max_concurrent_requests %d", floodStreams, floodCap), floodStreams, floodCap},
+		{name: "alone"},
+		{name: fmt.Sprintf("flood of %d streams, uncapped", floodStreams), flood: floodStreams, cap: 100000},
+		{name: fmt.Sprintf("flood of %d streams, max_concurrent_requests %d", floodStreams, floodCap), flood: floodStreams, cap: floodCap},
+		{name: fmt.Sprintf("flood of %d streams read as fast as sent, max_concurrent_requests %d", floodStreams, floodCap), flood: floodStreams, cap: floodCap, fast: true},
+		{name: fmt.Sprintf("%d idle anonymous connections, max_connections %d", anonConns, anonCap), anon: anonConns},
+		{name: fmt.Sprintf("%d half-sent headers, max_connections %d", anonConns, anonCap), anon: anonConns, halfSent: true},
 	} {
 		b.floodCap = max(sc.cap, 1)
+		b.maxConns = 0
+		if sc.anon > 0 {
+			b.maxConns = anonCap
+		}
 		// A non-nil env: these gateways do not count among the idle RSS samples.
 		err := b.withTargetEnv(ctx, "gateway", floodStreams+neighbourStreams+64, []string{}, res, func(t *target, _ int) error {
 			run := neighbourRun{name: sc.name}
@@ -84,8 +108,12 @@ func (b *bench) neighbours(ctx context.Context, res *results) error {
 					case <-time.After(time.Duration(int64(p.ramp) * int64(i) / int64(sc.flood))):
 					case <-fctx.Done():
 					}
+					o := reqOpts{}
+					if sc.fast {
+						o = reqOpts{interval: "0s", tokens: fastTokens}
+					}
 					for fctx.Err() == nil {
-						r := flood.doStream(fctx, reqOpts{}, nil)
+						r := flood.doStream(fctx, o, nil)
 						switch {
 						case r.err == "" && time.Now().After(measureFrom):
 							atomic.AddInt64(&run.floodDone, 1)
@@ -101,21 +129,60 @@ func (b *bench) neighbours(ctx context.Context, res *results) error {
 					}
 				})
 			}
+			for range sc.anon {
+				wg.Go(func() { holdAnonymous(fctx, t.base, sc.halfSent, &run.anonReopened) })
+			}
 			run.neighbour = closedLoop(ctx, t, neighbourStreams, p.ramp, p.window, p.tail)
 			stop()
 			wg.Wait()
 			res.neighbours = append(res.neighbours, run)
-			b.logf("neighbour %-48s: neighbour's added TTFT p50 %s p90 %s p99 %s (%d streams, %d errors); flood %d done, %d refused 429, %d other errors",
+			b.logf("neighbour %-48s: neighbour's added TTFT p50 %s p90 %s p99 %s (%d streams, %d errors); flood %d done, %d refused 429, %d other errors; %d anonymous connections closed by the gateway",
 				sc.name, ms(run.neighbour.ttft.P50), ms(run.neighbour.ttft.P90), ms(run.neighbour.ttft.P99), run.neighbour.done, run.neighbour.errCount(),
-				run.floodDone, run.floodRefused, run.floodOtherErrors)
+				run.floodDone, run.floodRefused, run.floodOtherErrors, run.anonReopened)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
 	}
-	b.floodCap = 0
+	b.floodCap, b.maxConns = 0, 0
 	return nil
+}
+
+// holdAnonymous holds one anonymous connection to base until ctx ends:
+// a GET /healthz and then idle, or half a request header (halfSent), and
+// a new one as soon as the gateway closes it, counting those in reopened.
+func holdAnonymous(ctx context.Context, base string, halfSent bool, reopened *int64) {
+	addr := strings.TrimPrefix(base, "http://")
+	req := "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"
+	if halfSent {
+		req = "GET /healthz HTTP/1.1\r\nHost: gw\r\n"
+	}
+	var d net.Dialer
+	buf := make([]byte, 512)
+	for ctx.Err() == nil {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { c.Close() })
+		if _, err := io.WriteString(c, req); err == nil {
+			for { // the answer (idle) or nothing (half-sent), then the close
+				if _, err := c.Read(buf); err != nil {
+					break
+				}
+			}
+		}
+		stop()
+		c.Close()
+		if ctx.Err() == nil {
+			atomic.AddInt64(reopened, 1)
+		}
+	}
 }
 
 // neighbourTable is the report's table of the neighbour phase.

@@ -103,6 +103,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 func Conn(c *config.Config) server.ConnOptions {
 	return server.ConnOptions{
 		MaxConns:      cmp.Or(c.MaxConnections, server.DefaultMaxConns),
+		MaxPending:    c.MaxPendingConnections,
 		LingerTime:    c.LingeringTime.D(),
 		LingerTimeout: c.LingeringTimeout.D(),
 		LingerBytes:   c.LingeringMaxBytes,

@@ -277,11 +277,12 @@ func TestEdgeLimits(t *testing.T) {
 	}
 	tenantCap := strings.Replace(minimal, "requests: 10}", "requests: 10, max_concurrent_requests: -1}", 1)
 	tests := map[string]string{
-		"lingering_timeout: must not exceed lingering_time (2s), got 3s":   minimal + "lingering_time: 2s\nlingering_timeout: 3s\n",
-		"max_connections: must not be negative, got -1":                    minimal + "max_connections: -1\n",
-		"lingering_max_bytes: must not be negative, got -1":                minimal + "lingering_max_bytes: -1\n",
-		"max_concurrent_requests: must not be negative, got -2":            minimal + "max_concurrent_requests: -2\n",
-		"tenants[0].max_concurrent_requests: must not be negative, got -1": tenantCap,
+		"lingering_timeout: must not exceed lingering_time (2s), got 3s":      minimal + "lingering_time: 2s\nlingering_timeout: 3s\n",
+		"max_connections: must not be negative, got -1":                       minimal + "max_connections: -1\n",
+		"max_pending_connections: must not exceed max_connections (8), got 9": minimal + "max_connections: 8\nmax_pending_connections: 9\n",
+		"lingering_max_bytes: must not be negative, got -1":                   minimal + "lingering_max_bytes: -1\n",
+		"max_concurrent_requests: must not be negative, got -2":               minimal + "max_concurrent_requests: -2\n",
+		"tenants[0].max_concurrent_requests: must not be negative, got -1":    tenantCap,
 	}
 	for want, cfg := range tests {
 		_, err := Parse([]byte(cfg), env(nil))

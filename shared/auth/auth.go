@@ -175,6 +175,11 @@ func New(cfg Config, client *http.Client, log *slog.Logger) (*Verifier, error) {
 // calling it again does nothing.
 func (v *Verifier) Start(ctx context.Context) { v.keys.start(ctx) }
 
+// Ready reports whether the issuer's keys have been fetched at least
+// once: before that every token is refused 503, so a readiness probe
+// (/readyz) keeps traffic away until it is true.
+func (v *Verifier) Ready() bool { return v.keys.ready() }
+
 // Verify checks the raw Authorization header value ("Bearer <jwt>") and
 // returns the token's principal. Failures wrap ErrInvalidToken, or are
 // ErrKeysUnavailable when no keys could be fetched. A request that arrives

@@ -528,3 +528,76 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 		t.Fatalf("err = %v, want ErrKeysUnavailable naming the issuer mismatch", err)
 	}
 }
+
+// TestRotationDuringIssuerOutage: a token signed with a rotated key while
+// the issuer is down cannot be checked: ErrKeysUnavailable (503,
+// retryable), not an invalid token (401); once the issuer is back the new
+// key is fetched within RetryMin although UnknownKIDInterval is an hour.
+// Before issue 32 it was 401 "unknown signing key" for up to
+// UnknownKIDInterval after the issuer recovered.
+func TestRotationDuringIssuerOutage(t *testing.T) {
+	t.Parallel()
+	ti := newTestIssuer(t, devissuer.Options{})
+	v := newVerifier(t, ti, func(c *auth.Config) {
+		c.UnknownKIDInterval = time.Hour
+		c.RetryMin = 50 * time.Millisecond
+	})
+	if _, err := v.Verify(context.Background(), bearer(ti.mint(t, devissuer.Claims{Tenant: "t1"}))); err != nil {
+		t.Fatal(err)
+	}
+	if !v.Ready() {
+		t.Fatal("not ready after a verified token")
+	}
+	ti.down.Store(true)
+	if err := ti.Rotate(); err != nil {
+		t.Fatal(err)
+	}
+	rotated := ti.mint(t, devissuer.Claims{Tenant: "t2"})
+	for i := range 3 { // the first spends the unknown-kid budget, the rest find it spent
+		_, err := v.Verify(context.Background(), bearer(rotated))
+		if !errors.Is(err, auth.ErrKeysUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
+			t.Fatalf("try %d during the outage: %v, want ErrKeysUnavailable only", i, err)
+		}
+	}
+	ti.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := v.Verify(context.Background(), bearer(rotated))
+		if err == nil && p.Tenant == "t2" {
+			break
+		}
+		if err != nil && !errors.Is(err, auth.ErrKeysUnavailable) {
+			t.Fatalf("after the issuer recovered: %v, want ErrKeysUnavailable until the new key is fetched", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotated key was not fetched within 10s of the recovery (unknown_kid_interval 1h): %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A kid nobody signs with, while the issuer answers, is still a 401.
+	forged := ti.mint(t, devissuer.Claims{Tenant: "t1", Kid: "forged"})
+	if _, err := v.Verify(context.Background(), bearer(forged)); !errors.Is(err, auth.ErrInvalidToken) {
+		t.Fatalf("forged kid with the issuer up: %v, want an invalid token", err)
+	}
+}
+
+// TestReadyOnlyAfterKeys: a verifier is not ready until its first fetch
+// succeeded.
+func TestReadyOnlyAfterKeys(t *testing.T) {
+	t.Parallel()
+	ti := newTestIssuer(t, devissuer.Options{})
+	ti.down.Store(true)
+	v := newVerifier(t, ti, func(c *auth.Config) { c.RetryMin = 10 * time.Millisecond })
+	time.Sleep(50 * time.Millisecond)
+	if v.Ready() {
+		t.Fatal("ready with the issuer down since the start")
+	}
+	ti.down.Store(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for !v.Ready() {
+		if time.Now().After(deadline) {
+			t.Fatal("not ready 10s after the issuer came up")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

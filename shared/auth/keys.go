@@ -211,15 +211,29 @@ func (k *keySource) awaitLoaded(ctx context.Context) error {
 // refreshForUnknownKID makes sure the key set is fresh after a token named a
 // kid it lacks. It joins a fetch already in flight (free), or starts one if
 // none was started for an unknown kid within UnknownKIDInterval; otherwise it
-// returns false at once. It reports whether a fetch succeeded.
-func (k *keySource) refreshForUnknownKID(ctx context.Context) bool {
+// returns at once. It returns nil when a fetch succeeded, errUnknownKey
+// when the budget was spent while the issuer answers (the kid is not
+// there), and an unavailableError when the fetch failed or the last one
+// did: during an issuer outage a token signed with a rotated key cannot be
+// checked, which is retryable (503), not invalid (401). While the issuer
+// is down the budget is RetryMin, not UnknownKIDInterval, so a rotation
+// is picked up within RetryMin of the issuer's recovery (issue 32).
+func (k *keySource) refreshForUnknownKID(ctx context.Context) error {
 	k.mu.Lock()
 	f := k.inflight
 	if f == nil {
 		now := time.Now()
-		if !k.lastUnknown.IsZero() && now.Sub(k.lastUnknown) < k.cfg.UnknownKIDInterval {
+		budget := k.cfg.UnknownKIDInterval
+		if k.lastErr != nil {
+			budget = min(budget, k.cfg.RetryMin)
+		}
+		if !k.lastUnknown.IsZero() && now.Sub(k.lastUnknown) < budget {
+			err := k.lastErr
 			k.mu.Unlock()
-			return false
+			if err != nil {
+				return &unavailableError{err}
+			}
+			return errUnknownKey
 		}
 		k.lastUnknown = now
 		f = k.startFetchLocked()
@@ -227,10 +241,20 @@ func (k *keySource) refreshForUnknownKID(ctx context.Context) bool {
 	k.mu.Unlock()
 	select {
 	case <-f.done:
-		return f.err == nil
+		if f.err != nil {
+			return &unavailableError{f.err}
+		}
+		return nil
 	case <-ctx.Done():
-		return false
+		return &unavailableError{fmt.Errorf("waiting for JWKS: %w", ctx.Err())}
 	}
+}
+
+// ready reports whether keys have been fetched at least once.
+func (k *keySource) ready() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.loaded
 }
 
 // fetch resolves the JWKS URL if needed, downloads and parses the key set,
@@ -392,10 +416,11 @@ func (s keyStore) KeyRead(ctx context.Context, kid string) (jwkset.JWK, error) {
 	if jwk, err := s.MemoryJWKSet.KeyRead(ctx, kid); err == nil {
 		return jwk, nil
 	}
-	if s.src.refreshForUnknownKID(ctx) {
-		if jwk, err := s.MemoryJWKSet.KeyRead(ctx, kid); err == nil {
-			return jwk, nil
-		}
+	if err := s.src.refreshForUnknownKID(ctx); err != nil {
+		return jwkset.JWK{}, err
+	}
+	if jwk, err := s.MemoryJWKSet.KeyRead(ctx, kid); err == nil {
+		return jwk, nil
 	}
 	return jwkset.JWK{}, errUnknownKey
 }

@@ -100,8 +100,8 @@ type Config struct {
 
 	// BreakerThreshold and BreakerCooldown tune the circuit breaker in
 	// front of a remote store (shared/store, the limiter's): after
-	// BreakerThreshold consecutive failures (default
-	// store.DefaultBreakerThreshold) reservations and settles skip the
+	// BreakerThreshold failures in a row of calls begun after the store
+	// last answered (default store.DefaultBreakerThreshold) reservations and settles skip the
 	// store for BreakerCooldown (default store.DefaultBreakerCooldown) and the
 	// failure policy applies at once, so a store that is down costs each
 	// request nothing instead of its Timeout.

@@ -79,10 +79,17 @@ type Config struct {
 	// DefaultMaxHeaderBytes.
 	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
 	// MaxConnections caps the open client connections of the HTTP host
-	// (one replica); beyond it a connection is answered 503
-	// too_many_connections and closed, logged. Default
+	// (one replica); at it the least recently used idle connection is
+	// closed to make room, and only when none is idle is a new one
+	// answered 503 too_many_connections and closed, logged. The gateway
+	// lowers it at start to what the open-file limit allows. Default
 	// server.DefaultMaxConns.
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
+	// MaxPendingConnections caps the connections that have not yet sent
+	// a complete request header (a raw connect, a trickled header); at it
+	// the oldest is closed. At most max_connections. Default
+	// max_connections/4 (server.ConnOptions.MaxPending).
+	MaxPendingConnections int `yaml:"max_pending_connections" json:"max_pending_connections"`
 	// LingeringTime bounds, in all, the reading and discarding of a body
 	// still arriving after an early answer (413, 401, …), so that the
 	// client reads the answer instead of a reset (nginx's lingering_time).

@@ -145,8 +145,9 @@ type Config struct {
 	// Choose "closed" where a hard cap matters more than availability.
 	FailurePolicy string
 
-	// BreakerThreshold is the number of consecutive store failures after which
-	// the breaker opens: takes skip the store and apply FailurePolicy at once.
+	// BreakerThreshold is the number of store failures in a row (of takes
+	// begun after the store last answered; store.Breaker) after which the
+	// breaker opens: takes skip the store and apply FailurePolicy at once.
 	// Default store.DefaultBreakerThreshold.
 	BreakerThreshold int
 

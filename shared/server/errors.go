@@ -312,6 +312,9 @@ func statusError(pool string, status int, ra time.Duration, hard bool) *apiError
 }
 
 func contextError(ctx context.Context) *apiError {
+	if errors.Is(context.Cause(ctx), ErrShutdown) {
+		return shuttingDown()
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline passed before the backend answered")
 	}
@@ -633,6 +636,19 @@ func headersTooLarge(max int) *apiError {
 }
 
 // What a caller or a neighbour can hold (listener.go, proxy.go).
+
+// shuttingDown is what a request still open when the shutdown grace is
+// nearly over gets: as the answer before its first byte, or as a
+// stream's error event. Another replica can serve the retry.
+func shuttingDown() *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "shutdown",
+		"the gateway replica is shutting down; the request was ended before it completed; retry", time.Second)
+}
+
+func notReady() *apiError {
+	return serverErrorRetry(http.StatusServiceUnavailable, "not_ready",
+		"the gateway has not yet fetched the token issuer's signing keys; retry shortly", time.Second)
+}
 
 func tooManyConnections(max int) *apiError {
 	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",

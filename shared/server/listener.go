@@ -20,10 +20,30 @@ import (
 
 // ConnOptions bounds the client connections of an HTTP host.
 type ConnOptions struct {
-	// MaxConns caps the open client connections; a connection beyond it
-	// is answered 503 too_many_connections (Retry-After: 1) and closed,
-	// and the refusals are logged (at most one line a second). 0 = no cap.
+	// MaxConns caps the open client connections. At the cap the least
+	// recently used idle connection (a kept-alive one between requests,
+	// or one lingering after its answer) is closed to make room, as nginx
+	// reclaims keep-alive connections when worker_connections run out;
+	// only when none is idle is the new connection answered 503
+	// too_many_connections (Retry-After: 1) and closed, and the refusals
+	// are logged (at most one line a second). 0 = no cap, and none of
+	// the bounds below apply.
 	MaxConns int
+	// MaxPending caps the connections that have not yet sent a complete
+	// request header (a raw connect, a trickled header); at it the
+	// oldest of them is closed to make room. Default MaxConns/4 (at
+	// least 1).
+	MaxPending int
+	// IdleTimeout is the http.Server's IdleTimeout, which Attach reads:
+	// above the high-water mark (HighWater of MaxConns) a connection
+	// going idle gets min(IdleTimeout, PressureIdleTimeout) instead.
+	IdleTimeout time.Duration
+	// PressureIdleTimeout and PressureLingerTime are the idle timeout and
+	// the lingering time above the high-water mark; both return to their
+	// configured values below it. Defaults DefaultPressureIdleTimeout and
+	// DefaultPressureLingerTime.
+	PressureIdleTimeout time.Duration
+	PressureLingerTime  time.Duration
 	// LingerTime bounds, in all, the discarding of what a client still
 	// sends after an early answer (nginx's lingering_time). Default
 	// DefaultLingerTime.
@@ -33,7 +53,8 @@ type ConnOptions struct {
 	LingerTimeout time.Duration
 	// LingerBytes bounds how much is discarded. Default DefaultLingerBytes.
 	LingerBytes int64
-	// Log receives the refusals (default: none).
+	// Log receives the refusals and the high-water transitions (default:
+	// none).
 	Log *slog.Logger
 }
 
@@ -41,38 +62,78 @@ type ConnOptions struct {
 // MaxConns the config leaves out (zero is no cap), which the gateway's
 // wiring (shared/assemble) applies.
 const (
-	DefaultMaxConns      = 4096
-	DefaultLingerTime    = 30 * time.Second
-	DefaultLingerTimeout = 5 * time.Second
-	DefaultLingerBytes   = 64 << 20
+	DefaultMaxConns            = 4096
+	DefaultLingerTime          = 30 * time.Second
+	DefaultLingerTimeout       = 5 * time.Second
+	DefaultLingerBytes         = 64 << 20
+	DefaultPressureIdleTimeout = 5 * time.Second
+	DefaultPressureLingerTime  = 2 * time.Second
 )
 
-// refusalTime bounds what one refused connection may hold: the answer's
-// write and a short read of what the client sent with it. maxRefusing
-// bounds the refusals in progress; beyond it a connection is closed
-// unanswered.
+// The high-water mark, in percent of MaxConns: at or above highWater
+// the idle and lingering times shrink; they return once the open
+// connections fall below lowWater (the gap keeps a count that hovers at
+// the mark from logging a transition per connection).
 const (
+	highWater = 80
+	lowWater  = 70
+)
+
+// pendingGrace is how long a connection may take to send its first
+// header, from net/http's first read of it, before it may give way: a
+// burst of clients that connect at once on a loaded host is not a slow
+// one, and is refused (503) at the cap rather than cut. pendingScan
+// bounds the pending connections looked at per accept.
+const (
+	pendingGrace = time.Second
+	pendingScan  = 64
+)
+
+// refusalRead bounds the wait for a refused connection's request (so
+// that the client is answered after it sent one: an answer before it is
+// "unsolicited" to an HTTP client), and refusalTime then the answer's
+// write and a short read of what came with the request. The refusals in
+// progress are bounded by a quarter of the cap, at most maxRefusing (each
+// holds a descriptor); beyond it Accept waits for one to end.
+const (
+	refusalRead = 100 * time.Millisecond
 	refusalTime = time.Second
 	maxRefusing = 128
 )
 
+// Refusing is the bound on refusals in progress with a cap of maxConns:
+// a quarter of it, between 1 and 128. The open-file clamp counts them.
+func Refusing(maxConns int) int { return min(max(maxConns/4, 1), maxRefusing) }
+
 // copyPool holds the lingering close's 32 KiB discard buffers.
 var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// Listener wraps an HTTP host's listener: it counts the open connections,
-// refuses those beyond ConnOptions.MaxConns, and closes a connection that
-// a handler marked (an answer given before the body was read) by
-// lingering: write side shut, then what the client still sends read and
-// discarded within LingerTime, LingerTimeout and LingerBytes. Set
-// http.Server.ConnContext to its ConnContext so handlers can mark.
+// Listener wraps an HTTP host's listener: it counts the open connections
+// and keeps them within ConnOptions.MaxConns (idle ones give way, pending
+// ones within their share), and closes a connection that a handler marked
+// (an answer given before the body was read) by lingering: write side
+// shut, then what the client still sends read and discarded within
+// LingerTime, LingerTimeout and LingerBytes. Attach it to the
+// http.Server that serves it: it follows each connection's state through
+// ConnState, and handlers mark through ConnContext.
+//
+// Nothing here keys on the remote address: behind an ingress every
+// connection comes from a few addresses, so the order of arrival and of
+// idleness is all that decides.
 type Listener struct {
 	net.Listener
 	opt      ConnOptions
-	open     atomic.Int64
-	refusing atomic.Int64
-	refused  atomic.Int64 // refusals not yet logged
-	logged   atomic.Int64 // unix nanoseconds of the last refusal line
-	answer   []byte       // the refusal, rendered once
+	refusing chan struct{} // a slot per refusal in progress
+	refused  atomic.Int64  // refusals not yet logged
+	logged   atomic.Int64  // unix nanoseconds of the last refusal line
+	answer   []byte        // the refusal, rendered once
+
+	mu       sync.Mutex
+	open     int
+	idle     connList    // oldest idle first: kept-alive or lingering
+	pending  connList    // oldest first: no complete header yet
+	pressure atomic.Bool // at or above the high-water mark; written under mu
+	evicted  uint64      // connections closed to make room, for the tests and the log
 }
 
 // withDefaults returns o with its zero (or negative) bounds replaced by
@@ -87,13 +148,26 @@ func (o ConnOptions) withDefaults() ConnOptions {
 	if o.LingerBytes <= 0 {
 		o.LingerBytes = DefaultLingerBytes
 	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = max(o.MaxConns/4, 1)
+	}
+	if o.PressureIdleTimeout <= 0 {
+		o.PressureIdleTimeout = DefaultPressureIdleTimeout
+	}
+	if o.PressureLingerTime <= 0 {
+		o.PressureLingerTime = DefaultPressureLingerTime
+	}
 	return o
 }
 
 // Check reports every problem with o (defaults applied) under at, by the
-// gateway config's field names (lingering_time, lingering_timeout). The
-// gateway's config check calls it; NewListener trusts what it accepts.
+// gateway config's field names (lingering_time, lingering_timeout,
+// max_pending_connections). The gateway's config check calls it;
+// NewListener trusts what it accepts.
 func (o ConnOptions) Check(at problem.At) {
+	if o.MaxConns > 0 && o.MaxPending > o.MaxConns {
+		at.Add("max_pending_connections", "must not exceed %s (%d), got %d", at.Name("max_connections"), o.MaxConns, o.MaxPending)
+	}
 	o = o.withDefaults()
 	if o.LingerTimeout > o.LingerTime {
 		at.Add("lingering_timeout", "must not exceed %s (%s), got %s", at.Name("lingering_time"), o.LingerTime, o.LingerTimeout)
@@ -111,24 +185,182 @@ func NewListener(ln net.Listener, o ConnOptions) *Listener {
 	answer := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n" +
 		"Content-Type: application/json\r\nRetry-After: " + retryAfterSeconds(e.RetryAfter) + "\r\n" +
 		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
-	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...)}
+	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...), refusing: make(chan struct{}, Refusing(o.MaxConns))}
 }
 
-// Accept returns the next connection within the cap; those beyond it are
-// answered and closed in the background.
+// Attach makes srv tell l about its connections: ConnState for their
+// state, ConnContext for the handlers' marks; it reads srv.IdleTimeout
+// for the shortened one above the high-water mark. Call it before
+// srv.Serve(l).
+func (l *Listener) Attach(srv *http.Server) {
+	l.opt.IdleTimeout = srv.IdleTimeout
+	srv.ConnState = l.ConnState
+	srv.ConnContext = l.ConnContext
+}
+
+// Accept returns the next connection within the cap, making room: with
+// the pending share full it closes the oldest slow pending connections
+// (evictPendingLocked); at the cap it closes the least recently used
+// idle one, else the oldest slow pending one. A
+// connection that still finds no room is answered and closed in the
+// background: only busy connections are left, and none of them is ever
+// closed to make room.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.opt.MaxConns > 0 && l.open.Load() >= int64(l.opt.MaxConns) {
+		if l.opt.MaxConns <= 0 {
+			l.mu.Lock()
+			l.open++
+			l.mu.Unlock()
+			return &conn{Conn: c, l: l}, nil
+		}
+		// Closing a victim under the lock is one close(2): cheaper than
+		// collecting them.
+		now := time.Now()
+		l.mu.Lock()
+		for l.pending.n >= l.opt.MaxPending && l.evictPendingLocked(now) {
+		}
+		if l.open >= l.opt.MaxConns && !l.evictLocked(l.idle.head) {
+			l.evictPendingLocked(now)
+		}
+		full := l.open >= l.opt.MaxConns
+		var lc *conn
+		if !full {
+			lc = &conn{Conn: c, l: l}
+			l.open++
+			l.pending.push(lc)
+			l.watermarkLocked()
+		}
+		l.mu.Unlock()
+		if full {
 			l.refuse(c)
 			continue
 		}
-		l.open.Add(1)
-		return &conn{Conn: c, l: l}, nil
+		return lc, nil
 	}
+}
+
+// evictLocked closes c, when not nil, and releases its slot, reporting
+// whether it did. c's own Close, when net/http calls it, is then a
+// second one: it releases nothing again and does not linger.
+func (l *Listener) evictLocked(c *conn) bool {
+	if c == nil {
+		return false
+	}
+	c.closed.Store(true)
+	l.releaseLocked(c)
+	l.evicted++
+	_ = c.Conn.Close()
+	return true
+}
+
+// evictPendingLocked closes the oldest pending connection that net/http
+// has been reading for pendingGrace without a complete header, looking
+// at the oldest pendingScan of them; it reports whether it found one. A
+// connection net/http has not begun to read is not slow, the gateway is
+// (a burst on a loaded host): it is never cut for that.
+func (l *Listener) evictPendingLocked(now time.Time) bool {
+	i := 0
+	for c := l.pending.head; c != nil && i < pendingScan; c, i = c.next, i+1 {
+		if r := c.reading.Load(); r != 0 && now.UnixNano()-r >= int64(pendingGrace) {
+			return l.evictLocked(c)
+		}
+	}
+	return false
+}
+
+// releaseLocked takes c off its list and gives back its slot, once.
+func (l *Listener) releaseLocked(c *conn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	if c.list != nil {
+		c.list.remove(c)
+	}
+	l.open--
+	l.watermarkLocked()
+}
+
+// watermarkLocked enters or leaves the pressure regime at the marks,
+// logging each transition once. Entering it shortens the idle deadline
+// of the connections already idle.
+func (l *Listener) watermarkLocked() {
+	if l.opt.MaxConns <= 0 {
+		return
+	}
+	pct := l.open * 100 / l.opt.MaxConns
+	switch {
+	case !l.pressure.Load() && pct >= highWater:
+		l.pressure.Store(true)
+		l.opt.Log.Warn("connections above the high-water mark: idle and lingering times shortened",
+			"open", l.open, "max_connections", l.opt.MaxConns, "idle_timeout", l.pressureIdle().String(), "lingering_time", l.lingerTime().String())
+		for c := l.idle.head; c != nil; c = c.next {
+			_ = c.Conn.SetReadDeadline(c.since.Add(l.pressureIdle()))
+		}
+	case l.pressure.Load() && pct < lowWater:
+		l.pressure.Store(false)
+		l.opt.Log.Info("connections back below the high-water mark: idle and lingering times restored",
+			"open", l.open, "max_connections", l.opt.MaxConns)
+	}
+}
+
+// pressureIdle is the idle timeout above the high-water mark.
+func (l *Listener) pressureIdle() time.Duration {
+	if l.opt.IdleTimeout > 0 {
+		return min(l.opt.IdleTimeout, l.opt.PressureIdleTimeout)
+	}
+	return l.opt.PressureIdleTimeout
+}
+
+// lingerTime is the lingering time now (l.mu held).
+func (l *Listener) lingerTime() time.Duration {
+	if l.pressure.Load() {
+		return min(l.opt.LingerTime, l.opt.PressureLingerTime)
+	}
+	return l.opt.LingerTime
+}
+
+// ConnState follows each connection's state (http.Server.ConnState): a
+// connection leaves the pending share once its first header is in, and
+// is idle, and so may give way, from the end of one request to the
+// start of the next.
+func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
+	c, ok := nc.(*conn)
+	if !ok {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.released {
+		return
+	}
+	switch state {
+	case http.StateActive, http.StateHijacked:
+		if c.list != nil {
+			c.list.remove(c)
+		}
+	case http.StateIdle:
+		if c.list != nil {
+			c.list.remove(c)
+		}
+		c.since = time.Now()
+		c.armIdle.Store(l.pressure.Load())
+		l.idle.push(c)
+	case http.StateClosed:
+		l.releaseLocked(c)
+	}
+}
+
+// Counts reports the open, idle and pending connections and how many were
+// closed to make room.
+func (l *Listener) Counts() (open, idle, pending int, evicted uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open, l.idle.n, l.pending.n, l.evicted
 }
 
 // refuse answers a connection beyond the cap and closes it, logging the
@@ -140,13 +372,15 @@ func (l *Listener) refuse(c net.Conn) {
 		l.opt.Log.Warn("connection refused: max_connections reached",
 			"max_connections", l.opt.MaxConns, "refused", l.refused.Swap(0), "remote", c.RemoteAddr().String())
 	}
-	if l.refusing.Add(1) > maxRefusing {
-		l.refusing.Add(-1)
-		_ = c.Close()
-		return
-	}
+	// Waiting for a slot leaves the next connections in the kernel's
+	// accept queue, where they hold no descriptor of ours.
+	l.refusing <- struct{}{}
 	go func() {
-		defer l.refusing.Add(-1)
+		defer func() { <-l.refusing }()
+		_ = c.SetReadDeadline(time.Now().Add(refusalRead))
+		bufp := copyPool.Get().(*[]byte)
+		_, _ = c.Read(*bufp) // the request's first bytes: an answer before them is "unsolicited"
+		copyPool.Put(bufp)
 		_ = c.SetDeadline(time.Now().Add(refusalTime))
 		if _, err := c.Write(l.answer); err == nil {
 			// Read what came with the request, so that closing does not
@@ -168,12 +402,19 @@ func (l *Listener) ConnContext(ctx context.Context, c net.Conn) context.Context 
 
 type connKey struct{}
 
-// conn is one counted client connection.
+// conn is one counted client connection. Its list fields, released and
+// since belong to l.mu.
 type conn struct {
 	net.Conn
-	l      *Listener
-	linger atomic.Bool // an early answer: linger on close
-	closed atomic.Bool
+	l          *Listener
+	linger     atomic.Bool // an early answer: linger on close
+	closed     atomic.Bool
+	list       *connList // the list c is on, or nil
+	prev, next *conn
+	since      time.Time    // when it went idle
+	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
+	released   bool         // its slot is given back
+	armIdle    atomic.Bool  // the next read deadline is the idle one: shorten it
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -187,19 +428,88 @@ func (c *conn) CloseWrite() error {
 	return nil
 }
 
-// Close closes the connection, lingering first when a handler marked it.
-// A second Close (http.Server.Close at the end of the shutdown grace) cuts
-// a linger short.
+// Read notes when net/http first reads c, for the pending share.
+func (c *conn) Read(p []byte) (int, error) {
+	if c.reading.Load() == 0 {
+		c.reading.Store(time.Now().UnixNano())
+	}
+	return c.Conn.Read(p)
+}
+
+// SetReadDeadline sets the deadline net/http asks for, except the idle
+// one above the high-water mark (net/http sets it right after ConnState
+// reports StateIdle), which it shortens.
+func (c *conn) SetReadDeadline(t time.Time) error {
+	if c.armIdle.Load() && c.armIdle.Swap(false) && c.l.pressure.Load() {
+		if short := time.Now().Add(c.l.pressureIdle()); t.IsZero() || short.Before(t) {
+			t = short
+		}
+	}
+	return c.Conn.SetReadDeadline(t)
+}
+
+// Close closes the connection, lingering first when a handler marked it;
+// a lingering connection is idle meanwhile (its answer is out), so it
+// gives way like one. A second Close (http.Server.Close at the end of the
+// shutdown grace, or after an eviction) only closes.
 func (c *conn) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return c.Conn.Close()
 	}
 	if c.linger.Load() {
-		lingerOn(c.Conn, c.l.opt.LingerTime, c.l.opt.LingerTimeout, c.l.opt.LingerBytes)
+		l := c.l
+		l.mu.Lock()
+		if c.released { // evicted in the meantime
+			l.mu.Unlock()
+			return c.Conn.Close()
+		}
+		if c.list != nil {
+			c.list.remove(c)
+		}
+		c.since = time.Now()
+		l.idle.push(c)
+		total := l.lingerTime()
+		l.mu.Unlock()
+		lingerOn(c.Conn, total, min(l.opt.LingerTimeout, total), l.opt.LingerBytes)
 	}
 	err := c.Conn.Close()
-	c.l.open.Add(-1)
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.mu.Unlock()
 	return err
+}
+
+// connList is an intrusive list of connections, oldest first: pushing
+// and removing allocate nothing.
+type connList struct {
+	head, tail *conn
+	n          int
+}
+
+func (q *connList) push(c *conn) {
+	c.list, c.prev, c.next = q, q.tail, nil
+	if q.tail != nil {
+		q.tail.next = c
+	} else {
+		q.head = c
+	}
+	q.tail = c
+	q.n++
+}
+
+func (q *connList) remove(c *conn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		q.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		q.tail = c.prev
+	}
+	c.list, c.prev, c.next = nil, nil, nil
+	q.n--
 }
 
 // lingerOn shuts c's write side (the answer is out) and reads and

@@ -70,6 +70,8 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	}
 	var ae *apiError
 	switch {
+	case (err != nil || !res.Done) && !errors.Is(err, sse.ErrClient) && errors.Is(context.Cause(ctx), ErrShutdown):
+		ae = shuttingDown()
 	case errors.Is(err, sse.ErrClient):
 		rec.outcome = "client_gone"
 		return

@@ -148,8 +148,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["X-Request-Id"] = []string{newRequestID()}
 	s.boundBody(w, r)
 	h := s.route(w, r)
-	if h == nil { // the health check: a probe every few seconds is not traffic to log
-		healthz(w)
+	if h == nil { // a probe every few seconds is not traffic to log
+		s.probe(w, r)
 		return
 	}
 	s.serve(w, r, h)

@@ -9,8 +9,8 @@ import (
 	"github.com/llmgw/gateway/shared/request"
 )
 
-// methods is one path's handlers by method; a nil handler is the health
-// check, which ServeHTTP answers itself, unlogged.
+// methods is one path's handlers by method; a nil handler is a probe
+// (/healthz, /readyz), which ServeHTTP answers itself, unlogged.
 type methods map[string]handler
 
 // routeTable lists the routes at fixed paths and Azure's deployment
@@ -19,6 +19,7 @@ type methods map[string]handler
 func (s *Server) routeTable() map[string]methods {
 	t := map[string]methods{
 		"/healthz":           {http.MethodGet: nil, http.MethodHead: nil},
+		"/readyz":            {http.MethodGet: nil, http.MethodHead: nil},
 		"/v1/models":         {http.MethodGet: withAPIKey(s.listModels)},
 		azureDeploymentRoute: {http.MethodPost: s.serveDeployment},
 	}
@@ -115,9 +116,17 @@ func (s *Server) methodNotAllowed(allow string) handler {
 	}
 }
 
-func healthz(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "application/json")
+// probe answers /healthz (liveness: the process serves) and /readyz
+// (readiness: the issuer's keys are in, so a token can be checked; until
+// then every request would get 503 auth_unavailable, and the platform's
+// readiness probe keeps traffic on the replicas that are ready).
+func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
+	if r.URL.Path == "/readyz" && s.Ready != nil && !s.Ready.Ready() {
+		notReady().write(w)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"status":"ok"}`))
 }
 

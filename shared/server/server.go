@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -24,6 +25,20 @@ type Authenticator interface {
 // Limiter takes one request token from a tenant's bucket.
 type Limiter interface {
 	Take(ctx context.Context, tenant string) (ratelimit.Decision, error)
+}
+
+// ErrShutdown is the cause the HTTP host cancels its requests' base
+// context with (http.Server.BaseContext) when the shutdown grace is
+// nearly over: streams then end in-band with their error event (code
+// "shutdown"), other requests answer 503 shutdown, and each handler still
+// settles its budget and writes its access-log line before the grace
+// ends (issue 32), as a Lambda stream does before its deadline.
+var ErrShutdown = errors.New("the gateway is shutting down")
+
+// Readiness says whether the gateway can serve yet (auth.Verifier: the
+// issuer's keys have been fetched once).
+type Readiness interface {
+	Ready() bool
 }
 
 // Doer sends a backend request (an *http.Client).
@@ -86,6 +101,9 @@ type Deps struct {
 	ResponseTTL time.Duration
 	// Telemetry exports metrics and spans (telemetry/otlp); nil: none.
 	Telemetry Telemetry
+	// Ready answers /readyz (a readiness probe: 503 not_ready until it
+	// is true); nil: ready at once. /healthz is liveness and always 200.
+	Ready Readiness
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }

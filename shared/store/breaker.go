@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // BreakerState is the state of a Breaker.
@@ -39,24 +41,33 @@ const (
 // ErrBreakerOpen is what a call gets while the breaker skips the store.
 var ErrBreakerOpen = errors.New("breaker open")
 
-// Breaker skips a failing store. After threshold consecutive failures it
-// opens for cooldown; then exactly one call probes the store while the
-// others keep failing at once; the probe's outcome closes or reopens it. A
-// mutex is fine: a breaker is only on a store's path, next to a network
-// round trip. The zero value is not usable: call NewBreaker.
+// Breaker skips a failing store. After threshold failures in a row of
+// calls that began after the store last answered, it opens for cooldown;
+// then exactly one call probes the store while the others keep failing
+// at once; the probe's outcome closes or reopens it. A call that missed
+// its deadline although the store answered another call after it began
+// is not counted: the store was there, the miss was this host's (a burst
+// queued behind the scheduler on a loaded machine; issue 32: five such
+// misses in one tenant's burst of 100 opened the one breaker for every
+// tenant). A store that answers nobody (down, blackholed) opens it after
+// threshold calls, as before, however long each takes to fail: a window
+// of time would either forget a blackhole's slow failures or remember a
+// burst's. A mutex is fine: a breaker is only on a store's path, next to
+// a network round trip. The zero value is not usable: call NewBreaker.
 type Breaker struct {
 	threshold int
 	cooldown  time.Duration
 
-	mu        sync.Mutex
-	state     BreakerState
-	failures  int
-	openUntil time.Time
-	opens     uint64
+	mu          sync.Mutex
+	state       BreakerState
+	failures    int       // counted failures since the last answer
+	lastSuccess time.Time // when the store last answered
+	openUntil   time.Time
+	opens       uint64
 }
 
-// NewBreaker returns a closed breaker that opens after threshold
-// consecutive failures (default DefaultBreakerThreshold) for cooldown
+// NewBreaker returns a closed breaker that opens after threshold counted
+// failures in a row (default DefaultBreakerThreshold) for cooldown
 // (default DefaultBreakerCooldown).
 func NewBreaker(threshold int, cooldown time.Duration) *Breaker {
 	if threshold <= 0 {
@@ -91,11 +102,15 @@ func (b *Breaker) Allow(now time.Time) (probe, ok bool) {
 	}
 }
 
-// Success records a store answer; it reports whether the breaker closed.
-func (b *Breaker) Success(probe bool) bool {
+// Success records a store answer at now; it reports whether the breaker
+// closed.
+func (b *Breaker) Success(now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.failures = 0
+	if now.After(b.lastSuccess) {
+		b.lastSuccess = now
+	}
 	if probe && b.state == BreakerHalfOpen {
 		b.state = BreakerClosed
 		return true
@@ -103,10 +118,16 @@ func (b *Breaker) Success(probe bool) bool {
 	return false
 }
 
-// Failure records a store failure; it reports whether the breaker opened.
-func (b *Breaker) Failure(now time.Time, probe bool) bool {
+// Failure records a store failure at now of a call that began at start;
+// it reports whether the breaker opened. A failure of a call that began
+// before the store's last answer is not counted (see Breaker), unless it
+// is the probe.
+func (b *Breaker) Failure(start, now time.Time, probe bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if !probe && start.Before(b.lastSuccess) {
+		return false
+	}
 	b.failures++
 	if probe || (b.state == BreakerClosed && b.failures >= b.threshold) {
 		wasOpen := b.state != BreakerClosed
@@ -163,24 +184,30 @@ const (
 
 // call runs fn through the breaker: ErrBreakerOpen at once while the store
 // is skipped; else fn's error, counted as a store failure unless ctx was
-// canceled (the caller left, which says nothing about the store). A ctx
-// that passed its deadline counts: the store did not answer in time.
+// canceled (the caller left, which says nothing about the store), the
+// call waited too long for a pooled connection (go-redis's
+// ErrPoolTimeout: the gateway's own queue), or the store answered another
+// call meanwhile (Breaker). A ctx that passed its deadline counts
+// otherwise: the store did not answer in time.
 func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
-	probe, ok := b.Allow(time.Now())
+	start := time.Now()
+	probe, ok := b.Allow(start)
 	if !ok {
 		return unchanged, ErrBreakerOpen
 	}
 	err := fn()
 	switch {
 	case err == nil:
-		if b.Success(probe) {
+		if b.Success(time.Now(), probe) {
 			return recovered, nil
 		}
 		return unchanged, nil
-	case errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, redis.ErrPoolTimeout):
+		// A pool turn not had in time is the gateway's own queue, not
+		// the store: like a caller that left, it counts for nothing.
 		b.Abandon(probe)
 		return unchanged, err
-	case b.Failure(time.Now(), probe):
+	case b.Failure(start, time.Now(), probe):
 		return opened, err
 	}
 	return unchanged, err

@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestBreaker walks the breaker through its states on a fake clock.
@@ -29,11 +32,9 @@ func TestBreaker(t *testing.T) {
 			{do: "fail", wantState: BreakerOpen},
 			{at: time.Second, do: "allow", wantOK: false, wantState: BreakerOpen},
 		}},
-		{"a success resets the count", []step{
-			{do: "fail", wantState: BreakerClosed},
-			{do: "fail", wantState: BreakerClosed},
-			{do: "ok", wantState: BreakerClosed},
-			{do: "fail", wantState: BreakerClosed},
+		{"a few failures among many answers do not open it", []step{
+			{do: "ok"}, {do: "ok"}, {do: "ok"}, {do: "ok"},
+			{do: "fail"}, {do: "ok"}, {do: "fail"}, {do: "ok"},
 			{do: "fail", wantState: BreakerClosed},
 			{do: "allow", wantOK: true, wantState: BreakerClosed},
 		}},
@@ -74,9 +75,9 @@ func TestBreaker(t *testing.T) {
 						probe = p // the take that got through reports next
 					}
 				case "ok":
-					b.Success(probe)
+					b.Success(now, probe)
 				case "fail":
-					b.Failure(now, probe)
+					b.Failure(now, now, probe)
 				case "abandon":
 					b.Abandon(probe)
 				}
@@ -114,5 +115,54 @@ func TestCall(t *testing.T) {
 	called := false
 	if _, err := b.call(ctx, func() error { called = true; return nil }); !errors.Is(err, ErrBreakerOpen) || called {
 		t.Fatalf("open breaker: err %v, called %v; want ErrBreakerOpen without a call", err, called)
+	}
+}
+
+// TestBreakerBurst: one tenant's burst of 100 concurrent calls on a
+// loaded host, five of which in a row miss their deadline while the store
+// answers the others, opens nothing (before issue 32 five in a row opened
+// the one breaker for every tenant); a store that answers nobody opens it
+// after threshold calls as before, however slowly each fails.
+func TestBreakerBurst(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	b := NewBreaker(DefaultBreakerThreshold, time.Hour)
+	for i := range 100 { // all begun at t0, ending over 100 ms
+		end := t0.Add(time.Duration(i+1) * time.Millisecond)
+		if i >= 40 && i < 45 {
+			if b.Failure(t0, end, false) {
+				t.Fatalf("call %d: five missed deadlines in a burst the store answered opened the breaker", i)
+			}
+			continue
+		}
+		b.Success(end, false)
+	}
+	if s, opens := b.Snapshot(); s != BreakerClosed || opens != 0 {
+		t.Fatalf("after the burst: %s, %d opens", s, opens)
+	}
+	// Then the store goes silent: calls begun after its last answer, each
+	// failing at its 2 s bound, one after another.
+	at := t0.Add(time.Second)
+	for i := range DefaultBreakerThreshold {
+		opened := b.Failure(at, at.Add(2*time.Second), false)
+		at = at.Add(2 * time.Second)
+		if opened != (i == DefaultBreakerThreshold-1) {
+			t.Fatalf("failure %d of a silent store: opened %v", i, opened)
+		}
+	}
+}
+
+// TestCallPoolTimeoutNotCounted: a call that could not get a pooled
+// connection in time (the gateway's own queue) is not a store failure.
+func TestCallPoolTimeoutNotCounted(t *testing.T) {
+	t.Parallel()
+	b := NewBreaker(2, time.Hour)
+	for range 10 {
+		if _, err := b.call(context.Background(), func() error { return fmt.Errorf("take: %w", redis.ErrPoolTimeout) }); !errors.Is(err, redis.ErrPoolTimeout) {
+			t.Fatalf("err %v", err)
+		}
+	}
+	if s, _ := b.Snapshot(); s != BreakerClosed {
+		t.Fatalf("pool timeouts opened the breaker: %s", s)
 	}
 }

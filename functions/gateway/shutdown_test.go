@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestShutdownEndsStreamsInBand: SIGTERM (run's context ends) with 20
+// streams that would outlast the 5 s grace: each stream gets the error
+// event with code "shutdown" before the grace ends (and no [DONE]), every
+// request's access-log line is written with outcome "shutdown" and its
+// budget charged, and run returns within the grace. Before issue 32 the
+// streams were cut at the end of the grace without an event (unexpected
+// EOF), lines went missing, the rest said client_gone.
+func TestShutdownEndsStreamsInBand(t *testing.T) {
+	t.Parallel()
+	const streams = 20
+	g := startGateway(t, options{tenants: budgetRow(1<<30, 1000)})
+	tok := g.token("budgeted")
+	type result struct {
+		id, last string
+		done     bool
+		err      error
+	}
+	results := make(chan result, streams)
+	firsts := make(chan struct{}, streams)
+	var wg sync.WaitGroup
+	for range streams {
+		wg.Go(func() {
+			req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(budgetBody(10)))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("X-Stub-Interval", "500ms")
+			req.Header.Set("X-Stub-Tokens", "100") // 50 s: past the grace
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+			if err != nil {
+				firsts <- struct{}{}
+				results <- result{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			r := result{id: resp.Header.Get("X-Request-Id")}
+			br := bufio.NewReader(resp.Body)
+			first := true
+			for {
+				ev, err := readEvent(br)
+				if first {
+					firsts <- struct{}{}
+					first = false
+				}
+				if ev != "" {
+					r.last = ev
+					r.done = r.done || strings.Contains(ev, "[DONE]")
+				}
+				if err != nil {
+					break
+				}
+			}
+			results <- r
+		})
+	}
+	for range streams {
+		<-firsts
+	}
+	stopped := time.Now()
+	g.Stop()
+	wg.Wait()
+	close(results)
+	select {
+	case <-g.Exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("run did not return")
+	}
+	if took := time.Since(stopped); took > 5*time.Second+slack {
+		t.Errorf("run returned %s after SIGTERM; the grace is 5s", took)
+	}
+	for r := range results {
+		if r.err != nil {
+			t.Errorf("stream: %v", r.err)
+			continue
+		}
+		var e struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		data, _ := strings.CutPrefix(strings.TrimSpace(r.last), "data: ")
+		if r.done || json.Unmarshal([]byte(data), &e) != nil || e.Error.Code != "shutdown" {
+			t.Errorf("stream %s ended with %q (done %t), want the shutdown error event", r.id, r.last, r.done)
+		}
+		l := g.accessLog(r.id)
+		if l["outcome"] != "shutdown" {
+			t.Errorf("stream %s logged outcome %v, want shutdown", r.id, l["outcome"])
+		}
+		if c, _ := l["budget_charged"].(float64); c <= 0 {
+			t.Errorf("stream %s: budget_charged %v, want it settled", r.id, l["budget_charged"])
+		}
+	}
+	if strings.Contains(g.logs.String(), "not settled") {
+		t.Errorf("a budget was not settled:\n%s", g.logs.String())
+	}
+}
+
+// blackhole accepts connections and never answers: a collector that
+// stalls every export.
+func blackhole(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestShutdownFlushBoundedByFlushTimeout: with the collector blackholed
+// and a 10 s grace, the SIGTERM flush of telemetry gives up at
+// telemetry.flush_timeout (1 s), so run returns in about that. Before
+// issue 32 the flush was given what was left of the grace instead, and
+// exit took the whole grace and more.
+func TestShutdownFlushBoundedByFlushTimeout(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + blackhole(t),
+		"OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+		"GATEWAY_CONFIG_OVERLAY":      `{"shutdown_grace": "10s", "telemetry": {"flush_timeout": "1s"}}`,
+	}
+	g := startGateway(t, options{env: env})
+	resp := g.post("/v1/chat/completions", g.token("contoso"), `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	stopped := time.Now()
+	g.Stop()
+	select {
+	case <-g.Exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return")
+	}
+	// 1 s of flush, 1 s of the exporter's stop at close, and slack: far
+	// below the 10 s grace.
+	if took := time.Since(stopped); took > 2*time.Second+slack {
+		t.Errorf("run returned %s after SIGTERM with flush_timeout 1s (grace 10s)", took)
+	}
+	if !strings.Contains(g.logs.String(), `"msg":"telemetry flush failed"`) {
+		t.Errorf("no failed flush logged:\n%s", g.logs.String())
+	}
+}
