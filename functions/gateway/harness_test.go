@@ -62,9 +62,25 @@ type options struct {
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
 	openStubs   bool   // stubs accept any credential (for Entra tokens)
 	tenants     string // YAML rows appended to tenants:
+	// demo runs the gateway on scripts/dev/demo.yaml, `make run`'s
+	// config, with its addresses moved to this test's stub, issuer and
+	// a free port; the other config options are not used then.
+	demo bool
 	// issuerDown, when set, makes the dev issuer answer 503 while it
 	// holds true (an issuer outage).
 	issuerDown *atomic.Bool
+}
+
+// demoConfig is scripts/dev/demo.yaml with the stub, issuer and listen
+// addresses of `make run` replaced by a test's.
+func demoConfig(t testing.TB, issuerURL, stubURL string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "dev", "demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.NewReplacer("http://127.0.0.1:9100", stubURL, "http://localhost:9100", stubURL,
+		"http://127.0.0.1:9200", issuerURL, "listen: 127.0.0.1:8080", "listen: 127.0.0.1:0").Replace(string(b))
 }
 
 func startGateway(t testing.TB, o options) *gw {
@@ -163,12 +179,15 @@ pools:
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
 %s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, o.tenants, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
+	if o.demo {
+		cfg = demoConfig(t, g.Issuer.IssuerURL(), g.stubURLs[0])
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "gateway.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"BACKEND_KEY": backendKey}
+	env := map[string]string{"BACKEND_KEY": backendKey, "DEMO_BACKEND_KEY": backendKey}
 	for k, v := range o.env {
 		env[k] = v
 	}

@@ -389,3 +389,90 @@ func callOutput(callID, output string) responses.ResponseInputItemUnionParam {
 	item.OfFunctionCallOutput.CallID = openai.String(callID)
 	return item
 }
+
+// TestSDKResponsesCustomTool: a freeform (custom) tool, as Codex offers
+// apply_patch, is called with a custom_tool_call whose input is a patch
+// in the tool's grammar (whole, and streamed as
+// response.custom_tool_call_input.delta/.done); with its output back the
+// answer is text. Issue 37, finding 9: the stub answered in prose.
+func TestSDKResponsesCustomTool(t *testing.T) {
+	t.Parallel()
+	c, _ := sdkClient(t, fast)
+	ctx := context.Background()
+	wantInput := "*** Begin Patch\n*** Add File: " + StubPatchFile + "\n+" + StubPatchText + "\n*** End Patch\n"
+	params := responses.ResponseNewParams{
+		Model: "m",
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("use apply_patch to add a file")},
+		Tools: []responses.ToolUnionParam{{OfCustom: &responses.CustomToolParam{Name: "apply_patch", Description: openai.String("patch files")}}},
+	}
+	res, err := c.Responses.New(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Output) != 1 || res.Output[0].Type != "custom_tool_call" {
+		t.Fatalf("output %s", res.RawJSON())
+	}
+	call := res.Output[0].AsCustomToolCall()
+	if call.Name != "apply_patch" || call.Input != wantInput || !strings.HasPrefix(call.CallID, "call_") {
+		t.Fatalf("custom tool call %s", res.RawJSON())
+	}
+
+	stream := c.Responses.NewStreaming(ctx, params)
+	var types []string
+	var in strings.Builder
+	for stream.Next() {
+		ev := stream.Current()
+		if len(types) == 0 || types[len(types)-1] != ev.Type {
+			types = append(types, ev.Type)
+		}
+		switch e := ev.AsAny().(type) {
+		case responses.ResponseCustomToolCallInputDeltaEvent:
+			in.WriteString(e.Delta)
+		case responses.ResponseCustomToolCallInputDoneEvent:
+			if e.Input != wantInput || e.ItemID == "" {
+				t.Fatalf("done %s", e.RawJSON())
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantTypes := "response.created response.in_progress response.output_item.added response.custom_tool_call_input.delta " +
+		"response.custom_tool_call_input.done response.output_item.done response.completed"
+	if strings.Join(types, " ") != wantTypes || in.String() != wantInput {
+		t.Fatalf("events %v, input %q", types, in.String())
+	}
+
+	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{
+		responses.ResponseInputItemParamOfMessage("use apply_patch to add a file", responses.EasyInputMessageRoleUser),
+		responses.ResponseInputItemParamOfCustomToolCall(call.CallID, call.Input, call.Name),
+		responses.ResponseInputItemParamOfCustomToolCallOutput(call.CallID, "Done!"),
+	}}
+	if next, err := c.Responses.New(ctx, params); err != nil || next.Output[0].Type != "message" {
+		t.Fatalf("after the output: %v %s", err, next.RawJSON())
+	}
+}
+
+// TestCodeModeExec: tools offered in an additional_tools input item, in
+// namespaces (Codex 0.171 on gpt-6.2-sol), are the stub's tools too; asked
+// for apply_patch, the stub calls the freeform exec tool that declares it
+// with JavaScript applying its patch.
+func TestCodeModeExec(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t, fast)
+	body := `{"model":"m","input":[{"type":"additional_tools","tools":[{"type":"namespace","name":"functions","tools":[` +
+		`{"type":"custom","name":"exec","description":"declare const tools: { apply_patch(input: string): Promise<unknown>; };"},` +
+		`{"type":"function","name":"wait","parameters":{"type":"object"}}]}]},` +
+		`{"type":"message","role":"user","content":[{"type":"input_text","text":"Use apply_patch to add a file."}]}]}`
+	status, b := do(t, ts, "POST", "/v1/responses", body)
+	var res struct {
+		Output []struct{ Type, Name, Input string }
+	}
+	if err := json.Unmarshal(b, &res); status != 200 || err != nil || len(res.Output) != 1 {
+		t.Fatalf("%d %s", status, b)
+	}
+	quoted, _ := json.Marshal(stubPatch)
+	if o := res.Output[0]; o.Type != "custom_tool_call" || o.Name != "exec" || o.Input != "await tools.apply_patch("+string(quoted)+");\n" {
+		t.Fatalf("output %+v", o)
+	}
+}

@@ -28,7 +28,43 @@ type messagesRequest struct {
 		Type         string `json:"type"`
 		BudgetTokens int    `json:"budget_tokens"`
 	} `json:"thinking"`
+	// Structured output: output_format (the beta's name) or
+	// output_config.format, a json_schema.
+	OutputFormat *messagesFormat `json:"output_format"`
+	OutputConfig struct {
+		Format *messagesFormat `json:"format"`
+	} `json:"output_config"`
 }
+
+// messagesFormat is a structured-output format of the Messages API.
+type messagesFormat struct {
+	Type   string          `json:"type"`
+	Schema json.RawMessage `json:"schema"`
+}
+
+// schema is the JSON schema the answer must satisfy (nil: none).
+func (r messagesRequest) schema() json.RawMessage {
+	for _, f := range []*messagesFormat{r.OutputConfig.Format, r.OutputFormat} {
+		if f != nil && f.Type == "json_schema" {
+			return f.Schema
+		}
+	}
+	return nil
+}
+
+// StubEditText is what the stub's edits write (a new_string), and
+// SubagentPrompt the prompt it gives the agents it starts (Claude Code's
+// Task or Agent tool): a conversation whose last text is exactly that is
+// a subagent's, answered in text, so that it ends after one turn.
+const (
+	StubEditText   = "stub, edited"
+	SubagentPrompt = "stub"
+)
+
+// agentTools start a subagent: called only when the last message names
+// them, never as the fallback (Claude Code lists Task or Agent first; a
+// fallback call of it starts agents that start agents).
+var agentTools = map[string]bool{"Task": true, "Agent": true}
 
 type messagesTool struct {
 	Type         string          `json:"type"`
@@ -164,6 +200,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 		input := toolInput(tool.InputSchema)
 		m.Content = []contentBlock{{Type: "tool_use", ID: newID("toolu_"), Name: tool.Name, Input: input}}
 		stop, tokens = "tool_use", max(len(input)/4, 1)
+	} else if schema := req.schema(); schema != nil {
+		text := schemaJSON(schema)
+		tokens = max(len(text)/4, 1)
+		m.Content = []contentBlock{{Type: "text", Text: &text}}
 	} else {
 		if !s.opts.IgnoreMaxTokens && *req.MaxTokens < tokens {
 			tokens, stop = *req.MaxTokens, "max_tokens"
@@ -187,9 +227,11 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 
 // toolToCall is the tool the answer calls: none when the request offers
 // none or its last message carries a tool_result (the tool ran: answer in
-// text); else the tool whose name the last message's last text names as a
-// word, or the first tool that is not deferred (defer_loading: Anthropic
-// loads those through tool search, they cannot be called directly). Only
+// text), asks for structured output, or is a subagent's (its last text is
+// SubagentPrompt); else the tool whose name the last message's last text
+// names as a word, or the first tool that is not deferred (defer_loading:
+// Anthropic loads those through tool search, they cannot be called
+// directly) and does not start an agent (agentTools). Only
 // the last text counts because Claude Code sends its system reminders,
 // which name its tools, as text blocks before the user's words.
 func toolToCall(req messagesRequest) *messagesTool {
@@ -201,21 +243,28 @@ func toolToCall(req messagesRequest) *messagesTool {
 		return nil
 	}
 	text := lastText(last)
+	if text == "" || text == SubagentPrompt || req.schema() != nil {
+		// Only system reminders (a task notification), a subagent's
+		// conversation, or structured output: text.
+		return nil
+	}
 	for i := range req.Tools {
 		if t := &req.Tools[i]; t.Name != "" && mentions(text, t.Name) {
 			return t
 		}
 	}
 	for i := range req.Tools {
-		if !req.Tools[i].DeferLoading {
-			return &req.Tools[i]
+		if t := &req.Tools[i]; !t.DeferLoading && !agentTools[t.Name] {
+			return t
 		}
 	}
 	return nil
 }
 
 // lastText is a message's content when it is a string, else the text of
-// its last text block.
+// its last text block that is not a system reminder (Claude Code puts
+// them before the user's words, after them too, and alone in a task
+// notification): the words the user wrote, "" when there are none.
 func lastText(msg json.RawMessage) string {
 	var m struct {
 		Content json.RawMessage `json:"content"`
@@ -228,7 +277,7 @@ func lastText(msg json.RawMessage) string {
 	var blocks []struct{ Type, Text string }
 	_ = json.Unmarshal(m.Content, &blocks)
 	for i := len(blocks) - 1; i >= 0; i-- {
-		if blocks[i].Type == "text" {
+		if blocks[i].Type == "text" && !strings.HasPrefix(strings.TrimSpace(blocks[i].Text), "<system-reminder>") {
 			return blocks[i].Text
 		}
 	}

@@ -50,6 +50,15 @@ type responsesRequest struct {
 	Tools             json.RawMessage `json:"tools"`
 	TopP              json.RawMessage `json:"top_p"`
 	Truncation        json.RawMessage `json:"truncation"`
+	// Echoed as sent, or their defaults (the Open Responses schema
+	// requires each in a Response).
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	TopLogprobs      json.RawMessage `json:"top_logprobs"`
+	MaxToolCalls     json.RawMessage `json:"max_tool_calls"`
+	ServiceTier      json.RawMessage `json:"service_tier"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
 }
 
 // responseObject is OpenAI's Response object.
@@ -78,6 +87,43 @@ type responseObject struct {
 	Usage              *responseUsage     `json:"usage"`
 	User               *string            `json:"user"`
 	Metadata           json.RawMessage    `json:"metadata"`
+	// CompletedAt is set once the response completed (null before).
+	CompletedAt      *int64          `json:"completed_at"`
+	PresencePenalty  json.RawMessage `json:"presence_penalty"`
+	FrequencyPenalty json.RawMessage `json:"frequency_penalty"`
+	TopLogprobs      json.RawMessage `json:"top_logprobs"`
+	MaxToolCalls     json.RawMessage `json:"max_tool_calls"`
+	ServiceTier      json.RawMessage `json:"service_tier"`
+	SafetyIdentifier json.RawMessage `json:"safety_identifier"`
+	PromptCacheKey   json.RawMessage `json:"prompt_cache_key"`
+}
+
+// completedAt is when a completed response completed (done), else nil.
+func completedAt(status string, done time.Time) *int64 {
+	if status != "completed" {
+		return nil
+	}
+	t := done.Unix()
+	return &t
+}
+
+// strictTools is a request's tools with strict set on each function tool
+// that leaves it out (its default, true), as OpenAI echoes them.
+func strictTools(raw json.RawMessage) json.RawMessage {
+	var tools []map[string]json.RawMessage
+	if json.Unmarshal(raw, &tools) != nil {
+		return raw
+	}
+	for _, t := range tools {
+		if _, ok := t["strict"]; !ok && string(t["type"]) == `"function"` {
+			t["strict"] = json.RawMessage("true")
+		}
+	}
+	b, err := json.Marshal(tools)
+	if err != nil {
+		return raw
+	}
+	return b
 }
 
 type incompleteDetails struct {
@@ -88,16 +134,26 @@ type incompleteDetails struct {
 // function call.
 type outputItem struct {
 	ID      string
-	Type    string // "message" or "function_call"
+	Type    string // "message", "function_call" or "custom_tool_call"
 	Status  string
 	Content []outputText // a message's
 	Role    string       // a message's
-	// A function call's.
+	// A function call's (a custom tool call's input is in Arguments).
 	CallID, Name, Arguments string
 }
 
 // MarshalJSON writes the fields of the item's type, as OpenAI does.
 func (it outputItem) MarshalJSON() ([]byte, error) {
+	if it.Type == "custom_tool_call" {
+		return json.Marshal(struct {
+			ID     string `json:"id"`
+			Type   string `json:"type"`
+			Status string `json:"status"`
+			CallID string `json:"call_id"`
+			Name   string `json:"name"`
+			Input  string `json:"input"`
+		}{it.ID, it.Type, it.Status, it.CallID, it.Name, it.Arguments})
+	}
 	if it.Type == "function_call" {
 		return json.Marshal(struct {
 			ID        string `json:"id"`
@@ -196,7 +252,7 @@ func (sr *storedResponse) view(now time.Time) responseObject {
 // unfinished is sr with status and as yet no output or usage.
 func (sr *storedResponse) unfinished(status string) responseObject {
 	v := sr.final
-	v.Status, v.Output, v.Usage, v.IncompleteDetails = status, []outputItem{}, nil, nil
+	v.Status, v.Output, v.Usage, v.IncompleteDetails, v.CompletedAt = status, []outputItem{}, nil, nil, nil
 	return v
 }
 
@@ -408,12 +464,20 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 			Temperature:        orRaw(req.Temperature, "1.0"),
 			Text:               orRaw(req.Text, `{"format":{"type":"text"}}`),
 			ToolChoice:         orRaw(req.ToolChoice, `"auto"`),
-			Tools:              orRaw(req.Tools, "[]"),
+			Tools:              strictTools(orRaw(req.Tools, "[]")),
 			TopP:               orRaw(req.TopP, "1.0"),
 			Truncation:         orRaw(req.Truncation, `"disabled"`),
 			Usage:              u,
 			User:               req.User,
 			Metadata:           orRaw(req.Metadata, "{}"),
+			CompletedAt:        completedAt(status, arrived.Add(sh.ttft+time.Duration(tokens)*sh.interval)),
+			PresencePenalty:    orRaw(req.PresencePenalty, "0.0"),
+			FrequencyPenalty:   orRaw(req.FrequencyPenalty, "0.0"),
+			TopLogprobs:        orRaw(req.TopLogprobs, "0"),
+			MaxToolCalls:       orRaw(req.MaxToolCalls, "null"),
+			ServiceTier:        orRaw(req.ServiceTier, `"default"`),
+			SafetyIdentifier:   orRaw(req.SafetyIdentifier, "null"),
+			PromptCacheKey:     orRaw(req.PromptCacheKey, "null"),
 		},
 		items:   items,
 		itemIDs: ids,

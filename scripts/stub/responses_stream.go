@@ -28,6 +28,7 @@ type respEvent struct {
 	Text           *string         `json:"text,omitempty"`
 	Name           string          `json:"name,omitempty"`
 	Arguments      *string         `json:"arguments,omitempty"`
+	Input          *string         `json:"input,omitempty"`
 	Logprobs       json.RawMessage `json:"logprobs,omitempty"`
 	Obfuscation    string          `json:"obfuscation,omitempty"`
 }
@@ -159,11 +160,17 @@ func (rs *respStream) event(i int) respEvent {
 		if rs.obfuscate {
 			ev.Obfuscation = obfuscation(i, len(delta))
 		}
+		if rs.call && item.Type == "custom_tool_call" {
+			ev.Type = "response.custom_tool_call_input.delta"
+			break
+		}
 		if rs.call {
 			ev.Type = "response.function_call_arguments.delta"
 			break
 		}
 		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", &zero, json.RawMessage("[]")
+	case rs.call && k == rs.tokens && item.Type == "custom_tool_call":
+		ev.Type, ev.ItemID, ev.OutputIndex, ev.Input = "response.custom_tool_call_input.done", item.ID, &zero, &item.Arguments
 	case rs.call && k == rs.tokens:
 		ev.Type, ev.ItemID, ev.OutputIndex, ev.Name, ev.Arguments = "response.function_call_arguments.done", item.ID, &zero, item.Name, &item.Arguments
 	case rs.call && k == rs.tokens+1:

@@ -801,3 +801,103 @@ func TestRequestsBounded(t *testing.T) {
 		t.Fatalf("kept %d body bytes; newest kept %v; oldest big one dropped %v", kept, string(got[len(got)-1].Body) == big, got[len(got)-4].Body == nil)
 	}
 }
+
+// TestResponseRequiredFields: the stub's Response objects carry every
+// field the Open Responses schema requires (issue 37, finding 12: eight
+// were missing, and tools[].strict), whole and in a stream's events;
+// completed_at is null until the response completed.
+func TestResponseRequiredFields(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t, fast)
+	required := []string{"id", "object", "created_at", "completed_at", "status", "model", "output", "tools", "tool_choice",
+		"presence_penalty", "frequency_penalty", "top_logprobs", "max_tool_calls", "service_tier", "safety_identifier",
+		"prompt_cache_key", "parallel_tool_calls", "truncation", "text", "reasoning", "temperature", "top_p", "usage", "metadata"}
+	check := func(t *testing.T, raw json.RawMessage, completed bool) {
+		t.Helper()
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range required {
+			if _, ok := m[k]; !ok {
+				t.Errorf("response lacks %q: %s", k, raw)
+			}
+		}
+		if got := string(m["completed_at"]) != "null"; got != completed {
+			t.Errorf("completed_at %s, completed %v", m["completed_at"], completed)
+		}
+		var tools []map[string]any
+		_ = json.Unmarshal(m["tools"], &tools)
+		for _, tl := range tools {
+			if tl["strict"] != true {
+				t.Errorf("tool %v lacks strict", tl)
+			}
+		}
+	}
+	body := `{"model":"m","input":"hi","tools":[{"type":"function","name":"f","parameters":{"type":"object"}}],"tool_choice":"none"}`
+	status, b := do(t, ts, "POST", "/v1/responses", body)
+	if status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	check(t, b, true)
+
+	resp := mustPost(t, ts, "/v1/responses", strings.Replace(body, `"input"`, `"stream":true,"input"`, 1))
+	events, err := newSSE(resp.Body).all()
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, ev := range events {
+		var e struct {
+			Type     string
+			Response json.RawMessage
+		}
+		if json.Unmarshal([]byte(ev), &e) != nil || e.Response == nil {
+			continue
+		}
+		seen++
+		check(t, e.Response, e.Type == "response.completed")
+	}
+	if seen < 3 {
+		t.Fatalf("%d events carry a response", seen)
+	}
+}
+
+// TestCompactAndInputTokens: POST responses/compact answers a
+// response.compaction with a compaction item and usage; POST
+// responses/input_tokens counts the prompt (both on the Azure v1 path
+// too).
+func TestCompactAndInputTokens(t *testing.T) {
+	t.Parallel()
+	_, ts := start(t, fast)
+	for _, root := range []string{"/v1", "/openai/v1"} {
+		status, b := do(t, ts, "POST", root+"/responses/compact", `{"model":"m","input":"a long conversation"}`)
+		var c struct {
+			Object string
+			Output []struct {
+				Type             string
+				EncryptedContent string `json:"encrypted_content"`
+			}
+			Usage struct {
+				InputTokens  int `json:"input_tokens"`
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &c); status != 200 || err != nil || c.Object != "response.compaction" || len(c.Output) != 1 ||
+			c.Output[0].Type != "compaction" || c.Output[0].EncryptedContent == "" || c.Usage.InputTokens <= 0 || c.Usage.OutputTokens <= 0 {
+			t.Fatalf("%s compact: %d %s", root, status, b)
+		}
+		status, b = do(t, ts, "POST", root+"/responses/input_tokens", `{"model":"m","input":"count me"}`)
+		var n struct {
+			Object      string
+			InputTokens int `json:"input_tokens"`
+		}
+		if err := json.Unmarshal(b, &n); status != 200 || err != nil || n.Object != "response.input_tokens" || n.InputTokens <= 0 {
+			t.Fatalf("%s input_tokens: %d %s", root, status, b)
+		}
+	}
+	if status, _ := do(t, ts, "POST", "/v1/responses/compact", `{}`); status != 400 {
+		t.Fatalf("compact without a model: %d", status)
+	}
+}

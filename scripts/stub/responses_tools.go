@@ -4,6 +4,8 @@ package stub
 // request offers function tools and its input does not end with a tool's
 // output (streamed as response.output_item.added,
 // response.function_call_arguments.delta…, .done, response.output_item.done),
+// a custom_tool_call for a freeform (custom) tool such as Codex's
+// apply_patch (response.custom_tool_call_input.delta…, .done),
 // and structured output (text.format json_schema or json_object): a message
 // whose text is JSON satisfying the schema. GET responses/{id}?stream=true
 // replays a stored response as its stream.
@@ -12,6 +14,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -36,17 +39,14 @@ var toolOutputs = map[string]bool{
 // input's last item is a tool's output; else with text.format json_schema,
 // JSON from the schema (json_object: {"answer":"stub"}); else nothing.
 func (req responsesRequest) agentAnswer() respAgent {
-	var tools []struct {
-		Type       string          `json:"type"`
-		Name       string          `json:"name"`
-		Parameters json.RawMessage `json:"parameters"`
-	}
+	var tools []respTool
 	_ = json.Unmarshal(req.Tools, &tools)
 	last := bytes.TrimSpace(req.Input)
 	var items []json.RawMessage
 	if json.Unmarshal(req.Input, &items) == nil && len(items) > 0 {
 		last = items[len(items)-1]
 	}
+	tools = flatTools(append(tools, additionalTools(items)...))
 	var lastItem struct {
 		Type string `json:"type"`
 	}
@@ -54,11 +54,21 @@ func (req responsesRequest) agentAnswer() respAgent {
 	forced, none := chatToolChoice(req.ToolChoice)
 	names := make([]string, len(tools))
 	for i, t := range tools {
-		if t.Type == "function" {
+		if t.Type == "function" || t.Type == "custom" {
 			names[i] = t.Name
 		}
 	}
 	if i := pickTool(names, last, forced); i >= 0 && !none && !toolOutputs[lastItem.Type] {
+		if tools[i].Type == "custom" {
+			// A freeform tool (Codex's apply_patch): its input is text
+			// in the tool's own grammar, not JSON arguments.
+			in := customInput(tools[i], last)
+			return respAgent{
+				call: &outputItem{ID: newID("ctc_"), Type: "custom_tool_call", Status: "completed",
+					CallID: "call_" + newID("")[:24], Name: names[i], Arguments: in},
+				pieces: splitPieces(in, chatPieceSize),
+			}
+		}
 		args := schemaJSON(tools[i].Parameters)
 		return respAgent{
 			call: &outputItem{ID: newID("fc_"), Type: "function_call", Status: "completed",
@@ -80,6 +90,71 @@ func (req responsesRequest) agentAnswer() respAgent {
 		return respAgent{pieces: splitPieces(`{"answer":"stub"}`, chatPieceSize)}
 	}
 	return respAgent{}
+}
+
+// StubPatchFile is the file the stub's apply_patch call adds, and
+// StubPatchText its one line: what an agent test checks on disk.
+const (
+	StubPatchFile = "stub.txt"
+	StubPatchText = "written by the stub's apply_patch"
+)
+
+// respTool is one tool a Responses request offers; a namespace holds
+// tools of its own.
+type respTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Tools       []respTool      `json:"tools"`
+}
+
+// additionalTools are the tools of the input's additional_tools items:
+// Codex 0.171 offers its tools there, in namespaces, for the models it
+// runs in code mode (gpt-6.2-sol).
+func additionalTools(items []json.RawMessage) []respTool {
+	var out []respTool
+	for _, raw := range items {
+		var it struct {
+			Type  string     `json:"type"`
+			Tools []respTool `json:"tools"`
+		}
+		if json.Unmarshal(raw, &it) == nil && it.Type == "additional_tools" {
+			out = append(out, it.Tools...)
+		}
+	}
+	return out
+}
+
+// flatTools lists tools with each namespace's tools in its place.
+func flatTools(tools []respTool) []respTool {
+	var out []respTool
+	for _, t := range tools {
+		if t.Type == "namespace" {
+			out = append(out, flatTools(t.Tools)...)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// stubPatch adds StubPatchFile, in apply_patch's grammar.
+const stubPatch = "*** Begin Patch\n*** Add File: " + StubPatchFile + "\n+" + StubPatchText + "\n*** End Patch\n"
+
+// customInput is a freeform tool call's input: for apply_patch the patch
+// that adds StubPatchFile; for Codex's code-mode exec tool, when the
+// request asks for apply_patch and exec offers it, JavaScript that calls
+// it with that patch; else a word.
+func customInput(t respTool, last []byte) string {
+	switch {
+	case t.Name == "apply_patch":
+		return stubPatch
+	case t.Name == "exec" && bytes.Contains(last, []byte("apply_patch")) && strings.Contains(t.Description, "apply_patch("):
+		quoted, _ := json.Marshal(stubPatch)
+		return "await tools.apply_patch(" + string(quoted) + ");\n"
+	}
+	return "stub"
 }
 
 // skipEvents is src from its event after: what GET …?stream=true with
@@ -112,4 +187,27 @@ func (s *Server) replayResponse(w http.ResponseWriter, r *http.Request, f Fault,
 	}
 	var buf []byte
 	s.pump(w, r, rc, f, skipEvents{src: rs, after: after}, respStreamError, &buf, &end)
+}
+
+// compactResponse answers POST responses/compact as OpenAI does: a
+// response.compaction object whose output is one compaction item (its
+// encrypted_content opaque to the client, which sends it back as input),
+// with usage: the prompt counted, a few output tokens.
+func (s *Server) compactResponse(w http.ResponseWriter, body []byte) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
+		writeError(w, http.StatusBadRequest, "stub: compact needs a JSON body with a model", "invalid_request_error", "invalid_request")
+		return
+	}
+	input := s.promptTokens(body)
+	const output = 8
+	s.prompt.Add(int64(input))
+	s.generated.Add(output)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"id": newID("resp_"), "object": "response.compaction", "created_at": time.Now().Unix(),
+		"output": []map[string]any{{"id": newID("cmp_"), "type": "compaction", "encrypted_content": "stub-compaction"}},
+		"usage":  map[string]int{"input_tokens": input, "output_tokens": output, "total_tokens": input + output},
+	})
 }

@@ -19,6 +19,8 @@ const (
 	kindResponseInputItems // GET responses/{id}/input_items
 	kindMessages           // POST messages: Anthropic's Messages API
 	kindCountTokens        // POST messages/count_tokens
+	kindResponsesCompact   // POST responses/compact
+	kindResponsesInput     // POST responses/input_tokens
 )
 
 // route is what a path asks for.
@@ -58,6 +60,8 @@ func (rt route) allows(method string) bool {
 //	GET  /v1/responses/{id}                                   (DELETE too)
 //	POST /v1/responses/{id}/cancel
 //	GET  /v1/responses/{id}/input_items
+//	POST /v1/responses/compact                                a conversation compacted
+//	POST /v1/responses/input_tokens                           a prompt counted
 //	POST /openai/v1/responses                                 Azure OpenAI v1 API, as /v1/responses
 //	GET  /openai/v1/responses/{id}                            (DELETE too)
 //	POST /openai/v1/responses/{id}/cancel
@@ -103,11 +107,11 @@ func parseRoute(path string) (route, bool) {
 		rt.kind = kindEmbeddings
 	case "models":
 		rt.kind, rt.allow = kindModels, http.MethodGet
-	case "responses":
+	case "responses", "responses/compact", "responses/input_tokens":
 		if rt.deployment != "" {
 			return route{}, false
 		}
-		rt.kind = kindResponses
+		rt.kind = map[string]kind{"responses": kindResponses, "responses/compact": kindResponsesCompact, "responses/input_tokens": kindResponsesInput}[rest]
 	default:
 		return parseResponseRoute(rt, rest)
 	}

@@ -175,8 +175,13 @@ func stringValue(s map[string]any, name string) string {
 	case "uuid":
 		v = "00000000-0000-4000-8000-000000000000"
 	default:
-		if name == "command" || name == "cmd" {
+		switch name {
+		case "command", "cmd":
 			v = "echo stub"
+		case "new_string":
+			// An edit that changes something: Claude Code's Edit refuses
+			// an old_string equal to its new_string.
+			v = StubEditText
 		}
 	}
 	if n, ok := s["minLength"].(float64); ok && float64(len(v)) < n {

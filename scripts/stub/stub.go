@@ -373,6 +373,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.messages(w, r, body, f, shape, arrived)
 	case kindCountTokens:
 		s.countTokens(w, body)
+	case kindResponsesCompact:
+		s.compactResponse(w, body)
+	case kindResponsesInput:
+		writeJSON(w, http.StatusOK, map[string]any{"object": "response.input_tokens", "input_tokens": s.promptTokens(body)})
 	default:
 		s.complete(w, r, body, rt, f, shape, arrived)
 	}

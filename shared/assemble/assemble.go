@@ -51,6 +51,7 @@ func Parse(b []byte, getenv func(string) string) (*config.Config, error) {
 	if len(p) > 0 {
 		return nil, p
 	}
+	c.ResolveAliases()
 	return c, nil
 }
 
@@ -176,7 +177,7 @@ func Limiter(l config.Limiter) ratelimit.Config {
 func TenantLimits(ts []config.Tenant) []ratelimit.TenantLimit {
 	limits := make([]ratelimit.TenantLimit, 0, len(ts))
 	for _, t := range ts {
-		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Requests: t.Requests, Interval: t.Interval.D()})
+		limits = append(limits, ratelimit.TenantLimit{Tenant: t.ID, Requests: t.Requests, Interval: t.Interval.D(), Counts: t.CountRequests})
 	}
 	return limits
 }

@@ -122,6 +122,15 @@ type Config struct {
 	Budget   Budget   `yaml:"budget" json:"budget"`
 	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
 	Pools    []Pool   `yaml:"pools" json:"pools"`
+	// Aliases maps a public model name to a model a pool serves: a
+	// request, a tenant's allow-list and /v1/models read the alias as
+	// that model (its pool, its backend name). Clients that ask for a
+	// name of their own when none is set (Codex, the Agents SDK, Claude
+	// Code) then run on what the operator serves. A tenant allowed a
+	// model may use its aliases; a tenant may also list an alias alone.
+	// An alias is a new name: not a pool's model, not another alias's
+	// target. Default none.
+	Aliases map[string]string `yaml:"aliases" json:"aliases"`
 	// Telemetry is how the gateway's OTLP export behaves; whether and
 	// where it exports is the standard OTEL_* environment's (docs/telemetry.md:
 	// Telemetry).
@@ -301,6 +310,10 @@ type Tenant struct {
 	Models []string `yaml:"models" json:"models"`
 	// Requests per Interval in the tenant's token bucket. Required.
 	Requests uint64 `yaml:"requests" json:"requests"`
+	// CountRequests per Interval in the tenant's bucket for prompt counts
+	// (count_tokens, input_tokens), apart from Requests. Default
+	// ratelimit.DefaultCountsPerRequest times requests.
+	CountRequests uint64 `yaml:"count_requests" json:"count_requests"`
 	// Interval of the token bucket. Default DefaultInterval.
 	Interval Duration `yaml:"interval" json:"interval"`
 	// MaxConcurrentRequests caps the tenant's requests in flight on one
@@ -618,5 +631,45 @@ func defP(d **Duration, v time.Duration) {
 func defN[T int | int64](n *T, v T) {
 	if *n == 0 {
 		*n = v
+	}
+}
+
+// ResolveAliases writes each alias into what serves and allows its
+// target: the target's pool serves the alias under the target's backend
+// name, and every tenant allowed the target is allowed the alias. Run it
+// once, on a config Validate accepted; the router, the tenant table and
+// the backends' renames then know aliases as ordinary models, so the
+// request path has no alias step.
+func (c *Config) ResolveAliases() {
+	if len(c.Aliases) == 0 {
+		return
+	}
+	for _, alias := range sortedKeys(c.Aliases) {
+		target := c.Aliases[alias]
+		for i := range c.Pools {
+			backend, ok := c.Pools[i].Models[target]
+			if !ok {
+				continue
+			}
+			if backend == "" { // the backend's name is the target's
+				backend = target
+			}
+			c.Pools[i].Models[alias] = backend
+		}
+	}
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		has := make(map[string]bool, len(t.Models))
+		for _, m := range t.Models {
+			has[m] = true
+		}
+		models := t.Models[:len(t.Models):len(t.Models)] // never write into a shared array
+		for _, alias := range sortedKeys(c.Aliases) {
+			if has[c.Aliases[alias]] && !has[alias] {
+				models = append(models, alias)
+				has[alias] = true
+			}
+		}
+		t.Models = models
 	}
 }

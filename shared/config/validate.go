@@ -99,6 +99,7 @@ func (c *Config) Validate(getenv func(string) string) Problems {
 	validateServer(ck, c)
 	validateLimiter(ck, &c.Limiter)
 	models := validatePools(ck, c.Pools)
+	validateAliases(ck, c.Aliases, models)
 	validateTenants(ck, c.Tenants, models)
 	return ck.p
 }
@@ -206,6 +207,35 @@ func validatePools(ck *checker, pools []Pool) map[string]string {
 		}
 	}
 	return models
+}
+
+// validateAliases checks that each alias is a new name for a model a
+// pool serves, and adds the aliases to models (a tenant may list one).
+func validateAliases(ck *checker, aliases, models map[string]string) {
+	for _, a := range sortedKeys(aliases) {
+		f, target := "aliases."+a, aliases[a]
+		switch pool, served := models[a]; {
+		case a == "":
+			ck.add("aliases", "an alias name must not be empty")
+		case served:
+			ck.add(f, "pool %q serves %q itself; an alias must be a new name", pool, a)
+		case target == "":
+			ck.add(f, "required: the model the alias stands for")
+		case aliases[target] != "":
+			ck.add(f, "%q is an alias itself; name the model it stands for, %q", target, aliases[target])
+		default:
+			if _, ok := models[target]; !ok {
+				ck.add(f, "model %q is not served by any pool", target)
+			}
+		}
+	}
+	for _, a := range sortedKeys(aliases) {
+		if pool, ok := models[aliases[a]]; ok {
+			if _, served := models[a]; !served {
+				models[a] = pool
+			}
+		}
+	}
 }
 
 // validateEndpoint checks one endpoint; what depends on the pool's kind

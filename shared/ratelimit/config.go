@@ -67,6 +67,12 @@ func (c Config) Check(at problem.At, limits []TenantLimit, limitsAt problem.At) 
 		if tl.Requests == 0 {
 			lat.Add("requests", "must be at least 1")
 		}
+		if n := tl.Counts; tl.Interval > 0 && n > 0 && float64(n)*float64(n) > float64(tl.Interval.Nanoseconds()) {
+			// go-limiter refills interval/tokens per tick; beyond this
+			// bound a tick no longer refills the whole bucket (the
+			// default stays within it; the config checks requests).
+			lat.Add("count_requests", "%d per %s is more than the token bucket can refill; use a shorter interval", n, tl.Interval)
+		}
 		if tl.Interval <= 0 {
 			lat.Add("interval", "must be positive, got %s", tl.Interval)
 		} else if c.Store == StoreRedis && tl.Interval%time.Microsecond != 0 {

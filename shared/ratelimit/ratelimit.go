@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,33 @@ type TenantLimit struct {
 	Tenant   string
 	Requests uint64
 	Interval time.Duration
+	// Counts is the tenant's prompt counts (count_tokens, input_tokens)
+	// per Interval, in a bucket of their own (TakeCount): a client sends
+	// many at once (Claude Code's /context about 35), which would
+	// otherwise spend the request bucket on a view. Default
+	// DefaultCountsPerRequest times Requests.
+	Counts uint64
+}
+
+// DefaultCountsPerRequest sizes a tenant's count bucket when its limit
+// names none: ten counts per request allowed. A count generates nothing
+// and its backend answers from a tokenizer, so it is weighed as a tenth
+// of a request; a separate bucket (not a fraction taken from the
+// request bucket) keeps a burst of counts from delaying any generation.
+const DefaultCountsPerRequest = 10
+
+// counts is tl's count bucket size, default applied. The default stays
+// within what the bucket can refill per interval (see Config.Check), and
+// is never below Requests.
+func (tl TenantLimit) counts() uint64 {
+	if tl.Counts > 0 {
+		return tl.Counts
+	}
+	n := tl.Requests * DefaultCountsPerRequest
+	if limit := uint64(math.Sqrt(float64(tl.Interval.Nanoseconds()))); n > limit || n < tl.Requests {
+		n = max(limit, tl.Requests)
+	}
+	return n
 }
 
 // Config chooses and tunes the store. Its zero value is a valid memory
@@ -189,6 +217,7 @@ type tenantBucket struct {
 // safe for concurrent use.
 type Limiter struct {
 	tenants  map[string]*tenantBucket
+	counts   map[string]*tenantBucket // the tenants' count buckets (TakeCount)
 	stores   []limiter.Store
 	closeFns []func() error
 	remote   bool
@@ -216,6 +245,7 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 	}
 	l := &Limiter{
 		tenants: make(map[string]*tenantBucket, len(limits)),
+		counts:  make(map[string]*tenantBucket, len(limits)),
 		remote:  cfg.Store == StoreRedis,
 		timeout: cfg.Timeout + cfg.DialTimeout,
 		log:     log,
@@ -239,25 +269,30 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 		interval time.Duration
 	}
 	byShape := make(map[shape]limiter.Store)
-	for _, tl := range limits {
-		sh := shape{tl.Requests, tl.Interval}
+	bucket := func(tokens uint64, interval time.Duration, key string) (*tenantBucket, error) {
+		sh := shape{tokens, interval}
 		st, ok := byShape[sh]
 		if !ok {
 			var err error
-			st, err = factory(tl.Requests, tl.Interval)
-			if err != nil {
-				_ = l.Close()
-				return nil, fmt.Errorf("ratelimit: store for %d/%s: %w", tl.Requests, tl.Interval, err)
+			if st, err = factory(tokens, interval); err != nil {
+				return nil, fmt.Errorf("ratelimit: store for %d/%s: %w", tokens, interval, err)
 			}
 			byShape[sh] = st
 			l.stores = append(l.stores, st)
 		}
-		l.tenants[tl.Tenant] = &tenantBucket{
-			store:    st,
-			key:      bucketKey(tl),
-			tokens:   tl.Requests,
-			interval: tl.Interval,
+		return &tenantBucket{store: st, key: key, tokens: tokens, interval: interval}, nil
+	}
+	for _, tl := range limits {
+		b, err := bucket(tl.Requests, tl.Interval, bucketKey(tl))
+		if err == nil {
+			l.tenants[tl.Tenant] = b
+			b, err = bucket(tl.counts(), tl.Interval, countKey(tl))
 		}
+		if err != nil {
+			_ = l.Close()
+			return nil, err
+		}
+		l.counts[tl.Tenant] = b
 	}
 	return l, nil
 }
@@ -267,6 +302,11 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 // during a rolling deploy the two versions then count separately.
 func bucketKey(tl TenantLimit) string {
 	return tl.Tenant + ":" + strconv.FormatUint(tl.Requests, 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
+}
+
+// countKey names a tenant's count bucket, apart from its request bucket.
+func countKey(tl TenantLimit) string {
+	return tl.Tenant + ":counts:" + strconv.FormatUint(tl.counts(), 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
 }
 
 // storeFactory builds the store for one (tokens, interval) shape.
@@ -280,7 +320,17 @@ func newMemoryStore(tokens uint64, interval time.Duration) (limiter.Store, error
 // with a nil error. Errors: ErrUnknownTenant; ErrUnavailable when the store
 // failed and the policy is closed; the caller's context error when ctx ended.
 func (l *Limiter) Take(ctx context.Context, tenant string) (Decision, error) {
-	tb, ok := l.tenants[tenant]
+	return l.take(ctx, l.tenants, tenant)
+}
+
+// TakeCount is Take on tenant's count bucket (TenantLimit.Counts), for a
+// request that only counts a prompt.
+func (l *Limiter) TakeCount(ctx context.Context, tenant string) (Decision, error) {
+	return l.take(ctx, l.counts, tenant)
+}
+
+func (l *Limiter) take(ctx context.Context, buckets map[string]*tenantBucket, tenant string) (Decision, error) {
+	tb, ok := buckets[tenant]
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownTenant, tenant)
 	}

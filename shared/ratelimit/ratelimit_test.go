@@ -135,6 +135,9 @@ func TestMemoryTakeDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(1000, func() { _, _ = l.Take(ctx, "a") }); n != 0 {
 		t.Errorf("memory Take allocates %.1f times", n)
 	}
+	if n := testing.AllocsPerRun(1000, func() { _, _ = l.TakeCount(ctx, "a") }); n != 0 {
+		t.Errorf("memory TakeCount allocates %.1f times", n)
+	}
 }
 
 // redisLimits is one tenant with a budget no test exhausts by accident.

@@ -88,6 +88,9 @@ var featureRules = [numOperations]featureRule{
 	Responses:       featDeclared | featResponsesTools | featFileIDs,
 	Messages:        featDeclared | featMessagesTools | featFileIDs,
 	CountTokens:     featDeclared | featMessagesTools | featFileIDs,
+	// Compaction and input counting take a Responses body (issue 37).
+	ResponsesCompact:     featDeclared | featResponsesTools | featFileIDs,
+	ResponsesInputTokens: featDeclared | featResponsesTools | featFileIDs,
 }
 
 // Uses is what a body asks for: per feature, where it first asked (its
@@ -247,9 +250,14 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 	typed, types := false, 0
 	var maxUses int64
 	container := false
+	nested := -1 // a namespace's tools array
 	var kb [32]byte
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
 		switch string(jsonscan.Key(raw, &kb)) {
+		case "tools":
+			if b[v] == '[' {
+				nested = v
+			}
 		case "type":
 			types++
 			if b[v] == '"' {
@@ -279,6 +287,10 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 		if typed {
 			f, known = messagesToolPrefixes[string(messagesFamily(typ))]
 		}
+	case rule&featResponsesTools != 0 && string(typ) == "namespace" && nested >= 0:
+		// A namespace (Codex 0.171 groups its tools so) is as its tools
+		// are: each is checked, named by its place in the namespace.
+		tools(u, b, nested, rule)
 	case rule&featResponsesTools != 0:
 		f, known = responsesTools[string(typ)]
 	case rule&featChatTools != 0:

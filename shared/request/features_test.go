@@ -36,6 +36,12 @@ func TestFeaturesOf(t *testing.T) {
 		{"base64 document", Messages, `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}]}`, 0, "", 0, ""},
 
 		// The Responses API.
+		// Codex 0.171 groups tools in namespaces (issue 37): the
+		// namespace is as its tools are.
+		{"namespace of functions", Responses, `{"tools":[{"type":"function","name":"f"},{"type":"namespace","name":"multi_agent_v1","tools":[{"type":"function","name":"spawn"}]}]}`, 0, "", 0, ""},
+		{"web_search in a namespace", Responses, `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}]}`, WebSearch, "tools[1]", 0, ""},
+		{"unknown tool in a namespace", Responses, `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"hosted_thing"}]}]}`, 0, "", 0, "tools[0].type"},
+		{"namespace without tools", Responses, `{"tools":[{"type":"namespace","name":"n"}]}`, 0, "", 0, "tools[0].type"},
 		{"web_search", Responses, `{"tools":[{"type":"web_search"}]}`, WebSearch, "tools[0]", 0, ""},
 		{"web_search_preview, max_tool_calls", Responses, `{"max_tool_calls":4,"tools":[{"type":"web_search_preview"}]}`, WebSearch, "tools[0]", 4, ""},
 		{"file_search", Responses, `{"tools":[{"type":"file_search","vector_store_ids":["vs_of_another"]}]}`, FileSearch, "tools[0]", 0, ""},

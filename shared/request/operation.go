@@ -24,6 +24,13 @@ const (
 	// CountTokens is Anthropic's POST /v1/messages/count_tokens: a prompt
 	// counted, nothing generated.
 	CountTokens
+	// ResponsesCompact is the Responses API's POST /v1/responses/compact:
+	// a conversation compacted into fewer items (how Codex keeps a long
+	// session within the context window), billed like a response.
+	ResponsesCompact
+	// ResponsesInputTokens is the Responses API's POST
+	// /v1/responses/input_tokens: a prompt counted, nothing generated.
+	ResponsesInputTokens
 	numOperations
 )
 
@@ -97,6 +104,19 @@ type operation struct {
 	// deployments: Azure OpenAI's deployments surface serves it, at
 	// /openai/deployments/{deployment}{suffix}.
 	deployments bool
+	// continues: its body may continue a stored response
+	// (previous_response_id) or name stored state (conversation,
+	// item_reference), which the gateway checks the tenant owns, as it
+	// does for an operation that creates one; its answer is not stored.
+	continues bool
+	// hosted: only OpenAI's API and Azure's v1 surface serve it; vLLM's
+	// OpenAI-compatible server does not.
+	hosted bool
+	// counter: it counts a prompt for the caller (count_tokens,
+	// input_tokens): a client sends many at once (Claude Code's /context
+	// about 35), so it draws a fraction of a request from the tenant's
+	// bucket (issue 37).
+	counter bool
 }
 
 // operations is the table, one row per Operation.
@@ -118,7 +138,13 @@ var operations = [numOperations]operation{
 		format: budget.FormatMessages, meter: messagesMeter},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
-		format: budget.FormatMessages, unbilled: true, noOutput: true},
+		format: budget.FormatMessages, unbilled: true, noOutput: true, counter: true},
+	// Compaction has no output cap in its API (no budget cap is written),
+	// and no stream.
+	ResponsesCompact: {path: "/v1/responses/compact", api: "the Responses API's compact", genAI: "chat", shape: ShapeResponses,
+		noStream: true, format: budget.FormatResponses, continues: true, hosted: true},
+	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
+		noStream: true, format: budget.FormatResponses, unbilled: true, noOutput: true, continues: true, hosted: true, counter: true},
 }
 
 // The named-event streams' meters (the operations table's meter column).
@@ -249,3 +275,17 @@ func (o Operation) Creates() bool { return operations[o].creates }
 // OnDeployments reports whether Azure OpenAI's deployments surface serves
 // op.
 func (o Operation) OnDeployments() bool { return operations[o].deployments }
+
+// Continues reports whether op's body may continue a stored response or
+// name stored state, which the gateway checks the tenant owns: every
+// operation that creates one, and compact and input_tokens.
+func (o Operation) Continues() bool { return operations[o].creates || operations[o].continues }
+
+// Hosted reports whether only OpenAI's API and Azure's v1 surface serve
+// op (not vLLM).
+func (o Operation) Hosted() bool { return operations[o].hosted }
+
+// Counter reports whether op counts a prompt for the caller
+// (count_tokens, input_tokens), which the limiter weighs as a fraction
+// of a request.
+func (o Operation) Counter() bool { return operations[o].counter }

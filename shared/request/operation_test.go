@@ -26,6 +26,8 @@ func TestOperations(t *testing.T) {
 		bill, floor              string // the meter's first bill and floor events
 		creates                  bool
 		deployments              bool
+		continues, hosted        bool
+		counter                  bool
 	}
 	want := map[Operation]row{
 		ChatCompletions: {path: "/v1/chat/completions", suffix: "/chat/completions", api: "Chat Completions", genAI: "chat",
@@ -38,14 +40,18 @@ func TestOperations(t *testing.T) {
 			need: HasInput, needName: "input", streams: true, format: budget.FormatEmbeddings, billed: true, deployments: true},
 		Responses: {path: "/v1/responses", suffix: "/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 			caps: []CapField{MaxOutputTokens}, capField: MaxOutputTokens, minCap: 16,
-			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true,
+			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true, continues: true,
 			bill: "response.completed", floor: "response.output_text.delta"},
 		Messages: {path: "/v1/messages", suffix: "/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens}, capField: MaxTokens, capRequired: true,
 			streams: true, format: budget.FormatMessages, billed: true, generates: true,
 			bill: "message_delta", floor: "content_block_delta"},
 		CountTokens: {path: "/v1/messages/count_tokens", suffix: "/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat",
-			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages},
+			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages, counter: true},
+		ResponsesCompact: {path: "/v1/responses/compact", suffix: "/responses/compact", api: "the Responses API's compact", genAI: "chat",
+			shape: ShapeResponses, format: budget.FormatResponses, billed: true, generates: true, continues: true, hosted: true},
+		ResponsesInputTokens: {path: "/v1/responses/input_tokens", suffix: "/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat",
+			shape: ShapeResponses, format: budget.FormatResponses, continues: true, hosted: true, counter: true},
 	}
 	ops := Operations()
 	if len(ops) != len(want) {
@@ -91,6 +97,9 @@ func TestOperations(t *testing.T) {
 			}
 			if m := op.Meter(); first(m.Bill) != w.bill || first(m.Floor) != w.floor {
 				t.Errorf("meter bills at %v, floors with %v", m.Bill, m.Floor)
+			}
+			if op.Continues() != w.continues || op.Hosted() != w.hosted || op.Counter() != w.counter {
+				t.Errorf("continues %v, hosted %v, counter %v", op.Continues(), op.Hosted(), op.Counter())
 			}
 			got, ok := DeploymentOperation(w.suffix[1:])
 			if ok != w.deployments || ok && got != op {

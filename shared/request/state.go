@@ -45,6 +45,9 @@ var stateRules = [numOperations]stateRule{
 	Responses:       stateDeclared | stateRequestID | stateInputItems | statePrompt,
 	Messages:        stateDeclared | stateRequestID,
 	CountTokens:     stateDeclared | stateRequestID,
+	// Compaction and input counting take a Responses input (issue 37).
+	ResponsesCompact:     stateDeclared | stateRequestID | stateInputItems | statePrompt,
+	ResponsesInputTokens: stateDeclared | stateRequestID | stateInputItems | statePrompt,
 }
 
 // StateError refuses a body that names backend state without carrying it:

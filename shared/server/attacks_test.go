@@ -81,6 +81,9 @@ func TestMeteringAttacks(t *testing.T) {
 		}
 		for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
 			for _, at := range meteringAttacks {
+				if at.stream && !op.Streams() {
+					continue // compaction: JSON only
+				}
 				kind := "json"
 				if at.stream {
 					kind = "stream"
@@ -142,6 +145,8 @@ func attackBody(op request.Operation, at attack) string {
 		return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"prompt":"hi"}`, at.stream, at.clientCap)
 	case request.Responses:
 		return fmt.Sprintf(`{"model":"m","stream":%v,"max_output_tokens":%d,"input":"hi"}`, at.stream, at.clientCap)
+	case request.ResponsesCompact: // no stream, no output cap in its API
+		return `{"model":"m","input":"hi"}`
 	}
 	return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":"hi"}]}`, at.stream, at.clientCap)
 }
@@ -190,7 +195,7 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 			w.Header().Set("Content-Type", "application/json")
 			text := strings.Repeat("x ", at.events)
 			switch op {
-			case request.Responses:
+			case request.Responses, request.ResponsesCompact:
 				fmt.Fprintf(w, `{"id":"resp_%d","object":"response","status":"completed","metadata":{%s"k":"v"},"output":[{"type":"function_call","arguments":"{}","name":"f",%s"call_id":"c"},{"type":"message","content":[{"type":"output_text","text":%q}]}],%s}`,
 					id, decoy, decoy, text, attackUsage(op, at))
 			case request.Messages:

@@ -112,8 +112,15 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	if !d.Allowed {
 		return budgetRefusal(tenantID, d, now)
 	}
+	outCap := d.OutputCap
+	if !op.HasCaps() {
+		// An API without an output-cap field (the Responses API's
+		// compact) gets none written: a backend would refuse the field.
+		// Its output is reserved and charged from its usage.
+		outCap = 0
+	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
-		granted: d.Granted, cap: d.OutputCap, choices: ask.Choices, noOutput: ask.NoOutput}
+		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return nil

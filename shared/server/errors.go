@@ -576,9 +576,13 @@ func budgetFailed(msg string) *apiError {
 	return serverError(http.StatusInternalServerError, "budget_error", msg)
 }
 
-func requestsRefused(tenantID string, limit uint64, retry time.Duration) *apiError {
+func requestsRefused(tenantID string, limit uint64, retry time.Duration, counts bool) *apiError {
+	what := "requests"
+	if counts {
+		what = "prompt counts (count_tokens, input_tokens)"
+	}
 	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded",
-		Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d requests per window. Retry after the time in Retry-After.", tenantID, limit),
+		Message:    fmt.Sprintf("Rate limit reached for tenant %q: %d %s per window. Retry after the time in Retry-After.", tenantID, limit, what),
 		RetryAfter: retry}
 }
 

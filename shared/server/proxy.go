@@ -81,8 +81,9 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 		return err
 	}
 
-	// 5. Limit: one token from the tenant's bucket.
-	if err := s.take(ctx, w, rec, t.ID); err != nil {
+	// 5. Limit: one token from the tenant's bucket (a prompt count's
+	// from its count bucket).
+	if err := s.take(ctx, w, rec, t.ID, op.Counter()); err != nil {
 		return err
 	}
 
@@ -222,7 +223,7 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 	if serr := request.StoredState(raw, op); serr != nil {
 		return body, nil, storedStateRefused(serr.Param, serr.Message)
 	}
-	if !op.Creates() {
+	if !op.Continues() {
 		return body, pool, nil
 	}
 	if body.Conversation {
@@ -234,10 +235,27 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 	return body, pool, nil
 }
 
-// take takes one request token from the tenant's bucket and sets the
+// countLimiter is a Limiter with a bucket of its own for prompt counts
+// (ratelimit.Limiter's TakeCount); with a Limiter without it a count
+// takes a request token.
+type countLimiter interface {
+	TakeCount(ctx context.Context, tenant string) (ratelimit.Decision, error)
+}
+
+var _ countLimiter = (*ratelimit.Limiter)(nil)
+
+// take takes one request token from the tenant's bucket (a prompt
+// count's from its count bucket when count is set) and sets the
 // x-ratelimit-*-requests headers, or says why the request may not pass.
-func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *exchange, tenantID string) error {
-	d, err := s.Limiter.Take(ctx, tenantID)
+func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *exchange, tenantID string, count bool) error {
+	var d ratelimit.Decision
+	var err error
+	cl, counts := s.Limiter.(countLimiter)
+	if counts = counts && count; counts {
+		d, err = cl.TakeCount(ctx, tenantID)
+	} else {
+		d, err = s.Limiter.Take(ctx, tenantID)
+	}
 	if err != nil {
 		if ctx.Err() != nil { // the client left during the take: not the limiter's failure
 			return contextError(ctx)
@@ -249,7 +267,7 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *exchange,
 	now := s.Now()
 	setRateHeaders(w.Header(), d, now)
 	if !d.Allowed {
-		return requestsRefused(tenantID, d.Limit, d.Reset.Sub(now))
+		return requestsRefused(tenantID, d.Limit, d.Reset.Sub(now), counts)
 	}
 	return nil
 }

@@ -72,7 +72,17 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	switch {
 	case (err != nil || !res.Done) && !errors.Is(err, sse.ErrClient) && errors.Is(context.Cause(ctx), ErrShutdown):
 		ae = shuttingDown()
-	case errors.Is(err, sse.ErrClient) || errors.Is(ctx.Err(), context.Canceled):
+	case errors.Is(err, sse.ErrClient):
+		rec.outcome = "client_gone"
+		return
+	case err == nil && res.Done:
+		// The terminal event was written and flushed: the stream is
+		// finished, whatever the client did next. Codex hangs up right
+		// after response.completed, while the relay still reads the
+		// backend's end; checking the cancelled request first logged
+		// those streams client_gone (issue 37).
+		return
+	case errors.Is(ctx.Err(), context.Canceled):
 		rec.outcome = "client_gone"
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):

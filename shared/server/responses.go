@@ -211,7 +211,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 	if target == nil {
 		return unknown // the endpoint left the config
 	}
-	if err := s.take(ctx, w, rec, t.ID); err != nil {
+	if err := s.take(ctx, w, rec, t.ID, false); err != nil {
 		return err
 	}
 	// GET …?stream=true resumes a background response as a stream: relayed

@@ -20,7 +20,7 @@ func (s *Server) routeTable() map[string]methods {
 	t := map[string]methods{
 		"/healthz":           {http.MethodGet: nil, http.MethodHead: nil},
 		"/readyz":            {http.MethodGet: nil, http.MethodHead: nil},
-		"/v1/models":         {http.MethodGet: s.listModels},
+		"/v1/models":         {http.MethodGet: withAPIKey(s.listModels)},
 		azureDeploymentRoute: {http.MethodPost: s.serveDeployment},
 	}
 	// Every operation at its path; Anthropic's Messages API through its
@@ -52,16 +52,18 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) handler {
 // path an Azure v1 route stands for). A route that reads no body marks
 // the connection for closing when one is still arriving (closeUnread).
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) handler {
-	if rest, ok := strings.CutPrefix(path, "/v1/responses/"); ok {
+	rt, ok := s.routes[path]
+	if rest, stored := strings.CutPrefix(path, "/v1/responses/"); stored && !ok {
+		// A stored response's id; the operations below /v1/responses/
+		// (compact, input_tokens) are in the table.
 		return s.stored(w, r, rest)
 	}
 	if path == "/v1/responses" && isWebSocket(r) {
 		return refuseWebSocket
 	}
-	rt, ok := s.routes[path]
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
-		rt, ok = methods{http.MethodGet: func(w http.ResponseWriter, r *http.Request, rec *exchange) error { return s.getModel(w, r, rec, id) }}, true
+		rt, ok = methods{http.MethodGet: withAPIKey(func(w http.ResponseWriter, r *http.Request, rec *exchange) error { return s.getModel(w, r, rec, id) })}, true
 	}
 	if !ok {
 		return notFound
@@ -144,13 +146,31 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 // Anthropic SDKs' apiKey); Authorization wins when both are sent. Neither
 // reaches a backend (upstream.NewRequest forwards by allow-list).
 func (s *Server) messages(op request.Operation) handler {
-	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-		if r.Header.Get("Authorization") == "" {
-			if key := r.Header.Get("X-Api-Key"); key != "" {
-				r.Header.Set("Authorization", "Bearer "+key)
-			}
-		}
+	return withAPIKey(func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
 		return s.serveProxy(w, r, rec, op, "")
+	})
+}
+
+// withAPIKey is h reading the caller's JWT from x-api-key too, as the
+// Messages routes do: the models routes accept every credential the
+// routes beside them accept, so anthropic-sdk-go's Models.List, which
+// sends only x-api-key, is not answered 401 about a bearer token
+// (issue 37).
+func withAPIKey(h handler) handler {
+	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+		keyAsBearer(r, "X-Api-Key")
+		return h(w, r, rec)
+	}
+}
+
+// keyAsBearer moves a JWT sent in header (x-api-key, Azure's api-key)
+// into Authorization, where authentication reads it; an Authorization
+// the caller sent wins.
+func keyAsBearer(r *http.Request, header string) {
+	if r.Header.Get("Authorization") == "" {
+		if key := r.Header.Get(header); key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
 	}
 }
 
@@ -233,11 +253,7 @@ func writeJSON(w http.ResponseWriter, rec *exchange, v any) error {
 
 // azure picks the handler of a path under /openai/.
 func (s *Server) azure(w http.ResponseWriter, r *http.Request) handler {
-	if r.Header.Get("Authorization") == "" {
-		if key := r.Header.Get("Api-Key"); key != "" {
-			r.Header.Set("Authorization", "Bearer "+key)
-		}
-	}
+	keyAsBearer(r, "Api-Key")
 	path := r.URL.Path
 	if rest, ok := strings.CutPrefix(path, "/openai/v1/"); ok {
 		return s.dispatch(w, r, "/v1/"+rest)

@@ -5,11 +5,12 @@ import "github.com/llmgw/gateway/shared/request"
 // vllm is vLLM's OpenAI-compatible server: OpenAI's paths, with the public
 // model name mapped to the served model name. It differs from OpenAI in
 // reading max_tokens as chat's cap, and in serving Anthropic's
-// /v1/messages too (not count_tokens).
+// /v1/messages too (not count_tokens), and not the Responses API's
+// compact and input_tokens (request.Operation.Hosted).
 type vllm struct{ openAI }
 
 func (vllm) capField(op request.Operation) request.CapField { return maxTokensFirst(op) }
 
 func (v vllm) supports(op request.Operation) bool {
-	return v.openAI.supports(op) || op == request.Messages
+	return v.openAI.supports(op) && !op.Hosted() || op == request.Messages
 }

@@ -99,29 +99,7 @@ and a line per batch in the collector's log, %[2]s/otelcol.log.
 	if err != nil {
 		return err
 	}
-	fmt.Printf(`
-Gateway ready on %[1]s (stub backend %[2]s, dev issuer http://%[3]s).
-Stream a chat completion through it (tenant contoso, token valid 12h):
-
-curl -N %[1]s/v1/chat/completions \
-  -H "Authorization: Bearer %[4]s" \
-  -H "Content-Type: application/json" \
-  -d '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
-
-The Responses API (named events; continue with "previous_response_id"):
-
-curl -N %[1]s/v1/responses \
-  -H "Authorization: Bearer %[4]s" \
-  -H "Content-Type: application/json" \
-  -d '{"model":"o4-mini","stream":true,"input":"Hello!"}'
-
-An Azure OpenAI client: endpoint %[1]s, the token as its api key,
-deployment = a model name (e.g. gpt-4o), any date-shaped api-version.
-
-More tokens: curl 'http://%[3]s/mint?tenant=fabrikam&sub=me&aud=llm-gateway'
-%[5]sCtrl-C stops everything.
-
-`, *gatewayURL, "http://"+*stubAddr, *issuerAddr, token, otelNote)
+	fmt.Print(readyText(*gatewayURL, "http://"+*stubAddr, *issuerAddr, token, otelNote))
 
 	select {
 	case err := <-exited:
@@ -231,4 +209,42 @@ func waitHealthy(ctx context.Context, url string, exited <-chan error) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// readyText is what `make run` prints once the gateway is healthy: the
+// curl lines, with token (tenant contoso) and the dev issuer's mint lines
+// for the other demo tenants. TestReadyTextTenants checks each line
+// against scripts/dev/demo.yaml.
+func readyText(gatewayURL, stubURL, issuerAddr, token, otelNote string) string {
+	return fmt.Sprintf(`
+Gateway ready on %[1]s (stub backend %[2]s, dev issuer http://%[3]s).
+Stream a chat completion through it (tenant contoso: every model, token
+budgets of 5M a minute and 500M a month; token valid 12h):
+
+curl -N %[1]s/v1/chat/completions \
+  -H "Authorization: Bearer %[4]s" \
+  -H "Content-Type: application/json" \
+  -d '{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
+
+The Responses API (named events; continue with "previous_response_id"):
+
+curl -N %[1]s/v1/responses \
+  -H "Authorization: Bearer %[4]s" \
+  -H "Content-Type: application/json" \
+  -d '{"model":"o4-mini","stream":true,"input":"Hello!"}'
+
+An Azure OpenAI client: endpoint %[1]s, the token as its api key,
+deployment = a model name (e.g. gpt-4o), any date-shaped api-version.
+
+Claude Code, Codex and the Agents SDK run with only their base URL and
+this token (their default models are served by alias): docs/clients.md.
+
+More tokens (each tenant can use gpt-4o and the Claude models):
+  fabrikam, 60 requests a minute:
+    curl 'http://%[3]s/mint?tenant=fabrikam&sub=me&aud=llm-gateway'
+  tailspin, a 2000-token daily quota (shows the 429 insufficient_quota):
+    curl 'http://%[3]s/mint?tenant=tailspin&sub=me&aud=llm-gateway'
+%[5]sCtrl-C stops everything.
+
+`, gatewayURL, stubURL, issuerAddr, token, otelNote)
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/llmgw/gateway/scripts/stub"
+)
+
+// TestDemoAgents is the `make run` check of issue 37 (finding 2): on
+// scripts/dev/demo.yaml, with only their base URL and a token (the
+// settings docs/clients.md gives, no model), Claude Code, Codex and the
+// Agents SDK each finish a task; each asked for its own default model
+// (claude-opus-5-5, gpt-6.2-sol, gpt-5.6-luna), which the demo serves by
+// alias, and the access log names it. Before, every one got 404.
+func TestDemoAgents(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 8}})
+	models := func(path string) map[string]bool {
+		seen := map[string]bool{}
+		for _, l := range g.logs.Lines() {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["path"] == path && m["status"] == 200.0 {
+				seen[m["model"].(string)] = true
+			}
+		}
+		return seen
+	}
+
+	t.Run("Claude Code", func(t *testing.T) {
+		res, _ := runClaude(t, claudeCode(t), g, "contoso", "Use the Bash tool to run `echo stub`, then say what it printed.", true, false)
+		if res["subtype"] != "success" || res["is_error"] != false {
+			t.Fatalf("result %v", res)
+		}
+		if seen := models("/v1/messages"); !seen["claude-opus-5-5"] {
+			t.Errorf("Claude Code's default model not in the access log: %v", seen)
+		}
+		// The stub starts no subagents nobody asked for: a handful of
+		// turns and its background calls (about 11), not the hundreds a
+		// Task/Agent loop makes.
+		n := 0
+		for _, l := range g.logs.Lines() {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["path"] == "/v1/messages" {
+				n++
+			}
+		}
+		if n > 40 {
+			t.Errorf("Claude Code made %d Messages requests for a one-tool task", n)
+		}
+	})
+	t.Run("Codex", func(t *testing.T) {
+		codexExec(t, g, "contoso", "", t.TempDir(), "Say hello.", "")
+		if seen := models("/v1/responses"); !seen["gpt-6.2-sol"] {
+			t.Errorf("Codex's default model not in the access log: %v", seen)
+		}
+	})
+	t.Run("Agents SDK", func(t *testing.T) {
+		node, dir := nodeSDK(t)
+		nodeTest(t, node, dir, append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "OPENAI_AGENTS_DISABLE_TRACING=1"), "defaults.test.mjs")
+		if seen := models("/v1/responses"); !seen["gpt-5.6-luna"] {
+			t.Errorf("the Agents SDK's default model not in the access log: %v", seen)
+		}
+	})
+}
