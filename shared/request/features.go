@@ -198,7 +198,7 @@ func FeaturesOf(b []byte, op Operation) Uses {
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "tools":
 			if b[v] == '[' && rule&(featResponsesTools|featChatTools|featMessagesTools) != 0 {
-				tools(&u, b, v, rule)
+				tools(&u, b, v, rule, "")
 			}
 		case "web_search_options":
 			if rule&featChatTools != 0 && b[v] != 'n' {
@@ -222,6 +222,11 @@ func FeaturesOf(b []byte, op Operation) Uses {
 			u.fileIDs(rule, b, v, end, "messages.file_id")
 		case "input":
 			u.fileIDs(rule, b, v, end, "input.file_id")
+			if rule&featResponsesTools != 0 && b[v] == '[' {
+				// Codex sends tools in an input item too (additional_tools):
+				// any item's tools are checked as the body's are.
+				inputTools(&u, b, v, rule)
+			}
 		case "system":
 			u.fileIDs(rule, b, v, end, "system.file_id")
 		}
@@ -229,13 +234,33 @@ func FeaturesOf(b []byte, op Operation) Uses {
 	return u
 }
 
-// tools reads the tools array at b[v].
-func tools(u *Uses, b []byte, v int, rule featureRule) {
+// inputTools checks the tools arrays of the input items at b[v].
+func inputTools(u *Uses, b []byte, v int, rule featureRule) {
+	var kb [32]byte
+	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; {
+		e := jsonscan.SkipValue(b, i)
+		if b[i] == '{' {
+			jsonscan.Members(b, i, func(raw []byte, tv, _ int) {
+				if string(jsonscan.Key(raw, &kb)) == "tools" && b[tv] == '[' {
+					tools(u, b, tv, rule, "input.")
+				}
+			})
+		}
+		i = jsonscan.SkipWS(b, e)
+		if i < len(b) && b[i] == ',' {
+			i = jsonscan.SkipWS(b, i+1)
+		}
+	}
+}
+
+// tools reads the tools array at b[v]; prefix is what its params are
+// named under ("" for the body's own tools).
+func tools(u *Uses, b []byte, v int, rule featureRule, prefix string) {
 	n := 0
 	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; n++ {
 		e := jsonscan.SkipValue(b, i)
 		if b[i] == '{' {
-			tool(u, b, i, n, rule)
+			tool(u, b, i, n, rule, prefix)
 		}
 		i = jsonscan.SkipWS(b, e)
 		if i < len(b) && b[i] == ',' {
@@ -245,7 +270,7 @@ func tools(u *Uses, b []byte, v int, rule featureRule) {
 }
 
 // tool reads one tool object at b[i], tools[n].
-func tool(u *Uses, b []byte, i, n int, rule featureRule) {
+func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
 	var typ []byte
 	typed, types := false, 0
 	var maxUses int64
@@ -290,7 +315,7 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 	case rule&featResponsesTools != 0 && string(typ) == "namespace" && nested >= 0:
 		// A namespace (Codex 0.171 groups its tools so) is as its tools
 		// are: each is checked, named by its place in the namespace.
-		tools(u, b, nested, rule)
+		tools(u, b, nested, rule, prefix)
 	case rule&featResponsesTools != 0:
 		f, known = responsesTools[string(typ)]
 	case rule&featChatTools != 0:
@@ -301,13 +326,13 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule) {
 	switch {
 	case !known:
 		if u.Unknown == "" {
-			u.Unknown = fmt.Sprintf("tools[%d].type", n)
+			u.Unknown = fmt.Sprintf("%stools[%d].type", prefix, n)
 		}
 	case f >= 0:
-		u.ask(Feature(f), fmt.Sprintf("tools[%d]", n), maxUses)
+		u.ask(Feature(f), fmt.Sprintf("%stools[%d]", prefix, n), maxUses)
 	}
 	if container {
-		u.ask(Container, fmt.Sprintf("tools[%d].container", n), 0)
+		u.ask(Container, fmt.Sprintf("%stools[%d].container", prefix, n), 0)
 	}
 }
 

@@ -43,6 +43,11 @@ func TestFeaturesOf(t *testing.T) {
 		{"unknown tool in a namespace", Responses, `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"hosted_thing"}]}]}`, 0, "", 0, "tools[0].type"},
 		{"namespace without tools", Responses, `{"tools":[{"type":"namespace","name":"n"}]}`, 0, "", 0, "tools[0].type"},
 		{"web_search", Responses, `{"tools":[{"type":"web_search"}]}`, WebSearch, "tools[0]", 0, ""},
+		// Codex also sends tools in an input item (additional_tools):
+		// they are checked as the body's own.
+		{"web_search in an input item", Responses, `{"input":[{"type":"message","role":"user","content":"hi"},{"type":"additional_tools","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}]}`, WebSearch, "input.tools[1]", 0, ""},
+		{"unknown tool in an input item", Responses, `{"input":[{"type":"additional_tools","tools":[{"type":"hosted_thing"}]}]}`, 0, "", 0, "input.tools[0].type"},
+		{"functions in an input item", Responses, `{"input":[{"type":"additional_tools","tools":[{"type":"function","name":"f"},{"type":"custom","name":"apply_patch"}]}]}`, 0, "", 0, ""},
 		{"web_search_preview, max_tool_calls", Responses, `{"max_tool_calls":4,"tools":[{"type":"web_search_preview"}]}`, WebSearch, "tools[0]", 4, ""},
 		{"file_search", Responses, `{"tools":[{"type":"file_search","vector_store_ids":["vs_of_another"]}]}`, FileSearch, "tools[0]", 0, ""},
 		{"code_interpreter", Responses, `{"tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`, CodeExecution, "tools[0]", 0, ""},
