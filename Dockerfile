@@ -7,16 +7,30 @@
 # with remoteBuild): no FROM takes --platform, because ACR's dependency
 # scanner cannot read the flag (Azure/acr#697), and there is no `# syntax=`
 # line, so BuildKit uses its built-in frontend and fetches nothing extra.
-FROM golang:1.26 AS build
+#
+# The build stage is the Microsoft build of Go from MCR, never Docker Hub:
+# ACR Tasks pull anonymously from shared egress addresses, and Docker Hub's
+# anonymous pull limit fails such builds with toomanyrequests (issue 34).
+# The tag is the exact Go release go.mod names (scripts/image/dockerfile's
+# TestBaseImage checks both), and GOTOOLCHAIN=local makes a mismatch fail
+# the build instead of fetching another toolchain. MS_GO_NOSYSTEMCRYPTO=1:
+# that build links OpenSSL through cgo by default, which a static binary
+# on scratch cannot use; with it the binary uses Go's own crypto, as
+# upstream Go builds it.
+FROM mcr.microsoft.com/oss/go/microsoft/golang:1.26.8 AS build
 # BuildKit sets TARGETARCH to the platform being built, and this stage runs
 # as that platform (emulated on a host of another one); the legacy builder
 # and ACR leave it empty, and Go builds for the stage's own architecture.
 # No default here: a default would override BuildKit's value.
 ARG TARGETARCH
 WORKDIR /src
+ENV GOTOOLCHAIN=local MS_GO_NOSYSTEMCRYPTO=1
 # No separate `go mod download`: it would fetch every module in go.mod,
 # tooling included (50 MB); go build fetches only what the gateway links.
-COPY . .
+# What the build reads, and all that .dockerignore lets into the context.
+COPY go.mod go.sum ./
+COPY functions/ functions/
+COPY shared/ shared/
 RUN CGO_ENABLED=0 GOOS=linux GOARCH="${TARGETARCH:-$(go env GOARCH)}" \
     go build -tags lambda.norpc -trimpath -ldflags='-s -w' -o /rootfs/gateway ./functions/gateway \
  && mkdir -p /rootfs/etc/ssl/certs /rootfs/home/nonroot /rootfs/tmp \

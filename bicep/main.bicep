@@ -36,7 +36,7 @@ param apiClientId string
 @description('Application ID URI of the API (the aud of v1.0 tokens, and the scope prefix). Default: api://{apiClientId}.')
 param apiAppIdUri string = ''
 
-@description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name). Default: the API\'s directory, every model, 600 requests a minute.')
+@description('Tenant table of the shared gateway: [{id, name, models, requests, interval}], id an Entra directory ID (the token\'s tid), name for people (logged as tenant_name); requests and interval default to 600 and 1m. Default: the API\'s directory, every model, 600 requests a minute.')
 param tenants array = []
 
 @description('Isolated tenants, one scale-to-zero app each. Default: none.')
@@ -141,15 +141,40 @@ func isTenantName(n string) bool => length(n) >= 1 && length(n) <= 29 && contain
 var tenantNames = map(isolatedTenants, t => t.name)
 var checkedTenants = length(union(tenantNames, [])) != length(tenantNames)
   ? fail('isolatedTenants: every name must be unique: ${join(tenantNames, ', ')}')
-  : map(isolatedTenants, t => isTenantName(t.name) ? t : fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters'))
+  : map(isolatedTenants, t => !isTenantName(t.name)
+      ? fail('isolatedTenants: "${t.name}" is not a tenant name: lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters')
+      : !empty(missingDeployments(t, models))
+          ? fail('isolatedTenants: "${t.name}" calls ${join(missingDeployments(t, models), ', ')}, which its deployments (default: the models parameter, GATEWAY_MODELS) do not map to an Azure deployment')
+          : t)
+
+// missingDeployments lists the models an isolated tenant calls that its
+// deployments (default: the models parameter) do not name: each would fail
+// the deployment with an ARM expression error in app.bicep, after the
+// tenant's identity and Redis access exist (issue 34). scripts/bicepcheck
+// evaluates it.
+func missingDeployments(t object, defaults object) array => filter(t.models, m => !contains(contains(t, 'deployments') ? t.deployments : defaults, m))
+
+// tenantRowProblem names the first field a shared-tier tenant row
+// (GATEWAY_TENANTS) lacks, or ''. requests and
+// interval may be left out (gateway.bicep's defaults); id and models may
+// not. scripts/bicepcheck evaluates it.
+func tenantRowProblem(t object) string => !contains(t, 'id') ? 'id' : !contains(t, 'models') ? 'models' : ''
+
+var checkedTenantRows = map(tenants, t => empty(tenantRowProblem(t)) ? t : fail('tenants (GATEWAY_TENANTS): a row has no ${tenantRowProblem(t)}: ${string(t)}'))
 
 // isOtelDestination is otelDestination's rule: empty, appinsights, or an
 // http(s) URL (scripts/bicepcheck evaluates it).
 func isOtelDestination(d string) bool => empty(d) || d == 'appinsights' || (startsWith(d, 'https://') && length(d) > 8) || (startsWith(d, 'http://') && length(d) > 7)
 
-var checkedOtelDestination = isOtelDestination(otelDestination)
-  ? otelDestination
-  : fail('otelDestination: "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint')
+// An OTLP endpoint without a scheme (host:4317) is refused here, as the
+// gateway refuses it in OTEL_EXPORTER_OTLP_ENDPOINT; an https endpoint
+// without headers is refused by the agent, so it is refused here first,
+// with the parameter named (issue 34).
+var checkedOtelDestination = !isOtelDestination(otelDestination)
+  ? fail('otelDestination (GATEWAY_OTEL_DESTINATION): "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint (a scheme is required: https://host:4317)')
+  : startsWith(otelDestination, 'https://') && empty(trim(otelHeaders))
+      ? fail('otelHeaders (GATEWAY_OTEL_HEADERS): the agent takes an https OTLP endpoint only with headers: set its key, e.g. api-key=… or Authorization=Basic%20…')
+      : otelDestination
 
 var tags = { 'azd-env-name': environmentName }
 
@@ -172,7 +197,7 @@ module gateway 'modules/gateway.bicep' = {
     entraTenantId: entraTenantId
     apiClientId: apiClientId
     apiAppIdUri: apiAppIdUri
-    tenants: tenants
+    tenants: checkedTenantRows
     isolatedTenants: checkedTenants
     requiredRoles: requiredRoles
     requiredScopes: requiredScopes

@@ -47,7 +47,6 @@ var secretParams = map[string]any{
 // property still fails the parse.
 var unmodelled = map[string][]string{
 	"AWS::Serverless::Function": {"LoggingConfig"},
-	"AWS::Lambda::Permission":   {"InvokedViaFunctionUrl"},
 }
 
 // holdsKey is where open keeps a resource's evaluated Condition while the
@@ -370,10 +369,12 @@ func functionShape(t *testing.T, tmpl *cloudformation.Template, raw map[string]a
 			t.Errorf("the function logs to %v, not GatewayLogGroup", lc["LogGroup"])
 		}
 	})
-	t.Run("public URL invoke permission", func(t *testing.T) {
-		p := rawProps(t, raw, "GatewayUrlInvokePermission")
-		if p["Action"] != "lambda:InvokeFunction" || p["Principal"] != "*" || p["InvokedViaFunctionUrl"] != true || p["FunctionName"] != "Ref:"+id {
-			t.Errorf("permission %v, want lambda:InvokeFunction on %s for * only via the Function URL", p, id)
+	t.Run("the access log outlives the stack", func(t *testing.T) {
+		// sam delete of a tenant stack keeps its access log (issue 34),
+		// and a replacement keeps the old one.
+		lg := sectionObjects(source(t), "Resources")["GatewayLogGroup"]
+		if lg["DeletionPolicy"] != "Retain" || lg["UpdateReplacePolicy"] != "Retain" {
+			t.Errorf("GatewayLogGroup DeletionPolicy %v, UpdateReplacePolicy %v: want Retain for both", lg["DeletionPolicy"], lg["UpdateReplacePolicy"])
 		}
 	})
 	t.Run("outputs", func(t *testing.T) {

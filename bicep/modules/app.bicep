@@ -1,6 +1,6 @@
-// One gateway Container App and what only it uses: its role assignments
-// (Cognitive Services OpenAI User on the account its config calls,
-// optionally Key Vault Secrets User), its config and the app itself,
+// One gateway Container App and what only it uses: its role assignment
+// (Cognitive Services OpenAI User on the account its config calls), its
+// config and the app itself,
 // running as the user-assigned identity gateway.bicep made for it. It pulls
 // its image with the shared pull identity, whose AcrPull grant gateway.bicep
 // made once. gateway.bicep deploys this module once for the shared gateway (the
@@ -64,8 +64,7 @@ param otelDestination string
 @description('A complete gateway config instead of the generated one (shared gateway only).')
 param gatewayConfig string = ''
 param gatewayConfigKeyVaultSecretUri string = ''
-param keyVaultName string = ''
-param keyVaultResourceGroup string = ''
+@description('Key Vault references for extra env vars: [{env, secretUri}]. The identity\'s Key Vault Secrets User grant is gateway.bicep\'s, made before any app.')
 param keyVaultEnv array = []
 
 // The port the image exposes (scripts/image: ExposedPorts 8080/tcp, PORT=8080)
@@ -93,19 +92,6 @@ resource pullIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-
 
 resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = {
   name: registryName
-}
-
-// Key Vault Secrets User on an existing vault, as a module that is skipped
-// as a whole when no vault is named: nothing inside it (the vault reference,
-// the role assignment's scope) is evaluated with an empty name. Deployment
-// names carry the token and the app, unique per environment and app.
-module keyVaultAccess 'keyvault-access.bicep' = if (!empty(keyVaultName)) {
-  name: 'keyvault-access-${token}-${appName}'
-  scope: resourceGroup(empty(keyVaultResourceGroup) ? resourceGroup().name : keyVaultResourceGroup)
-  params: {
-    vaultName: keyVaultName
-    principalId: identity.properties.principalId
-  }
 }
 
 // Keyless Azure OpenAI: this app's identity gets Cognitive Services OpenAI
@@ -169,6 +155,24 @@ var otelEnv = empty(otelDestination)
 var vaultSecrets = [for (e, i) in keyVaultEnv: { name: 'kv-${i}', keyVaultUrl: e.secretUri, identity: identity.id }]
 var vaultEnv = [for (e, i) in keyVaultEnv: { name: e.env, secretRef: 'kv-${i}' }]
 
+// Every secret the app reads: its config, the Redis URL, the Key Vault
+// references.
+var secrets = concat([configSecret], redisSecrets, vaultSecrets)
+
+// configHash is a digest of every secret's value or reference, set as an env
+// var of the container so that it is part of the revision template (issue
+// 34). Container Apps makes no revision when only a secret changes and
+// running replicas keep the value they started with ("deploy a new revision
+// or restart"); the gateway reads its config once, at start. With the
+// digest in the template, a changed tenant row, model list or required role
+// changes exactly the templates of the apps whose config it changes, each
+// of which gets a new revision (Single mode: the old one is deactivated
+// when the new one is ready), and no other app restarts. A Key Vault
+// reference hashes by its URI: a new version of a secret reaches the app
+// only through a versioned URI (docs/day-two.md) or a restart.
+// scripts/azconfig computes the same digest's input for every app.
+var configHash = uniqueString(string(secrets))
+
 resource app 'Microsoft.App/containerApps@2024-03-01' = {
   name: appName
   location: location
@@ -177,7 +181,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
     type: 'UserAssigned'
     userAssignedIdentities: { '${identity.id}': {}, '${pullIdentity.id}': {} }
   }
-  dependsOn: [keyVaultAccess, openAiAccess]
+  dependsOn: [openAiAccess]
   properties: {
     environmentId: environmentId
     workloadProfileName: 'Consumption'
@@ -197,7 +201,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
       registries: [
         { server: registry.properties.loginServer, identity: pullIdentity.id }
       ]
-      secrets: concat([configSecret], redisSecrets, vaultSecrets)
+      secrets: secrets
     }
     template: {
       containers: [
@@ -214,6 +218,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
           env: concat([
             { name: 'GATEWAY_CONFIG', value: '${configDir}/${configFile}' }
             { name: 'AZURE_CLIENT_ID', value: identity.properties.clientId }
+            { name: 'GATEWAY_CONFIG_HASH', value: configHash }
           ], redisEnv, vaultEnv, otelEnv)
           volumeMounts: [
             { volumeName: 'config', mountPath: configDir }

@@ -63,6 +63,18 @@ resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
 var otelOn = !empty(otelDestination)
 var otelAppInsights = otelDestination == 'appinsights'
 
+// otlpHeaders reads a key=value,key=value list as the gateway reads
+// OTEL_EXPORTER_OTLP_HEADERS (shared/telemetry/otlp): keys trimmed, values
+// trimmed and percent-decoded (Authorization=Basic%20… reaches the endpoint
+// as "Basic …"), and an entry without '=', with an empty key or with a bad
+// percent-escape dropped. scripts/bicepcheck/testdata/otlp-headers.json
+// holds the cases both parsers are tested on (issue 34).
+func otlpHeaders(headers string) array => map(filter(map(filter(split(headers, ','), kv => contains(kv, '=') && !empty(trim(substring(kv, 0, indexOf(kv, '='))))), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) }), h => isPercentEncoded(h.value)), h => { key: h.key, value: uriComponentToString(h.value) })
+
+// isPercentEncoded reports whether every '%' in v starts an escape of two
+// hex digits (v is padded so that no substring runs past its end).
+func isPercentEncoded(v string) bool => empty(filter(range(0, length(v)), i => substring(v, i, 1) == '%' && (!contains('0123456789abcdefABCDEF', substring('${v}..', i + 1, 1)) || !contains('0123456789abcdefABCDEF', substring('${v}..', i + 2, 1)))))
+
 // otelAgent is the agent's openTelemetryConfiguration for a destination
 // and its headers (key=value,key=value as OTEL_EXPORTER_OTLP_HEADERS):
 // traces to Application Insights, or traces and metrics to one OTLP
@@ -77,7 +89,7 @@ func otelAgent(destination string, headers string) object => destination == 'app
             name: 'otlp'
             endpoint: destination
             insecure: startsWith(destination, 'http://')
-            headers: map(filter(split(headers, ','), kv => contains(kv, '=')), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) })
+            headers: otlpHeaders(headers)
           }
         ]
       }
@@ -207,11 +219,13 @@ var authAudiences = [apiClientId, empty(apiAppIdUri) ? 'api://${apiClientId}' : 
 
 // The shared gateway's tenant table. A tenant is the token's tid: an Entra
 // directory. Without a table, the API's own directory may call every model,
-// 600 requests a minute. A row's name is logged as tenant_name.
+// 600 requests a minute. A row's name is logged as tenant_name; a row
+// without requests or interval gets the isolated tier's defaults (600 a
+// minute), as its description says (main.bicep checked id and models).
 var tenantTable = empty(tenants)
   ? [{ id: entraTenantId, name: 'home', models: map(items(models), m => m.key), requests: 600, interval: '1m' }]
   : tenants
-var tenantRows = map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: t.requests, interval: t.interval })
+var tenantRows = map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: contains(t, 'requests') ? t.requests : 600, interval: contains(t, 'interval') ? t.interval : '1m' })
 
 // The isolated tenants: one app each, pinned to its directory (a one-row
 // table), with its own identity, its own role on the account it calls
@@ -228,6 +242,23 @@ resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' 
   name: 'id-gateway-${token}'
   location: location
   tags: tags
+}
+
+// Key Vault Secrets User for the shared gateway's identity (the only app
+// that reads Key Vault: its config or extra env vars), granted as soon as
+// the identity exists and before any app module starts, as the pull grant
+// is: an app created right after its grant fails its first revision with
+// "unable to fetch secret" while the grant propagates (issue 34;
+// microsoft/azure-container-apps #722, #930, #1174). A module skipped as a
+// whole when no vault is named, so nothing in it is evaluated with an
+// empty name.
+module keyVaultAccess 'keyvault-access.bicep' = if (!empty(keyVaultName)) {
+  name: 'keyvault-access-${token}-${sharedAppName}'
+  scope: resourceGroup(empty(keyVaultResourceGroup) ? resourceGroup().name : keyVaultResourceGroup)
+  params: {
+    vaultName: keyVaultName
+    principalId: identity.properties.principalId
+  }
 }
 
 resource tenantIdentities 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = [for t in isolated: {
@@ -263,7 +294,7 @@ resource tenantRedisAccess 'Microsoft.Cache/redisEnterprise/databases/accessPoli
 // The shared gateway: the tenant table, the azd service's app.
 module app 'app.bicep' = {
   name: 'app-${token}'
-  dependsOn: [redisAccess, acrPull]
+  dependsOn: [redisAccess, acrPull, keyVaultAccess]
   params: {
     token: token
     location: location
@@ -295,8 +326,6 @@ module app 'app.bicep' = {
     keyPrefix: 'llmgw:'
     gatewayConfig: gatewayConfig
     gatewayConfigKeyVaultSecretUri: gatewayConfigKeyVaultSecretUri
-    keyVaultName: keyVaultName
-    keyVaultResourceGroup: keyVaultResourceGroup
     keyVaultEnv: keyVaultEnv
   }
 }

@@ -76,6 +76,7 @@ func TestGeneratedConfigLoads(t *testing.T) {
 		{"defaults", testParams(false, nil), "memory"},
 		{"tenant table", testParams(false, contoso), "memory"},
 		{"a row without a name", testParams(false, []tenantParam{{ID: homeTenant, Models: []string{"gpt-4o"}, Requests: 1, Interval: "1m"}}), "memory"},
+		{"a row without requests or interval", testParams(false, []tenantParam{{ID: homeTenant, Name: "home", Models: []string{"gpt-4o"}}}), "memory"},
 		{"Azure Managed Redis", testParams(true, contoso), "redis"},
 		{"application ID URI given", func() params { p := testParams(false, nil); p.APIAppIDURI = "api://llm-gateway.contoso.com"; return p }(), "memory"},
 		{"required roles and scopes", func() params {

@@ -149,15 +149,18 @@ var mirroredVars = map[string]map[string]string{
 		"authJwksUrl":      `'${environment().authentication.loginEndpoint}common/discovery/v2.0/keys'`,
 		"authAudiences":    `[apiClientId, empty(apiAppIdUri) ? 'api://${apiClientId}' : apiAppIdUri]`,
 		"tenantTable":      `empty(tenants) ? [{ id: entraTenantId, name: 'home', models: map(items(models), m => m.key), requests: 600, interval: '1m' }] : tenants`,
-		"tenantRows":       `map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: t.requests, interval: t.interval })`,
+		"tenantRows":       `map(tenantTable, t => { id: t.id, name: contains(t, 'name') ? t.name : '', models: t.models, requests: contains(t, 'requests') ? t.requests : 600, interval: contains(t, 'interval') ? t.interval : '1m' })`,
 		"isolated":         `map(isolatedTenants, t => union({ requests: 600, interval: '1m', openAiAccountName: openAiAccountName, openAiResourceGroup: openAiResourceGroup, deployments: models }, t))`,
 		"isolatedAppNames": `map(isolated, t => 'ca-${t.name}')`,
 		"sharedAppName":    `'ca-gateway-${token}'`,
 		"image":            `!empty(gatewayImage) ? gatewayImage : liveImage.outputs.image`,
 	},
 	"app.bicep": {
-		"poolModels": `empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])`,
-		"limiter":    `enableRedis ? { store: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId scope: redisTokenScope } } : { store: 'memory', key_prefix: keyPrefix }`,
+		"poolModels":   `empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])`,
+		"secrets":      `concat([configSecret], redisSecrets, vaultSecrets)`,
+		"configHash":   `uniqueString(string(secrets))`,
+		"redisSecrets": `enableRedis ? [{ name: 'redis-url', value: redisUrl }] : []`,
+		"limiter":      `enableRedis ? { store: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId scope: redisTokenScope } } : { store: 'memory', key_prefix: keyPrefix }`,
 	},
 	"main.bicep": {
 		"cloudSuffixes": `{ AzureCloud: 'azure.com', AzureUSGovernment: 'azure.us', AzureChinaCloud: 'azure.cn' }`,
@@ -271,6 +274,14 @@ func sharedApp(p params) app {
 		table = []tenantParam{{ID: p.EntraTenantID, Name: "home", Models: all, Requests: 600, Interval: "1m"}}
 	}
 	for _, r := range table {
+		// gateway.bicep's tenantRows: a row without requests or interval
+		// gets 600 a minute.
+		if r.Requests == 0 {
+			r.Requests = 600
+		}
+		if r.Interval == "" {
+			r.Interval = "1m"
+		}
 		a.Rows = append(a.Rows, row(r))
 	}
 	return a

@@ -570,9 +570,9 @@ test('optional pieces declare nothing when off; deployments are unique per envir
     }
   }
   for (const m of af.modules) assert.match(prop(m.body, 'name').text, /\$\{appName\}/, `app.bicep: module ${m.name} name is not unique per app`);
-  const kv = af.modules.find((m) => m.file === 'keyvault-access.bicep');
+  const kv = gw.modules.find((m) => m.file === 'keyvault-access.bicep');
   assert.ok(kv, 'Key Vault access is a module');
-  assert.match(af.tree.rootNode.text, /module keyVaultAccess 'keyvault-access\.bicep' = if \(!empty\(keyVaultName\)\)/);
+  assert.match(gw.tree.rootNode.text, /module keyVaultAccess 'keyvault-access\.bicep' = if \(!empty\(keyVaultName\)\)/);
   assert.equal(main.params.get('openAiResourceGroup'), null, 'openAiResourceGroup is required (no default)');
   assert.ok(!params(tenantApps).has('keyVaultName') && !params(tenantApps).has('gatewayConfig'), 'tenant apps run the generated config only');
 });
@@ -622,7 +622,20 @@ const armFunctions = {
   split: (x, sep) => x.split(sep),
   trim: (x) => x.trim(),
   indexOf: (x, v) => x.indexOf(v),
+  join: (xs, sep) => xs.join(sep),
+  union: (...xs) => (Array.isArray(xs[0]) ? [...new Set(xs.flat())] : Object.assign({}, ...xs)),
+  uriComponentToString: (x) => decodeURIComponent(x),
+  fail: (msg) => {
+    throw new DeploymentFailed(msg);
+  },
 };
+
+// DeploymentFailed is what fail() raises: the deployment stops with msg,
+// before any resource that depends on the failing value. TemplateError is
+// ARM's own expression error (InvalidTemplate), raised where the value is
+// used: in the middle of a deployment.
+class DeploymentFailed extends Error {}
+class TemplateError extends Error {}
 function evaluate(node, scope) {
   switch (node.type) {
     case 'number':
@@ -636,6 +649,13 @@ function evaluate(node, scope) {
       return scope[node.text];
     case 'parenthesized_expression':
       return evaluate(node.namedChildren[0], scope);
+    case 'member_expression': {
+      // ARM fails the deployment on a property that does not exist.
+      const obj = evaluate(node.namedChildren[0], scope);
+      const key = node.namedChildren[1].text;
+      if (obj === null || typeof obj !== 'object' || !Object.hasOwn(obj, key)) throw new TemplateError(`The language expression property '${key}' doesn't exist`);
+      return obj[key];
+    }
     case 'null':
       return null;
     case 'array':
@@ -691,7 +711,11 @@ function userFunction(file, name) {
   assert.ok(d, `${file.path} has no func ${name}`);
   const ps = d.namedChildren.find((c) => c.type === 'parameters').namedChildren.map((p) => p.namedChildren[0].text);
   const bodyNode = d.namedChildren.at(-1);
-  return (...args) => evaluate(bodyNode, Object.fromEntries(ps.map((p, i) => [p, args[i]])));
+  // The file's other functions are callable from this one, as in bicep.
+  const others = () => Object.fromEntries(file.tree.rootNode.namedChildren
+    .filter((c) => c.type === 'user_defined_function' && c.childForFieldName('name').text !== name)
+    .map((c) => [c.childForFieldName('name').text, (...a) => userFunction(file, c.childForFieldName('name').text)(...a)]));
+  return (...args) => evaluate(bodyNode, { ...others(), ...Object.fromEntries(ps.map((p, i) => [p, args[i]])) });
 }
 
 // The tenant-name rule as docs/azure.md states it: lowercase letters, digits
@@ -717,7 +741,7 @@ test('tenant names: bicep checks the README\'s rule before any tenant resource e
   assert.equal(at(main.module('gateway').body, 'params.isolatedTenants').text, 'checkedTenants');
   const checked = main.vars.get('checkedTenants').text;
   assert.match(checked, /length\(union\(tenantNames, \[\]\)\) != length\(tenantNames\)\s*\? fail\(/);
-  assert.match(checked, /map\(isolatedTenants, t => isTenantName\(t\.name\) \? t : fail\(/);
+  assert.match(checked, /map\(isolatedTenants, t => !isTenantName\(t\.name\)\s*\? fail\(/);
   // The README states the same rule, and its examples follow it.
   assert.match(isolatedSection, /lowercase letters, digits and single hyphens, starting with a letter, ending with a letter or digit, at most 29 characters/);
   for (const m of readme.matchAll(/"name": "([^"]+)"/g)) assert.ok(readmeRule(m[1]), `README example tenant ${m[1]}`);
@@ -764,7 +788,14 @@ test('OpenTelemetry: the agent\'s configuration for each destination, and nothin
   assert.equal(main.value(main.params.get('otelDestination')), '');
   assert.equal(main.value(main.params.get('otelHeaders')), '');
   assert.match(main.tree.rootNode.text, /@secure\(\)\n@description\([^\n]*\)\nparam otelHeaders string/, 'the headers (a key) are secure');
-  assert.match(main.vars.get('checkedOtelDestination').text, /^isOtelDestination\(otelDestination\)\s*\? otelDestination\s*: fail\(/);
+  const checkDest = (otelDestination, otelHeaders) => evaluate(main.vars.get('checkedOtelDestination'), { otelDestination, otelHeaders, isOtelDestination: isOtel });
+  assert.equal(checkDest('https://otlp.example.com:4317', 'api-key=k'), 'https://otlp.example.com:4317');
+  assert.equal(checkDest('http://collector:4317', ''), 'http://collector:4317');
+  assert.equal(checkDest('appinsights', ''), 'appinsights');
+  assert.equal(checkDest('', ''), '');
+  assert.throws(() => checkDest('otlp.example.com:4317', 'api-key=k'), (e) => e instanceof DeploymentFailed && /GATEWAY_OTEL_DESTINATION.*scheme is required/.test(e.message));
+  // The agent refuses an https endpoint without headers: refused up front.
+  assert.throws(() => checkDest('https://otlp.example.com:4317', ' '), (e) => e instanceof DeploymentFailed && /GATEWAY_OTEL_HEADERS/.test(e.message));
   assert.equal(at(main.module('gateway').body, 'params.otelDestination').text, 'checkedOtelDestination');
   assert.equal(paramEnv.get('otelDestination'), 'GATEWAY_OTEL_DESTINATION');
   assert.equal(paramEnv.get('otelHeaders'), 'GATEWAY_OTEL_HEADERS');
@@ -814,4 +845,98 @@ test('OpenTelemetry: the agent\'s configuration for each destination, and nothin
   const configGo = fs.readFileSync(path.join(root, 'shared/telemetry/otlp/config.go'), 'utf8');
   assert.match(configGo, /p != "http\/protobuf" && p != "grpc"/, 'the gateway takes OTEL_EXPORTER_OTLP_PROTOCOL=grpc, which the agent injects');
   for (const v of ['GATEWAY_OTEL_DESTINATION', 'GATEWAY_OTEL_HEADERS']) assert.match(azureSection, new RegExp(v));
+});
+
+// Issue 34, item 10: a bad GATEWAY_TENANTS row or an isolated tenant whose
+// model has no deployment fails up front with the field named (fail() in
+// main.bicep, before the gateway module), not with an ARM expression error
+// after identities and Redis access exist; requests and interval default.
+test('tenant rows: defaults for requests and interval, fail() up front for what has none', () => {
+  const rows = (tenantTable) => evaluate(gw.vars.get('tenantRows'), { tenantTable });
+  assert.deepEqual(rows([{ id: 'd1', models: ['gpt-4o-mini'] }]), [{ id: 'd1', name: '', models: ['gpt-4o-mini'], requests: 600, interval: '1m' }]);
+  assert.deepEqual(rows([{ id: 'd1', name: 'contoso', models: ['m'], requests: 5, interval: '1h' }]), [{ id: 'd1', name: 'contoso', models: ['m'], requests: 5, interval: '1h' }]);
+  // The defaults are the isolated tier's, declared once in each place.
+  assert.match(gw.vars.get('isolated').text, /requests: 600, interval: '1m'/);
+  assert.match(gw.vars.get('tenantTable').text, /requests: 600, interval: '1m'/);
+
+  const problem = userFunction(main, 'tenantRowProblem');
+  for (const [row, want] of [[{ id: 'd1', models: ['m'] }, ''], [{ models: ['m'] }, 'id'], [{ id: 'd1' }, 'models'], [{ id: 'd1', name: 'n', models: [], requests: 1, interval: '1s' }, '']]) {
+    assert.equal(problem(row), want, JSON.stringify(row));
+  }
+  const checkRows = (tenants) => evaluate(main.vars.get('checkedTenantRows'), { tenants, tenantRowProblem: problem, string: (x) => JSON.stringify(x) });
+  assert.deepEqual(checkRows([{ id: 'd1', models: ['m'] }]), [{ id: 'd1', models: ['m'] }]);
+  assert.throws(() => checkRows([{ id: 'd1', models: ['m'] }, { name: 'x', models: ['m'] }]), (e) => e instanceof DeploymentFailed && /GATEWAY_TENANTS.*no id/.test(e.message));
+  assert.throws(() => checkRows([{ id: 'd1' }]), (e) => e instanceof DeploymentFailed && /no models/.test(e.message));
+  assert.equal(at(main.module('gateway').body, 'params.tenants').text, 'checkedTenantRows', 'the gateway module gets the checked rows only');
+
+  const missing = userFunction(main, 'missingDeployments');
+  const models = { 'gpt-4o-mini': 'mini', 'gpt-4o': '4o' };
+  assert.deepEqual(missing({ name: 'a', models: ['gpt-4o'] }, models), []);
+  assert.deepEqual(missing({ name: 'a', models: ['gpt-4o', 'o3'] }, models), ['o3']);
+  assert.deepEqual(missing({ name: 'a', models: ['gpt-4o'], deployments: { 'gpt-4o-mini': 'x' } }, models), ['gpt-4o'], 'its own deployments replace the default');
+  const checkTenants = (isolatedTenants) => evaluate(main.vars.get('checkedTenants'), {
+    isolatedTenants, models, tenantNames: isolatedTenants.map((t) => t.name),
+    isTenantName: userFunction(main, 'isTenantName'), missingDeployments: missing,
+  });
+  const ok = [{ id: 'd2', name: 'fabrikam', models: ['gpt-4o'] }];
+  assert.deepEqual(checkTenants(ok), ok);
+  assert.throws(() => checkTenants([{ id: 'd2', name: 'fabrikam', models: ['gpt-4o', 'o3'] }]), (e) => e instanceof DeploymentFailed && /"fabrikam" calls o3/.test(e.message));
+  assert.throws(() => checkTenants([{ id: 'd2', name: 'Fabrikam', models: ['gpt-4o'] }]), (e) => e instanceof DeploymentFailed && /not a tenant name/.test(e.message));
+  assert.throws(() => checkTenants([...ok, ...ok]), (e) => e instanceof DeploymentFailed && /unique/.test(e.message));
+  // Without the check, the same tenant fails where app.bicep looks its
+  // model up: an ARM expression error in the middle of the deployment.
+  const poolModels = af.vars.get('poolModels').text;
+  assert.match(poolModels, /m => models\[m\]/, 'app.bicep indexes its models by the tenant\'s model names');
+});
+
+// Issue 34, item 1: the config is a Container Apps secret, and a changed
+// secret makes no revision; the digest of every secret in the container's
+// env (the revision template) does, for exactly the apps whose secrets
+// changed. scripts/azconfig's TestConfigChangeRollsOnlyItsApp computes
+// each app's digest input and checks which apps change.
+test('every app\'s revision template carries a digest of its secrets, so a config change rolls a revision', () => {
+  const hash = env.get('GATEWAY_CONFIG_HASH');
+  assert.ok(hash, 'the container env sets GATEWAY_CONFIG_HASH');
+  assert.equal(hash.text, 'configHash');
+  assert.equal(af.vars.get('configHash').text, 'uniqueString(string(secrets))');
+  assert.equal(at(appProps, 'configuration.secrets').text, 'secrets', 'the digest covers the secrets the app is given, all of them');
+  assert.equal(af.vars.get('secrets').text, 'concat([configSecret], redisSecrets, vaultSecrets)');
+  // Template, not configuration: a template change is what makes a revision.
+  assert.ok(at(appProps, 'template.containers').text.includes('configHash'));
+  assert.ok(!prop(appProps, 'configuration').text.includes('configHash'));
+  assert.equal(at(appProps, 'configuration.activeRevisionsMode').text, "'Single'", 'the new revision replaces the old one');
+  // The gateway reads no such variable: it is there for the platform only.
+  assert.doesNotMatch(runGo, /GATEWAY_CONFIG_HASH/);
+});
+
+// Issue 34, item 2: the Key Vault grant is made as soon as the shared
+// identity exists and before any app module, as the pull grant is, never
+// in the same module just before the app that resolves the reference.
+test('Key Vault Secrets User is granted before any app, by gateway.bicep', () => {
+  assert.equal(af.modules.filter((m) => m.file === 'keyvault-access.bicep').length, 0, 'app.bicep grants no Key Vault role');
+  assert.ok(!af.params.has('keyVaultName'), 'app.bicep takes no vault to grant on');
+  const kv = gw.module('keyVaultAccess');
+  assert.equal(kv.loop, null);
+  assert.equal(at(kv.body, 'params.principalId').text, `${identity ? 'identity' : ''}.properties.principalId`);
+  assert.equal(params(sharedApp).get('identityName').text, 'identity.name', 'the identity granted is the shared app\'s');
+  assert.match(prop(sharedApp.body, 'dependsOn').text, /\bkeyVaultAccess\b/, 'the shared app waits for the grant');
+  // The grant waits for nothing but the identity: no app, no Redis.
+  assert.equal(prop(kv.body, 'dependsOn'), undefined);
+  assert.doesNotMatch(kv.body.text, /app\b|tenantApps|redis/i);
+  assert.ok(!params(tenantApps).has('keyVaultEnv') && !params(tenantApps).has('gatewayConfigKeyVaultSecretUri'), 'tenant apps read no vault');
+});
+
+// Issue 34, item 6: the agent's headers are read as the gateway reads
+// OTEL_EXPORTER_OTLP_HEADERS (percent-decoded values), checked on the cases
+// scripts/azconfig's TestOtlpHeadersParseAlike runs the gateway's parser on.
+test('OTLP headers: the agent gets what the gateway would send, on the shared cases', () => {
+  const { cases } = JSON.parse(fs.readFileSync(path.join(root, 'scripts/bicepcheck/testdata/otlp-headers.json'), 'utf8'));
+  assert.ok(cases.length >= 8);
+  const agent = userFunction(gw, 'otelAgent');
+  for (const c of cases) {
+    const got = agent('https://otlp.example.com:4317', c.in).destinationsConfiguration.otlpConfigurations[0].headers;
+    assert.deepEqual(Object.fromEntries(got.map((h) => [h.key, h.value])), c.want, JSON.stringify(c.in));
+    assert.equal(got.length, Object.keys(c.want).length, `${JSON.stringify(c.in)}: one entry per key`);
+  }
+  assert.match(gw.tree.rootNode.text, /headers: otlpHeaders\(headers\)/, 'the agent\'s configuration takes the parsed list');
 });

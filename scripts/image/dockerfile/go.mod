@@ -2,7 +2,11 @@ module github.com/llmgw/gateway/scripts/image/dockerfile
 
 go 1.26.8
 
-require github.com/moby/buildkit v0.34.2
+require (
+	github.com/distribution/reference v0.6.0
+	github.com/moby/buildkit v0.34.2
+	github.com/moby/patternmatcher v0.6.1
+)
 
 require (
 	github.com/agext/levenshtein v1.2.3 // indirect
