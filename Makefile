@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean
+.PHONY: all build run test test-short lint tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg
 
 all: build
 
@@ -60,9 +60,22 @@ lint: staticcheck
 
 # make test: every test, with the real servers they need (redis-server and
 # the Lambda emulator are started by the tests themselves on loopback).
-test: deps tools lint build bicepcheck sdktest agents
+# The test collector's build starts first, in the background (see
+# otelcol-bg); the race pass covers the packages in which the race detector
+# can find anything (scripts/cmd/racepkgs: their code or tests start
+# goroutines, make channels or use sync).
+test: otelcol-bg deps tools lint build bicepcheck sdktest agents
 	$(GO) test -tags $(TAGS) -count=1 -timeout 20m ./...
-	CGO_ENABLED=1 $(GO) test -tags $(TAGS) -count=1 -race -timeout 20m ./shared/... ./functions/...
+	CGO_ENABLED=1 $(GO) test -tags $(TAGS) -count=1 -race -timeout 20m $$($(GO) run ./scripts/cmd/racepkgs ./shared/... ./functions/...)
+
+# otelcol-bg builds the test collector (scripts/otelcol, a module of its own:
+# minutes on a fresh machine) into bin/otelcol in the background, so that it
+# builds while lint, the npm installs and the first test packages run; the
+# tests that start a collector wait on its lock (scripts/otelcoltest) rather
+# than build it again, and a later run finds it there.
+otelcol-bg:
+	@mkdir -p bin/otelcol
+	@nohup $(GO) run ./scripts/cmd/otelcolbuild >bin/otelcol/build.log 2>&1 &
 
 test-short: build
 	$(GO) test -tags $(TAGS) -count=1 -short ./...
@@ -103,8 +116,14 @@ image: deps
 	@du -sh bin/oci
 
 # The official Node SDK used by functions/gateway's TestSDKNode.
-sdktest:
-	cd scripts/sdktest && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+# Each npm folder is installed again only when its lock file changed: the
+# stamp in node_modules (ignored by git) is newer than package-lock.json.
+NPM_CI := npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+
+sdktest: scripts/sdktest/node_modules/.installed
+scripts/sdktest/node_modules/.installed: scripts/sdktest/package-lock.json
+	cd scripts/sdktest && $(NPM_CI)
+	@touch $@
 
 # The coding-agent CLIs, in one install: Claude Code's and Codex CLI's
 # releases and, on linux-x64, Node.js 22 as the optional package
@@ -113,8 +132,10 @@ sdktest:
 # so node_modules/.bin/claude is the package's placeholder: start them
 # with scripts/agents/bin/claude and scripts/agents/bin/codex, as the
 # tests (TestClaudeCode, TestCodexCLI) and docs/clients.md do.
-agents:
-	cd scripts/agents && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+agents: scripts/agents/node_modules/.installed
+scripts/agents/node_modules/.installed: scripts/agents/package-lock.json
+	cd scripts/agents && $(NPM_CI)
+	@touch $@
 
 # The bench measures the backend leg plain, over TLS and with h2 offered;
 # BENCH_FLAGS adds flags, e.g. BENCH_FLAGS='-backend plain' (one leg) or
@@ -149,10 +170,13 @@ bench-nginx:
 # parameter flow on day two and the azd scripts (scripts/azconfig; needs
 # redis-server and jq); and the Dockerfile against `make image` (BuildKit's
 # parser, in a Go module of its own).
-bicepcheck: redis jq
-	cd scripts/bicepcheck && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error && node --test
+bicepcheck: redis jq scripts/bicepcheck/node_modules/.installed
+	cd scripts/bicepcheck && node --test
 	$(GO) test -tags $(TAGS) -count=1 ./scripts/azconfig
 	cd scripts/image/dockerfile && $(GO) test -count=1 ./...
+scripts/bicepcheck/node_modules/.installed: scripts/bicepcheck/package-lock.json
+	cd scripts/bicepcheck && $(NPM_CI)
+	@touch $@
 
 # Cold start: exec → healthy and exec → first streamed byte, HTTP and Lambda hosts.
 coldstart: build

@@ -41,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/binsize"
 	"github.com/llmgw/gateway/scripts/internal/privateca"
 )
 
@@ -777,6 +778,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 	res.binSize, res.imageSize, res.imageNote = sizes(b.root, b.bins.gateway)
+	res.deps, res.depsErr = binsize.Measure(ctx, b.root, "./functions/gateway")
 	return res, nil
 }
 

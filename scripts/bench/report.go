@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	_ "embed"
 	"fmt"
 	"math"
@@ -9,11 +10,14 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/llmgw/gateway/scripts/binsize"
 )
 
 // report renders results as BENCHMARKS.md and as a console summary.
@@ -428,6 +432,8 @@ type mdView struct {
 	ColdErrors    string
 	BinSize       string
 	BinBytes      int64
+	Deps          *mdTable
+	DepsNote      string
 	Image         string
 }
 
@@ -664,6 +670,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		v.ColdErrors = kindsString(res.coldErrors)
 	}
 	v.BinSize, v.BinBytes = mib(res.binSize), res.binSize
+	v.Deps, v.DepsNote = depsTable(res.deps, res.depsErr)
 	if res.imageSize > 0 {
 		v.Image = fmt.Sprintf("%s (%s)", mib(res.imageSize), res.imageNote)
 	} else {
@@ -770,4 +777,31 @@ func (r *report) summary() string {
 	}
 	b.WriteString(r.legsSummary())
 	return b.String()
+}
+
+// depsTable is what each module costs the binary and the start, with the
+// reason budget.tsv gives for it (scripts/binsize).
+func depsTable(r *binsize.Report, err error) (*mdTable, string) {
+	switch {
+	case err != nil:
+		return nil, "Not measured: " + err.Error() + "."
+	case r == nil:
+		return nil, "Not measured in this run."
+	}
+	_, lines, err := binsize.Budget()
+	if err != nil {
+		return nil, "Not measured: " + err.Error() + "."
+	}
+	why := map[string]string{}
+	for _, l := range lines {
+		why[l.Module] = l.Why
+	}
+	t := newTable("module", "KiB>", "init ms>", "init bytes>", "why")
+	var sum int64
+	for _, m := range r.Modules {
+		sum += m.Bytes
+		t.add(m.Path, strconv.FormatInt((m.Bytes+1023)/1024, 10), strconv.FormatFloat(m.InitMs, 'f', 3, 64),
+			strconv.FormatInt(m.InitBytes, 10), cmp.Or(why[m.Path], "(no line in budget.tsv)"))
+	}
+	return t, fmt.Sprintf("The symbols add up to %s of the stripped %s; the rest is the function tables (pclntab) and headers, which grow with the code.", mib(sum), mib(r.Stripped))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/llmgw/gateway/scripts/binsize"
 	"math"
 	"time"
 )
@@ -47,6 +48,8 @@ type results struct {
 
 	binSize, imageSize int64
 	imageNote          string
+	deps               *binsize.Report // the working tree's gateway, by module
+	depsErr            error
 	elapsed            time.Duration
 }
 

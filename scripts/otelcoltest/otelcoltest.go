@@ -39,37 +39,51 @@ var (
 	buildErr  error
 )
 
-// Binary builds scripts/otelcol (once per process; the binary is kept in
-// the temp directory under a name that hashes its sources, so later runs
-// skip the build) and returns its path.
+// Binary builds scripts/otelcol (once per process) and returns its path.
+// The binary is kept in the repository's own ignored bin/otelcol, under a
+// name that hashes its sources, so a later run, or another test binary of
+// the same run, skips the build; never in the temporary directory, which a
+// fresh machine does not share with an earlier run. A lock file beside it
+// makes every builder wait for the one already building (make test starts
+// one in the background, scripts/cmd/otelcolbuild, before the tests run),
+// so the collector is built once per run however many packages need it.
 func Binary() (string, error) {
-	buildOnce.Do(func() {
-		_, self, _, _ := runtime.Caller(0)
-		dir := filepath.Join(filepath.Dir(self), "..", "otelcol")
-		h := sha256.New()
-		for _, f := range []string{"go.mod", "go.sum", "main.go", "jsonfile.go"} {
-			b, err := os.ReadFile(filepath.Join(dir, f))
-			if err != nil {
-				buildErr = err
-				return
-			}
-			h.Write(b)
-		}
-		binPath = filepath.Join(os.TempDir(), "llmgw-otelcol-"+hex.EncodeToString(h.Sum(nil))[:16])
-		if _, err := os.Stat(binPath); err == nil {
-			return
-		}
-		tmp := binPath + ".tmp" + strconv.Itoa(os.Getpid())
-		cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, ".")
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building the collector: %v\n%s", err, out)
-			return
-		}
-		buildErr = os.Rename(tmp, binPath)
-	})
+	buildOnce.Do(func() { binPath, buildErr = build() })
 	return binPath, buildErr
+}
+
+func build() (string, error) {
+	_, self, _, _ := runtime.Caller(0)
+	src := filepath.Join(filepath.Dir(self), "..", "otelcol")
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum", "main.go", "jsonfile.go"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	dir := filepath.Join(filepath.Dir(self), "..", "..", "bin", "otelcol")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("the collector's folder: %w", err)
+	}
+	bin := filepath.Join(dir, "otelcol-"+hex.EncodeToString(h.Sum(nil))[:16])
+	unlock, err := lock(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return "", fmt.Errorf("the collector's build lock: %w", err)
+	}
+	defer unlock()
+	if _, err := os.Stat(bin); err == nil {
+		return bin, nil
+	}
+	tmp := bin + ".tmp" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("go", "build", "-trimpath", "-o", tmp, ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the collector: %v\n%s", err, out)
+	}
+	return bin, os.Rename(tmp, bin)
 }
 
 // Start builds (if needed) and starts a collector on a free loopback port;

@@ -102,3 +102,10 @@ func TestTokenCache(t *testing.T) {
 		}
 	})
 }
+
+// len is the cache's size, for the tests.
+func (c *tokenCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
+}

@@ -81,9 +81,3 @@ func (c *tokenCache) clear() {
 	defer c.mu.Unlock()
 	clear(c.m)
 }
-
-func (c *tokenCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.m)
-}

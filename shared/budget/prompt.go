@@ -101,12 +101,6 @@ type Scanner struct {
 	MediaTokens int64
 }
 
-// PromptBound returns Scanner{}.Ask(body, f).PromptBound: a bound provably
-// at least the prompt tokens the backend counts for body.
-func PromptBound(body []byte, f Format) int {
-	return int(Scanner{}.Ask(body, f).PromptBound)
-}
-
 // Ask reads body (a JSON object, already validated) in one byte scan,
 // without decoding or allocating, and returns its prompt bound, the number
 // of prompts it batches and whether it is Unbounded; Choices and ClientCap

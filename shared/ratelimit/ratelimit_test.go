@@ -211,8 +211,11 @@ func TestRedisPassword(t *testing.T) {
 }
 
 // bound is how long any Take may take against a failing store: ten times
-// the timeout, generous for a busy machine; a hang would exceed it.
-func bound(timeout time.Duration) time.Duration { return 10 * timeout }
+// the timeout as this machine keeps it now (ref: how long a timer of the
+// timeout, started with the take, really took to fire), so a busy machine
+// that runs every timer late widens the bound with them while a hang (a
+// take that waits past its timeout for the store) still exceeds it.
+func bound(timeout, ref time.Duration) time.Duration { return 10 * max(timeout, ref) }
 
 // dialTimeout is the tests' dial budget. A take that must wait for a new
 // connection (the last one timed out and was closed) may wait Timeout plus
@@ -226,9 +229,12 @@ const dialTimeout = 100 * time.Millisecond
 func takeTimed(t *testing.T, l *ratelimit.Limiter, timeout time.Duration) (ratelimit.Decision, error) {
 	t.Helper()
 	start := time.Now()
+	fired := make(chan time.Duration, 1)
+	time.AfterFunc(timeout, func() { fired <- time.Since(start) })
 	d, err := l.Take(context.Background(), "t")
-	if took := time.Since(start); took > bound(timeout) {
-		t.Fatalf("Take took %s, bound %s", took, bound(timeout))
+	took := time.Since(start)
+	if ref := <-fired; took > bound(timeout, ref) {
+		t.Fatalf("Take took %s, bound %s (a %s timer started with it fired after %s)", took, bound(timeout, ref), timeout, ref)
 	}
 	return d, err
 }

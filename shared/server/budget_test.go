@@ -161,7 +161,7 @@ func TestBudgetStrict(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "data: {\"choices\":[{\"delta\":{\"content\":\"hello\"}}]}\n\ndata: [DONE]\n\n" {
 		t.Fatalf("status %d: %q", resp.StatusCode, body)
 	}
-	bound := int64(budget.PromptBound([]byte(streamBody), budget.FormatChat))
+	bound := budget.Scanner{}.Ask([]byte(streamBody), budget.FormatChat).PromptBound
 	d := spy.decision()
 	if d.Granted != 1000 || d.OutputCap != 1000-bound {
 		t.Fatalf("decision %+v, bound %d", d, bound)

@@ -28,9 +28,9 @@ type AnswerScanner struct {
 	key     [32]byte
 	keyN    int  // len(key) used; > len(key) when too long to be wanted
 	value   bool // between a depth-1 ':' and the end of its value
-	// capturing is the member whose value is being kept (index into
-	// kept, -1 none): an index, not a pointer, so a scanner on the stack
-	// stays there.
+	// capturing is the member whose value is being kept, as its index
+	// into kept plus one (0 none, so the zero scanner captures nothing):
+	// an index, not a pointer, so a scanner on the stack stays there.
 	capturing int8
 
 	kept [3]captured // usage, id, object

@@ -163,13 +163,6 @@ func (s *credentialStream) fetch(ctx context.Context) (auth.Credentials, error) 
 	return c, nil
 }
 
-// running reports whether the poller runs (for tests).
-func (s *credentialStream) running() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stop != nil
-}
-
 // PrimeCredentials waits for the first credentials of a client NewClient
 // built with Credentials (others return at once), so that the wait is
 // spent in a warm-up, whose budget is the dial timeout, rather than in a

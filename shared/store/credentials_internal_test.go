@@ -191,3 +191,10 @@ func TestCredentialStream(t *testing.T) {
 		}
 	})
 }
+
+// running reports whether the poller runs.
+func (s *credentialStream) running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stop != nil
+}

@@ -106,361 +106,392 @@ func (h *h) wantUsed(tenant string, lim budget.Limits, tpm, quota int64) {
 	}
 }
 
-// Run runs the conformance tests against stores made by newStore: one
-// table of subtests that every store must pass, kept in one function so a
-// store's author reads the whole contract in one place.
+// Run runs the conformance tests against stores made by newStore, one
+// named subtest per clause of the contract; the table below lists them all,
+// so a store's author reads the whole contract in one place, and each
+// clause is a function of its own beside it.
 func Run(t *testing.T, newStore NewStore) {
-	tpm := budget.Limits{TokensPerMinute: 1000}
-	day := budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}
-	month := budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodMonth}
-	both := budget.Limits{TokensPerMinute: 1000, TokenQuota: 5000, QuotaPeriod: budget.PeriodDay}
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, NewStore)
+	}{
+		{"grants up to want and refuses below min", grantsUpToWantAndRefusesBelowMin},
+		{"refusal codes name the limit", refusalCodesNameTheLimit},
+		{"no limits grants want", noLimitsGrantsWant},
+		{"settle refunds exactly once", settleRefundsExactlyOnce},
+		{"overrun is charged", overrunIsCharged},
+		{"keep charges the reservation", keepChargesTheReservation},
+		{"estimate mode refuses only when over", estimateModeRefusesOnlyWhenOver},
+		{"reserving a held id is idempotent", reservingAHeldIdIsIdempotent},
+		{"tenants are isolated", tenantsAreIsolated},
+		{"lease expiry charges the reservation, settled once", leaseExpiryChargesTheReservation},
+		{"expiry record ends after another lease", expiryRecordEndsAfterAnotherLease},
+		{"keep after expiry charges the reservation", keepAfterExpiryChargesTheReservation},
+		{"window roll-over", windowRollOver},
+		{"clock stepped back stays in the latest window", clockSteppedBackStaysInTheLatestWindow},
+		{"day quota resets at 00:00 UTC", dayQuotaResetsAt0000UTC},
+		{"month quota follows the UTC calendar", monthQuotaFollowsTheUTCCalendar},
+		{"a changed period restarts the quota", aChangedPeriodRestartsTheQuota},
+		{"concurrent settles refund once", concurrentSettlesRefundOnce},
+		{"concurrent reservations never exceed the budget", concurrentReservationsNeverExceedTheBudget},
+	} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, newStore) })
+	}
+}
 
-	t.Run("grants up to want and refuses below min", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		minuteEnd := Base.Truncate(time.Minute).Add(time.Minute)
-		for i, c := range []struct {
-			minimum, want, granted int64
-			refused                budget.Limit
-			remaining              int64
-		}{
-			{100, 300, 300, 0, 700},
-			{100, 600, 600, 0, 100},
-			{50, 300, 100, 0, 0}, // clamped to what is left
-			{1, 10, 0, budget.LimitTPM, 0},
-		} {
-			d := h.reserve("a", fmt.Sprint("r", i), tpm, c.minimum, c.want)
-			if d.Allowed != (c.refused == 0) || d.Granted != c.granted || d.RefusedBy != c.refused ||
-				d.TPM.Remaining != c.remaining || d.TPM.Limit != 1000 || d.Requested != c.minimum {
-				t.Fatalf("step %d: %+v; want granted %d, refused %v, remaining %d", i, d, c.granted, c.refused, c.remaining)
+// The limits the clauses share.
+var (
+	tpm   = budget.Limits{TokensPerMinute: 1000}
+	day   = budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}
+	month = budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodMonth}
+	both  = budget.Limits{TokensPerMinute: 1000, TokenQuota: 5000, QuotaPeriod: budget.PeriodDay}
+)
+
+func grantsUpToWantAndRefusesBelowMin(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	minuteEnd := Base.Truncate(time.Minute).Add(time.Minute)
+	for i, c := range []struct {
+		minimum, want, granted int64
+		refused                budget.Limit
+		remaining              int64
+	}{
+		{100, 300, 300, 0, 700},
+		{100, 600, 600, 0, 100},
+		{50, 300, 100, 0, 0}, // clamped to what is left
+		{1, 10, 0, budget.LimitTPM, 0},
+	} {
+		d := h.reserve("a", fmt.Sprint("r", i), tpm, c.minimum, c.want)
+		if d.Allowed != (c.refused == 0) || d.Granted != c.granted || d.RefusedBy != c.refused ||
+			d.TPM.Remaining != c.remaining || d.TPM.Limit != 1000 || d.Requested != c.minimum {
+			t.Fatalf("step %d: %+v; want granted %d, refused %v, remaining %d", i, d, c.granted, c.refused, c.remaining)
+		}
+		if !d.TPM.Reset.Equal(minuteEnd) {
+			t.Fatalf("step %d: reset %s, want %s", i, d.TPM.Reset, minuteEnd)
+		}
+		if d.Quota != (budget.Window{}) {
+			t.Fatalf("step %d: quota window %+v without a quota", i, d.Quota)
+		}
+		if c.refused != 0 && d.RefusedBy.Code() != "rate_limit_exceeded" {
+			t.Fatalf("code %q", d.RefusedBy.Code())
+		}
+	}
+}
+
+func refusalCodesNameTheLimit(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := budget.Limits{TokensPerMinute: 100, TokenQuota: 150, QuotaPeriod: budget.PeriodDay}
+	if d := h.reserve("a", "1", lim, 90, 90); !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	// TPM has 10 left, quota 60: TPM refuses.
+	d := h.reserve("a", "2", lim, 20, 20)
+	if d.Allowed || d.RefusedBy != budget.LimitTPM || d.RefusedBy.Code() != "rate_limit_exceeded" || d.Refusal().Remaining != 10 {
+		t.Fatalf("tpm: %+v", d)
+	}
+	// Next minute: TPM has 100, quota 60: the quota refuses.
+	h.clock.Advance(time.Minute)
+	d = h.reserve("a", "3", lim, 70, 70)
+	if d.Allowed || d.RefusedBy != budget.LimitQuota || d.RefusedBy.Code() != "insufficient_quota" || d.Refusal().Remaining != 60 {
+		t.Fatalf("quota: %+v", d)
+	}
+	if want := time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC); !d.Quota.Reset.Equal(want) {
+		t.Fatalf("quota reset %s, want %s", d.Quota.Reset, want)
+	}
+	// Both refuse: the quota is named (waiting a minute does not help).
+	if d := h.reserve("a", "4", lim, 60, 60); !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	d = h.reserve("a", "5", lim, 50, 50)
+	if d.RefusedBy != budget.LimitQuota {
+		t.Fatalf("both: %+v", d)
+	}
+}
+
+func noLimitsGrantsWant(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	d := h.reserve("a", "1", budget.Limits{}, 10, 500)
+	if !d.Allowed || d.Granted != 500 {
+		t.Fatalf("%+v", d)
+	}
+	if s := h.settle("a", "1", 20); !s.Found || s.Refunded != 480 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func settleRefundsExactlyOnce(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", both, 100, 400)
+	h.wantUsed("a", both, 400, 400)
+	s := h.settle("a", "1", 150)
+	if want := (budget.Settlement{Found: true, Reserved: 400, Actual: 150, Refunded: 250}); s != want {
+		t.Fatalf("settle %+v, want %+v", s, want)
+	}
+	h.wantUsed("a", both, 150, 150)
+	if s := h.settle("a", "1", 0); s.Found {
+		t.Fatalf("second settle %+v", s)
+	}
+	h.wantUsed("a", both, 150, 150)
+	if s := h.settle("a", "never", 10); s.Found {
+		t.Fatalf("unknown id %+v", s)
+	}
+}
+
+func overrunIsCharged(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", both, 100, 100)
+	s := h.settle("a", "1", 1300)
+	if s.Overrun != 1200 || s.Refunded != 0 {
+		t.Fatalf("%+v", s)
+	}
+	h.wantUsed("a", both, 1300, 1300)
+	if d := h.reserve("a", "2", both, 1, 1); d.Allowed || d.RefusedBy != budget.LimitTPM || d.TPM.Remaining != 0 {
+		t.Fatalf("after overrun %+v", d)
+	}
+}
+
+func keepChargesTheReservation(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", both, 10, 321)
+	s := h.settle("a", "1", budget.KeepReserved)
+	if !s.Found || s.Actual != 321 || s.Refunded != 0 || s.Overrun != 0 {
+		t.Fatalf("%+v", s)
+	}
+	h.wantUsed("a", both, 321, 321)
+}
+
+func estimateModeRefusesOnlyWhenOver(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	d := h.reserve("a", "1", tpm, 1, 0)
+	if !d.Allowed || d.Granted != 0 {
+		t.Fatalf("%+v", d)
+	}
+	h.settle("a", "1", 999)
+	if d := h.reserve("a", "2", tpm, 1, 0); !d.Allowed {
+		t.Fatalf("999 of 1000: %+v", d)
+	}
+	h.settle("a", "2", 500) // overshoot: the in-flight request's usage
+	h.wantUsed("a", tpm, 1499, 0)
+	if d := h.reserve("a", "3", tpm, 1, 0); d.Allowed || d.RefusedBy != budget.LimitTPM {
+		t.Fatalf("over: %+v", d)
+	}
+}
+
+func reservingAHeldIdIsIdempotent(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", tpm, 100, 300)
+	d := h.reserve("a", "1", tpm, 100, 300)
+	if !d.Allowed || !d.Held || d.Granted != 300 {
+		t.Fatalf("%+v", d)
+	}
+	h.wantUsed("a", tpm, 300, 0)
+}
+
+func tenantsAreIsolated(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", tpm, 100, 1000)
+	if d := h.reserve("b", "1", tpm, 100, 1000); !d.Allowed || d.Held || d.Granted != 1000 {
+		t.Fatalf("b: %+v", d)
+	}
+	if s := h.settle("c", "1", 0); s.Found {
+		t.Fatalf("c settled a's reservation: %+v", s)
+	}
+	h.wantUsed("a", tpm, 1000, 0)
+}
+
+func leaseExpiryChargesTheReservation(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
+	h := setup(t, newStore, start)
+	h.reserve("a", "dead", day, 100, 600)
+	h.reserve("a", "live", day, 100, 100)
+	h.clock.Advance(lease - time.Second)
+	h.wantUsed("a", day, 0, 700)
+	h.settle("a", "live", 50)
+	h.wantUsed("a", day, 0, 650)
+	h.clock.Advance(time.Second) // dead's lease ends: its 600 stay charged (issue 30)
+	h.wantUsed("a", day, 0, 650)
+	if d := h.reserve("a", "dead", day, 1, 1); d.Allowed || !d.Held {
+		t.Fatalf("re-reserving an expired id: %+v", d)
+	}
+	// A late settle (a replayed one) settles the actual usage, once.
+	s := h.settle("a", "dead", 200)
+	if !s.Found || !s.Expired || s.Reserved != 600 || s.Overrun != 0 || s.Refunded != 400 {
+		t.Fatalf("late settle %+v", s)
+	}
+	h.wantUsed("a", day, 0, 250)
+	if s := h.settle("a", "dead", 200); s.Found {
+		t.Fatalf("second late settle %+v", s)
+	}
+	h.wantUsed("a", day, 0, 250)
+}
+
+func expiryRecordEndsAfterAnotherLease(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", day, 10, 10)
+	h.clock.Advance(lease)
+	h.wantUsed("a", day, 0, 10) // expired, still charged
+	h.clock.Advance(lease)
+	h.wantUsed("a", day, 0, 10) // the expiry record is swept, the charge stays
+	if s := h.settle("a", "1", 500); s.Found {
+		t.Fatalf("settle after the expiry record ended: %+v", s)
+	}
+	h.wantUsed("a", day, 0, 10)
+}
+
+func keepAfterExpiryChargesTheReservation(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", day, 10, 70)
+	h.clock.Advance(lease + time.Second)
+	s := h.settle("a", "1", budget.KeepReserved)
+	if !s.Expired || s.Actual != 70 || s.Overrun != 0 || s.Refunded != 0 {
+		t.Fatalf("%+v", s)
+	}
+	h.wantUsed("a", day, 0, 70)
+}
+
+func windowRollOver(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "old", tpm, 900, 900)
+	h.reserve("a", "old2", tpm, 50, 50)
+	h.clock.Advance(time.Minute)
+	d := h.reserve("a", "new", tpm, 1000, 1000)
+	if !d.Allowed || d.Granted != 1000 {
+		t.Fatalf("fresh window: %+v", d)
+	}
+	// A refund into the ended window goes nowhere.
+	if s := h.settle("a", "old", 100); s.Refunded != 800 {
+		t.Fatalf("%+v", s)
+	}
+	h.wantUsed("a", tpm, 1000, 0)
+	// An overrun of a reservation from the ended window is charged now.
+	if s := h.settle("a", "old2", 80); s.Overrun != 30 {
+		t.Fatalf("%+v", s)
+	}
+	h.wantUsed("a", tpm, 1030, 0)
+	// A refund into the current window returns.
+	h.settle("a", "new", 400)
+	h.wantUsed("a", tpm, 430, 0)
+}
+
+func clockSteppedBackStaysInTheLatestWindow(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base.Add(29*time.Second)) // 12:00:59
+	h.clock.Advance(2 * time.Second)                  // 12:01:01
+	h.reserve("a", "1", tpm, 600, 600)
+	h.clock.Advance(-3 * time.Second) // 12:00:58: earlier window by the clock
+	if d := h.reserve("a", "2", tpm, 500, 500); d.Allowed {
+		t.Fatalf("a stepped-back clock reopened a window: %+v", d)
+	}
+}
+
+func dayQuotaResetsAt0000UTC(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, time.Date(2026, 3, 10, 23, 59, 59, 0, time.UTC))
+	d := h.reserve("a", "1", day, 1000, 1000)
+	if !d.Allowed || !d.Quota.Reset.Equal(time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("%+v", d)
+	}
+	h.settle("a", "1", budget.KeepReserved)
+	if d := h.reserve("a", "2", day, 1, 1); d.Allowed {
+		t.Fatalf("same day: %+v", d)
+	}
+	h.clock.Advance(time.Second)
+	d = h.reserve("a", "3", day, 1000, 1000)
+	if !d.Allowed || !d.Quota.Reset.Equal(time.Date(2026, 3, 12, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("next day: %+v", d)
+	}
+}
+
+func monthQuotaFollowsTheUTCCalendar(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	for i, c := range []struct {
+		at, next time.Time // an instant, and the start of the month after it
+		step     time.Duration
+		sameNext bool // at+step is still in the same month
+	}{
+		{time.Date(2026, 1, 31, 23, 59, 59, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
+		{time.Date(2028, 2, 28, 23, 0, 0, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), 24 * time.Hour, true}, // leap day
+		{time.Date(2028, 2, 29, 23, 59, 59, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
+		{time.Date(2027, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
+		{time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
+		{time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), 11 * time.Hour, true},
+		{time.Date(2100, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2100, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false}, // not a leap year
+	} {
+		t.Run(c.at.Format("2006-01-02"), func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, newStore, c.at)
+			d := h.reserve("a", "1", month, 1000, 1000)
+			if !d.Allowed || !d.Quota.Reset.Equal(c.next) {
+				t.Fatalf("case %d: %+v, want reset %s", i, d, c.next)
 			}
-			if !d.TPM.Reset.Equal(minuteEnd) {
-				t.Fatalf("step %d: reset %s, want %s", i, d.TPM.Reset, minuteEnd)
+			h.settle("a", "1", budget.KeepReserved)
+			h.clock.Advance(c.step)
+			d = h.reserve("a", "2", month, 1, 1)
+			if d.Allowed == c.sameNext {
+				t.Fatalf("case %d after %s: allowed %v, want %v (%+v)", i, c.step, d.Allowed, !c.sameNext, d)
 			}
-			if d.Quota != (budget.Window{}) {
-				t.Fatalf("step %d: quota window %+v without a quota", i, d.Quota)
+		})
+	}
+}
+
+func aChangedPeriodRestartsTheQuota(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", day, 900, 900)
+	d := h.reserve("a", "2", month, 900, 900)
+	if !d.Allowed {
+		t.Fatalf("%+v", d)
+	}
+	// Settling the day reservation refunds nothing into the month.
+	h.settle("a", "1", 0)
+	h.wantUsed("a", month, 0, 900)
+}
+
+func concurrentSettlesRefundOnce(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.reserve("a", "1", both, 500, 500)
+	var found atomic.Int64
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			s, err := h.s.Settle(h.ctx, "a", "1", 100)
+			if err != nil {
+				t.Error(err)
 			}
-			if c.refused != 0 && d.RefusedBy.Code() != "rate_limit_exceeded" {
-				t.Fatalf("code %q", d.RefusedBy.Code())
+			if s.Found {
+				found.Add(1)
 			}
-		}
-	})
+		})
+	}
+	wg.Wait()
+	if found.Load() != 1 {
+		t.Fatalf("%d settles found the reservation", found.Load())
+	}
+	h.wantUsed("a", both, 100, 100)
+}
 
-	t.Run("refusal codes name the limit", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		lim := budget.Limits{TokensPerMinute: 100, TokenQuota: 150, QuotaPeriod: budget.PeriodDay}
-		if d := h.reserve("a", "1", lim, 90, 90); !d.Allowed {
-			t.Fatalf("%+v", d)
-		}
-		// TPM has 10 left, quota 60: TPM refuses.
-		d := h.reserve("a", "2", lim, 20, 20)
-		if d.Allowed || d.RefusedBy != budget.LimitTPM || d.RefusedBy.Code() != "rate_limit_exceeded" || d.Refusal().Remaining != 10 {
-			t.Fatalf("tpm: %+v", d)
-		}
-		// Next minute: TPM has 100, quota 60: the quota refuses.
-		h.clock.Advance(time.Minute)
-		d = h.reserve("a", "3", lim, 70, 70)
-		if d.Allowed || d.RefusedBy != budget.LimitQuota || d.RefusedBy.Code() != "insufficient_quota" || d.Refusal().Remaining != 60 {
-			t.Fatalf("quota: %+v", d)
-		}
-		if want := time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC); !d.Quota.Reset.Equal(want) {
-			t.Fatalf("quota reset %s, want %s", d.Quota.Reset, want)
-		}
-		// Both refuse: the quota is named (waiting a minute does not help).
-		if d := h.reserve("a", "4", lim, 60, 60); !d.Allowed {
-			t.Fatalf("%+v", d)
-		}
-		d = h.reserve("a", "5", lim, 50, 50)
-		if d.RefusedBy != budget.LimitQuota {
-			t.Fatalf("both: %+v", d)
-		}
-	})
-
-	t.Run("no limits grants want", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		d := h.reserve("a", "1", budget.Limits{}, 10, 500)
-		if !d.Allowed || d.Granted != 500 {
-			t.Fatalf("%+v", d)
-		}
-		if s := h.settle("a", "1", 20); !s.Found || s.Refunded != 480 {
-			t.Fatalf("%+v", s)
-		}
-	})
-
-	t.Run("settle refunds exactly once", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", both, 100, 400)
-		h.wantUsed("a", both, 400, 400)
-		s := h.settle("a", "1", 150)
-		if want := (budget.Settlement{Found: true, Reserved: 400, Actual: 150, Refunded: 250}); s != want {
-			t.Fatalf("settle %+v, want %+v", s, want)
-		}
-		h.wantUsed("a", both, 150, 150)
-		if s := h.settle("a", "1", 0); s.Found {
-			t.Fatalf("second settle %+v", s)
-		}
-		h.wantUsed("a", both, 150, 150)
-		if s := h.settle("a", "never", 10); s.Found {
-			t.Fatalf("unknown id %+v", s)
-		}
-	})
-
-	t.Run("overrun is charged", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", both, 100, 100)
-		s := h.settle("a", "1", 1300)
-		if s.Overrun != 1200 || s.Refunded != 0 {
-			t.Fatalf("%+v", s)
-		}
-		h.wantUsed("a", both, 1300, 1300)
-		if d := h.reserve("a", "2", both, 1, 1); d.Allowed || d.RefusedBy != budget.LimitTPM || d.TPM.Remaining != 0 {
-			t.Fatalf("after overrun %+v", d)
-		}
-	})
-
-	t.Run("keep charges the reservation", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", both, 10, 321)
-		s := h.settle("a", "1", budget.KeepReserved)
-		if !s.Found || s.Actual != 321 || s.Refunded != 0 || s.Overrun != 0 {
-			t.Fatalf("%+v", s)
-		}
-		h.wantUsed("a", both, 321, 321)
-	})
-
-	t.Run("estimate mode refuses only when over", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		d := h.reserve("a", "1", tpm, 1, 0)
-		if !d.Allowed || d.Granted != 0 {
-			t.Fatalf("%+v", d)
-		}
-		h.settle("a", "1", 999)
-		if d := h.reserve("a", "2", tpm, 1, 0); !d.Allowed {
-			t.Fatalf("999 of 1000: %+v", d)
-		}
-		h.settle("a", "2", 500) // overshoot: the in-flight request's usage
-		h.wantUsed("a", tpm, 1499, 0)
-		if d := h.reserve("a", "3", tpm, 1, 0); d.Allowed || d.RefusedBy != budget.LimitTPM {
-			t.Fatalf("over: %+v", d)
-		}
-	})
-
-	t.Run("reserving a held id is idempotent", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", tpm, 100, 300)
-		d := h.reserve("a", "1", tpm, 100, 300)
-		if !d.Allowed || !d.Held || d.Granted != 300 {
-			t.Fatalf("%+v", d)
-		}
-		h.wantUsed("a", tpm, 300, 0)
-	})
-
-	t.Run("tenants are isolated", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", tpm, 100, 1000)
-		if d := h.reserve("b", "1", tpm, 100, 1000); !d.Allowed || d.Held || d.Granted != 1000 {
-			t.Fatalf("b: %+v", d)
-		}
-		if s := h.settle("c", "1", 0); s.Found {
-			t.Fatalf("c settled a's reservation: %+v", s)
-		}
-		h.wantUsed("a", tpm, 1000, 0)
-	})
-
-	t.Run("lease expiry charges the reservation, settled once", func(t *testing.T) {
-		t.Parallel()
-		start := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)
-		h := setup(t, newStore, start)
-		h.reserve("a", "dead", day, 100, 600)
-		h.reserve("a", "live", day, 100, 100)
-		h.clock.Advance(lease - time.Second)
-		h.wantUsed("a", day, 0, 700)
-		h.settle("a", "live", 50)
-		h.wantUsed("a", day, 0, 650)
-		h.clock.Advance(time.Second) // dead's lease ends: its 600 stay charged (issue 30)
-		h.wantUsed("a", day, 0, 650)
-		if d := h.reserve("a", "dead", day, 1, 1); d.Allowed || !d.Held {
-			t.Fatalf("re-reserving an expired id: %+v", d)
-		}
-		// A late settle (a replayed one) settles the actual usage, once.
-		s := h.settle("a", "dead", 200)
-		if !s.Found || !s.Expired || s.Reserved != 600 || s.Overrun != 0 || s.Refunded != 400 {
-			t.Fatalf("late settle %+v", s)
-		}
-		h.wantUsed("a", day, 0, 250)
-		if s := h.settle("a", "dead", 200); s.Found {
-			t.Fatalf("second late settle %+v", s)
-		}
-		h.wantUsed("a", day, 0, 250)
-	})
-
-	t.Run("expiry record ends after another lease", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", day, 10, 10)
-		h.clock.Advance(lease)
-		h.wantUsed("a", day, 0, 10) // expired, still charged
-		h.clock.Advance(lease)
-		h.wantUsed("a", day, 0, 10) // the expiry record is swept, the charge stays
-		if s := h.settle("a", "1", 500); s.Found {
-			t.Fatalf("settle after the expiry record ended: %+v", s)
-		}
-		h.wantUsed("a", day, 0, 10)
-	})
-
-	t.Run("keep after expiry charges the reservation", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", day, 10, 70)
-		h.clock.Advance(lease + time.Second)
-		s := h.settle("a", "1", budget.KeepReserved)
-		if !s.Expired || s.Actual != 70 || s.Overrun != 0 || s.Refunded != 0 {
-			t.Fatalf("%+v", s)
-		}
-		h.wantUsed("a", day, 0, 70)
-	})
-
-	t.Run("window roll-over", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "old", tpm, 900, 900)
-		h.reserve("a", "old2", tpm, 50, 50)
-		h.clock.Advance(time.Minute)
-		d := h.reserve("a", "new", tpm, 1000, 1000)
-		if !d.Allowed || d.Granted != 1000 {
-			t.Fatalf("fresh window: %+v", d)
-		}
-		// A refund into the ended window goes nowhere.
-		if s := h.settle("a", "old", 100); s.Refunded != 800 {
-			t.Fatalf("%+v", s)
-		}
-		h.wantUsed("a", tpm, 1000, 0)
-		// An overrun of a reservation from the ended window is charged now.
-		if s := h.settle("a", "old2", 80); s.Overrun != 30 {
-			t.Fatalf("%+v", s)
-		}
-		h.wantUsed("a", tpm, 1030, 0)
-		// A refund into the current window returns.
-		h.settle("a", "new", 400)
-		h.wantUsed("a", tpm, 430, 0)
-	})
-
-	t.Run("clock stepped back stays in the latest window", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base.Add(29*time.Second)) // 12:00:59
-		h.clock.Advance(2 * time.Second)                  // 12:01:01
-		h.reserve("a", "1", tpm, 600, 600)
-		h.clock.Advance(-3 * time.Second) // 12:00:58: earlier window by the clock
-		if d := h.reserve("a", "2", tpm, 500, 500); d.Allowed {
-			t.Fatalf("a stepped-back clock reopened a window: %+v", d)
-		}
-	})
-
-	t.Run("day quota resets at 00:00 UTC", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, time.Date(2026, 3, 10, 23, 59, 59, 0, time.UTC))
-		d := h.reserve("a", "1", day, 1000, 1000)
-		if !d.Allowed || !d.Quota.Reset.Equal(time.Date(2026, 3, 11, 0, 0, 0, 0, time.UTC)) {
-			t.Fatalf("%+v", d)
-		}
-		h.settle("a", "1", budget.KeepReserved)
-		if d := h.reserve("a", "2", day, 1, 1); d.Allowed {
-			t.Fatalf("same day: %+v", d)
-		}
-		h.clock.Advance(time.Second)
-		d = h.reserve("a", "3", day, 1000, 1000)
-		if !d.Allowed || !d.Quota.Reset.Equal(time.Date(2026, 3, 12, 0, 0, 0, 0, time.UTC)) {
-			t.Fatalf("next day: %+v", d)
-		}
-	})
-
-	t.Run("month quota follows the UTC calendar", func(t *testing.T) {
-		t.Parallel()
-		for i, c := range []struct {
-			at, next time.Time // an instant, and the start of the month after it
-			step     time.Duration
-			sameNext bool // at+step is still in the same month
-		}{
-			{time.Date(2026, 1, 31, 23, 59, 59, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
-			{time.Date(2028, 2, 28, 23, 0, 0, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), 24 * time.Hour, true}, // leap day
-			{time.Date(2028, 2, 29, 23, 59, 59, 0, time.UTC), time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
-			{time.Date(2027, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2027, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
-			{time.Date(2026, 12, 31, 23, 59, 59, 0, time.UTC), time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), time.Second, false},
-			{time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC), time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC), 11 * time.Hour, true},
-			{time.Date(2100, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2100, 3, 1, 0, 0, 0, 0, time.UTC), time.Second, false}, // not a leap year
-		} {
-			t.Run(c.at.Format("2006-01-02"), func(t *testing.T) {
-				t.Parallel()
-				h := setup(t, newStore, c.at)
-				d := h.reserve("a", "1", month, 1000, 1000)
-				if !d.Allowed || !d.Quota.Reset.Equal(c.next) {
-					t.Fatalf("case %d: %+v, want reset %s", i, d, c.next)
-				}
-				h.settle("a", "1", budget.KeepReserved)
-				h.clock.Advance(c.step)
-				d = h.reserve("a", "2", month, 1, 1)
-				if d.Allowed == c.sameNext {
-					t.Fatalf("case %d after %s: allowed %v, want %v (%+v)", i, c.step, d.Allowed, !c.sameNext, d)
-				}
-			})
-		}
-	})
-
-	t.Run("a changed period restarts the quota", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", day, 900, 900)
-		d := h.reserve("a", "2", month, 900, 900)
-		if !d.Allowed {
-			t.Fatalf("%+v", d)
-		}
-		// Settling the day reservation refunds nothing into the month.
-		h.settle("a", "1", 0)
-		h.wantUsed("a", month, 0, 900)
-	})
-
-	t.Run("concurrent settles refund once", func(t *testing.T) {
-		t.Parallel()
-		h := setup(t, newStore, Base)
-		h.reserve("a", "1", both, 500, 500)
-		var found atomic.Int64
-		var wg sync.WaitGroup
-		for range 50 {
-			wg.Go(func() {
-				s, err := h.s.Settle(h.ctx, "a", "1", 100)
-				if err != nil {
-					t.Error(err)
-				}
-				if s.Found {
-					found.Add(1)
-				}
-			})
-		}
-		wg.Wait()
-		if found.Load() != 1 {
-			t.Fatalf("%d settles found the reservation", found.Load())
-		}
-		h.wantUsed("a", both, 100, 100)
-	})
-
-	t.Run("concurrent reservations never exceed the budget", func(t *testing.T) {
-		t.Parallel()
-		for _, moving := range []bool{false, true} {
-			t.Run(fmt.Sprintf("clock moving %v", moving), func(t *testing.T) {
-				t.Parallel()
-				h := setup(t, newStore, Base)
-				property(t, h, moving)
-			})
-		}
-	})
+func concurrentReservationsNeverExceedTheBudget(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	for _, moving := range []bool{false, true} {
+		t.Run(fmt.Sprintf("clock moving %v", moving), func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, newStore, Base)
+			property(t, h, moving)
+		})
+	}
 }
 
 // property runs goroutines that reserve random amounts and settle random
