@@ -144,7 +144,7 @@ func TestBusyConnectionsNeverClosed(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(streamBody))
 			req.Header.Set("Authorization", "Bearer "+tok)
 			req.Header.Set("X-Stub-Interval", "200ms")
-			req.Header.Set("X-Stub-Tokens", "15")
+			req.Header.Set("X-Stub-Tokens", "50") // 10 s: the streams outlast the rounds on a loaded machine
 			client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 			resp, err := client.Do(req)
 			started <- struct{}{}
