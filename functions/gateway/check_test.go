@@ -60,11 +60,12 @@ func badConfigs(t *testing.T) map[string]struct{ cfg, want string } {
 		"unknown field":         {strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw], leway: 1s", 1), "auth.leway: unknown field"},
 		"two trusts on one host": {strings.Replace(checkBase, `{url: "https://127.0.0.1:10"}`, fmt.Sprintf(`{url: "https://127.0.0.1:9", ca_file: %q}`, caFile), 1),
 			"pools[1].endpoints[0].ca_file: "},
-		"unknown feature":         {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_serch}]}", 1), "tenants[0].features[0].name: must be one of web_search"},
-		"negative feature cost":   {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_search, cost_per_use: -1}]}", 1), "tenants[0].features[0].cost_per_use: must not be negative"},
-		"feature twice":           {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: mcp}, {name: mcp}]}", 1), "tenants[0].features[1].name: feature \"mcp\" is listed twice"},
-		"beta with a comma":       {strings.Replace(checkBase, "requests: 10}", `requests: 10, anthropic_beta: ["a,b"]}`, 1), "tenants[0].anthropic_beta[0]: must be one anthropic-beta value"},
-		"azure-cli with a client": {strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: azure-cli, client_id: x}}`, 1), "pools[0].endpoints[0].entra.client_id"},
+		"unknown feature":                          {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_serch}]}", 1), "tenants[0].features[0].name: must be one of web_search"},
+		"account-wide feature on a shared account": {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: container}]}", 1), `tenants[0].features[0].account_owner: must be true to enable "container"`},
+		"negative feature cost":                    {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_search, cost_per_use: -1}]}", 1), "tenants[0].features[0].cost_per_use: must not be negative"},
+		"feature twice":                            {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: mcp}, {name: mcp}]}", 1), "tenants[0].features[1].name: feature \"mcp\" is listed twice"},
+		"beta with a comma":                        {strings.Replace(checkBase, "requests: 10}", `requests: 10, anthropic_beta: ["a,b"]}`, 1), "tenants[0].anthropic_beta[0]: must be one anthropic-beta value"},
+		"azure-cli with a client":                  {strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: azure-cli, client_id: x}}`, 1), "pools[0].endpoints[0].entra.client_id"},
 	}
 }
 
@@ -132,7 +133,7 @@ func TestAcceptedConfigsWire(t *testing.T) {
 		"explicit weight 1 and max":   strings.Replace(checkBase, `[{url: "http://127.0.0.1:9"}]`, `[{url: "http://127.0.0.1:9", weight: 1}, {url: "http://127.0.0.1:11", weight: 1000000}]`, 1),
 		"openai organization, project, ca_file": strings.Replace(checkBase, `[{url: "https://127.0.0.1:10"}]`,
 			fmt.Sprintf(`[{url: "https://127.0.0.1:10/v1", organization: org-1, project: proj-1, ca_file: %q}]`, caFile), 1),
-		"features and betas":           strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_search, cost_per_use: 2000}, {name: file_id}], anthropic_beta: [files-api-2025-04-14]}", 1),
+		"features and betas":           strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_search, cost_per_use: 2000}, {name: file_id, account_owner: true}], anthropic_beta: [files-api-2025-04-14]}", 1),
 		"listen on every interface":    strings.Replace(checkBase, "listen: 127.0.0.1:0", `listen: ":0"`, 1),
 		"auth limits":                  strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw, other], algorithms: [EdDSA, PS512], jwks_refresh_min: 1m, jwks_refresh_max: 1m, leeway: 1ns", 1),
 		"redis store, interval in µs":  strings.Replace(checkBase, "requests: 10}", "requests: 10, interval: 1500us}", 1) + "limiter: {store: redis, redis_url_env: R}\n",

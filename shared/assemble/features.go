@@ -19,6 +19,10 @@ func Grants(fs []config.Feature) map[string]tenant.Grant {
 	return g
 }
 
+// accountWide are the features that name backend-account state by id
+// (config.Feature.AccountOwner).
+var accountWide = map[string]bool{"file_id": true, "container": true, "file_search": true}
+
 // CheckFeatures reports the problems with a tenant's features and
 // anthropic_beta under at (the tenant): each feature a known name, named
 // once, its cost and default uses not negative; each beta a header token.
@@ -32,6 +36,9 @@ func CheckFeatures(at problem.At, t config.Tenant) {
 			fat.Add("name", "feature %q is listed twice", f.Name)
 		}
 		seen[f.Name] = true
+		if accountWide[f.Name] && !f.AccountOwner {
+			fat.Add("account_owner", "must be true to enable %q: it names files, containers or vector stores of the backend account by id, which the gateway cannot record to a tenant, so only a tenant that has the backend account to itself may use it (docs/ownership.md)", f.Name)
+		}
 		problem.NotNegative(fat, "cost_per_use", f.CostPerUse)
 		problem.NotNegative(fat, "default_uses", f.DefaultUses)
 	}

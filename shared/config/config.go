@@ -356,6 +356,12 @@ type Feature struct {
 	// DefaultUses is how many uses are reserved for a request that bounds
 	// none (max_uses, max_tool_calls). Default tenant.DefaultUses.
 	DefaultUses int64 `yaml:"default_uses" json:"default_uses"`
+	// AccountOwner says the tenant has the backend account to itself. The
+	// features that name account-wide state by id (file_id, container,
+	// file_search's vector stores) need it: the gateway serves no API
+	// that creates that state, so it can never record which tenant owns
+	// an id, and on a shared account one tenant would reach another's.
+	AccountOwner bool `yaml:"account_owner" json:"account_owner"`
 }
 
 // HasBudget reports whether the tenant has a token budget or output cap.
