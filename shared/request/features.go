@@ -99,6 +99,10 @@ var featureRules = [numOperations]featureRule{
 type Uses struct {
 	Param   [numFeatures]string
 	MaxUses [numFeatures]int64
+	// Unbounded is, per feature whose tools bound their own uses
+	// (Anthropic's web_search and web_fetch: max_uses), the param of the
+	// first such tool that bounds none ("" = every one does).
+	Unbounded [numFeatures]string
 	// MaxToolCalls is the Responses API's max_tool_calls: a bound on
 	// every built-in tool's calls together (0 = none).
 	MaxToolCalls int64
@@ -329,7 +333,11 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
 			u.Unknown = fmt.Sprintf("%stools[%d].type", prefix, n)
 		}
 	case f >= 0:
-		u.ask(Feature(f), fmt.Sprintf("%stools[%d]", prefix, n), maxUses)
+		param := fmt.Sprintf("%stools[%d]", prefix, n)
+		u.ask(Feature(f), param, maxUses)
+		if maxUses == 0 && rule&featMessagesTools != 0 && (Feature(f) == WebSearch || Feature(f) == WebFetch) && u.Unbounded[f] == "" {
+			u.Unbounded[f] = param + ".max_uses"
+		}
 	}
 	if container {
 		u.ask(Container, fmt.Sprintf("%stools[%d].container", prefix, n), 0)

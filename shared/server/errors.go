@@ -501,6 +501,13 @@ func featureNotEnabled(param, feature string) *apiError {
 		fmt.Sprintf("'%s' asks for the server-side feature %s, which is off for this tenant: it runs, stores or bills outside tokens on the backend account every tenant shares. The operator enables it with tenants[].features (name: %s).", param, feature, feature))
 }
 
+// unboundedUses: a priced server tool without max_uses, for a tenant
+// with a token budget.
+func unboundedUses(param, feature string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", param,
+		fmt.Sprintf("'%s' is required: each use of %s is charged to this tenant's token budget, and without max_uses the backend may run it without bound. Set max_uses on the tool.", param, feature))
+}
+
 // unknownTool: a tool type the gateway does not know may be a server tool,
 // so it is refused (fails closed).
 func unknownTool(param string) *apiError {

@@ -44,6 +44,11 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 		if !ok {
 			return featureNotEnabled(u.Param[f], name)
 		}
+		if u.Unbounded[f] != "" && g.CostPerUse > 0 && s.budgeted(rec, t) {
+			// A priced use the backend may repeat without bound would
+			// overshoot a budget: the tool must say how many it may run.
+			return unboundedUses(u.Unbounded[f], name)
+		}
 		uses := u.Bound(f)
 		if uses <= 0 {
 			uses = g.DefaultUses
@@ -59,6 +64,15 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 	}
 	rec.features = p
 	return nil
+}
+
+// budgeted reports whether the tenant's token budget is enforced.
+func (s *Server) budgeted(_ *exchange, t *tenant.Tenant) bool {
+	if s.Budgets == nil {
+		return false
+	}
+	lim, ok := s.Budgets.Limits(t.ID)
+	return ok && lim.Enforced()
 }
 
 // priced is what a request's server-side features were reserved at.

@@ -115,10 +115,12 @@ func TestFeaturesOffByDefault(t *testing.T) {
 }
 
 // TestFeaturesPerTenant: web search is on for t1 and off for t2. t1's
-// request is forwarded, its uses reserved at 100 tokens each (max_uses 4,
-// or the grant's 3 by default) and charged with its tokens by the
-// backend's count (usage.server_tool_use: 2 searches), or as reserved
-// when the backend counts none; t2's is refused without a backend call.
+// request is forwarded, its uses reserved at 100 tokens each (max_uses 4)
+// and charged with its tokens by the backend's count
+// (usage.server_tool_use: 2 searches), or as reserved when the backend
+// counts none; t2's is refused without a backend call. t1 has a token
+// budget, so a priced search without max_uses (which the backend could
+// repeat past any reservation) is refused naming tools[0].max_uses.
 func TestFeaturesPerTenant(t *testing.T) {
 	t.Parallel()
 	b := &messagesBackend{}
@@ -130,11 +132,18 @@ func TestFeaturesPerTenant(t *testing.T) {
 	if n, _ := b.seen(); n != 0 {
 		t.Fatalf("t2's request reached the backend")
 	}
+	resp, body := messagesCall(t, g, "t1", strings.Replace(search, "%s", "", 1), "")
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "'tools[0].max_uses' is required") {
+		t.Fatalf("t1 without max_uses: %d %s, want 400 naming tools[0].max_uses", resp.StatusCode, body)
+	}
+	if n, _ := b.seen(); n != 0 {
+		t.Fatalf("t1's unbounded search reached the backend")
+	}
 	for _, c := range []struct {
 		maxUses       string
 		uses, charged int64
 		silent        bool
-	}{{`,"max_uses":4`, 4, 2, false}, {"", 3, 2, false}, {`,"max_uses":4`, 4, 4, true}} {
+	}{{`,"max_uses":4`, 4, 2, false}, {`,"max_uses":3`, 3, 2, false}, {`,"max_uses":4`, 4, 4, true}} {
 		b.mu.Lock()
 		b.silent = c.silent
 		b.mu.Unlock()
