@@ -18,8 +18,8 @@ import (
 // call: a feature the tenant's config does not list is refused, 400 with
 // the param that asks for it; one it lists adds its cost per use to the
 // request's budget reservation (reserveBudget) and its charge
-// (settleBudget): by the backend's count of uses where it reports one. Anthropic-Beta values pass only from the default list
-// or the tenant's.
+// (settleBudget): by the backend's count of uses where it reports one.
+// Anthropic-Beta values pass only from the default list or the tenant's.
 
 // checkFeatures refuses what the tenant may not use and prices the rest
 // into rec.features.
