@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -408,4 +409,96 @@ func cleanAnthropicEnv() []string {
 		}
 	}
 	return env
+}
+
+// claudeCodeBody is a Messages request the size of Claude Code's first
+// one: a long system prompt and a set of tools, about 22,000 tokens of
+// text by count_tokens (the stub counts 4 bytes a token, as Anthropic
+// roughly does), and Claude Code's max_tokens of 32,000. Its prompt bound
+// (a token a byte of every string) is about 4 times the count.
+func claudeCodeBody() string {
+	sentence := "You are an interactive CLI tool that helps users with software engineering tasks. "
+	system := strings.Repeat(sentence, 560) // ~46 KB
+	var tools []string
+	for i := range 24 {
+		desc := strings.Repeat("Reads a file from the local filesystem and returns its contents with line numbers. ", 20)
+		tools = append(tools, fmt.Sprintf(`{"name":"Tool%d","description":%q,"input_schema":{"type":"object","properties":{"file_path":{"type":"string","description":"The absolute path to the file to read"},"offset":{"type":"number","description":"The line number to start reading from"}},"required":["file_path"]}}`, i, desc))
+	}
+	return `{"model":"claude-test","max_tokens":32000,"system":[{"type":"text","text":` + fmt.Sprintf("%q", system) +
+		`,"cache_control":{"type":"ephemeral"}}],"tools":[` + strings.Join(tools, ",") +
+		`],"messages":[{"role":"user","content":"Summarise the repository layout."}]}`
+}
+
+// TestMessagesBudgetCount: a prompt bound the tenant cannot afford is not
+// refused before the pool's count_tokens is asked (issue 30 §4). Before,
+// Claude Code's first request (bound about 88,000) could never run on a
+// 60,000-token budget; now it reserves its count and its cap. A tenant
+// whose limit is below the exact count is told it can never fit; one
+// that has spent too much this minute is told when to retry.
+func TestMessagesBudgetCount(t *testing.T) {
+	g, st := startClaude(t, options{tenants: "  - {id: cc, models: [claude-test], requests: 1000, interval: 1h, tokens_per_minute: 60000, token_quota: 1000000, quota_period: month}\n" +
+		"  - {id: small, models: [claude-test], requests: 1000, interval: 1h, tokens_per_minute: 10000, token_quota: 1000000, quota_period: month}\n"})
+	body := claudeCodeBody()
+	count := g.post("/v1/messages/count_tokens", g.token("cc"), `{"model":"claude-test",`+body[strings.Index(body, `"system"`):])
+	var c struct {
+		InputTokens int64 `json:"input_tokens"`
+	}
+	if err := json.NewDecoder(count.Body).Decode(&c); err != nil || count.StatusCode != 200 {
+		t.Fatalf("count_tokens: %d %v", count.StatusCode, err)
+	}
+	count.Body.Close()
+	if c.InputTokens < 20000 || c.InputTokens > 24000 {
+		t.Fatalf("count_tokens says %d for Claude Code's first request, want about 22,000", c.InputTokens)
+	}
+	if int64(len(body)) < 3*c.InputTokens {
+		t.Fatalf("body of %d bytes: the bound would not exceed the budget", len(body))
+	}
+
+	// Two fit the minute: each reserves the count and the cap, and is
+	// charged its usage (the count and 8 output tokens).
+	tok := g.token("cc")
+	for i := range 2 {
+		resp := g.post("/v1/messages", tok, body)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, b)
+		}
+		l := g.accessLog(resp.Header.Get("X-Request-Id"))
+		reserved := int64(l["budget_reserved"].(float64))
+		t.Logf("request %d: body %d bytes, count %d, reserved %d, charged %v", i, len(body), c.InputTokens, reserved, l["budget_charged"])
+		if reserved < c.InputTokens || reserved > c.InputTokens+32000 {
+			t.Fatalf("request %d reserved %d, want the count %d plus at most the cap", i, reserved, c.InputTokens)
+		}
+		// The test's own count_tokens took one request; the gateway's none.
+		if rl := resp.Header.Get("X-Ratelimit-Remaining-Requests"); rl != strconv.Itoa(998-i) {
+			t.Fatalf("request %d: %q requests left: the count call took one of the tenant's", i, rl)
+		}
+	}
+	var counted int
+	for _, r := range st.Requests() {
+		if r.Path == "/v1/messages/count_tokens" {
+			counted++
+			if strings.Contains(string(r.Body), "max_tokens") {
+				t.Fatalf("count_tokens sent max_tokens, which Anthropic refuses: %.200s", r.Body)
+			}
+		}
+	}
+	if counted < 3 { // the test's own and the gateway's two
+		t.Fatalf("%d count_tokens calls, want the gateway's own", counted)
+	}
+
+	// The third would fit once the minute resets: Retry-After.
+	resp := g.post("/v1/messages", tok, body)
+	msg := anthropicError(t, resp, 429, "rate_limit_error")
+	if resp.Header.Get("Retry-After") == "" || strings.Contains(msg, "can never run") {
+		t.Fatalf("fits later: Retry-After %q, %q", resp.Header.Get("Retry-After"), msg)
+	}
+
+	// Below the count: never fits, no Retry-After.
+	resp = g.post("/v1/messages", g.token("small"), body)
+	msg = anthropicError(t, resp, 429, "rate_limit_error")
+	if resp.Header.Get("Retry-After") != "" || !strings.Contains(msg, "can never run") || !strings.Contains(msg, "at least "+strconv.FormatInt(c.InputTokens+1, 10)) { // the count and one output token, not the bound
+		t.Fatalf("never fits: Retry-After %q, %q", resp.Header.Get("Retry-After"), msg)
+	}
 }

@@ -168,7 +168,7 @@ func readMessages(w http.ResponseWriter, body []byte, needMax bool) (messagesReq
 // in the request, half of them are read from the cache, so a test sees
 // all three of Anthropic's input counts add up.
 func (s *Server) usageFor(body []byte) messagesUsage {
-	p := s.promptTokens(body)
+	p := s.messagesPrompt(body)
 	if bytes.Contains(body, []byte(`"cache_control"`)) {
 		return messagesUsage{InputTokens: p - p/2, CacheReadInputTokens: p / 2}
 	}
@@ -179,7 +179,55 @@ func (s *Server) countTokens(w http.ResponseWriter, body []byte) {
 	if _, ok := readMessages(w, body, false); !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": s.promptTokens(body)})
+	writeJSON(w, http.StatusOK, map[string]int{"input_tokens": s.messagesPrompt(body)})
+}
+
+// messagesPrompt is a Messages body's input tokens, counted as Anthropic's
+// count_tokens counts them: from the text, not the JSON around it (about
+// 4 bytes a token), so a gateway that asks the count before reserving
+// sees the same number the answer's usage bills. Options.PromptTokens,
+// when set, is the count instead.
+func (s *Server) messagesPrompt(body []byte) int {
+	if s.opts.PromptTokens > 0 {
+		return s.opts.PromptTokens
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return max(len(body)/4, 1)
+	}
+	return max(textBytes(v, "")/4, 1)
+}
+
+// notText are the members whose strings never reach the model as text.
+var notText = map[string]bool{"model": true, "role": true, "type": true, "id": true, "tool_use_id": true,
+	"media_type": true, "stop_sequences": true, "cache_control": true, "metadata": true, "tool_choice": true}
+
+// textBytes is the bytes of every string in v below a member not in
+// notText (tool schemas' keys count: the model reads them).
+func textBytes(v any, key string) int {
+	if notText[key] {
+		return 0
+	}
+	switch t := v.(type) {
+	case string:
+		return len(t)
+	case []any:
+		n := 0
+		for _, e := range t {
+			n += textBytes(e, key)
+		}
+		return n
+	case map[string]any:
+		n := 0
+		for k, e := range t {
+			if key == "properties" {
+				n += len(k)
+			}
+			n += textBytes(e, k)
+		}
+		return n
+	}
+	return 0
 }
 
 // messages answers a Messages request: a tool_use block when tools are

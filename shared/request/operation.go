@@ -101,6 +101,11 @@ type operation struct {
 	// creates: its answer is a stored response whose owner the gateway
 	// records, and its body may continue one (previous_response_id).
 	creates bool
+	// counter is the operation that counts its input tokens exactly
+	// (hasCounter): a budget asks it before refusing a prompt bound the
+	// tenant cannot afford (issue 30).
+	counter    Operation
+	hasCounter bool
 	// deployments: Azure OpenAI's deployments surface serves it, at
 	// /openai/deployments/{deployment}{suffix}.
 	deployments bool
@@ -135,7 +140,7 @@ var operations = [numOperations]operation{
 		format: budget.FormatResponses, creates: true, meter: responsesMeter},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
-		format: budget.FormatMessages, meter: messagesMeter},
+		format: budget.FormatMessages, meter: messagesMeter, counter: CountTokens, hasCounter: true},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
 		format: budget.FormatMessages, unbilled: true, noOutput: true, counter: true},
@@ -267,6 +272,12 @@ func (o Operation) StreamOptions() bool { return operations[o].streamOptions }
 // floor the output (issue 30). It is a copy of the row's; its slices are
 // the table's, shared and never written.
 func (o Operation) Meter() sse.Meter { return operations[o].meter }
+
+// Counter is the operation that counts op's input tokens exactly (the
+// Messages API's count_tokens); ok is false for an operation without one.
+func (o Operation) Counter() (c Operation, ok bool) {
+	return operations[o].counter, operations[o].hasCounter
+}
 
 // Creates reports whether op's answer is a stored response (the Responses
 // API).

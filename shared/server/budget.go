@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
 )
 
@@ -55,7 +56,7 @@ type reservation struct {
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
 // and sets the x-ratelimit-*-tokens headers, or says why it may not pass.
-func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *exchange, tenantID string, op request.Operation, body *request.Body, raw []byte) error {
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *exchange, in http.Header, pool *route.Pool, tenantID string, op request.Operation, body *request.Body, raw []byte) error {
 	if s.Budgets == nil || !op.Billed() { // counting a prompt generates and bills nothing
 		return nil
 	}
@@ -97,6 +98,16 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		}
 	}
 	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+	if err == nil && !d.Allowed && !d.Held && d.RefusedBy != budget.LimitNone && ask.PromptBound > 0 && !ask.Unbounded {
+		// The bound is refused: the pool's count of the prompt may fit
+		// where the bound does not. A refused reservation holds nothing,
+		// so the same id is asked again, for the exact count and the cap.
+		if n, ok := s.exactPrompt(ctx, rec, in, pool, op, body, raw); ok && n < ask.PromptBound {
+			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", rec.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
+			ask.PromptBound = n
+			d, err = s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+		}
+	}
 	rec.budgetDecision = budgetDecision(d, err)
 	if err != nil {
 		switch {

@@ -72,7 +72,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 			for b.Loop() {
 				i++
 				rec := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}}
-				if err := s.reserveBudget(ctx, w, rec, "t1", request.ChatCompletions, &body, raw); err != nil {
+				if err := s.reserveBudget(ctx, w, rec, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}
 				rec.setUsage(sseUsage(300, 120), true)

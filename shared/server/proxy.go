@@ -90,7 +90,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
 	// of the request's tokens (prompt bound + output cap), settled once at
 	// the end (serve) from the counted usage.
-	if err := s.reserveBudget(ctx, w, rec, t.ID, op, &body, raw); err != nil {
+	if err := s.reserveBudget(ctx, w, rec, r.Header, pool, t.ID, op, &body, raw); err != nil {
 		return err
 	}
 

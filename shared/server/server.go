@@ -88,6 +88,11 @@ type Deps struct {
 	// MinRemaining refuses a request whose context deadline (a Lambda
 	// invocation's) is nearer than this. 0 = off.
 	MinRemaining time.Duration
+	// CountTimeout bounds the gateway's own call to a pool's input-token
+	// count, made only when a prompt bound would be refused (count.go);
+	// past it the request is refused as if there were no count. Default
+	// DefaultCountTimeout.
+	CountTimeout time.Duration
 	// Budgets applies tenants' token budgets; nil: none (no budget work
 	// on any request).
 	Budgets Budgets
@@ -130,6 +135,9 @@ const (
 	DefaultResponseTimeout   = 10 * time.Minute
 	DefaultBodyReadTimeout   = 10 * time.Second
 	DefaultStreamIdleTimeout = 2 * time.Minute
+	// DefaultCountTimeout: a count endpoint answers in well under a
+	// second; a refusal should not wait on a slow one.
+	DefaultCountTimeout = 2 * time.Second
 	// DefaultKeepaliveInterval is under every common idle timeout in front
 	// of the gateway: API Gateway's 30 s, nginx's and load balancers' 60 s,
 	// Cloudflare's 100 s, Container Apps' 240 s.
@@ -162,6 +170,9 @@ func New(d Deps) *Server {
 	}
 	if d.StreamIdleTimeout <= 0 {
 		d.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	if d.CountTimeout <= 0 {
+		d.CountTimeout = DefaultCountTimeout
 	}
 	if d.Now == nil {
 		d.Now = time.Now

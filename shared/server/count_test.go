@@ -1,0 +1,70 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmgw/gateway/shared/budget"
+)
+
+// TestBudgetCount: a Messages request whose prompt bound (about 1,050)
+// is above the tenant's 500 tokens a minute is served when the pool's
+// count_tokens says its input fits, and refused as before when the count
+// fails, is too slow, or cannot be true (a lying backend gains nothing).
+func TestBudgetCount(t *testing.T) {
+	text := strings.Repeat("a", 1000)
+	body := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + text + `"}]}`
+	for _, tt := range []struct {
+		name   string
+		count  func(w http.ResponseWriter, r *http.Request)
+		served bool
+	}{
+		{"exact count fits", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"input_tokens":250}`)) }, true},
+		{"count fails", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }, false},
+		{"count too slow", func(http.ResponseWriter, *http.Request) { time.Sleep(500 * time.Millisecond) }, false},
+		{"count of zero", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"input_tokens":0}`)) }, false},
+		{"count absent", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{"usage":{"input_tokens":1}}`)) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 500}})
+			var counts, messages atomic.Int64
+			backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/count_tokens") {
+					counts.Add(1)
+					tt.count(w, r)
+					return
+				}
+				messages.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":250,"output_tokens":1}}`))
+			})
+			g := gatewayOnKind(t, "anthropic", func(d *Deps) { d.Budgets = spy; d.CountTimeout = 100 * time.Millisecond }, startBackend(t, backend))
+			resp, got := postPath(t, g, "/v1/messages", body)
+			if counts.Load() != 1 {
+				t.Fatalf("%d count calls, want 1", counts.Load())
+			}
+			if !tt.served {
+				var e struct {
+					Error struct{ Message string } `json:"error"`
+				}
+				if err := json.Unmarshal(got, &e); err != nil || resp.StatusCode != 429 || !strings.Contains(e.Error.Message, "never run") || messages.Load() != 0 {
+					t.Fatalf("status %d, %d forwarded: %s", resp.StatusCode, messages.Load(), got)
+				}
+				return
+			}
+			if resp.StatusCode != 200 || messages.Load() != 1 {
+				t.Fatalf("status %d: %s", resp.StatusCode, got)
+			}
+			if c := lastSettle(t, spy); c != 251 {
+				t.Fatalf("charged %d, want the usage of 251", c)
+			}
+			if rl := resp.Header.Get("X-Ratelimit-Remaining-Tokens"); rl != "200" {
+				t.Fatalf("%q tokens left after reserving, want 500 - (250 + the cap of 50)", rl)
+			}
+		})
+	}
+}
