@@ -117,11 +117,11 @@ type operation struct {
 	// hosted: only OpenAI's API and Azure's v1 surface serve it; vLLM's
 	// OpenAI-compatible server does not.
 	hosted bool
-	// counter: it counts a prompt for the caller (count_tokens,
+	// counts: it counts a prompt for the caller (count_tokens,
 	// input_tokens): a client sends many at once (Claude Code's /context
 	// about 35), so it draws a fraction of a request from the tenant's
 	// bucket (issue 37).
-	counter bool
+	counts bool
 }
 
 // operations is the table, one row per Operation.
@@ -137,19 +137,19 @@ var operations = [numOperations]operation{
 	// input may be absent (a prompt template, a continued response).
 	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
-		format: budget.FormatResponses, creates: true, meter: responsesMeter},
+		format: budget.FormatResponses, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
 		format: budget.FormatMessages, meter: messagesMeter, counter: CountTokens, hasCounter: true},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
-		format: budget.FormatMessages, unbilled: true, noOutput: true, counter: true},
+		format: budget.FormatMessages, unbilled: true, noOutput: true, counts: true},
 	// Compaction has no output cap in its API (no budget cap is written),
 	// and no stream.
 	ResponsesCompact: {path: "/v1/responses/compact", api: "the Responses API's compact", genAI: "chat", shape: ShapeResponses,
 		noStream: true, format: budget.FormatResponses, continues: true, hosted: true},
 	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
-		noStream: true, format: budget.FormatResponses, unbilled: true, noOutput: true, continues: true, hosted: true, counter: true},
+		noStream: true, format: budget.FormatResponses, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true},
 }
 
 // The named-event streams' meters (the operations table's meter column).
@@ -296,7 +296,7 @@ func (o Operation) Continues() bool { return operations[o].creates || operations
 // op (not vLLM).
 func (o Operation) Hosted() bool { return operations[o].hosted }
 
-// Counter reports whether op counts a prompt for the caller
+// Counts reports whether op counts a prompt for the caller
 // (count_tokens, input_tokens), which the limiter weighs as a fraction
 // of a request.
-func (o Operation) Counter() bool { return operations[o].counter }
+func (o Operation) Counts() bool { return operations[o].counts }

@@ -98,8 +98,8 @@ func TestOperations(t *testing.T) {
 			if m := op.Meter(); first(m.Bill) != w.bill || first(m.Floor) != w.floor {
 				t.Errorf("meter bills at %v, floors with %v", m.Bill, m.Floor)
 			}
-			if op.Continues() != w.continues || op.Hosted() != w.hosted || op.Counter() != w.counter {
-				t.Errorf("continues %v, hosted %v, counter %v", op.Continues(), op.Hosted(), op.Counter())
+			if op.Continues() != w.continues || op.Hosted() != w.hosted || op.Counts() != w.counter {
+				t.Errorf("continues %v, hosted %v, counter %v", op.Continues(), op.Hosted(), op.Counts())
 			}
 			got, ok := DeploymentOperation(w.suffix[1:])
 			if ok != w.deployments || ok && got != op {

@@ -11,10 +11,15 @@ import (
 	"github.com/llmgw/gateway/shared/route"
 )
 
-// countKeys are the members of a Messages body that Anthropic's
-// count_tokens accepts; every other member (max_tokens, stream, sampling
-// parameters) it refuses, and none of them is prompt text.
-var countKeys = [...]string{"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"}
+// countKeys are, per counting operation, the members of a body it
+// accepts: Anthropic's count_tokens refuses every other member of a
+// Messages body (max_tokens, stream, sampling parameters), and OpenAI's
+// input_tokens takes a Responses body's prompt members; none of the
+// members left out is prompt text.
+var countKeys = map[request.Operation][]string{
+	request.CountTokens:          {"model", "messages", "system", "tools", "tool_choice", "thinking", "mcp_servers"},
+	request.ResponsesInputTokens: {"model", "input", "instructions", "tools", "tool_choice", "previous_response_id", "conversation", "reasoning", "text", "parallel_tool_calls", "truncation"},
+}
 
 // maxCountAnswer bounds the count endpoint's answer: {"input_tokens":N}.
 const maxCountAnswer = 4 << 10
@@ -33,7 +38,7 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 		return 0, false
 	}
 	var scratch [8]*route.Endpoint
-	order, _ := s.Router.Order(pool, scratch[:0], 1)
+	order, _ := s.Router.Order(pool, scratch[:0], 1, 0)
 	if len(order) == 0 {
 		return 0, false
 	}
@@ -41,7 +46,7 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 	if !target.Supports(counter) {
 		return 0, false
 	}
-	cb, err := countBody(raw, target.BodyModel(body.Model))
+	cb, err := countBody(raw, countKeys[counter], target.BodyModel(body.Model))
 	if err != nil {
 		return 0, false
 	}
@@ -75,13 +80,13 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 
 // countBody is raw with only the members count_tokens reads, the model
 // renamed as the backend knows it ("" keeps the client's).
-func countBody(raw []byte, model string) ([]byte, error) {
+func countBody(raw []byte, keys []string, model string) ([]byte, error) {
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {
 		return nil, err
 	}
-	keep := make(map[string]json.RawMessage, len(countKeys))
-	for _, k := range countKeys {
+	keep := make(map[string]json.RawMessage, len(keys))
+	for _, k := range keys {
 		if v, ok := all[k]; ok {
 			keep[k] = v
 		}

@@ -83,7 +83,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 
 	// 5. Limit: one token from the tenant's bucket (a prompt count's
 	// from its count bucket).
-	if err := s.take(ctx, w, rec, t.ID, op.Counter()); err != nil {
+	if err := s.take(ctx, w, rec, t.ID, op.Counts()); err != nil {
 		return err
 	}
 
