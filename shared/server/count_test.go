@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -66,5 +67,42 @@ func TestBudgetCount(t *testing.T) {
 				t.Fatalf("%q tokens left after reserving, want 500 - (250 + the cap of 50)", rl)
 			}
 		})
+	}
+}
+
+// TestBudgetCountResponses: the Responses row's counter is OpenAI's
+// input_tokens. A prompt bound of about 1,050 on a 500-token budget is
+// refused as never fitting unless the pool counts it: counted at 250 it
+// is served, the count sent without max_output_tokens or stream, and
+// the tenant's bucket not asked for it.
+func TestBudgetCountResponses(t *testing.T) {
+	text := strings.Repeat("a", 1000)
+	body := `{"model":"m","max_output_tokens":50,"input":"` + text + `"}`
+	spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 500}})
+	var counts, responses atomic.Int64
+	var countBody atomic.Value
+	backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/responses/input_tokens") {
+			counts.Add(1)
+			b, _ := io.ReadAll(r.Body)
+			countBody.Store(string(b))
+			_, _ = w.Write([]byte(`{"object":"response.input_tokens","input_tokens":250}`))
+			return
+		}
+		responses.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"resp_1","object":"response","status":"completed","output":[],"usage":{"input_tokens":250,"output_tokens":1,"total_tokens":251}}`))
+	})
+	g := gatewayOnKind(t, "openai", func(d *Deps) { d.Budgets = spy; d.CountTimeout = time.Second }, startBackend(t, backend))
+	resp, got := postPath(t, g, "/v1/responses", body)
+	if counts.Load() != 1 || resp.StatusCode != 200 || responses.Load() != 1 {
+		t.Fatalf("%d count calls, status %d, %d forwarded: %s", counts.Load(), resp.StatusCode, responses.Load(), got)
+	}
+	cb, _ := countBody.Load().(string)
+	if strings.Contains(cb, "max_output_tokens") || !strings.Contains(cb, text) {
+		t.Fatalf("count body %q: want the input without max_output_tokens", cb)
+	}
+	if rl := resp.Header.Get("X-Ratelimit-Remaining-Tokens"); rl != "200" {
+		t.Fatalf("%q tokens left after reserving, want 500 - (250 + the cap of 50)", rl)
 	}
 }
