@@ -367,6 +367,9 @@ func TestLingerIsBounded(t *testing.T) {
 // there was no cap; idle connections give way instead
 // (TestIdleConnectionsGiveWay).
 func TestMaxConnections(t *testing.T) {
+	if raceEnabled {
+		t.Skip("connection timing under the race detector: see raceEnabled")
+	}
 	t.Parallel()
 	const max = 6
 	g := startGateway(t, options{extra: fmt.Sprintf("max_connections: %d\n", max)})
