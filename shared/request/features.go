@@ -51,6 +51,16 @@ func (f Feature) String() string { return featureNames[f] }
 // FeatureNames lists every feature's config name.
 func FeatureNames() []string { return append([]string(nil), featureNames[:]...) }
 
+// Features lists every feature, in table order (an array: no
+// allocation on the request path).
+func Features() [numFeatures]Feature {
+	var fs [numFeatures]Feature
+	for i := range fs {
+		fs[i] = Feature(i)
+	}
+	return fs
+}
+
 // ParseFeature finds a feature by its config name.
 func ParseFeature(name string) (Feature, bool) {
 	for f, n := range featureNames {

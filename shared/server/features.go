@@ -35,11 +35,11 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 		return unknownTool(u.Unknown)
 	}
 	var p priced
-	for _, name := range request.FeatureNames() {
-		f, _ := request.ParseFeature(name)
+	for _, f := range request.Features() {
 		if !u.Asked(f) {
 			continue
 		}
+		name := f.String()
 		g, ok := t.Grant(name)
 		if !ok {
 			return featureNotEnabled(u.Param[f], name)
