@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/jsonscan"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 )
@@ -81,6 +84,12 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 // countBody is raw with only the members count_tokens reads, the model
 // renamed as the backend knows it ("" keeps the client's).
 func countBody(raw []byte, keys []string, model string) ([]byte, error) {
+	if k := duplicateKey(raw, keys); k != "" {
+		// The count decides the reservation: a member sent twice (or in
+		// two cases) could be counted as one and generated as the other,
+		// so nothing is counted and the refusal stands (fails closed).
+		return nil, fmt.Errorf("count body: %q sent twice", k)
+	}
 	var all map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &all); err != nil {
 		return nil, err
@@ -99,4 +108,28 @@ func countBody(raw []byte, keys []string, model string) ([]byte, error) {
 		keep["model"] = m
 	}
 	return json.Marshal(keep)
+}
+
+// duplicateKey is the first of keys that raw's top-level object has more
+// than once, its escapes read and its case folded ("" when none).
+func duplicateKey(raw []byte, keys []string) string {
+	var seen [16]bool
+	dup := ""
+	var kb [32]byte
+	i := jsonscan.SkipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return ""
+	}
+	jsonscan.Members(raw, i, func(k []byte, _, _ int) {
+		name := jsonscan.Key(k, &kb)
+		for j, want := range keys {
+			if j < len(seen) && strings.EqualFold(string(name), want) {
+				if seen[j] && dup == "" {
+					dup = want
+				}
+				seen[j] = true
+			}
+		}
+	})
+	return dup
 }

@@ -106,3 +106,30 @@ func TestBudgetCountResponses(t *testing.T) {
 		t.Fatalf("%q tokens left after reserving, want 500 - (250 + the cap of 50)", rl)
 	}
 }
+
+// TestBudgetCountDuplicates: a count decides the reservation, so a body
+// that sends a counted member twice (or in another case, or escaped),
+// which could be counted as one copy and generated from the other, is
+// not counted: the refusal stands and the backend is asked nothing.
+func TestBudgetCountDuplicates(t *testing.T) {
+	text := strings.Repeat("a", 1000)
+	for name, body := range map[string]string{
+		"messages twice": `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + text + `"}],"messages":[{"role":"user","content":"hi"}]}`,
+		"case variant":   `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + text + `"}],"Messages":[{"role":"user","content":"hi"}]}`,
+		"escaped key":    `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + text + `"}],"m\u0065ssages":[{"role":"user","content":"hi"}]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 500}})
+			var calls atomic.Int64
+			backend := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls.Add(1)
+				_, _ = w.Write([]byte(`{"input_tokens":2}`))
+			})
+			g := gatewayOnKind(t, "anthropic", func(d *Deps) { d.Budgets = spy }, startBackend(t, backend))
+			resp, got := postPath(t, g, "/v1/messages", body)
+			if resp.StatusCode == 200 || calls.Load() != 0 {
+				t.Fatalf("status %d, %d backend calls: %s", resp.StatusCode, calls.Load(), got)
+			}
+		})
+	}
+}
