@@ -64,11 +64,15 @@ type Limits struct {
 func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() }
 
 // Spends reports whether l limits money.
-func (l Limits) Spends() bool { return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 }
+func (l Limits) Spends() bool {
+	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+}
 
 // FailsClosed reports whether a reservation the store could not answer is
 // refused whatever the failure policy: a quota or a spend limit is money.
-func (l Limits) FailsClosed() bool { return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 }
+func (l Limits) FailsClosed() bool {
+	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+}
 
 // MaxTokens is the largest limit or amount a store accepts: Lua's numbers
 // are doubles, exact for integers below 2^53.

@@ -51,19 +51,19 @@ type memTenant struct {
 
 // memRec is one reservation (live) or the record of its expiry (expired).
 type memRec struct {
-	id       string
-	expired  bool
-	granted  int64
-	tw       int64  // per-minute window charged (-1: none)
-	qp       Period // quota period charged
-	qw       int64  // quota window charged (-1: none)
-	lease    time.Duration
+	id      string
+	expired bool
+	granted int64
+	tw      int64  // per-minute window charged (-1: none)
+	qp      Period // quota period charged
+	qw      int64  // quota window charged (-1: none)
+	lease   time.Duration
 	// mg is the money granted; mtw, mdw, mmw the minute, day and month
 	// windows it was charged to (-1: none).
 	mg, mtw, mdw, mmw int64
 	deadline          int64 // Unix ns: lease end (live) or end of the expiry record
-	prev     *memRec
-	next     *memRec
+	prev              *memRec
+	next              *memRec
 }
 
 func (m *Memory) tenant(name string) *memTenant {
