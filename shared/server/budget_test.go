@@ -345,7 +345,7 @@ func (failingStore) Reserve(context.Context, string, string, budget.Request) (bu
 	return budget.Decision{}, errors.New("connection refused")
 }
 
-func (failingStore) Settle(context.Context, string, string, int64) (budget.Settlement, error) {
+func (failingStore) Settle(context.Context, string, string, budget.Charge) (budget.Settlement, error) {
 	return budget.Settlement{}, errors.New("connection refused")
 }
 

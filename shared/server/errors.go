@@ -448,6 +448,8 @@ func bodyError(err error) *apiError {
 			code = "integer_below_min_value"
 		}
 		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
+	case errors.Is(err, request.ErrTierType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "service_tier", err.Error())
 	case errors.Is(err, request.ErrThinkingType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "thinking", err.Error())
 	case errors.Is(err, request.ErrOptionsType):
