@@ -452,3 +452,16 @@ func (s Tiers) String() string {
 	}
 	return fmt.Sprint("[", out, "]")
 }
+
+// Alias prices alias as target when the catalogue prices target and not
+// alias: a model alias costs what the model it names costs.
+func (c *Catalogue) Alias(alias, target string) {
+	if c == nil {
+		return
+	}
+	if m, ok := c.models[target]; ok {
+		if _, priced := c.models[alias]; !priced {
+			c.models[alias] = m
+		}
+	}
+}

@@ -88,22 +88,36 @@ func TestMeteringAttacks(t *testing.T) {
 				if at.stream {
 					kind = "stream"
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s/%s", op.Path(), mode, kind, at.name), func(t *testing.T) {
-					t.Parallel()
-					runAttack(t, op, mode, at)
-				})
+				// Issue 35: every attack again in money, the tenant with
+				// a spend limit and its model priced at one micro-unit a
+				// token, so the money charged must meet the same bounds
+				// as the tokens.
+				for _, money := range []bool{false, true} {
+					dim := "tokens"
+					if money {
+						dim = "money"
+					}
+					t.Run(fmt.Sprintf("%s/%s/%s/%s/%s", op.Path(), mode, kind, dim, at.name), func(t *testing.T) {
+						t.Parallel()
+						runAttack(t, op, mode, at, money)
+					})
+				}
 			}
 		}
 	}
 }
 
-func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
-	spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+func runAttack(t *testing.T, op request.Operation, mode string, at attack, money bool) {
+	lim := budget.Limits{TokensPerMinute: 10_000_000}
+	if money {
+		lim.SpendPerMonth = 10_000_000
+	}
+	spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: lim})
 	kind := "openai"
 	if op.Anthropic() {
 		kind = "anthropic"
 	}
-	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets = spy }, startBackend(t, attackBackend(op, at)))
+	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets, d.Prices = spy, unitPrices(t) }, startBackend(t, attackBackend(op, at)))
 	body := attackBody(op, at)
 	resp, err := http.Post(g.srv.URL+op.Path(), "application/json", strings.NewReader(body))
 	if err != nil {
@@ -112,6 +126,10 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	relayed := readAttack(t, resp, op, at)
 	charged := lastSettle(t, spy)
 	granted := spy.decision().Granted
+	if money {
+		// One micro-unit a token: the money is the tokens' count.
+		charged, granted = spy.lastMoney(), spy.decision().MoneyGranted
+	}
 	bound := budget.Scanner{}.Ask([]byte(body), op.Format()).PromptBound
 	if at.exact {
 		if want := attackPrompt + at.report; charged != want {
