@@ -223,7 +223,9 @@ func TestSpendRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp, b := g.post(t, chatBody("", 100))
-	var e struct{ Error struct{ Code, Type, Message string } }
+	var e struct {
+		Error struct{ Code, Type, Message string }
+	}
 	_ = json.Unmarshal(b, &e)
 	if resp.StatusCode != 429 || e.Error.Code != "insufficient_quota" || resp.Header.Get("Retry-After") == "" ||
 		!strings.Contains(e.Error.Message, `tenant "t1" spent 0.00499 of 0.005 USD this month (UTC)`) {
