@@ -186,20 +186,26 @@ var (
 
 // The named-event streams' meters (the operations table's meter column).
 var (
-	// responsesMeter: the Responses API bills at its terminal event's
+	// responsesMeter: the Responses API's stream ends at its terminal
+	// events (there is no [DONE]), its ".delta" events carry tokens; it
+	// bills at its terminal event's
 	// response.usage; its text, refusal, reasoning and tool-argument
 	// deltas each carry at least one token.
 	responsesMeter = sse.Meter{
+		End:   []string{"response.completed", "response.incomplete", "response.failed"},
+		Error: "error", TokenSuffix: ".delta",
 		Bill:   []string{"response.completed", "response.incomplete", "response.failed"},
 		BillAt: sse.InResponse,
 		Floor: []string{"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
 			"response.reasoning_summary_text.delta", "response.function_call_arguments.delta"},
 	}
-	// messagesMeter: the Messages API bills at message_delta (cumulative
+	// messagesMeter: the Messages API's stream ends at message_stop, its
+	// content_block_delta events carry tokens; it bills at message_delta (cumulative
 	// output_tokens; message_start carries input and cache counts, and an
 	// output of 1 that is no bill); a content_block_delta with text,
 	// thinking or tool input carries at least one token.
 	messagesMeter = sse.Meter{
+		End: []string{"message_stop"}, Error: "error", Tokens: []string{"content_block_delta"},
 		Bill: []string{"message_delta"}, BillAt: sse.TopLevel,
 		Start: "message_start", StartAt: sse.InMessage,
 		Floor:       []string{"content_block_delta"},
