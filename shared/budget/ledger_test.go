@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/store"
 )
 
@@ -297,14 +301,19 @@ func TestStrictUsesBudget(t *testing.T) {
 	t.Parallel()
 	type req struct {
 		body   []byte
-		format budget.Format
-		prompt int64 // true prompt tokens
+		prompt int64 // true prompt tokens (package prompt's fixtures)
 	}
 	var reqs []req
-	for _, fx := range boundFixtures {
-		if fx.format == budget.FormatChat {
-			reqs = append(reqs, req{readFixture(t, fx.file), fx.format, max(fx.o200k, fx.cl100k)})
+	for _, fx := range []struct {
+		file   string
+		tokens int64
+	}{{"short_chat.json", 25}, {"cookbook.json", 129}, {"long_english.json", 175}, {"multi_turn.json", 137},
+		{"code_escapes.json", 72}, {"tools.json", 94}, {"chinese.json", 45}, {"escaped_unicode.json", 40}, {"emoji.json", 113}} {
+		b, err := os.ReadFile(filepath.Join("..", "prompt", "testdata", fx.file))
+		if err != nil {
+			t.Fatal(err)
 		}
+		reqs = append(reqs, req{b, fx.tokens})
 	}
 	for _, tc := range []struct {
 		name   string
@@ -326,7 +335,7 @@ func TestStrictUsesBudget(t *testing.T) {
 					for i := 0; ; i++ {
 						r := reqs[(w+i)%len(reqs)]
 						id := fmt.Sprint(seq.Add(1))
-						ask := budget.Scanner{}.Ask(r.body, r.format)
+						ask := budget.Ask{PromptBound: prompt.Scanner{}.Bound(r.body, request.ChatCompletions.Prompt()).Tokens}
 						inflight.Add(1)
 						d, err := l.Reserve(ctx, "t", id, ask)
 						if err != nil {

@@ -95,8 +95,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.Spend = sp
 	}
 	if lim.Enforced() {
-		a := s.BudgetScanner.Ask(raw, op.Format())
-		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
+		a := s.BudgetScanner.Bound(raw, op.Prompt())
+		ask.PromptBound, ask.Unbounded = min(a.Tokens, budget.MaxTokens), a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
 		// Server-side features' uses (web searches, fetches) bill outside

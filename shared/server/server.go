@@ -9,8 +9,8 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
@@ -98,8 +98,8 @@ type Deps struct {
 	// on any request).
 	Budgets Budgets
 	// BudgetScanner reads a request's prompt bound for Budgets (its zero
-	// value bounds an image by budget.DefaultImageTokens).
-	BudgetScanner budget.Scanner
+	// value bounds an image by prompt.DefaultImageTokens).
+	BudgetScanner prompt.Scanner
 	// Prices is the price catalogue the spend limits charge by (issue
 	// 35); nil: none (a tenant with a spend limit needs it: the config
 	// check makes sure).

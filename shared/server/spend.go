@@ -112,7 +112,7 @@ func (s *Server) cost(rec *exchange, b *reservation) int64 {
 			c = alt
 		}
 		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
-			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "cost", price.Format(c))
+			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
 	}
 	return min(c+b.features.chargeMoney(u.ServerTools), price.MaxMicros)
 }

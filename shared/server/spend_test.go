@@ -10,10 +10,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -176,7 +179,7 @@ func TestSpendSettlesAtTheTierServed(t *testing.T) {
 				t.Fatalf("status %d: %s", resp.StatusCode, b)
 			}
 			spy.settled(t)
-			bound := budget.Scanner{}.Ask([]byte(body), budget.FormatChat).PromptBound
+			bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
 			worst := (bound*2 + 50*10) // standard
 			switch tc.reserved {
 			case 0:
@@ -196,7 +199,7 @@ func TestSpendSettlesAtTheTierServed(t *testing.T) {
 			if got := resp.Header.Get("X-Ratelimit-Spend-Currency"); got != "USD" {
 				t.Errorf("x-ratelimit-spend-currency %q", got)
 			}
-			line := g.lastLog(t)
+			line := accessLine(t, g)
 			if line["cost"] != price.Format(tc.charged) || line["price_version"] != "2026-12-01" {
 				t.Errorf("access log cost %v, price_version %v", line["cost"], line["price_version"])
 			}
@@ -313,4 +316,20 @@ func (l *lockedBuffer) text() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// accessLine waits for the access-log line of the (only) request.
+func accessLine(t *testing.T, g *testGateway) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, l := range g.log.lines(t) {
+			if l["msg"] == "request" {
+				return l
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no access-log line")
+	return nil
 }
