@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -373,5 +374,47 @@ func TestStrictUsesBudget(t *testing.T) {
 				t.Errorf("used %.1f%% of the budget, want 90%% to 100%%", 100*frac)
 			}
 		})
+	}
+}
+
+// wipeable is a store whose data can be lost between calls, as a
+// memory store's is when its process restarts.
+type wipeable struct {
+	budget.Store
+	now func() time.Time
+}
+
+func (w *wipeable) wipe() { w.Store = budget.NewMemory(w.now) }
+
+// TestSettleRecreatesCounter (issue 30): a settle that finds neither its
+// reservation nor the tenant's counter (the store lost its data) is
+// charged to a recreated counter and logged; before, it charged 0.
+func TestSettleRecreatesCounter(t *testing.T) {
+	t.Parallel()
+	clock := budgettest.NewClock(budgettest.Base)
+	st := &wipeable{now: clock.Now}
+	st.wipe()
+	var logs strings.Builder
+	lim := budget.Limits{TokensPerMinute: 10_000, TokenQuota: 100_000, QuotaPeriod: budget.PeriodDay}
+	l := newLedger(t, budget.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}, []budget.TenantBudget{{Tenant: "t", Limits: lim}}, st)
+	ctx := context.Background()
+	if d, err := l.Reserve(ctx, "t", "1", budget.Ask{PromptBound: 100, ClientCap: 400}); err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	st.wipe()
+	s, err := l.Settle(ctx, "t", "1", 300)
+	if err != nil || !s.NoCounter || !s.Recreated || s.Actual != 300 {
+		t.Fatalf("settle: %+v, %v", s, err)
+	}
+	if !strings.Contains(logs.String(), "found no counter") {
+		t.Errorf("not logged: %s", logs.String())
+	}
+	d, err := l.Reserve(ctx, "t", "2", budget.Ask{PromptBound: 10, ClientCap: 10})
+	if err != nil || d.TPM.Used != 320 || d.Quota.Used != 320 {
+		t.Fatalf("after: %+v, %v", d, err)
+	}
+	// With the counter there, an unknown id is the no-op it was.
+	if s, err := l.Settle(ctx, "t", "nope", 50); err != nil || s.Found || s.NoCounter || s.Recreated {
+		t.Fatalf("unknown id: %+v, %v", s, err)
 	}
 }

@@ -313,7 +313,7 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 		b.unsettled = true
 		return
 	}
-	if !st.Found {
+	if !st.Found && !st.Recreated {
 		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual

@@ -142,7 +142,7 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Cha
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
 	}
 	if len(res) == 0 || res[0] == 0 {
-		return budget.Settlement{}, nil
+		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil
 	}
 	if len(res) != 5 {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: unexpected reply of %d values", len(res))

@@ -83,6 +83,9 @@ local function wend(idx, p)
 end
 
 local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm')
+-- nocounter: the tenant has no windows hash (never seen, or the store lost
+-- its data: the hash outlives every record, see save).
+local nocounter = not w[1]
 local tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
 local qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
 local tm, dw, dm, mw, mm = tonumber(w[6]) or 0, tonumber(w[7]) or -1, tonumber(w[8]) or 0, tonumber(w[9]) or -1, tonumber(w[10]) or 0
@@ -177,6 +180,9 @@ end
 
 -- save writes the windows back; they live until the later window ends
 -- (an absolute time that changes only when a window rolls).
+-- The windows hash lives until its windows end, and at least as long as
+-- the records (PTTL of KR), so that a settle finding neither is one the
+-- store lost (nocounter), not one that outlived its tenant's windows.
 local function save()
   if not dirty then return end
   redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu),
@@ -185,7 +191,7 @@ local function save()
   local e = wend(tw, 0)
   if qp ~= 0 then e = math.max(e, wend(qw, qp)) end
   if mw >= 0 then e = math.max(e, wend(mw, 2)) end
-  redis.call('PEXPIRE', KW, math.max(0, e * 1000 - floor(now / 1000)) + 60000)
+  redis.call('PEXPIRE', KW, math.max(math.max(0, e * 1000 - floor(now / 1000)) + 60000, redis.call('PTTL', KR)))
 end
 `
 
@@ -260,12 +266,15 @@ if z >= 0 or y >= 0 then ttl = math.max(ttl, wend(mw, 2) * 1000 - floor(now / 10
 ttl = ttl + 60000
 redis.call('PEXPIRE', KR, ttl)
 redis.call('PEXPIRE', KD, ttl)
+save()
+if redis.call('PTTL', KW) < ttl then redis.call('PEXPIRE', KW, ttl) end
 return reply(1, g, 0, mg)
 `)
 
 // settleScript: ARGV now, id, actual tokens, actual money (each -1: what
-// was reserved). Returns {0} for no record, else {1 live or 2 expired,
-// reserved, actual, money reserved, money actual}.
+// was reserved). Returns {0} for no record ({0, 1} when the tenant had no
+// windows hash either: the store lost its data), else {1 live or 2
+// expired, reserved, actual, money reserved, money actual}.
 var settleScript = redis.NewScript(prelude + `
 local id = ARGV[2]
 roll(0, false, false)
@@ -273,6 +282,7 @@ sweep()
 local v = redis.call('HGET', KR, id)
 if not v then
   save()
+  if nocounter then return {0, 1} end
   return {0}
 end
 local st, g, a, b, c, _, mg, x, y, z = dec(v)
