@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
 )
 
@@ -112,7 +113,7 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	relayed := readAttack(t, resp, op, at)
 	charged := lastSettle(t, spy)
 	granted := spy.decision().Granted
-	bound := budget.Scanner{}.Ask([]byte(body), op.Format()).PromptBound
+	bound := prompt.Scanner{}.Bound([]byte(body), op.Prompt()).Tokens
 	if at.exact {
 		if want := attackPrompt + at.report; charged != want {
 			t.Fatalf("charged %d, want the bill %d", charged, want)
@@ -288,7 +289,7 @@ func TestMeteringBackground(t *testing.T) {
 			if s, _ := sent.Load().(string); json.Unmarshal([]byte(s), &req) != nil || req.MaxOutputTokens != budget.DefaultOutputTokens {
 				t.Fatalf("backend got %v: want max_output_tokens %d written", sent.Load(), budget.DefaultOutputTokens)
 			}
-			bound := budget.Scanner{}.Ask([]byte(body), budget.FormatResponses).PromptBound
+			bound := prompt.Scanner{}.Bound([]byte(body), request.Responses.Prompt()).Tokens
 			if got, want := lastSettle(t, spy), bound+budget.DefaultOutputTokens; got != want {
 				t.Fatalf("charged %d, want the reservation %d", got, want)
 			}
