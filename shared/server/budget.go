@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
@@ -27,8 +28,9 @@ type Budgets interface {
 	Limits(tenant string) (lim budget.Limits, ok bool)
 	// Reserve decides a request before it is forwarded (budget.Ledger.Reserve).
 	Reserve(ctx context.Context, tenant, id string, ask budget.Ask) (budget.Decision, error)
-	// Settle charges what the request used, exactly once per id.
-	Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error)
+	// SettleCharge charges what the request used, tokens and money,
+	// exactly once per id.
+	SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error)
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
 	// Strict reports strict mode (budget.Ledger.Strict).
@@ -55,6 +57,9 @@ type reservation struct {
 	// features is the priced uses of server-side features in bound: the
 	// backend's token usage leaves them out, so the charge adds them.
 	features priced
+	// spend is the request's pricing for a tenant with a spend limit
+	// (spend.Model nil without one); tier what it asked for.
+	spend spendState
 	// background: a background response's creating request (budget.Ask
 	// Hold); deferred: its settle waits for the response's retrieval
 	// (settleBackground).
@@ -88,6 +93,13 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// above budget_tokens: a smaller grant is refused (429) rather
 		// than forwarded as a cap the backend answers with 400.
 		ask.MinOutput = body.ThinkingBudget + 1
+	}
+	if lim.Spends() {
+		sp, err := s.priceRequest(rec, body)
+		if err != nil {
+			return err
+		}
+		ask.Spend = sp
 	}
 	if lim.Enforced() {
 		a := s.BudgetScanner.Bound(raw, op.Prompt())
@@ -127,8 +139,15 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	}
 	now := s.Now()
 	setTokenHeaders(w.Header(), d, now)
+	var cat price.Catalogue // currency and version ("" without prices)
+	if s.Prices != nil {
+		cat = *s.Prices
+	}
+	if lim.Spends() {
+		setSpendHeaders(w.Header(), d, now, cat.Currency)
+	}
 	if !d.Allowed {
-		return budgetRefusal(tenantID, d, now)
+		return budgetRefusal(tenantID, d, now, cat.Currency)
 	}
 	outCap := d.OutputCap
 	if !op.HasCaps() {
@@ -139,6 +158,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
 		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput, background: ask.Hold}
+	if lim.Spends() {
+		rec.budget.spend = spendState{Spend: ask.Spend, tier: rec.tier, granted: d.MoneyGranted, version: cat.Version}
+	}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return nil
@@ -240,11 +262,13 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	if rec.wroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
-	if b.background && rec.remembered && !rec.usageFinal && !s.Budgets.Strict() {
+	if b.background && rec.remembered && !rec.usageFinal && !s.Budgets.Strict() && b.spend.Model == nil {
 		// Estimate mode, a background response recorded with its
 		// reservation's id (Owner.Background): the reservation stays
 		// charged until the response is retrieved complete, whose usage
 		// settles it (settleBackground), or its lease ends (issue 30).
+		// A tenant with a spend limit is charged at creation: the
+		// retrieval does not know the creation's prices.
 		b.deferred, b.charged = true, b.granted
 		return
 	}
@@ -283,12 +307,22 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	default:
 		why = "the backend reported no usage"
 	}
+	money := int64(0)
+	if why == "" && rec.hasUsage && rec.usageFinal {
+		money = s.cost(rec, b)
+	}
 	if why != "" {
 		actual = max(b.granted, counted)
+		if b.spend.Model != nil {
+			// The same in money: the reservation, or what the gateway
+			// counted priced at the worst case.
+			money = max(b.spend.granted, b.spend.Worst(b.bound, max(0, counted-b.bound)))
+		}
 		s.Log.Warn("token budget settled without the backend's usage: charged the larger of the reservation and what the gateway counted",
 			"request_id", rec.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
 	}
-	st, err := s.Budgets.Settle(ctx, b.tenant, rec.id, actual)
+	b.spend.cost = money
+	st, err := s.Budgets.SettleCharge(ctx, b.tenant, rec.id, budget.Charge{Tokens: actual, Money: money})
 	if err != nil {
 		// The ledger replays the settle when the store answers again;
 		// until then (and if it never does, after its lease) the
@@ -328,7 +362,7 @@ func (s *Server) settleBackground(rec *exchange, id string, o affinity.Owner) {
 		return
 	}
 	ctx := context.Background()
-	st, err := s.Budgets.Settle(ctx, o.Tenant, o.Background, billed)
+	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed})
 	if err != nil {
 		s.Log.Warn("background response's usage not settled: kept for replay", "request_id", rec.id, "response_id", id, "reservation", o.Background, "usage", billed, "err", err)
 		return
