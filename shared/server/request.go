@@ -101,6 +101,9 @@ type exchange struct {
 	served         *route.Endpoint
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
 	budget         *reservation // the request's token budget; nil without one
+	// tier is the service tier the request asked for and the tiers it
+	// may be served at (checkTier).
+	tier tierAsk
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
 	// features is the token-equivalent of the server-side features the
@@ -329,6 +332,8 @@ func (s *Server) log(rec *exchange) {
 		slog.Int64("budget_reserved", rec.budget.reserved()),
 		slog.Int64("budget_charged", rec.budget.chargedTokens()),
 		slog.String("budget_settle", rec.budget.settleState()),
+		slog.String("cost", rec.budget.costText()),
+		slog.String("price_version", rec.budget.priceVersion()),
 		slog.Int64("output_cap", rec.outputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
