@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"strings"
 )
 
@@ -66,21 +67,34 @@ func ParseMicros(s string) (Micros, error) {
 }
 
 // Format writes an amount with two decimals, or more when it has them
-// ("49.80", "0.000150"): the spelling of refusals and headers.
+// ("49.80", "0.00015"): the spelling of refusals and headers. One
+// allocation, the string.
 func Format(m Micros) string {
-	neg := m < 0
-	if neg {
-		m = -m
+	var b [32]byte
+	return string(AppendFormat(b[:0], m))
+}
+
+// AppendFormat appends Format(m) to b.
+func AppendFormat(b []byte, m Micros) []byte {
+	u := uint64(m)
+	if m < 0 {
+		b = append(b, '-')
+		u = -u
 	}
-	s := fmt.Sprintf("%d.%06d", m/perMillion, m%perMillion)
-	s = strings.TrimRight(s, "0")
-	if i := strings.IndexByte(s, '.'); len(s)-i-1 < 2 {
-		s += strings.Repeat("0", 2-(len(s)-i-1))
+	b = strconv.AppendUint(b, u/perMillion, 10)
+	frac := u % perMillion
+	digits := 6
+	for digits > 2 && frac%10 == 0 {
+		frac /= 10
+		digits--
 	}
-	if neg {
-		s = "-" + s
+	b = append(b, '.')
+	var f [6]byte
+	for i := digits - 1; i >= 0; i-- {
+		f[i] = byte('0' + frac%10)
+		frac /= 10
 	}
-	return s
+	return append(b, f[:digits]...)
 }
 
 // mulDivUp is ⌈a×b / perMillion⌉ for non-negative a and b, saturating at

@@ -12,11 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -332,4 +335,97 @@ func accessLine(t *testing.T, g *testGateway) map[string]any {
 	}
 	t.Fatal("no access-log line")
 	return nil
+}
+
+// spendProof runs n concurrent requests of one tenant against a monthly
+// spend limit that fits about ten worst cases, on the gateways gs (each
+// its own ledger on stores that may be shared), every request costing
+// its whole reservation: spent never exceeds the limit, and falls short
+// of it by less than one request's least cost (not uselessly
+// conservative). pre is spent before the burst.
+func spendProof(t *testing.T, n int, pre int64, ledgers []*budget.Ledger, gs []*testGateway) {
+	t.Helper()
+	body := chatBody("", 100)
+	bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
+	worst := bound*2 + 100*10
+	least := bound*2 + 1*10
+	ctx := context.Background()
+	if pre > 0 {
+		if _, err := ledgers[0].Reserve(ctx, "t1", "pre", budget.Ask{NoOutput: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ledgers[0].SettleCharge(ctx, "t1", "pre", budget.Charge{Money: pre}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ok, refused := concurrentSpend(t, n, body, gs...)
+	got := spent(t, ledgers[0], "probe-after")
+	limit := spendLimit(worst)
+	t.Logf("limit %d µUSD (%.1f worst cases of %d), spent before %d, after %d; %d served, %d refused (n %d)",
+		limit, float64(limit)/float64(worst), worst, pre, got, ok, refused, n)
+	if ok+refused != int64(n) {
+		t.Fatalf("%d served + %d refused of %d", ok, refused, n)
+	}
+	if got > limit {
+		t.Fatalf("spent %d over the limit %d", got, limit)
+	}
+	if got < limit-least {
+		t.Fatalf("spent %d: more than one least cost (%d) under the limit %d", got, least, limit)
+	}
+}
+
+// spendLimit is the monthly limit of the proofs: ten and a half worst
+// cases.
+func spendLimit(worst int64) int64 { return worst*10 + worst/2 }
+
+func proofLimits(t *testing.T) budget.Limits {
+	body := chatBody("", 100)
+	bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
+	return budget.Limits{SpendPerMonth: spendLimit(bound*2 + 100*10)}
+}
+
+// TestSpendConcurrencyMemory: 200 concurrent requests on one replica
+// with the memory store.
+func TestSpendConcurrencyMemory(t *testing.T) {
+	body := chatBody("", 100)
+	bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
+	g, spy := spendGateway(t, proofLimits(t), 0, tieredPrices(t), nil, capBackend(bound))
+	spendProof(t, 200, 0, []*budget.Ledger{spy.Ledger}, []*testGateway{g})
+}
+
+// TestSpendConcurrencyRedis: two gateways, each with its own ledger and
+// Redis clients, on one redis-server: 200 concurrent requests, half on
+// each.
+func TestSpendConcurrencyRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	body := chatBody("", 100)
+	bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
+	var gs []*testGateway
+	var ls []*budget.Ledger
+	for range 2 {
+		c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		st, err := redisbudget.New(c, redisbudget.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, spy := spendGateway(t, proofLimits(t), 0, tieredPrices(t), st, capBackend(bound))
+		gs, ls = append(gs, g), append(ls, spy.Ledger)
+	}
+	spendProof(t, 200, 0, ls, gs)
+}
+
+// TestSpendLiteLLM34732: LiteLLM's "concurrent requests can bypass
+// max_budget_per_session" (BerriAI/litellm#34732): a session with room
+// for one and a half requests left sends 50 at once. Held: at most the
+// one that fits and one the rest affords are served, the limit holds.
+func TestSpendLiteLLM34732(t *testing.T) {
+	body := chatBody("", 100)
+	bound := prompt.Scanner{}.Bound([]byte(body), request.ChatCompletions.Prompt()).Tokens
+	worst := bound*2 + 100*10
+	g, spy := spendGateway(t, proofLimits(t), 0, tieredPrices(t), nil, capBackend(bound))
+	spendProof(t, 50, spendLimit(worst)-worst-worst/2, []*budget.Ledger{spy.Ledger}, []*testGateway{g})
 }
