@@ -113,7 +113,7 @@ func (s *Server) rememberID(rec *exchange, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
-	if b := rec.budget; b != nil && b.background && b.held && b.spend.Model == nil {
+	if b := rec.budget; b != nil && b.background && b.held {
 		// Its reservation waits for the response's usage (settleBackground).
 		o.Background = rec.id
 	}
