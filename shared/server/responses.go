@@ -113,6 +113,10 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint}
+	if b := ex.budget; b != nil && b.background && b.held && b.spend.Model == nil {
+		// Its reservation waits for the response's usage (settleBackground).
+		o.Background = ex.id
+	}
 	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); errors.Is(err, affinity.ErrTaken) {
 		// The backend answered with an id another tenant owns (a lying or
 		// echoing backend): the id stays the owner's, and this answer is
@@ -245,6 +249,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 		defer idle.t.Stop()
 		s.relayStream(ctx, w, http.NewResponseController(w), ex, resp, idle, false)
+		s.settleBackground(ex, id, o)
 		return nil
 	}
 	if resp.StatusCode/100 == 3 {
@@ -256,7 +261,13 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 		dcancel()
 	}
 	decodeBody(resp)
-	return s.relayJSON(w, ex, resp, resp.Body)
+	if err := s.relayJSON(w, ex, resp, resp.Body); err != nil {
+		return err
+	}
+	if r.Method == http.MethodGet && sub == "" {
+		s.settleBackground(ex, id, o)
+	}
+	return nil
 }
 
 // targetFor is pool's target for the endpoint named name, or nil.
