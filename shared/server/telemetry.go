@@ -87,6 +87,9 @@ func (s *Server) report(ex *exchange) {
 		Attempts: ex.attempts, Keepalives: keepalives,
 		Limit: ex.limit, Budget: ex.budgetDecision, Reserved: ex.budget.reserved(), Charged: ex.budget.chargedTokens(),
 	}
+	if b := ex.budget; b != nil && b.spend.Model != nil && b.held && !b.unsettled {
+		t.Cost, t.Tier, t.Currency = b.spend.cost, b.spend.billed.String(), s.Prices.Currency
+	}
 	if ex.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = ex.op.GenAIName(), ex.model
 		t.ResponseModel, t.Provider = ex.backend.ResponseModel, ex.backend.Provider
