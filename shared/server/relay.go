@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/keepalive"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -187,6 +188,10 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 		}
 	}
 	defer answerPool.Put(ans)
+	// A binary answer (the row's answer kind) is bytes: relayed as they
+	// come, nothing in them read. An error answer is JSON whatever the
+	// row.
+	scan := rec.op.Answer() == request.AnswerJSON || resp.StatusCode/100 != 2
 	created := rec.creates && resp.StatusCode/100 == 2
 	if created {
 		s.rememberAnswer(rec, &ans.scan, w.Header())
@@ -206,12 +211,16 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 	rec.bytes += int64(m)
 	rec.clientFirst = s.Now()
 	if !ans.whole {
-		c, err := io.CopyBuffer(struct{ io.Writer }{w}, io.TeeReader(body, &ans.scan), ans.buf[:])
+		src := body
+		if scan {
+			src = io.TeeReader(body, &ans.scan)
+		}
+		c, err := io.CopyBuffer(struct{ io.Writer }{w}, src, ans.buf[:])
 		rec.bytes += c
 		switch {
 		case err != nil:
 			rec.outcome = "upstream_body_error"
-		case resp.StatusCode/100 == 2 && !ans.scan.Complete():
+		case scan && resp.StatusCode/100 == 2 && !ans.scan.Complete():
 			rec.outcome = "upstream_bad_response"
 			err = errors.New("not one whole JSON object")
 		}
@@ -224,7 +233,9 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 			s.rememberAnswer(rec, &ans.scan, nil) // an id past the head
 		}
 	}
-	s.readUsage(rec, &ans.scan)
+	if scan {
+		s.readUsage(rec, &ans.scan)
+	}
 	if resp.StatusCode/100 == 2 {
 		rec.answerBytes = rec.bytes
 	}
