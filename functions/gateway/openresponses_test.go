@@ -435,3 +435,26 @@ func TestOpenResponsesSchemaRejects(t *testing.T) {
 	})
 	fails("an event of another type", orEvent, func(m map[string]any) { m["type"] = "response.custom_tool_call_input.delta" })
 }
+
+// TestSDKNodeOpenResponses runs scripts/sdktest/openresponses.test.mjs:
+// the AI SDK's Open Responses provider (@ai-sdk/open-responses), a client
+// written to the specification, through the gateway on the demo config,
+// and checks the access log: every call 200 and ok, tokens counted.
+func TestSDKNodeOpenResponses(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeSDK(t)
+	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 8}})
+	nodeTest(t, node, dir, append(cleanEnv(), "RESPONSES_URL="+g.URL+"/v1/responses", "TOKEN="+g.token("contoso"),
+		"MODEL=gpt-4o", "EXPECT_TOKENS=8"), "openresponses.test.mjs")
+	lines := pathLog(g, "contoso", "/v1/responses")
+	if len(lines) != 6 { // text, streamed text, and two calls with a tool each
+		t.Errorf("%d Responses calls in the access log, want 6", len(lines))
+	}
+	for _, l := range lines {
+		p, _ := l["prompt_tokens"].(float64)
+		c, _ := l["completion_tokens"].(float64)
+		if l["status"] != 200.0 || l["outcome"] != "ok" || p <= 0 || c <= 0 {
+			t.Errorf("access log %v", l)
+		}
+	}
+}

@@ -28,7 +28,7 @@ import (
 // handler serves one route. It returns what went wrong, an *apiError or a
 // cause fail maps to one, for serve to render; it never answers an error
 // itself.
-type handler func(w http.ResponseWriter, r *http.Request, rec *exchange) error
+type handler func(w http.ResponseWriter, r *http.Request, ex *exchange) error
 
 // logEntry is what one request leaves in the access log (and reports to
 // telemetry): one JSON line with who, what, where, and how long; the
@@ -135,9 +135,9 @@ type exchange struct {
 
 // context is the context a request's backend calls are made under: the
 // request's, carrying its server span when telemetry is on.
-func (rec *exchange) context(r *http.Request) context.Context {
-	if rec.ctx != nil {
-		return rec.ctx
+func (ex *exchange) context(r *http.Request) context.Context {
+	if ex.ctx != nil {
+		return ex.ctx
 	}
 	return r.Context()
 }
@@ -163,14 +163,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // already went out (a keepalive comment, or a backend's headers committed
 // before its first event), as the stream's one error event.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	if err := h(w, r, rec); err != nil {
-		if rec.keepalive.Stop() {
-			failStream(w, rec, err)
+	ex := s.begin(w, r)
+	defer s.finish(w, ex)
+	if err := h(w, r, ex); err != nil {
+		if ex.keepalive.Stop() {
+			failStream(w, ex, err)
 			return
 		}
-		fail(w, rec, err)
+		fail(w, ex, err)
 	}
 }
 
@@ -253,36 +253,36 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 		id = []string{newRequestID()}
 		w.Header()["X-Request-Id"] = id
 	}
-	rec := &exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
+	ex := &exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
 	if anthropicPath(r.URL.Path) {
-		rec.op = request.Messages // its errors in Anthropic's shape
+		ex.op = request.Messages // its errors in Anthropic's shape
 	}
-	rec.body, _ = r.Body.(*watchedBody)
-	s.traced(rec, r)
-	return rec
+	ex.body, _ = r.Body.(*watchedBody)
+	s.traced(ex, r)
+	return ex
 }
 
 // finish recovers a panic into a 500, then, with the client answered,
 // settles the request's budget, frees its concurrency slot, writes the
 // access-log line and reports the request to telemetry.
-func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
+func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 	v := recover()
 	if v != nil && v != http.ErrAbortHandler {
-		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
-		if !rec.wroteHeader {
-			fail(w, rec, nil)
+		s.Log.Error("panic in handler", "request_id", ex.id, "panic", v)
+		if !ex.wroteHeader {
+			fail(w, ex, nil)
 			v = nil
 		} else {
-			rec.outcome = "panic"
+			ex.outcome = "panic"
 			v = http.ErrAbortHandler
 		}
 	}
-	s.settleBudget(w, rec)
-	if rec.slot != nil {
-		rec.slot.Release()
+	s.settleBudget(w, ex)
+	if ex.slot != nil {
+		ex.slot.Release()
 	}
-	s.log(rec)
-	s.report(rec)
+	s.log(ex)
+	s.report(ex)
 	if v != nil {
 		panic(v)
 	}
@@ -290,7 +290,7 @@ func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
 
 // log writes the access-log line: the entry, and what the request's
 // keepalive and budget tell at its end.
-func (s *Server) log(rec *exchange) {
+func (s *Server) log(ex *exchange) {
 	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -301,48 +301,48 @@ func (s *Server) log(rec *exchange) {
 		}
 		return float64(b.Sub(a).Microseconds()) / 1000
 	}
-	keepalives, kaFirst := rec.keepalive.Stats()
-	added := addedMs(&rec.logEntry, end)
-	clientFirst := rec.clientFirst
+	keepalives, kaFirst := ex.keepalive.Stats()
+	added := addedMs(&ex.logEntry, end)
+	clientFirst := ex.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
 	}
 	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-		slog.String("request_id", rec.id),
-		slog.String("method", rec.method),
-		slog.String("path", rec.path),
-		slog.String("tenant", rec.tenant),
-		slog.String("tenant_name", rec.tenantName),
-		slog.String("subject", rec.subject),
-		slog.String("model", rec.model),
-		streamAttr(&rec.logEntry),
-		slog.String("pool", rec.pool),
-		slog.String("endpoint", rec.endpoint),
-		slog.Int("priority", rec.priority),
-		slog.String("spill", rec.spill),
-		slog.Int("attempts", rec.attempts),
-		slog.Int("status", rec.status),
-		slog.Int("upstream_status", rec.upstreamStatus),
-		slog.String("outcome", rec.outcome),
-		slog.String("error", rec.detail),
-		slog.Int64("bytes", rec.bytes),
-		slog.Int64("events", rec.events),
-		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
-		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
-		slog.Int64("budget_reserved", rec.budget.reserved()),
-		slog.Int64("budget_charged", rec.budget.chargedTokens()),
-		slog.String("budget_settle", rec.budget.settleState()),
-		slog.String("cost", rec.budget.costText()),
-		slog.String("price_version", rec.budget.priceVersion()),
-		slog.Int64("output_cap", rec.outputCap()),
-		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
-		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
-		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
+		slog.String("request_id", ex.id),
+		slog.String("method", ex.method),
+		slog.String("path", ex.path),
+		slog.String("tenant", ex.tenant),
+		slog.String("tenant_name", ex.tenantName),
+		slog.String("subject", ex.subject),
+		slog.String("model", ex.model),
+		streamAttr(&ex.logEntry),
+		slog.String("pool", ex.pool),
+		slog.String("endpoint", ex.endpoint),
+		slog.Int("priority", ex.priority),
+		slog.String("spill", ex.spill),
+		slog.Int("attempts", ex.attempts),
+		slog.Int("status", ex.status),
+		slog.Int("upstream_status", ex.upstreamStatus),
+		slog.String("outcome", ex.outcome),
+		slog.String("error", ex.detail),
+		slog.Int64("bytes", ex.bytes),
+		slog.Int64("events", ex.events),
+		slog.Int64("prompt_tokens", ex.usage.PromptTokens),
+		slog.Int64("completion_tokens", ex.usage.CompletionTokens),
+		slog.Int64("budget_reserved", ex.budget.reserved()),
+		slog.Int64("budget_charged", ex.budget.chargedTokens()),
+		slog.String("budget_settle", ex.budget.settleState()),
+		slog.String("cost", ex.budget.costText()),
+		slog.String("price_version", ex.budget.priceVersion()),
+		slog.Int64("output_cap", ex.outputCap()),
+		slog.Float64("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders)),
+		slog.Float64("client_first_byte_ms", ms(ex.start, clientFirst)),
+		slog.Float64("client_first_event_ms", ms(ex.start, ex.clientFirstEvent)),
 		slog.Int("keepalives", keepalives),
-		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
-		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
+		slog.Float64("first_keepalive_ms", ms(ex.start, kaFirst)),
+		slog.Bool("failover_after_headers", ex.failoverAfterHeaders),
 		slog.Float64("added_ms", added),
-		slog.Float64("duration_ms", ms(rec.start, end)),
+		slog.Float64("duration_ms", ms(ex.start, end)),
 	)
 }
 
@@ -356,21 +356,21 @@ func (s *Server) log(rec *exchange) {
 // a stream's headers go to the client before its first event (issue 22:
 // compared with them, 1 stream in 6 was "negative"), and that wait is the
 // backend's, not the gateway's.
-func addedMs(rec *logEntry, end time.Time) float64 {
+func addedMs(ex *logEntry, end time.Time) float64 {
 	span := func(a, b time.Time) time.Duration {
 		if a.IsZero() || b.IsZero() || b.Before(a) {
 			return 0
 		}
 		return b.Sub(a)
 	}
-	if rec.firstSent.IsZero() {
-		return msOf(span(rec.start, end))
+	if ex.firstSent.IsZero() {
+		return msOf(span(ex.start, end))
 	}
-	from, to := rec.upstreamHeaders, rec.clientFirst
-	if !rec.upstreamFirst.IsZero() {
-		from, to = rec.upstreamFirst, rec.clientFirstEvent
+	from, to := ex.upstreamHeaders, ex.clientFirst
+	if !ex.upstreamFirst.IsZero() {
+		from, to = ex.upstreamFirst, ex.clientFirstEvent
 	}
-	return msOf(span(rec.start, rec.firstSent) + span(from, to))
+	return msOf(span(ex.start, ex.firstSent) + span(from, to))
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -390,9 +390,9 @@ func newRequestID() string {
 // streamAttr is the access log's stream: null when the body was never read
 // (a caller refused before it: the gateway reads nothing of a caller
 // without a valid token).
-func streamAttr(rec *logEntry) slog.Attr {
-	if !rec.streamKnown {
+func streamAttr(ex *logEntry) slog.Attr {
+	if !ex.streamKnown {
 		return slog.Any("stream", nil)
 	}
-	return slog.Bool("stream", rec.stream)
+	return slog.Bool("stream", ex.stream)
 }

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
+	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
@@ -34,28 +37,28 @@ type tierAsk struct {
 }
 
 // checkTier refuses a service_tier the tenant may not use (400, param
-// service_tier) and records what was asked in rec.tier. Every tenant is
+// service_tier) and records what was asked in ex.tier. Every tenant is
 // held to its tiers, with or without a spend limit: a dearer tier is
 // money on the account every tenant shares.
-func checkTier(rec *exchange, t *tenant.Tenant, body *request.Body) error {
+func checkTier(ex *exchange, t *tenant.Tenant, body *request.Body) error {
 	allowed := t.Tiers.OrStandard()
-	rec.tier = tierAsk{may: allowed, allowed: allowed}
+	ex.tier = tierAsk{may: allowed, allowed: allowed}
 	switch body.ServiceTier {
 	case "", "auto":
 		return nil
 	case "standard_only": // Anthropic's spelling of "standard, never priority"
-		rec.tier.tier, rec.tier.explicit = price.TierStandard, true
+		ex.tier.tier, ex.tier.explicit = price.TierStandard, true
 	default:
 		tier, ok := price.ParseTier([]byte(body.ServiceTier))
 		if !ok {
 			return tierNotAllowed(body.ServiceTier, allowed)
 		}
-		rec.tier.tier, rec.tier.explicit = tier, true
+		ex.tier.tier, ex.tier.explicit = tier, true
 	}
-	if !allowed.Has(rec.tier.tier) {
+	if !allowed.Has(ex.tier.tier) {
 		return tierNotAllowed(body.ServiceTier, allowed)
 	}
-	rec.tier.may = price.Tiers(0).With(rec.tier.tier)
+	ex.tier.may = price.Tiers(0).With(ex.tier.tier)
 	return nil
 }
 
@@ -66,19 +69,22 @@ type spendState struct {
 	tier    tierAsk
 	granted int64
 	cost    int64
+	// billed is the tier the cost was computed at (the dearer one when
+	// the answer's differs from the one asked).
+	billed  price.Tier
 	version string
 }
 
 // priceRequest prices a request for the spend limits: its model's prices
 // at the tiers it may be served at, and its server features' money.
-func (s *Server) priceRequest(rec *exchange, body *request.Body) (budget.Spend, error) {
+func (s *Server) priceRequest(ex *exchange, body *request.Body) (budget.Spend, error) {
 	m, ok := s.Prices.Model(body.Model)
 	if !ok {
 		// The config check prices every model of a tenant with a spend
 		// limit; a model without a price is a bug, refused.
 		return budget.Spend{}, budgetFailed(fmt.Sprintf("model %q has no price in the catalogue", body.Model))
 	}
-	return budget.Spend{Model: m, Tiers: rec.tier.may, Fixed: rec.features.money}, nil
+	return budget.Spend{Model: m, Tiers: ex.tier.may, Fixed: ex.features.money}, nil
 }
 
 // cost is what the answer's usage costs: its tokens by kind at the tier
@@ -87,34 +93,63 @@ func (s *Server) priceRequest(rec *exchange, body *request.Body) (budget.Spend, 
 // dearest the tenant may use; a tier cheaper than the one asked, or one
 // the tenant may not use, is billed at the dearer of it and the one the
 // request was reserved at, and logged.
-func (s *Server) cost(rec *exchange, b *reservation) int64 {
+func (s *Server) cost(ex *exchange, b *reservation) int64 {
 	sp := &b.spend
 	if sp.Model == nil {
 		return 0
 	}
-	u := rec.usage
-	out := max(u.CompletionTokens, rec.outputFloor)
+	c := s.bill(ex, b.tenant, sp.Model, sp.tier, b.bound, &sp.billed)
+	return min(c+b.features.chargeMoney(ex.usage.ServerTools), price.MaxMicros)
+}
+
+// bill prices ex's usage with m for a request that asked ask and was
+// reserved for a prompt of bound tokens, and says in billed at which
+// tier: the answer's tier, or the one asked when the answer names none
+// (for "auto", the dearest the tenant may use); the dearer of the two,
+// logged, when the answer's is cheaper than the one asked or one the
+// tenant may not use.
+func (s *Server) bill(ex *exchange, tenantID string, m *price.Model, ask tierAsk, bound int64, billed *price.Tier) int64 {
+	u := ex.usage
+	out := max(u.CompletionTokens, ex.outputFloor)
 	cached := min(max(u.CachedTokens, 0), u.PromptTokens)
 	writes := min(max(u.CacheWriteTokens, 0), u.PromptTokens-cached)
 	hour := min(max(u.CacheWrite1hTokens, 0), writes)
 	pu := price.Usage{Input: u.PromptTokens - cached - writes, CacheRead: cached, CacheWrite: writes - hour, CacheWrite1h: hour, Output: out}
-	asked := sp.tier.tier
-	if !sp.tier.explicit {
-		asked = sp.Model.Dearest(sp.tier.may, b.bound, out)
+	asked := ask.tier
+	if !ask.explicit {
+		asked = m.Dearest(ask.may, bound, out)
 	}
 	served := asked
 	if u.TierReported {
 		served = u.Tier
 	}
-	c := sp.Model.Cost(served, pu)
-	if u.TierReported && (!sp.tier.allowed.Has(served) || (sp.tier.explicit && served != asked)) {
-		if alt := sp.Model.Cost(asked, pu); alt > c {
-			c = alt
+	c := m.Cost(served, pu)
+	*billed = served
+	if u.TierReported && (!ask.allowed.Has(served) || (ask.explicit && served != asked)) {
+		if alt := m.Cost(asked, pu); alt > c {
+			c, *billed = alt, asked
 		}
 		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
-			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
+			"request_id", ex.id, "tenant", tenantID, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
 	}
-	return min(c+b.features.chargeMoney(u.ServerTools), price.MaxMicros)
+	return c
+}
+
+// backgroundCost is what a background response's usage costs, at the
+// tier its answer names (its creating request's tier is not kept: "auto"
+// at the tenant's tiers); KeepReserved when its model has no price (a
+// tenant without a spend limit reserved no money).
+func (s *Server) backgroundCost(ex *exchange, o affinity.Owner) int64 {
+	m, ok := s.Prices.Model(o.Model)
+	if !ok {
+		return budget.KeepReserved
+	}
+	tiers := price.Tiers(0).OrStandard()
+	if t := s.Tenants.Lookup(o.Tenant); t != nil {
+		tiers = t.Tiers.OrStandard()
+	}
+	var billed price.Tier
+	return s.bill(ex, o.Tenant, m, tierAsk{may: tiers, allowed: tiers}, 0, &billed)
 }
 
 // costText and priceVersion are the access log's cost (a decimal amount
@@ -168,4 +203,84 @@ func periodText(k budget.Limit) string {
 		return "today (UTC)"
 	}
 	return "this month (UTC)"
+}
+
+// spendView answers GET /v1/llmgw/spend: the caller's own tenant's spend
+// and token windows, read from the ledger, with the caller's JWT (no admin
+// credential). Nothing of another tenant is reachable: the tenant is the
+// token's.
+func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+	t, err := s.principalTenant(r, ex)
+	if err != nil {
+		return err
+	}
+	v := spendReport{Object: "llmgw.spend", Tenant: t.ID, Levels: []spendLevel{}}
+	if s.Prices != nil {
+		v.Currency, v.PriceVersion = s.Prices.Currency, s.Prices.Version
+	}
+	if s.Budgets == nil {
+		return writeJSON(w, ex, v)
+	}
+	lim, ok := s.Budgets.Limits(t.ID)
+	if !ok || !lim.Enforced() {
+		return writeJSON(w, ex, v)
+	}
+	// Two store operations: taken from the tenant's prompt-count bucket,
+	// so a tenant polling its spend floods nobody's store but its own
+	// share.
+	ctx := ex.context(r)
+	if err := s.take(ctx, w, ex, t.ID, true); err != nil {
+		return err
+	}
+	d, err := s.Budgets.Windows(ctx, t.ID, "spend-view/"+ex.id)
+	if err != nil {
+		if errors.Is(err, budget.ErrUnavailable) {
+			return budgetUnavailable()
+		}
+		return budgetFailed("the budget store could not be read")
+	}
+	lv := spendLevel{Level: "tenant", Name: t.ID, Spend: []spendWindow{}, Tokens: []spendWindow{}}
+	for i, win := range d.Spend {
+		if win.Limit > 0 {
+			lv.Spend = append(lv.Spend, spendWindow{Period: [3]string{"minute", "day", "month"}[i],
+				Limit: price.Format(win.Limit), Used: price.Format(win.Used), Remaining: price.Format(win.Remaining), Resets: win.Reset.UTC().Format(time.RFC3339)})
+		}
+	}
+	for _, tw := range []struct {
+		period string
+		win    budget.Window
+	}{{"minute", d.TPM}, {lim.QuotaPeriod.String(), d.Quota}} {
+		if tw.win.Limit > 0 {
+			lv.Tokens = append(lv.Tokens, spendWindow{Period: tw.period, Limit: strconv.FormatInt(tw.win.Limit, 10),
+				Used: strconv.FormatInt(tw.win.Used, 10), Remaining: strconv.FormatInt(tw.win.Remaining, 10), Resets: tw.win.Reset.UTC().Format(time.RFC3339)})
+		}
+	}
+	v.Levels = append(v.Levels, lv)
+	return writeJSON(w, ex, v)
+}
+
+// spendReport is GET /v1/llmgw/spend's answer.
+type spendReport struct {
+	Object       string       `json:"object"`
+	Tenant       string       `json:"tenant"`
+	Currency     string       `json:"currency,omitempty"`
+	PriceVersion string       `json:"price_version,omitempty"`
+	Levels       []spendLevel `json:"levels"`
+}
+
+// spendLevel is one level's windows (only "tenant" today): money as
+// decimal amounts of the currency, tokens as counts.
+type spendLevel struct {
+	Level  string        `json:"level"`
+	Name   string        `json:"name"`
+	Spend  []spendWindow `json:"spend"`
+	Tokens []spendWindow `json:"tokens"`
+}
+
+type spendWindow struct {
+	Period    string `json:"period"`
+	Limit     string `json:"limit"`
+	Used      string `json:"used"`
+	Remaining string `json:"remaining"`
+	Resets    string `json:"resets_at"`
 }
