@@ -104,6 +104,15 @@ func (k Limit) Code() string {
 	return ""
 }
 
+// longer reports whether k refuses for longer than o (LimitNone: never):
+// a quota, then spend per month, day, minute, then tokens per minute.
+// Across levels the longest is named: waiting a minute does not help a
+// month.
+func (k Limit) longer(o Limit) bool {
+	rank := [...]int{LimitNone: 0, LimitTPM: 1, LimitSpendMinute: 2, LimitSpendDay: 3, LimitSpendMonth: 4, LimitQuota: 5}
+	return rank[k] > rank[o]
+}
+
 // Money reports whether k is a spend limit.
 func (k Limit) Money() bool { return k >= LimitSpendMinute && k <= LimitSpendMonth }
 
@@ -170,6 +179,12 @@ type Decision struct {
 	// operation; Spend the spend limits' (in micro-units), by period.
 	TPM, Quota Window
 	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
+	// RefusedLevel is the level that refused: 0 the tenant, i the
+	// Request's Levels[i-1].
+	RefusedLevel int
+	// Levels are the windows of the Request's Levels after this
+	// operation, in their order (nil without levels).
+	Levels []Windows
 	// Held reports that the request id already had a reservation: a live
 	// one is returned unchanged and nothing new is reserved (an idempotent
 	// retry); an id whose lease has expired is not reserved again (Allowed
@@ -189,18 +204,39 @@ type Decision struct {
 	RewriteCap bool
 }
 
-// Refusal is the window of the limit that refused (zero when allowed).
-func (d Decision) Refusal() Window {
-	switch d.RefusedBy {
+// Windows is one level's windows after an operation (Decision.Levels).
+type Windows struct {
+	TPM, Quota Window
+	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
+}
+
+// Window is the window of limit k (zero for LimitNone).
+func (w Windows) Window(k Limit) Window {
+	switch k {
 	case LimitTPM:
-		return d.TPM
+		return w.TPM
 	case LimitQuota:
-		return d.Quota
+		return w.Quota
 	case LimitSpendMinute, LimitSpendDay, LimitSpendMonth:
-		return d.Spend[d.RefusedBy-LimitSpendMinute]
+		return w.Spend[k-LimitSpendMinute]
 	}
 	return Window{}
 }
+
+// Tenant is the tenant level's windows.
+func (d Decision) Tenant() Windows { return Windows{TPM: d.TPM, Quota: d.Quota, Spend: d.Spend} }
+
+// Level is the windows of level i: 0 the tenant, i Levels[i-1].
+func (d Decision) Level(i int) Windows {
+	if i > 0 && i <= len(d.Levels) {
+		return d.Levels[i-1]
+	}
+	return d.Tenant()
+}
+
+// Refusal is the window of the limit that refused, at the level that
+// refused (zero when allowed).
+func (d Decision) Refusal() Window { return d.Level(d.RefusedLevel).Window(d.RefusedBy) }
 
 // Requests is the least the refusing limit had to have left: Requested,
 // or MoneyRequested for a spend limit.
@@ -246,6 +282,28 @@ type Settlement struct {
 // KeepReserved to charge what was reserved.
 type Charge struct {
 	Tokens, Money int64
+	// Levels are the levels the reservation was made at (Request.Levels;
+	// their limits are not read): every level is settled with the tenant,
+	// in the same operation. A Ledger sets them from Scope.
+	Levels []Level
+	// Scope is who below the tenant the request was charged to, for
+	// Ledger's settles (a Store reads Levels).
+	Scope Scope
+}
+
+// Level is one account below a tenant (a project, a user): its own
+// windows and records, reserved and settled with the tenant's in one
+// atomic store operation. Name identifies it within the tenant.
+type Level struct {
+	Name   string
+	Limits Limits
+}
+
+// Scope is who a request is charged to below its tenant, from the
+// verified token's claims (never from the request): a project and a user.
+// An empty field is no such level.
+type Scope struct {
+	Project, User string
 }
 
 // Kept is the charge of a request whose usage was never reported: the
@@ -289,6 +347,25 @@ type Request struct {
 	// return (and, after that, how long its expiry record lets a late
 	// Settle charge the actual usage).
 	Lease time.Duration
+	// Levels are accounts below the tenant, reserved in the same atomic
+	// operation: the request passes only if the tenant and every level
+	// have room; the grant is the least any has left, charged to each,
+	// and each keeps its own record of id. A refusal names the first
+	// level without room (Decision.RefusedLevel).
+	Levels []Level
+}
+
+// spends reports whether the tenant or a level limits money.
+func (r Request) spends() bool {
+	if r.Limits.Spends() {
+		return true
+	}
+	for _, l := range r.Levels {
+		if l.Limits.Spends() {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate reports a request a store must not run.
