@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,20 +59,73 @@ type Limits struct {
 	// price catalogue's currency (issue 35). A store reserves and settles
 	// them in the same atomic operation as the tokens.
 	SpendPerMinute, SpendPerDay, SpendPerMonth int64
+
+	// Levels are the limits below the tenant (nil: none), which a Ledger
+	// turns into a Request's Levels from the request's Scope. The stores
+	// ignore it.
+	Levels *LevelLimits
 }
 
-// Enforced reports whether l limits anything a store keeps.
-func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() }
+// LevelLimits are a tenant's limits below it: per named project, a
+// default for every other project, and a default per user. A zero Limits
+// is no such level.
+type LevelLimits struct {
+	Projects                    map[string]Limits
+	ProjectDefault, UserDefault Limits
+}
 
-// Spends reports whether l limits money.
+// Of is the levels of scope s, the project's before the user's: the
+// accounts a request of s reserves at below the tenant. A user's account
+// is the tenant's, whatever its project.
+func (ll *LevelLimits) Of(s Scope) []Level {
+	if ll == nil {
+		return nil
+	}
+	var out []Level
+	if s.Project != "" {
+		p, ok := ll.Projects[s.Project]
+		if !ok {
+			p = ll.ProjectDefault
+		}
+		if p.Enforced() {
+			out = append(out, Level{Name: "project:" + s.Project, Limits: p})
+		}
+	}
+	if s.User != "" && ll.UserDefault.Enforced() {
+		out = append(out, Level{Name: "user:" + s.User, Limits: ll.UserDefault})
+	}
+	return out
+}
+
+// each calls f with every level's limits.
+func (ll *LevelLimits) each(f func(Limits) bool) bool {
+	if ll == nil {
+		return false
+	}
+	for _, p := range ll.Projects {
+		if f(p) {
+			return true
+		}
+	}
+	return f(ll.ProjectDefault) || f(ll.UserDefault)
+}
+
+// Enforced reports whether l limits anything a store keeps, at its level
+// or below.
+func (l Limits) Enforced() bool {
+	return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() || l.Levels.each(Limits.Enforced)
+}
+
+// Spends reports whether l limits money, at its level or below.
 func (l Limits) Spends() bool {
-	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 || l.Levels.each(Limits.Spends)
 }
 
 // FailsClosed reports whether a reservation the store could not answer is
-// refused whatever the failure policy: a quota or a spend limit is money.
+// refused whatever the failure policy: a quota or a spend limit is money,
+// at any level.
 func (l Limits) FailsClosed() bool {
-	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 || l.Levels.each(Limits.FailsClosed)
 }
 
 // MaxTokens is the largest limit or amount a store accepts: Lua's numbers
@@ -206,6 +260,8 @@ type Decision struct {
 
 // Windows is one level's windows after an operation (Decision.Levels).
 type Windows struct {
+	// Name is the level's (Level.Name; "" for the tenant).
+	Name       string
 	TPM, Quota Window
 	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
 }
@@ -289,6 +345,16 @@ type Charge struct {
 	// Scope is who below the tenant the request was charged to, for
 	// Ledger's settles (a Store reads Levels).
 	Scope Scope
+}
+
+// Label names level i of d for people: `tenant "t1"` for 0, else
+// `project "search"` or `user "u1"` from its Name.
+func (d Decision) Label(tenant string, i int) string {
+	if i <= 0 || i > len(d.Levels) {
+		return fmt.Sprintf("tenant %q", tenant)
+	}
+	kind, name, _ := strings.Cut(d.Levels[i-1].Name, ":")
+	return fmt.Sprintf("%s %q", kind, name)
 }
 
 // Level is one account below a tenant (a project, a user): its own

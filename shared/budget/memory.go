@@ -46,9 +46,10 @@ type memTenant struct {
 
 	// levels are the accounts below the tenant (Request.Levels), under
 	// the tenant's mutex; levelsSwept the size at which idle ones are
-	// next forgotten.
-	levels      map[string]*memTenant
-	levelsSwept int
+	// forgotten at the latest.
+	levels        map[string]*memTenant
+	levelsSwept   int
+	levelsSweptAt int64 // the minute of the last sweep
 
 	recs       map[string]*memRec
 	head, tail *memRec // every record in deadline order (the sweep queue)
@@ -213,11 +214,13 @@ func (t *memTenant) reportAll(d *Decision, r Request, accts []*memTenant) {
 		var ld Decision
 		a.report(&ld, r.Levels[i].Limits)
 		d.Levels[i] = ld.Tenant()
+		d.Levels[i].Name = r.Levels[i].Name
 	}
 }
 
 // level returns the account of level name (the caller holds t.mu). Idle
-// levels are forgotten once the map has doubled since the last sweep:
+// levels are forgotten when a new one is made in a new minute, or once
+// the map has doubled since the last sweep:
 // an account without records whose windows have all ended holds nothing
 // a roll would not reset, so per-user accounts cost nothing once idle.
 func (t *memTenant) level(name string, now time.Time) *memTenant {
@@ -227,7 +230,8 @@ func (t *memTenant) level(name string, now time.Time) *memTenant {
 	if t.levels == nil {
 		t.levels = make(map[string]*memTenant)
 	}
-	if len(t.levels) >= t.levelsSwept {
+	if minute := windowOf(now, PeriodNone); len(t.levels) >= t.levelsSwept || minute != t.levelsSweptAt {
+		t.levelsSweptAt = minute
 		for n, a := range t.levels {
 			if a.head == nil && a.idle(now) {
 				delete(t.levels, n)

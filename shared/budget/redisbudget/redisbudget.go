@@ -168,6 +168,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 		d.Levels = make([]budget.Windows, len(r.Levels))
 		for i, l := range r.Levels {
 			d.Levels[i] = windows(l.Limits, res[5+9*(i+1):])
+			d.Levels[i].Name = l.Name
 		}
 	}
 	return d, nil
