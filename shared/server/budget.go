@@ -264,13 +264,13 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	if ex.wroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
-	if b.background && ex.remembered && !ex.usageFinal && !s.Budgets.Strict() && b.spend.Model == nil {
+	if b.background && ex.remembered && !ex.usageFinal && !s.Budgets.Strict() {
 		// Estimate mode, a background response recorded with its
 		// reservation's id (Owner.Background): the reservation stays
 		// charged until the response is retrieved complete, whose usage
 		// settles it (settleBackground), or its lease ends (issue 30).
-		// A tenant with a spend limit is charged at creation: the
-		// retrieval does not know the creation's prices.
+		// Its money too: the retrieval prices the usage by the record's
+		// model at the tier the answer names (backgroundCost).
 		b.deferred, b.charged = true, b.granted
 		return
 	}
@@ -364,7 +364,8 @@ func (s *Server) settleBackground(ex *exchange, id string, o affinity.Owner) {
 		return
 	}
 	ctx := context.Background()
-	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed})
+	// Its money at its usage's price, the tokens' as for tokens.
+	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed, Money: s.backgroundCost(ex, o)})
 	if err != nil {
 		s.Log.Warn("background response's usage not settled: kept for replay", "request_id", ex.id, "response_id", id, "reservation", o.Background, "usage", billed, "err", err)
 		return

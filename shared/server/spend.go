@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
@@ -97,30 +98,58 @@ func (s *Server) cost(ex *exchange, b *reservation) int64 {
 	if sp.Model == nil {
 		return 0
 	}
+	c := s.bill(ex, b.tenant, sp.Model, sp.tier, b.bound, &sp.billed)
+	return min(c+b.features.chargeMoney(ex.usage.ServerTools), price.MaxMicros)
+}
+
+// bill prices ex's usage with m for a request that asked ask and was
+// reserved for a prompt of bound tokens, and says in billed at which
+// tier: the answer's tier, or the one asked when the answer names none
+// (for "auto", the dearest the tenant may use); the dearer of the two,
+// logged, when the answer's is cheaper than the one asked or one the
+// tenant may not use.
+func (s *Server) bill(ex *exchange, tenantID string, m *price.Model, ask tierAsk, bound int64, billed *price.Tier) int64 {
 	u := ex.usage
 	out := max(u.CompletionTokens, ex.outputFloor)
 	cached := min(max(u.CachedTokens, 0), u.PromptTokens)
 	writes := min(max(u.CacheWriteTokens, 0), u.PromptTokens-cached)
 	hour := min(max(u.CacheWrite1hTokens, 0), writes)
 	pu := price.Usage{Input: u.PromptTokens - cached - writes, CacheRead: cached, CacheWrite: writes - hour, CacheWrite1h: hour, Output: out}
-	asked := sp.tier.tier
-	if !sp.tier.explicit {
-		asked = sp.Model.Dearest(sp.tier.may, b.bound, out)
+	asked := ask.tier
+	if !ask.explicit {
+		asked = m.Dearest(ask.may, bound, out)
 	}
 	served := asked
 	if u.TierReported {
 		served = u.Tier
 	}
-	c := sp.Model.Cost(served, pu)
-	sp.billed = served
-	if u.TierReported && (!sp.tier.allowed.Has(served) || (sp.tier.explicit && served != asked)) {
-		if alt := sp.Model.Cost(asked, pu); alt > c {
-			c, sp.billed = alt, asked
+	c := m.Cost(served, pu)
+	*billed = served
+	if u.TierReported && (!ask.allowed.Has(served) || (ask.explicit && served != asked)) {
+		if alt := m.Cost(asked, pu); alt > c {
+			c, *billed = alt, asked
 		}
 		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
-			"request_id", ex.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
+			"request_id", ex.id, "tenant", tenantID, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
 	}
-	return min(c+b.features.chargeMoney(u.ServerTools), price.MaxMicros)
+	return c
+}
+
+// backgroundCost is what a background response's usage costs, at the
+// tier its answer names (its creating request's tier is not kept: "auto"
+// at the tenant's tiers); KeepReserved when its model has no price (a
+// tenant without a spend limit reserved no money).
+func (s *Server) backgroundCost(ex *exchange, o affinity.Owner) int64 {
+	m, ok := s.Prices.Model(o.Model)
+	if !ok {
+		return budget.KeepReserved
+	}
+	tiers := price.Tiers(0).OrStandard()
+	if t := s.Tenants.Lookup(o.Tenant); t != nil {
+		tiers = t.Tiers.OrStandard()
+	}
+	var billed price.Tier
+	return s.bill(ex, o.Tenant, m, tierAsk{may: tiers, allowed: tiers}, 0, &billed)
 }
 
 // costText and priceVersion are the access log's cost (a decimal amount
