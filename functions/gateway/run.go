@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := wire(ctx, cfg, getenv, log)
+	gw, err := wire(ctx, cfg, getenv, log, stdout) // the access log's lines beside the log's
 	if err != nil {
 		return err
 	}

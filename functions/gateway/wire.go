@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -84,8 +85,9 @@ func warmPool(ctx context.Context, what string, c *redis.Client, log *slog.Logge
 }
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
-// but waits for none of it.
-func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (g *gateway, err error) {
+// but waits for none of it. accessLog takes the access log's lines (stdout,
+// beside the log's own).
+func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger, accessLog io.Writer) (g *gateway, err error) {
 	client, err := newBackendClient(cfg)
 	if err != nil {
 		return nil, err
@@ -148,6 +150,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Targets:           targets,
 		Client:            client,
 		Log:               log,
+		AccessLog:         accessLog,
 		MaxBodyBytes:      cfg.MaxBodyBytes,
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		MaxAttempts:       cfg.Upstream.MaxAttempts,

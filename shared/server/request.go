@@ -12,7 +12,6 @@ package server
 import (
 	"context"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -285,62 +284,6 @@ func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
 	}
 }
 
-// log writes the access-log line: the entry, and what the request's
-// keepalive and budget tell at its end.
-func (s *Server) log(rec *exchange) {
-	if !s.Log.Enabled(context.Background(), slog.LevelInfo) {
-		return
-	}
-	end := s.Now()
-	ms := func(a, b time.Time) float64 {
-		if a.IsZero() || b.IsZero() {
-			return 0
-		}
-		return float64(b.Sub(a).Microseconds()) / 1000
-	}
-	keepalives, kaFirst := rec.keepalive.Stats()
-	added := addedMs(&rec.logEntry, end)
-	clientFirst := rec.clientFirst
-	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
-		clientFirst = kaFirst // a keepalive comment was the first byte
-	}
-	s.Log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-		slog.String("request_id", rec.id),
-		slog.String("method", rec.method),
-		slog.String("path", rec.path),
-		slog.String("tenant", rec.tenant),
-		slog.String("tenant_name", rec.tenantName),
-		slog.String("subject", rec.subject),
-		slog.String("model", rec.model),
-		streamAttr(&rec.logEntry),
-		slog.String("pool", rec.pool),
-		slog.String("endpoint", rec.endpoint),
-		slog.Int("priority", rec.priority),
-		slog.String("spill", rec.spill),
-		slog.Int("attempts", rec.attempts),
-		slog.Int("status", rec.status),
-		slog.Int("upstream_status", rec.upstreamStatus),
-		slog.String("outcome", rec.outcome),
-		slog.String("error", rec.detail),
-		slog.Int64("bytes", rec.bytes),
-		slog.Int64("events", rec.events),
-		slog.Int64("prompt_tokens", rec.usage.PromptTokens),
-		slog.Int64("completion_tokens", rec.usage.CompletionTokens),
-		slog.Int64("budget_reserved", rec.budget.reserved()),
-		slog.Int64("budget_charged", rec.budget.chargedTokens()),
-		slog.String("budget_settle", rec.budget.settleState()),
-		slog.Int64("output_cap", rec.outputCap()),
-		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
-		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
-		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
-		slog.Int("keepalives", keepalives),
-		slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
-		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
-		slog.Float64("added_ms", added),
-		slog.Float64("duration_ms", ms(rec.start, end)),
-	)
-}
-
 // addedMs is the access log's added_ms, the gateway's own time in a
 // request: from its start until the first backend request was sent (what
 // failed attempts took is the backends' time), plus from
@@ -380,14 +323,4 @@ func newRequestID() string {
 		v >>= 4
 	}
 	return string(b[:])
-}
-
-// streamAttr is the access log's stream: null when the body was never read
-// (a caller refused before it: the gateway reads nothing of a caller
-// without a valid token).
-func streamAttr(rec *logEntry) slog.Attr {
-	if !rec.streamKnown {
-		return slog.Any("stream", nil)
-	}
-	return slog.Bool("stream", rec.stream)
 }
