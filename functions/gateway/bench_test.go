@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,13 +24,20 @@ import (
 func BenchmarkGatewayRequest(b *testing.B) {
 	plain := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true})
 	// As Container Apps runs it: both signals to the agent over OTLP/gRPC,
-	// traces sampled per the SDK's default (every request's, unless
-	// OTEL_TRACES_SAMPLER says otherwise), metrics exported every minute.
-	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: map[string]string{
+	// traces sampled by the default sampler (otlp.DefaultSampler; the
+	// benchmark's own OTEL_TRACES_SAMPLER and _ARG, when set, measure
+	// another), metrics exported every minute.
+	env := map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": discardCollector(b),
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_SERVICE_NAME":           "llmgw-bench",
-	}})
+	}
+	for _, k := range []string{"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: env})
 	cases := []struct{ name, path, body string }{
 		{"chat_stream", "/v1/chat/completions", `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"chat_json", "/v1/chat/completions", `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`},
