@@ -87,8 +87,8 @@ fuzz:
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzParseUsage -fuzztime 30s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzUsagePlace -fuzztime 20s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzAnswerScanner -fuzztime 20s
-	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
-	$(GO) test ./shared/budget -run '^$$' -fuzz FuzzMessagesBound -fuzztime 20s
+	$(GO) test ./shared/prompt -run '^$$' -fuzz FuzzPromptBound -fuzztime 20s
+	$(GO) test ./shared/prompt -run '^$$' -fuzz FuzzBound -fuzztime 20s
 	$(GO) test ./shared/auth -run '^$$' -fuzz FuzzVerify -fuzztime 20s
 	$(GO) test ./shared/assemble -run '^$$' -fuzz FuzzParse -fuzztime 20s
 	$(GO) test ./shared/config -run '^$$' -fuzz FuzzParse -fuzztime 20s

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ check_for_update_on_startup = false
 web_search = "disabled"
 
 [model_providers.llmgw]
-name = "llm gateway"
+name = %q
 base_url = %q
 wire_api = "responses"
 env_key = "LLMGW_TOKEN"
@@ -70,7 +71,7 @@ persistence = "none"
 
 [features]
 plugins = false
-`
+%s`
 
 // TestCodexCLI runs `codex exec --json` with a prompt; the stub's answer
 // to Codex's first request is a call of its shell tool with the command
@@ -83,7 +84,7 @@ plugins = false
 func TestCodexCLI(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}})
-	stdout, report := codexExec(t, g, "contoso", "llama", t.TempDir(), "Run the shell command `echo stub` and tell me what it printed.", "")
+	stdout, report := codexExec(t, g, codexRun{tenant: "contoso", model: "llama", work: t.TempDir(), prompt: "Run the shell command `echo stub` and tell me what it printed."})
 
 	// Codex's JSONL: the command it ran, the agent's message, the usage.
 	var ran, said, usage bool
@@ -159,13 +160,28 @@ func TestCodexCLI(t *testing.T) {
 	t.Logf("requests to the gateway: %q\nCodex's tools: %+v", paths, first.Tools)
 }
 
-// codexExec runs `codex exec --json` as tenant with model (""
-// for Codex's default) and the config's topLevel keys in work, through the recording proxy (it fails the test on any connection
-// outside the gateway), and returns its JSONL and a report of what it
-// printed and what the stub got. It skips, saying so, only when the
-// platform package with the native binary is not installed (npm installs
-// the one for the machine); every other failure fails.
-func codexExec(t *testing.T, g *gw, tenant, model, work, prompt, topLevel string) (stdout []byte, report func() string) {
+// codexRun is one `codex exec`: as tenant, with model ("" for Codex's
+// default), the config's topLevel keys (before its first table), more
+// [features] and the provider's name ("" for the docs' "llm gateway"), in
+// work.
+type codexRun struct {
+	tenant, model, work, prompt, topLevel, provider string
+	// features are more [features] lines.
+	features string
+}
+
+// codexExec runs `codex exec --json` as r says, through the recording
+// proxy (it fails the test on any connection outside the gateway), and
+// returns its JSONL and a report of what it printed and what the stub
+// got. It skips, saying so, only when the platform package with the
+// native binary is not installed (npm installs the one for the machine);
+// every other failure fails.
+func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() string) {
+	tenant, model, work, prompt, topLevel := r.tenant, r.model, r.work, r.prompt, r.topLevel
+	provider := r.provider
+	if provider == "" {
+		provider = "llm gateway"
+	}
 	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents"))
 	if err != nil {
@@ -186,7 +202,7 @@ func codexExec(t *testing.T, g *gw, tenant, model, work, prompt, topLevel string
 	if model != "" {
 		modelLine = fmt.Sprintf("model = %q\n", model) + topLevel
 	}
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, modelLine, g.URL+"/v1"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, modelLine, provider, g.URL+"/v1", r.features), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var env []string
@@ -238,7 +254,7 @@ func TestCodexApplyPatch(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}, extra: "aliases: {gpt-6.2-sol: llama}\n"})
 	work := t.TempDir()
-	stdout, report := codexExec(t, g, "contoso", "gpt-6.2-sol", work, "Use apply_patch to add the file "+stub.StubPatchFile+".", "")
+	stdout, report := codexExec(t, g, codexRun{tenant: "contoso", model: "gpt-6.2-sol", work: work, prompt: "Use apply_patch to add the file " + stub.StubPatchFile + "."})
 	b, err := os.ReadFile(filepath.Join(work, stub.StubPatchFile))
 	if err != nil || strings.TrimSpace(string(b)) != stub.StubPatchText {
 		t.Fatalf("%s after codex exec: %q, %v\n%s", stub.StubPatchFile, b, err, report())
@@ -251,4 +267,138 @@ func TestCodexApplyPatch(t *testing.T) {
 	if len(reqs) < 2 || !strings.Contains(string(reqs[len(reqs)-1].Body), `"custom_tool_call_output"`) {
 		t.Fatalf("%d requests; the last does not carry the custom tool call's output\n%s", len(reqs), report())
 	}
+}
+
+// TestCodexCompacts: a Codex session is compacted through the gateway
+// (issue 37, finding 11), on make run's config. Codex 0.171 compacts
+// remotely only for a provider it takes for OpenAI's or Azure's (named
+// "OpenAI" or "Azure", or an Azure host in base_url); any other custom
+// provider compacts locally with a summary turn. So the provider here is
+// named "Azure", as Azure OpenAI users name theirs, and
+// model_auto_compact_token_limit is below Codex's first prompt: after the
+// stub's tool call Codex sends the whole conversation ending with a
+// compaction_trigger item (remote compaction "v2", a streamed POST
+// /v1/responses: 0.171 no longer calls /responses/compact), the stub
+// answers one compaction item, and Codex continues the turn on the
+// compacted window (the compaction item in place of the tool call). The
+// test checks each request the stub got, the compaction billed like a
+// response in the access log, and that a compaction item named by id
+// alone is refused (what compaction returns is carried, never looked
+// up). The SDK subtest drives POST /v1/responses/compact and
+// /v1/responses/input_tokens with the openai npm SDK (compact.test.mjs)
+// and checks their access-log lines: compaction billed, counting not.
+func TestCodexCompacts(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 12}})
+	t.Run("Codex", func(t *testing.T) {
+		stdout, report := codexExec(t, g, codexRun{tenant: "contoso", model: "gpt-4o", work: t.TempDir(), provider: "Azure",
+			topLevel: "model_auto_compact_token_limit = 2000\n",
+			prompt:   "Run the shell command `echo stub` and tell me what it printed."})
+		// The stub's requests: the turn (answered with the tool call),
+		// the compaction (the conversation with the call's output, then
+		// the trigger), the turn continued on the compacted window.
+		type item struct {
+			Type             string `json:"type"`
+			EncryptedContent string `json:"encrypted_content"`
+		}
+		var inputs [][]item
+		for _, r := range g.Stubs[0].Requests() {
+			var body struct {
+				Input []item `json:"input"`
+			}
+			if r.Path != "/openai/v1/responses" || json.Unmarshal(r.Body, &body) != nil {
+				t.Fatalf("the stub got %s %s\n%s", r.Method, r.Path, report())
+			}
+			inputs = append(inputs, body.Input)
+		}
+		types := func(in []item) string {
+			var s []string
+			for _, it := range in {
+				if it.Type != "message" {
+					s = append(s, it.Type)
+				}
+			}
+			return strings.Join(s, ",")
+		}
+		if len(inputs) != 3 || types(inputs[0]) != "" || types(inputs[1]) != "function_call,function_call_output,compaction_trigger" ||
+			types(inputs[2]) != "compaction" {
+			var got []string
+			for _, in := range inputs {
+				got = append(got, "["+types(in)+"]")
+			}
+			t.Fatalf("the stub got inputs with items %v; want [], [function_call,function_call_output,compaction_trigger], [compaction]\n%s", got, report())
+		}
+		if c := inputs[2][len(inputs[2])-1]; c.EncryptedContent != "stub-compaction" {
+			t.Fatalf("the continued turn carries %+v, not the stub's compaction", c)
+		}
+		if !strings.Contains(string(stdout), `"type":"agent_message"`) || !strings.Contains(string(stdout), `"type":"turn.completed"`) {
+			t.Fatalf("Codex did not finish the turn\n%s", report())
+		}
+		// The access log: three Responses calls, each 200, ok and
+		// charged; the compaction's output is the stub's 8 tokens.
+		lines := pathLog(g, "contoso", "/v1/responses")
+		if len(lines) != 3 {
+			t.Fatalf("%d Responses lines in the access log, want 3\n%s", len(lines), g.logs.String())
+		}
+		for _, l := range lines {
+			p, _ := l["prompt_tokens"].(float64)
+			c, _ := l["completion_tokens"].(float64)
+			if l["status"] != 200.0 || l["outcome"] != "ok" || l["model"] != "gpt-4o" || p <= 0 || c <= 0 || l["budget_charged"] != p+c {
+				t.Errorf("access log %v", l)
+			}
+		}
+		if c := lines[1]["completion_tokens"]; c != 8.0 {
+			t.Errorf("the compaction's line has %v completion tokens, want the stub's 8: %v", c, lines[1])
+		}
+	})
+	t.Run("a compaction item by id alone", func(t *testing.T) {
+		before := len(g.Stubs[0].Requests())
+		resp := g.post("/v1/responses", g.token("contoso"), `{"model":"gpt-4o","input":[{"role":"user","content":"go on"},{"type":"compaction","id":"cmp_someone_elses"}]}`)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(b), "stored_state_not_supported") || !strings.Contains(string(b), "input[1]") {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		if n := len(g.Stubs[0].Requests()); n != before {
+			t.Fatalf("a refused request reached the stub (%d requests, %d before)", n, before)
+		}
+	})
+	t.Run("openai SDK", func(t *testing.T) {
+		// contoso has token budgets: compaction is charged its usage,
+		// input counting nothing.
+		node, dir := nodeSDK(t)
+		nodeTest(t, node, dir, append(cleanEnv(), "GATEWAY_URL="+g.URL+"/v1", "TOKEN="+g.token("contoso"), "MODEL=gpt-4o"), "compact.test.mjs")
+		seen := map[string]bool{}
+		for _, l := range tenantLog(g, "contoso") {
+			p, _ := l["prompt_tokens"].(float64)
+			c, _ := l["completion_tokens"].(float64)
+			ok := l["status"] == 200.0 && l["outcome"] == "ok"
+			switch l["path"] {
+			case "/v1/responses/compact":
+				ok = ok && p > 0 && c == 8 && l["budget_charged"] == p+c
+			case "/v1/responses/input_tokens":
+				ok = ok && p == 0 && c == 0 && l["budget_charged"] == 0.0
+			default:
+				continue
+			}
+			if !ok {
+				t.Errorf("access log %v", l)
+			}
+			seen[l["path"].(string)] = true
+		}
+		if !seen["/v1/responses/compact"] || !seen["/v1/responses/input_tokens"] {
+			t.Errorf("access-log paths %v", seen)
+		}
+	})
+}
+
+// pathLog is the access-log lines of tenant's requests to path.
+func pathLog(g *gw, tenant, path string) []map[string]any {
+	var out []map[string]any
+	for _, l := range tenantLog(g, tenant) {
+		if l["path"] == path {
+			out = append(out, l)
+		}
+	}
+	return out
 }

@@ -50,7 +50,7 @@ func TestDemoAgents(t *testing.T) {
 		}
 	})
 	t.Run("Codex", func(t *testing.T) {
-		codexExec(t, g, "contoso", "", t.TempDir(), "Say hello.", "")
+		codexExec(t, g, codexRun{tenant: "contoso", work: t.TempDir(), prompt: "Say hello."})
 		if seen := models("/v1/responses"); !seen["gpt-6.2-sol"] {
 			t.Errorf("Codex's default model not in the access log: %v", seen)
 		}

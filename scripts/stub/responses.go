@@ -134,16 +134,25 @@ type incompleteDetails struct {
 // function call.
 type outputItem struct {
 	ID      string
-	Type    string // "message", "function_call" or "custom_tool_call"
+	Type    string // "message", "function_call", "custom_tool_call" or "compaction"
 	Status  string
 	Content []outputText // a message's
 	Role    string       // a message's
 	// A function call's (a custom tool call's input is in Arguments).
 	CallID, Name, Arguments string
+	// A compaction's: the compacted conversation, opaque to the client.
+	EncryptedContent string
 }
 
 // MarshalJSON writes the fields of the item's type, as OpenAI does.
 func (it outputItem) MarshalJSON() ([]byte, error) {
+	if it.Type == "compaction" {
+		return json.Marshal(struct {
+			ID               string `json:"id"`
+			Type             string `json:"type"`
+			EncryptedContent string `json:"encrypted_content"`
+		}{it.ID, it.Type, it.EncryptedContent})
+	}
 	if it.Type == "custom_tool_call" {
 		return json.Marshal(struct {
 			ID     string `json:"id"`
@@ -418,7 +427,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 	}
 	tokens, status, itemStatus := sh.tokens, "completed", "completed"
 	ag := req.agentAnswer()
-	if ag.pieces != nil {
+	if ag.pieces != nil || ag.compaction() {
 		tokens = len(ag.pieces)
 	}
 	var incomplete *incompleteDetails
@@ -444,7 +453,11 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 	default:
 		item.Content = []outputText{newOutputText(s.speech.text(seed, 0, tokens))}
 	}
-	u := &responseUsage{InputTokens: input, OutputTokens: tokens, TotalTokens: input + tokens}
+	output := tokens
+	if ag.compaction() {
+		output = compactionTokens
+	}
+	u := &responseUsage{InputTokens: input, OutputTokens: output, TotalTokens: input + output}
 	sr := &storedResponse{
 		final: responseObject{
 			ID:                 newID("resp_"),
@@ -497,7 +510,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 	}
 	s.prompt.Add(int64(input))
 	if !req.Stream {
-		s.generated.Add(int64(tokens))
+		s.generated.Add(int64(output))
 	}
 	switch {
 	case req.Stream:

@@ -54,6 +54,13 @@ type respEvent struct {
 //	T+3    response.function_call_arguments.done
 //	T+4    response.output_item.done
 //	T+5    response.completed
+//
+// and for a compaction (Codex's remote compaction v2: no deltas),
+//
+//	0, 1   response.created, response.in_progress
+//	2      response.output_item.added    (the compaction item)
+//	3      response.output_item.done     (the same, carrying its output tokens)
+//	4      response.completed
 type respStream struct {
 	sr        *storedResponse
 	tokens    int
@@ -78,10 +85,18 @@ func (rs *respStream) lead() int {
 }
 
 func (rs *respStream) count() int {
-	if rs.cancelled {
+	switch {
+	case rs.cancelled:
 		return 2
+	case rs.compaction():
+		return 5
 	}
 	return 2*rs.lead() + rs.tokens
+}
+
+// compaction reports whether the output is a compaction item.
+func (rs *respStream) compaction() bool {
+	return rs.call && rs.sr.final.Output[0].Type == "compaction"
 }
 
 // due is when event i may go out: created and in_progress at once, the
@@ -100,7 +115,15 @@ func (rs *respStream) due(i int) time.Time {
 // tokensAt is the completion tokens event i carries: one per delta (none
 // in a replay).
 func (rs *respStream) tokensAt(i int) int {
-	if k := i - rs.lead(); k >= 0 && k < rs.tokens && !rs.replay {
+	switch k := i - rs.lead(); {
+	case rs.replay:
+		return 0
+	case rs.compaction():
+		if k == 0 {
+			return compactionTokens
+		}
+		return 0
+	case k >= 0 && k < rs.tokens:
 		return 1
 	}
 	return 0
@@ -169,6 +192,10 @@ func (rs *respStream) event(i int) respEvent {
 			break
 		}
 		ev.Type, ev.ContentIndex, ev.Logprobs = "response.output_text.delta", &zero, json.RawMessage("[]")
+	case rs.compaction() && k == 0:
+		ev.Type, ev.OutputIndex, ev.Item = "response.output_item.done", &zero, &item
+	case rs.compaction():
+		ev.Type, ev.Response = "response.completed", &final
 	case rs.call && k == rs.tokens && item.Type == "custom_tool_call":
 		ev.Type, ev.ItemID, ev.OutputIndex, ev.Input = "response.custom_tool_call_input.done", item.ID, &zero, &item.Arguments
 	case rs.call && k == rs.tokens:

@@ -901,3 +901,76 @@ func TestCompactAndInputTokens(t *testing.T) {
 		t.Fatalf("compact without a model: %d", status)
 	}
 }
+
+// TestCompactionTrigger: an input ending with a compaction_trigger item
+// (Codex's remote compaction, v2) is answered with exactly one output
+// item, a compaction, whole and streamed (created, in_progress, the item
+// added and done, completed), with its output tokens in usage and in the
+// stub's Stats.
+func TestCompactionTrigger(t *testing.T) {
+	t.Parallel()
+	const input = `"input":[{"role":"user","content":"a long conversation"},{"type":"function_call_output","call_id":"c1","output":"stub"},{"type":"compaction_trigger"}]`
+	type item struct {
+		ID               string `json:"id"`
+		Type             string `json:"type"`
+		EncryptedContent string `json:"encrypted_content"`
+	}
+	check := func(t *testing.T, output []item, out int) {
+		t.Helper()
+		if len(output) != 1 || output[0].Type != "compaction" || output[0].EncryptedContent != compactionContent || !strings.HasPrefix(output[0].ID, "cmp_") || out != compactionTokens {
+			t.Fatalf("output %+v, %d output tokens", output, out)
+		}
+	}
+	t.Run("whole", func(t *testing.T) {
+		t.Parallel()
+		st, ts := start(t, fast)
+		status, b := do(t, ts, "POST", "/v1/responses", `{"model":"m","tools":[{"type":"function","name":"shell","parameters":{"type":"object"}}],`+input+`}`)
+		var r struct {
+			Output []item `json:"output"`
+			Usage  struct {
+				OutputTokens int `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(b, &r); status != 200 || err != nil {
+			t.Fatalf("%d %s", status, b)
+		}
+		check(t, r.Output, r.Usage.OutputTokens)
+		if got := st.Stats().CompletionTokens; got != compactionTokens {
+			t.Fatalf("Stats: %d completion tokens", got)
+		}
+	})
+	t.Run("streamed", func(t *testing.T) {
+		t.Parallel()
+		st, ts := start(t, fast)
+		resp := mustPost(t, ts, "/openai/v1/responses", `{"model":"m","stream":true,`+input+`}`)
+		var names []string
+		var done []item
+		var out int
+		for _, e := range readNamedEvents(t, resp.Body) {
+			names = append(names, e.name)
+			var ev struct {
+				Item     *item `json:"item"`
+				Response *struct {
+					Usage *struct {
+						OutputTokens int `json:"output_tokens"`
+					} `json:"usage"`
+				} `json:"response"`
+			}
+			decodeStrict(t, e.data, &ev)
+			if e.name == "response.output_item.done" {
+				done = append(done, *ev.Item)
+			}
+			if e.name == "response.completed" {
+				out = ev.Response.Usage.OutputTokens
+			}
+		}
+		want := "response.created response.in_progress response.output_item.added response.output_item.done response.completed"
+		if strings.Join(names, " ") != want {
+			t.Fatalf("events %v, want %s", names, want)
+		}
+		check(t, done, out)
+		if got := st.Stats().CompletionTokens; got != compactionTokens {
+			t.Fatalf("Stats: %d completion tokens", got)
+		}
+	})
+}

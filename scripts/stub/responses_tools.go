@@ -6,9 +6,10 @@ package stub
 // response.function_call_arguments.delta…, .done, response.output_item.done),
 // a custom_tool_call for a freeform (custom) tool such as Codex's
 // apply_patch (response.custom_tool_call_input.delta…, .done),
-// and structured output (text.format json_schema or json_object): a message
-// whose text is JSON satisfying the schema. GET responses/{id}?stream=true
-// replays a stored response as its stream.
+// structured output (text.format json_schema or json_object): a message
+// whose text is JSON satisfying the schema, and for an input ending with a
+// compaction_trigger item (Codex's remote compaction) one compaction item.
+// GET responses/{id}?stream=true replays a stored response as its stream.
 
 import (
 	"bytes"
@@ -18,12 +19,23 @@ import (
 	"time"
 )
 
-// respAgent is what an agent's request gets instead of the words: a call,
-// or the text of structured output, in pieces (a token each).
+// respAgent is what an agent's request gets instead of the words: a call
+// (or a compaction item), or the text of structured output, in pieces (a
+// token each).
 type respAgent struct {
 	call   *outputItem
 	pieces []string
 }
+
+// compaction reports whether the answer is a compaction item.
+func (a respAgent) compaction() bool { return a.call != nil && a.call.Type == "compaction" }
+
+// A compaction's output: its item's opaque content (a client sends it back
+// as an input item) and the output tokens it is billed.
+const (
+	compactionContent = "stub-compaction"
+	compactionTokens  = 8
+)
 
 // toolOutputs are the input item types that carry a tool's result: the
 // tool ran, the answer is text.
@@ -34,9 +46,11 @@ var toolOutputs = map[string]bool{
 	"mcp_call_output":         true,
 }
 
-// agentAnswer is req's call (pickTool over its function tools, arguments
-// from the tool's parameters schema), unless tool_choice is "none" or the
-// input's last item is a tool's output; else with text.format json_schema,
+// agentAnswer is req's compaction item when its input ends with a
+// compaction_trigger; else its call (pickTool over its function tools,
+// arguments from the tool's parameters schema), unless tool_choice is
+// "none" or the input's last item is a tool's output or a compaction; else
+// with text.format json_schema,
 // JSON from the schema (json_object: {"answer":"stub"}); else nothing.
 func (req responsesRequest) agentAnswer() respAgent {
 	var tools []respTool
@@ -51,6 +65,11 @@ func (req responsesRequest) agentAnswer() respAgent {
 		Type string `json:"type"`
 	}
 	_ = json.Unmarshal(last, &lastItem)
+	if lastItem.Type == "compaction_trigger" {
+		// Codex's remote compaction (v2): the conversation so far ends
+		// with this marker, and the answer is one compaction item.
+		return respAgent{call: &outputItem{ID: newID("cmp_"), Type: "compaction", EncryptedContent: compactionContent}}
+	}
 	forced, none := chatToolChoice(req.ToolChoice)
 	names := make([]string, len(tools))
 	for i, t := range tools {
@@ -58,7 +77,11 @@ func (req responsesRequest) agentAnswer() respAgent {
 			names[i] = t.Name
 		}
 	}
-	if i := pickTool(names, last, forced); i >= 0 && !none && !toolOutputs[lastItem.Type] {
+	// A compaction item last is the work so far, summarized (Codex
+	// continues a turn with it): the answer is text, as after a tool's
+	// output, or an agent would compact and call again for ever.
+	answered := toolOutputs[lastItem.Type] || lastItem.Type == "compaction"
+	if i := pickTool(names, last, forced); i >= 0 && !none && !answered {
 		if tools[i].Type == "custom" {
 			// A freeform tool (Codex's apply_patch): its input is text
 			// in the tool's own grammar, not JSON arguments.
@@ -202,12 +225,11 @@ func (s *Server) compactResponse(w http.ResponseWriter, body []byte) {
 		return
 	}
 	input := s.promptTokens(body)
-	const output = 8
 	s.prompt.Add(int64(input))
-	s.generated.Add(output)
+	s.generated.Add(compactionTokens)
 	writeJSON(w, http.StatusOK, map[string]any{
 		"id": newID("resp_"), "object": "response.compaction", "created_at": time.Now().Unix(),
-		"output": []map[string]any{{"id": newID("cmp_"), "type": "compaction", "encrypted_content": "stub-compaction"}},
-		"usage":  map[string]int{"input_tokens": input, "output_tokens": output, "total_tokens": input + output},
+		"output": []outputItem{{ID: newID("cmp_"), Type: "compaction", EncryptedContent: compactionContent}},
+		"usage":  map[string]int{"input_tokens": input, "output_tokens": compactionTokens, "total_tokens": input + compactionTokens},
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -71,7 +72,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 		RedisEntra(e).Check(into(&p, "limiter.redis_entra"), getenv)
 	}
 	Budget(c.Budget).Check(into(&p, "budget"))
-	BudgetScanner(c.Budget).Check(into(&p, "budget"))
+	budget.CheckPartTokens(into(&p, "budget"), c.Budget.ImageTokens, c.Budget.MediaTokens)
 	for i, t := range c.Tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
 		var period, limits config.Problems
@@ -219,8 +220,8 @@ func Budget(b config.Budget) budget.Config {
 }
 
 // BudgetScanner reads a request's prompt bound for the budgets.
-func BudgetScanner(b config.Budget) budget.Scanner {
-	return budget.Scanner{ImageTokens: b.ImageTokens, MediaTokens: b.MediaTokens}
+func BudgetScanner(b config.Budget) prompt.Scanner {
+	return prompt.Scanner{ImageTokens: b.ImageTokens, MediaTokens: b.MediaTokens}
 }
 
 // TenantBudgets is the budget of each tenant that has one.

@@ -175,6 +175,15 @@ type Settlement struct {
 	Expired bool
 	// Reserved is what the reservation held; Actual what was settled.
 	Reserved, Actual int64
+	// NoCounter: the store had neither a record of the id nor a counter
+	// for the tenant: it lost its data (a Redis restarted without
+	// persistence, flushed). The ledger then recreates the counter with
+	// the actual usage (Recreated) and logs it, so a wiped store does not
+	// forget what was used (issue 30). Found is false.
+	NoCounter bool
+	// Recreated: the ledger recreated the tenant's counter after a
+	// NoCounter settle, charging Actual to the current windows.
+	Recreated bool
 	// Refunded is the tokens given back (Reserved-Actual when positive);
 	// Overrun the tokens charged beyond the
 	// reservation. Where the reservation's window had ended, a refund goes

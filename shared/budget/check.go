@@ -92,11 +92,12 @@ func (c Config) check(tenants []TenantBudget) error {
 	return problem.Err("budget", p)
 }
 
-// Check reports every problem with s under at (the budget section): each
-// bound must fit a store's count.
-func (s Scanner) Check(at problem.At) {
-	checkTokens(at, "image_tokens", s.ImageTokens)
-	checkTokens(at, "media_tokens", s.MediaTokens)
+// CheckPartTokens reports every problem with the prompt bound's charges
+// per part (prompt.Scanner's ImageTokens and MediaTokens) under at (the
+// budget section): each must fit a store's count.
+func CheckPartTokens(at problem.At, image, media int64) {
+	checkTokens(at, "image_tokens", image)
+	checkTokens(at, "media_tokens", media)
 }
 
 // Check reports every problem with one tenant's limits under at (the

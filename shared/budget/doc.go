@@ -6,7 +6,8 @@
 //
 // # The request path
 //
-//	ask := budget.Scanner{}.Ask(body, budget.FormatChat) // byte scan, no allocation
+//	b := prompt.Scanner{}.Bound(body, op.Prompt()) // byte scan, no allocation
+//	ask := budget.Ask{PromptBound: b.Tokens, Unbounded: b.Unbounded}
 //	ask.ClientCap, ask.Choices = ... // from the request's decoded caps and n
 //	d, err := ledger.Reserve(ctx, tenant, requestID, ask) // one atomic store op
 //	// err: ErrUnavailable → 503; !d.Allowed → 429 with d.RefusedBy.Code()
@@ -36,12 +37,13 @@
 //
 // # The prompt bound
 //
-// Scanner.Ask bounds the prompt tokens from the body alone: every token of
+// Package prompt's Scanner.Bound bounds the prompt tokens from the body alone: every token of
 // the byte-level BPE and byte-fallback tokenizers in use covers at least
 // one byte, so a text of L UTF-8 bytes is at most L tokens; the bound is
 // the unescaped UTF-8 bytes of the prompt's strings plus allowances for
 // what chat templates add (4 per object, 1 per string, 32 per request) and
-// a fixed charge per image. See Scanner.Ask for the proof and its premises.
+// a fixed charge per image. See prompt.Scanner.Bound for the proof and its
+// premises.
 // On realistic requests it is 3 to 7 times the true count (English text is
 // about 4 bytes per token; short requests are dominated by the
 // allowances): that is the price of strict mode. The slack is reserved

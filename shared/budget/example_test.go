@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // Example is the request path: scan the body, reserve, write the output
@@ -19,7 +21,7 @@ func Example() {
 	ctx := context.Background()
 	body := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":"Write a haiku about the sea."}],"max_tokens":2000}`)
 
-	ask := budget.Scanner{}.Ask(body, budget.FormatChat)
+	ask := budget.Ask{PromptBound: prompt.Scanner{}.Bound(body, request.ChatCompletions.Prompt()).Tokens}
 	d, err := ledger.Reserve(ctx, "acme", "req-1", ask)
 	switch {
 	case err != nil: // budget.ErrUnavailable: 503

@@ -2,6 +2,7 @@ package budget
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -344,8 +345,49 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 		}
 		return s, fmt.Errorf("%w: settle: %w", ErrUnavailable, err)
 	}
+	s = l.recreate(context.WithoutCancel(ctx), tenant, id, actual, s)
 	l.settled(s)
 	return s, nil
+}
+
+// recreate answers a settle that found no counter (Settlement.NoCounter:
+// the store lost its data) by recreating the tenant's counter with the
+// actual usage, and logs it: a wiped store once charged such settles 0
+// and said nothing (issue 30). The counter is recreated by a reservation
+// of nothing, which sets the tenant's windows (its quota period
+// included), settled at actual under an id of its own. Anything else is
+// returned as it is.
+func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual int64, s Settlement) Settlement {
+	if !s.NoCounter || actual <= 0 {
+		return s
+	}
+	rid := id + "/recreated"
+	req := Request{Limits: l.tenants[tenant], Lease: l.cfg.Lease}
+	do := func(tctx context.Context) error {
+		if _, err := l.store.Reserve(tctx, tenant, rid, req); err != nil {
+			return err
+		}
+		rs, err := l.store.Settle(tctx, tenant, rid, actual)
+		if err == nil && !rs.Found {
+			err = errors.New("the recreated reservation was not found")
+		}
+		return err
+	}
+	var err error
+	if l.remote {
+		err = l.guard.Call(ctx, "settle", l.cfg.SettleTimeout, do)
+	} else {
+		err = do(ctx)
+	}
+	if l.cfg.Log != nil {
+		l.cfg.Log.Warn("token budget: a settle found no counter (the store lost its data): recreated with the usage",
+			"tenant", tenant, "request_id", id, "actual", actual, "error", err)
+	}
+	if err != nil {
+		return s
+	}
+	s.Recreated, s.Actual, s.Overrun = true, actual, actual
+	return s
 }
 
 func (l *Ledger) settled(s Settlement) {
@@ -404,6 +446,7 @@ func (l *Ledger) replay() {
 			}
 			l.mu.Unlock()
 			l.replayed.Add(1)
+			s = l.recreate(context.Background(), p.tenant, p.id, p.actual, s)
 			l.settled(s)
 			if l.cfg.Log != nil {
 				l.cfg.Log.Info("token budget: a settle the store had not confirmed was replayed",

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -14,6 +17,8 @@ import (
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/store"
 )
 
@@ -297,14 +302,19 @@ func TestStrictUsesBudget(t *testing.T) {
 	t.Parallel()
 	type req struct {
 		body   []byte
-		format budget.Format
-		prompt int64 // true prompt tokens
+		prompt int64 // true prompt tokens (package prompt's fixtures)
 	}
 	var reqs []req
-	for _, fx := range boundFixtures {
-		if fx.format == budget.FormatChat {
-			reqs = append(reqs, req{readFixture(t, fx.file), fx.format, max(fx.o200k, fx.cl100k)})
+	for _, fx := range []struct {
+		file   string
+		tokens int64
+	}{{"short_chat.json", 25}, {"cookbook.json", 129}, {"long_english.json", 175}, {"multi_turn.json", 137},
+		{"code_escapes.json", 72}, {"tools.json", 94}, {"chinese.json", 45}, {"escaped_unicode.json", 40}, {"emoji.json", 113}} {
+		b, err := os.ReadFile(filepath.Join("..", "prompt", "testdata", fx.file))
+		if err != nil {
+			t.Fatal(err)
 		}
+		reqs = append(reqs, req{b, fx.tokens})
 	}
 	for _, tc := range []struct {
 		name   string
@@ -326,7 +336,7 @@ func TestStrictUsesBudget(t *testing.T) {
 					for i := 0; ; i++ {
 						r := reqs[(w+i)%len(reqs)]
 						id := fmt.Sprint(seq.Add(1))
-						ask := budget.Scanner{}.Ask(r.body, r.format)
+						ask := budget.Ask{PromptBound: prompt.Scanner{}.Bound(r.body, request.ChatCompletions.Prompt()).Tokens}
 						inflight.Add(1)
 						d, err := l.Reserve(ctx, "t", id, ask)
 						if err != nil {
@@ -364,5 +374,47 @@ func TestStrictUsesBudget(t *testing.T) {
 				t.Errorf("used %.1f%% of the budget, want 90%% to 100%%", 100*frac)
 			}
 		})
+	}
+}
+
+// wipeable is a store whose data can be lost between calls, as a
+// memory store's is when its process restarts.
+type wipeable struct {
+	budget.Store
+	now func() time.Time
+}
+
+func (w *wipeable) wipe() { w.Store = budget.NewMemory(w.now) }
+
+// TestSettleRecreatesCounter (issue 30): a settle that finds neither its
+// reservation nor the tenant's counter (the store lost its data) is
+// charged to a recreated counter and logged; before, it charged 0.
+func TestSettleRecreatesCounter(t *testing.T) {
+	t.Parallel()
+	clock := budgettest.NewClock(budgettest.Base)
+	st := &wipeable{now: clock.Now}
+	st.wipe()
+	var logs strings.Builder
+	lim := budget.Limits{TokensPerMinute: 10_000, TokenQuota: 100_000, QuotaPeriod: budget.PeriodDay}
+	l := newLedger(t, budget.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}, []budget.TenantBudget{{Tenant: "t", Limits: lim}}, st)
+	ctx := context.Background()
+	if d, err := l.Reserve(ctx, "t", "1", budget.Ask{PromptBound: 100, ClientCap: 400}); err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	st.wipe()
+	s, err := l.Settle(ctx, "t", "1", 300)
+	if err != nil || !s.NoCounter || !s.Recreated || s.Actual != 300 {
+		t.Fatalf("settle: %+v, %v", s, err)
+	}
+	if !strings.Contains(logs.String(), "found no counter") {
+		t.Errorf("not logged: %s", logs.String())
+	}
+	d, err := l.Reserve(ctx, "t", "2", budget.Ask{PromptBound: 10, ClientCap: 10})
+	if err != nil || d.TPM.Used != 320 || d.Quota.Used != 320 {
+		t.Fatalf("after: %+v, %v", d, err)
+	}
+	// With the counter there, an unknown id is the no-op it was.
+	if s, err := l.Settle(ctx, "t", "nope", 50); err != nil || s.Found || s.NoCounter || s.Recreated {
+		t.Fatalf("unknown id: %+v, %v", s, err)
 	}
 }

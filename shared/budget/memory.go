@@ -142,11 +142,12 @@ func (m *Memory) Settle(_ context.Context, tenant, id string, actual int64) (Set
 	t := m.tenant(tenant)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	fresh := t.tw < 0 // no counter yet: the store never saw the tenant
 	t.roll(now, PeriodNone, false)
 	t.sweep(now.UnixNano())
 	rec := t.recs[id]
 	if rec == nil {
-		return Settlement{}, nil
+		return Settlement{NoCounter: fresh}, nil
 	}
 	s := t.settle(rec, actual)
 	delete(t.recs, id)

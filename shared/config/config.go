@@ -390,13 +390,13 @@ type Budget struct {
 	// budget.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// ImageTokens bounds one image's prompt tokens in the prompt bound.
-	// Default budget.DefaultImageTokens, the largest per-image charge
+	// Default prompt.DefaultImageTokens, the largest per-image charge
 	// OpenAI publishes (gpt-4o-mini, high detail); 1445 covers gpt-4o and
 	// gpt-4.1.
 	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
 	// MediaTokens bounds one audio, video, file or precomputed-embeddings
 	// part's prompt tokens in the prompt bound. Default
-	// budget.DefaultMediaTokens; set it to the models' context length.
+	// prompt.DefaultMediaTokens; set it to the models' context length.
 	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens"`
 	// FailurePolicy is open or closed when the store is down or slow;
 	// default the limiter's. A tenant with a token_quota always fails

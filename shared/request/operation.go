@@ -1,7 +1,7 @@
 package request
 
 import (
-	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/sse"
 )
 
@@ -82,8 +82,11 @@ type operation struct {
 	minCap int64
 	// noStream: the operation has no stream (count_tokens).
 	noStream bool
-	// format is how a budget bounds its prompt.
-	format budget.Format
+	// prompt is how its body reaches the model (prompt.Body): the members
+	// that never do, the members that are the prompt, the members that
+	// bring content the body does not hold. Every other member counts as
+	// text: the prompt bound is deny-by-default (issue 30).
+	prompt prompt.Body
 	// unbilled: it bills nothing, so no budget reserves for it
 	// (count_tokens); noOutput: it generates nothing (embeddings,
 	// count_tokens).
@@ -128,46 +131,81 @@ type operation struct {
 var operations = [numOperations]operation{
 	ChatCompletions: {path: "/v1/chat/completions", api: "Chat Completions", genAI: "chat",
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens, MaxCompletionTokens), capField: MaxCompletionTokens,
-		format: budget.FormatChat, streamOptions: true, deployments: true},
+		prompt: chatPrompt, streamOptions: true, deployments: true},
 	Completions: {path: "/v1/completions", api: "Completions", genAI: "text_completion",
 		need: HasPrompt, needName: "prompt", caps: capBits(MaxTokens), capField: MaxTokens,
-		format: budget.FormatCompletions, streamOptions: true, deployments: true},
+		prompt: completionsPrompt, streamOptions: true, deployments: true},
 	Embeddings: {path: "/v1/embeddings", api: "Embeddings", genAI: "embeddings",
-		need: HasInput, needName: "input", format: budget.FormatEmbeddings, noOutput: true, deployments: true},
+		need: HasInput, needName: "input", prompt: embeddingsPrompt, noOutput: true, deployments: true},
 	// input may be absent (a prompt template, a continued response).
 	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
-		format: budget.FormatResponses, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true},
+		prompt: responsesPrompt, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
-		format: budget.FormatMessages, meter: messagesMeter, counter: CountTokens, hasCounter: true},
+		prompt: messagesPrompt, meter: messagesMeter, counter: CountTokens, hasCounter: true},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
-		format: budget.FormatMessages, unbilled: true, noOutput: true, counts: true},
+		prompt: messagesPrompt, unbilled: true, noOutput: true, counts: true},
 	// Compaction has no output cap in its API (no budget cap is written),
 	// and no stream.
 	ResponsesCompact: {path: "/v1/responses/compact", api: "the Responses API's compact", genAI: "chat", shape: ShapeResponses,
-		noStream: true, format: budget.FormatResponses, continues: true, hosted: true},
+		noStream: true, prompt: responsesPrompt, continues: true, hosted: true},
 	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
-		noStream: true, format: budget.FormatResponses, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true},
+		noStream: true, prompt: responsesPrompt, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true},
 }
+
+// The prompt column: what of each API's body reaches the model. A member
+// no list names counts as text, its keys included.
+var (
+	// openAINever: the members of OpenAI's APIs (and vLLM's sampling
+	// extensions) that never reach the model: the model, the stream
+	// switches, sampling, output caps and n, ids and metadata.
+	openAINever = []string{"model", "stream", "stream_options", "n", "best_of", "max_tokens",
+		"max_completion_tokens", "max_output_tokens", "temperature", "top_p", "top_k", "min_p",
+		"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "logprobs",
+		"top_logprobs", "user", "seed", "metadata", "store", "service_tier", "parallel_tool_calls",
+		"reasoning_effort", "stop", "encoding_format", "dimensions", "echo", "safety_identifier",
+		"prompt_cache_key", "truncation", "include", "background", "verbosity", "max_tool_calls"}
+	chatPrompt = prompt.Body{Never: openAINever, Prompt: []string{"messages"},
+		Unbounded: []string{"web_search_options"}}
+	// completionsPrompt: prompt may batch prompts, each with its own n
+	// completions.
+	completionsPrompt = prompt.Body{Never: openAINever, Prompt: []string{"prompt", "suffix"}, Batches: true}
+	embeddingsPrompt  = prompt.Body{Never: openAINever, Prompt: []string{"input"}}
+	// responsesPrompt: prompt names a stored template, and
+	// previous_response_id and conversation stored context, that the
+	// body does not hold.
+	responsesPrompt = prompt.Body{Never: openAINever, Prompt: []string{"input", "instructions"},
+		Unbounded: []string{"previous_response_id", "conversation", "prompt"}}
+	// messagesPrompt: Anthropic's members, and OpenAI's that a
+	// translating backend reads; images and documents carry a source.
+	messagesPrompt = prompt.Body{Never: append([]string{"thinking", "stop_sequences", "tool_choice"}, openAINever...),
+		Prompt: []string{"messages", "system"}, Unbounded: []string{"mcp_servers", "container"}, Sources: true}
+)
 
 // The named-event streams' meters (the operations table's meter column).
 var (
-	// responsesMeter: the Responses API bills at its terminal event's
+	// responsesMeter: the Responses API's stream ends at its terminal
+	// events (there is no [DONE]), its ".delta" events carry tokens; it
+	// bills at its terminal event's
 	// response.usage; its text, refusal, reasoning and tool-argument
 	// deltas each carry at least one token.
 	responsesMeter = sse.Meter{
+		End:   []string{"response.completed", "response.incomplete", "response.failed"},
+		Error: "error", TokenSuffix: ".delta",
 		Bill:   []string{"response.completed", "response.incomplete", "response.failed"},
 		BillAt: sse.InResponse,
 		Floor: []string{"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
 			"response.reasoning_summary_text.delta", "response.function_call_arguments.delta"},
 	}
-	// messagesMeter: the Messages API bills at message_delta (cumulative
+	// messagesMeter: the Messages API's stream ends at message_stop, its
+	// content_block_delta events carry tokens; it bills at message_delta (cumulative
 	// output_tokens; message_start carries input and cache counts, and an
 	// output of 1 that is no bill); a content_block_delta with text,
 	// thinking or tool input carries at least one token.
 	messagesMeter = sse.Meter{
+		End: []string{"message_stop"}, Error: "error", Tokens: []string{"content_block_delta"},
 		Bill: []string{"message_delta"}, BillAt: sse.TopLevel,
 		Start: "message_start", StartAt: sse.InMessage,
 		Floor:       []string{"content_block_delta"},
@@ -255,8 +293,10 @@ func (o Operation) MinCap() int64 { return operations[o].minCap }
 // Streams reports whether op may be asked to stream.
 func (o Operation) Streams() bool { return !operations[o].noStream }
 
-// Format is how a budget bounds op's prompt.
-func (o Operation) Format() budget.Format { return operations[o].format }
+// Prompt is how op's body reaches the model, for its prompt bound: a
+// copy of the row's; its slices are the table's, shared and never
+// written.
+func (o Operation) Prompt() prompt.Body { return operations[o].prompt }
 
 // Billed reports whether op generates tokens a budget reserves for.
 func (o Operation) Billed() bool { return !operations[o].unbilled }

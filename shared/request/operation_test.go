@@ -2,8 +2,6 @@ package request
 
 import (
 	"testing"
-
-	"github.com/llmgw/gateway/shared/budget"
 )
 
 // TestOperations: each row of the table, field by field, as the request
@@ -20,7 +18,7 @@ func TestOperations(t *testing.T) {
 		capRequired              bool
 		minCap                   int64
 		streams                  bool
-		format                   budget.Format
+		prompt                   string // the first member that is the prompt
 		billed, generates        bool
 		streamOptions            bool
 		bill, floor              string // the meter's first bill and floor events
@@ -32,26 +30,26 @@ func TestOperations(t *testing.T) {
 	want := map[Operation]row{
 		ChatCompletions: {path: "/v1/chat/completions", suffix: "/chat/completions", api: "Chat Completions", genAI: "chat",
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens, MaxCompletionTokens}, capField: MaxCompletionTokens,
-			streams: true, format: budget.FormatChat, billed: true, generates: true, streamOptions: true, deployments: true},
+			streams: true, prompt: "messages", billed: true, generates: true, streamOptions: true, deployments: true},
 		Completions: {path: "/v1/completions", suffix: "/completions", api: "Completions", genAI: "text_completion",
 			need: HasPrompt, needName: "prompt", caps: []CapField{MaxTokens}, capField: MaxTokens,
-			streams: true, format: budget.FormatCompletions, billed: true, generates: true, streamOptions: true, deployments: true},
+			streams: true, prompt: "prompt", billed: true, generates: true, streamOptions: true, deployments: true},
 		Embeddings: {path: "/v1/embeddings", suffix: "/embeddings", api: "Embeddings", genAI: "embeddings",
-			need: HasInput, needName: "input", streams: true, format: budget.FormatEmbeddings, billed: true, deployments: true},
+			need: HasInput, needName: "input", streams: true, prompt: "input", billed: true, deployments: true},
 		Responses: {path: "/v1/responses", suffix: "/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 			caps: []CapField{MaxOutputTokens}, capField: MaxOutputTokens, minCap: 16,
-			streams: true, format: budget.FormatResponses, billed: true, generates: true, creates: true, continues: true,
+			streams: true, prompt: "input", billed: true, generates: true, creates: true, continues: true,
 			bill: "response.completed", floor: "response.output_text.delta"},
 		Messages: {path: "/v1/messages", suffix: "/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 			need: HasMessages, needName: "messages", caps: []CapField{MaxTokens}, capField: MaxTokens, capRequired: true,
-			streams: true, format: budget.FormatMessages, billed: true, generates: true,
+			streams: true, prompt: "messages", billed: true, generates: true,
 			bill: "message_delta", floor: "content_block_delta"},
 		CountTokens: {path: "/v1/messages/count_tokens", suffix: "/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat",
-			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, format: budget.FormatMessages, counter: true},
+			shape: ShapeAnthropic, need: HasMessages, needName: "messages", capField: MaxTokens, prompt: "messages", counter: true},
 		ResponsesCompact: {path: "/v1/responses/compact", suffix: "/responses/compact", api: "the Responses API's compact", genAI: "chat",
-			shape: ShapeResponses, format: budget.FormatResponses, billed: true, generates: true, continues: true, hosted: true},
+			shape: ShapeResponses, prompt: "input", billed: true, generates: true, continues: true, hosted: true},
 		ResponsesInputTokens: {path: "/v1/responses/input_tokens", suffix: "/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat",
-			shape: ShapeResponses, format: budget.FormatResponses, continues: true, hosted: true, counter: true},
+			shape: ShapeResponses, prompt: "input", continues: true, hosted: true, counter: true},
 	}
 	ops := Operations()
 	if len(ops) != len(want) {
@@ -89,8 +87,8 @@ func TestOperations(t *testing.T) {
 			if op.HasCaps() != (len(w.caps) > 0) || op.CapField() != w.capField || op.CapRequired() != w.capRequired || op.MinCap() != w.minCap {
 				t.Errorf("caps %v, cap field %s, required %v, min %d", op.HasCaps(), op.CapField(), op.CapRequired(), op.MinCap())
 			}
-			if op.Streams() != w.streams || op.Format() != w.format || op.Billed() != w.billed || op.Generates() != w.generates {
-				t.Errorf("streams %v, format %d, billed %v, generates %v", op.Streams(), op.Format(), op.Billed(), op.Generates())
+			if op.Streams() != w.streams || op.Prompt().Prompt[0] != w.prompt || op.Billed() != w.billed || op.Generates() != w.generates {
+				t.Errorf("streams %v, prompt %v, billed %v, generates %v", op.Streams(), op.Prompt().Prompt, op.Billed(), op.Generates())
 			}
 			if op.StreamOptions() != w.streamOptions || op.Creates() != w.creates || op.OnDeployments() != w.deployments {
 				t.Errorf("stream options %v, creates %v, deployments %v", op.StreamOptions(), op.Creates(), op.OnDeployments())

@@ -66,9 +66,12 @@ func (e *StateError) Error() string { return e.Message }
 // reads back). Types not listed are carried by any member besides id,
 // type and status.
 var itemContent = map[string]string{
-	"":                      "content", // an easy input message, or an item with no type
-	"message":               "content",
-	"reasoning":             "encrypted_content",
+	"":          "content", // an easy input message, or an item with no type
+	"message":   "content",
+	"reasoning": "encrypted_content",
+	// A compaction item (what compaction returns, issue 37) is carried
+	// only by its encrypted_content, the compacted window itself.
+	"compaction":            "encrypted_content",
 	"function_call":         "arguments",
 	"function_call_output":  "output",
 	"computer_call":         "action",

@@ -9,15 +9,19 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
 )
 
@@ -47,6 +51,46 @@ type attack struct {
 	// noUsage: the bill's place holds no usage (null, or no member);
 	// untrusted: the bill holds a count that cannot be true.
 	noUsage, untrusted bool
+	// part names a body attack (bodyAttacks): the request carries content
+	// the prompt bound once missed, in the row's spelling, and the
+	// backend bills its prompt honestly. The charge must be the bill and,
+	// in strict mode, within the reservation (the bound held).
+	part string
+	// storeFails: the budget's store fails the settle (it went away
+	// between reserve and settle); the ledger must replay it once the
+	// store answers, so the tenant pays the bill, not nothing and not
+	// the reservation.
+	storeFails bool
+	// na says why a row cannot run the attack ("": it can), so that a
+	// row that cannot pass one says so in the table.
+	na func(op request.Operation) string
+	// prompt is the prompt tokens the backend bills (attackPrompt when
+	// zero); runAttack sets it from the body attack.
+	prompt int64
+}
+
+// promptTokens is the prompt the backend bills.
+func (at attack) promptTokens() int64 {
+	if at.prompt > 0 {
+		return at.prompt
+	}
+	return attackPrompt
+}
+
+// noParts: a row whose prompt is a plain string has no typed parts.
+func noParts(op request.Operation) string {
+	if op == request.Completions {
+		return "legacy completions' prompt is a string or token ids: it has no typed parts"
+	}
+	return ""
+}
+
+// onlySources: only the Messages API has a document whose source is text.
+func onlySources(op request.Operation) string {
+	if !op.Prompt().Sources {
+		return "its API has no text document: a file part is media, at media_tokens and Unbounded"
+	}
+	return ""
 }
 
 // The attacks, with the issue's numbers: the client that leaves after
@@ -64,6 +108,108 @@ var meteringAttacks = []attack{
 	{name: "overflowing usage", stream: true, events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
 	{name: "absent usage", events: 40, clientCap: 1000, noUsage: true},
 	{name: "absent usage", stream: true, events: 40, clientCap: 1000, noUsage: true},
+	// Bodies outside the bound (issue 30 section 3): 900 KB of a text
+	// document once reserved as one media part.
+	{name: "text document", events: 40, report: 40, clientCap: 1000, exact: true, part: "text document", na: onlySources},
+	{name: "text document", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, part: "text document", na: onlySources},
+	{name: "escaped text document", events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped text document", na: onlySources},
+	{name: "unknown keys holding text", events: 40, report: 40, clientCap: 1000, exact: true, part: "unknown keys"},
+	{name: "unknown keys holding text", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, part: "unknown keys"},
+	{name: "escaped type values", events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped type", na: noParts},
+	{name: "escaped type values", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped type", na: noParts},
+	{name: "every media spelling", events: 40, report: 40, clientCap: 1000, exact: true, part: "media", na: noParts},
+	// The store fails between reserve and settle (issue 30 section 6).
+	{name: "store fails between reserve and settle", events: 40, report: 40, clientCap: 1000, exact: true, storeFails: true},
+	{name: "store fails between reserve and settle", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, storeFails: true},
+}
+
+// bigText is a text the backend bills at a token per 4 bytes; at 200 KB
+// it is far above one media part's bound.
+var bigText = strings.Repeat("All work and no play makes Jack a dull boy. ", 200_000/44)
+
+// bodyAttacks writes a body attack's content parts in op's spelling and
+// the prompt tokens an honest backend bills for them; top is a member
+// added to the body's top level ("" none).
+func bodyAttack(op request.Operation, name string) (parts, top string, billed int64) {
+	text := "text"
+	if op.Shape() == request.ShapeResponses {
+		text = "input_text"
+	}
+	big := int64(len(bigText) / 4)
+	switch name {
+	case "text document":
+		return `{"type":"document","source":{"type":"text","media_type":"text/plain","data":"` + bigText + `"}}`, "", big
+	case "escaped text document":
+		return `{"type":"d\u006fcument","source":{"type":"t\u0065xt","media_type":"text/plain","data":"` + bigText + `"}}`, "", big
+	case "unknown keys":
+		top = `"x_note":"` + bigText + `"`
+		if noParts(op) != "" {
+			return "", top, big
+		}
+		return `{"type":"` + text + `","text":"hi","x_note":"` + bigText + `"}`, top, 2 * big
+	case "escaped type":
+		return `{"type":"` + strings.Replace(text, "t", "\u0074", 1) + `","text":"` + bigText + `"}`, "", big
+	case "media":
+		// Each part billed 1,000 tokens, below both media bounds.
+		switch op.Shape() {
+		case request.ShapeAnthropic:
+			return `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},` +
+				`{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}},` +
+				`{"type":"im\u0061ge","source":{"type":"b\u0061se64","media_type":"image/png","data":"iVBORw0KGgo="}},` +
+				`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBERi0="}},` +
+				`{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}`, "", 5000
+		case request.ShapeResponses:
+			return `{"type":"input_image","image_url":"https://example.com/a.png"},` +
+				`{"type":"input_im\u0061ge","image_url":"https://example.com/b.png"},` +
+				`{"type":"input_file","filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0="}`, "", 3000
+		}
+		return `{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgo="}},` +
+			`{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},` +
+			`{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}},` +
+			`{"type":"file","file":{"filename":"a.pdf","file_data":"data:application/pdf;base64,JVBERi0="}}`, "", 4000
+	}
+	panic("unknown body attack " + name)
+}
+
+// flakyStore is a memory store whose first settle of a request fails, as
+// a store that went away between reserve and settle does; being no
+// *budget.Memory, the ledger treats it as remote and replays the settle.
+type flakyStore struct {
+	*budget.Memory
+	failed atomic.Bool
+}
+
+func (f *flakyStore) Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error) {
+	if !strings.HasPrefix(id, "probe") && f.failed.CompareAndSwap(false, true) {
+		return budget.Settlement{}, errors.New("store unreachable")
+	}
+	return f.Memory.Settle(ctx, tenant, id, actual)
+}
+
+// storeCharged waits until the ledger has replayed the failed settle
+// (each probe reservation is an answer from the store, which starts the
+// replay) and returns what the tenant's minute window holds.
+func storeCharged(t *testing.T, l *budget.Ledger) int64 {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; ; i++ {
+		id := fmt.Sprint("probe", i)
+		d, err := l.Reserve(ctx, "t1", id, budget.Ask{PromptBound: 1, ClientCap: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Settle(ctx, "t1", id, 0); err != nil {
+			t.Fatal(err)
+		}
+		if l.Stats().Replayed > 0 && i > 0 {
+			return d.TPM.Used - d.Granted
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failed settle was never replayed: %+v", l.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // attackPrompt is the prompt tokens every backend double reports.
@@ -84,6 +230,9 @@ func TestMeteringAttacks(t *testing.T) {
 				if at.stream && !op.Streams() {
 					continue // compaction: JSON only
 				}
+				if at.na != nil && at.na(op) != "" {
+					continue // the table says why
+				}
 				kind := "json"
 				if at.stream {
 					kind = "stream"
@@ -98,13 +247,21 @@ func TestMeteringAttacks(t *testing.T) {
 }
 
 func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
-	spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+	var store budget.Store
+	flaky := &flakyStore{Memory: budget.NewMemory(nil)}
+	if at.storeFails {
+		store = flaky
+	}
+	spy := newBudgetSpy(t, budget.Config{Mode: mode}, store, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
 	kind := "openai"
 	if op.Anthropic() {
 		kind = "anthropic"
 	}
-	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets = spy }, startBackend(t, attackBackend(op, at)))
 	body := attackBody(op, at)
+	if at.part != "" {
+		_, _, at.prompt = bodyAttack(op, at.part)
+	}
+	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets = spy }, startBackend(t, attackBackend(op, at)))
 	resp, err := http.Post(g.srv.URL+op.Path(), "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -112,10 +269,20 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	relayed := readAttack(t, resp, op, at)
 	charged := lastSettle(t, spy)
 	granted := spy.decision().Granted
-	bound := budget.Scanner{}.Ask([]byte(body), op.Format()).PromptBound
+	bound := prompt.Scanner{}.Bound([]byte(body), op.Prompt()).Tokens
 	if at.exact {
-		if want := attackPrompt + at.report; charged != want {
+		want := at.promptTokens() + at.report
+		t.Logf("charged %d (the bill %d), reserved %d, prompt bound %d", charged, want, granted, bound)
+		if charged != want {
 			t.Fatalf("charged %d, want the bill %d", charged, want)
+		}
+		if at.part != "" && (mode == budget.ModeStrict) && charged > granted {
+			t.Fatalf("the bill %d overshot the reservation %d: the prompt bound %d missed the body's content", charged, granted, bound)
+		}
+		if at.storeFails {
+			if got := storeCharged(t, spy.Ledger); got != want {
+				t.Fatalf("the store holds %d once it answered again, want the bill %d", got, want)
+			}
 		}
 		return
 	}
@@ -140,6 +307,21 @@ func startBackend(t *testing.T, h http.Handler) string {
 
 // attackBody is op's request for the attack.
 func attackBody(op request.Operation, at attack) string {
+	if at.part != "" {
+		parts, top, _ := bodyAttack(op, at.part)
+		if top != "" {
+			top = "," + top
+		}
+		switch op {
+		case request.Completions:
+			return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"prompt":"hi"%s}`, at.stream, at.clientCap, top)
+		case request.Responses:
+			return fmt.Sprintf(`{"model":"m","stream":%v,"max_output_tokens":%d,"input":[{"role":"user","content":[%s]}]%s}`, at.stream, at.clientCap, parts, top)
+		case request.ResponsesCompact:
+			return fmt.Sprintf(`{"model":"m","input":[{"role":"user","content":[%s]}]%s}`, parts, top)
+		}
+		return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":[%s]}]%s}`, at.stream, at.clientCap, parts, top)
+	}
 	switch op {
 	case request.Completions:
 		return fmt.Sprintf(`{"model":"m","stream":%v,"max_tokens":%d,"prompt":"hi"}`, at.stream, at.clientCap)
@@ -219,7 +401,7 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 		case request.Responses:
 			ev("response.created", fmt.Sprintf(`{"type":"response.created","response":{"id":"resp_%d","object":"response","status":"in_progress",%s"usage":null}}`, id, decoy))
 		case request.Messages:
-			ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","content":[],"usage":{"input_tokens":%d,"output_tokens":1}}}`, id, attackPrompt))
+			ev("message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_%d","type":"message","role":"assistant","content":[],"usage":{"input_tokens":%d,"output_tokens":1}}}`, id, at.promptTokens()))
 			ev("content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"f","input":{%s"a":1}}}`, decoy))
 		}
 		for k := range at.events {
@@ -288,7 +470,7 @@ func TestMeteringBackground(t *testing.T) {
 			if s, _ := sent.Load().(string); json.Unmarshal([]byte(s), &req) != nil || req.MaxOutputTokens != budget.DefaultOutputTokens {
 				t.Fatalf("backend got %v: want max_output_tokens %d written", sent.Load(), budget.DefaultOutputTokens)
 			}
-			bound := budget.Scanner{}.Ask([]byte(body), budget.FormatResponses).PromptBound
+			bound := prompt.Scanner{}.Bound([]byte(body), request.Responses.Prompt()).Tokens
 			if got, want := lastSettle(t, spy), bound+budget.DefaultOutputTokens; got != want {
 				t.Fatalf("charged %d, want the reservation %d", got, want)
 			}
@@ -302,9 +484,9 @@ func attackUsage(op request.Operation, at attack) string {
 	case at.noUsage:
 		return `"usage":null`
 	case op == request.Messages:
-		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d}`, attackPrompt, at.report)
-	case op == request.Responses:
-		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d}`, at.promptTokens(), at.report)
+	case op == request.Responses || op == request.ResponsesCompact:
+		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, at.promptTokens(), at.report, at.promptTokens()+at.report)
 	}
-	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, attackPrompt, at.report, attackPrompt+at.report)
+	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, at.promptTokens(), at.report, at.promptTokens()+at.report)
 }

@@ -83,8 +83,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.MinOutput = body.ThinkingBudget + 1
 	}
 	if lim.Enforced() {
-		a := s.BudgetScanner.Ask(raw, op.Format())
-		ask.PromptBound, ask.Unbounded = a.PromptBound, a.Unbounded
+		a := s.BudgetScanner.Bound(raw, op.Prompt())
+		ask.PromptBound, ask.Unbounded = min(a.Tokens, budget.MaxTokens), a.Unbounded
 		// Each prompt of a batch gets its own n completions.
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
 		// Server-side features' uses (web searches, fetches) bill outside
@@ -281,7 +281,7 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 		b.unsettled = true
 		return
 	}
-	if !st.Found {
+	if !st.Found && !st.Recreated {
 		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual

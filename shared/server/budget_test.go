@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // budgetSpy is a real memory Ledger that records what the server asked of
@@ -161,7 +163,7 @@ func TestBudgetStrict(t *testing.T) {
 	if resp.StatusCode != 200 || string(body) != "data: {\"choices\":[{\"delta\":{\"content\":\"hello\"}}]}\n\ndata: [DONE]\n\n" {
 		t.Fatalf("status %d: %q", resp.StatusCode, body)
 	}
-	bound := budget.Scanner{}.Ask([]byte(streamBody), budget.FormatChat).PromptBound
+	bound := prompt.Scanner{}.Bound([]byte(streamBody), request.ChatCompletions.Prompt()).Tokens
 	d := spy.decision()
 	if d.Granted != 1000 || d.OutputCap != 1000-bound {
 		t.Fatalf("decision %+v, bound %d", d, bound)

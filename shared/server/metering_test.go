@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
 )
 
 // echoingResponses answers /v1/responses like OpenAI: the Response object
@@ -244,7 +245,7 @@ func TestMeteringEscapedImageType(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	if d := spy.decision(); d.Granted < budget.DefaultImageTokens {
+	if d := spy.decision(); d.Granted < prompt.DefaultImageTokens {
 		t.Fatalf("reserved %d for an image part", d.Granted)
 	}
 }

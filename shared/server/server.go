@@ -11,7 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
@@ -104,8 +104,8 @@ type Deps struct {
 	// on any request).
 	Budgets Budgets
 	// BudgetScanner reads a request's prompt bound for Budgets (its zero
-	// value bounds an image by budget.DefaultImageTokens).
-	BudgetScanner budget.Scanner
+	// value bounds an image by prompt.DefaultImageTokens).
+	BudgetScanner prompt.Scanner
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity
 	// ResponseTTL is how long a stored response's record is kept: the

@@ -214,15 +214,24 @@ func shapes() map[string][]byte {
 // (request.Operation.Meter), which this package cannot import.
 var (
 	testResponsesMeter = Meter{
+		End:   []string{"response.completed", "response.incomplete", "response.failed"},
+		Error: "error", TokenSuffix: ".delta",
 		Bill:   []string{"response.completed", "response.incomplete", "response.failed"},
 		BillAt: InResponse,
 		Floor: []string{"response.output_text.delta", "response.refusal.delta", "response.reasoning_text.delta",
 			"response.reasoning_summary_text.delta", "response.function_call_arguments.delta"},
 	}
 	testMessagesMeter = Meter{
+		End: []string{"message_stop"}, Error: "error", Tokens: []string{"content_block_delta"},
 		Bill: []string{"message_delta"}, BillAt: TopLevel,
 		Start: "message_start", StartAt: InMessage,
 		Floor:       []string{"content_block_delta"},
 		FloorDeltas: []Delta{{Type: "text_delta", Field: "text"}, {Type: "thinking_delta", Field: "thinking"}, {Type: "input_json_delta", Field: "partial_json"}},
+	}
+	// testEventsMeter is both named shapes' event tables at once (no
+	// bill): the fuzzers' streams mix every shape's events.
+	testEventsMeter = Meter{
+		End:   []string{"response.completed", "response.incomplete", "response.failed", "message_stop"},
+		Error: "error", Tokens: []string{"content_block_delta"}, TokenSuffix: ".delta",
 	}
 )

@@ -2,12 +2,14 @@ package sse
 
 import "bytes"
 
-// Meter is how one operation's stream is metered: which event's usage is
-// the bill, and which events bound the output from below. Each row of the
-// operations table fills one in (request.Operation.Meter), so a new
-// operation declares its metering instead of inheriting another API's
-// holes, and the relay reads no API by name for it (issue 30). The zero
-// Meter is a data-only stream: Chat Completions' and legacy completions'.
+// Meter is one operation's stream shape, its event table: which events
+// end it, which is the backend's error, which carry generated tokens, and
+// how it is metered: which event's usage is the bill, and which events
+// bound the output from below. Each row of the operations table fills one
+// in (request.Operation.Meter), so a new operation declares its events
+// and metering instead of inheriting another API's holes, and the relay
+// reads no API by name (issues 30 and 33). The zero Meter is a data-only
+// stream: Chat Completions' and legacy completions'.
 //
 // In a data-only stream the bill is the usage chunk (a chunk with empty
 // choices and a usage object: include_usage's, injected or the client's),
@@ -16,6 +18,21 @@ import "bytes"
 // token event that floors the output (each choice's role and finish
 // chunks and Azure's filter chunk aside: OutputFloor's slack).
 type Meter struct {
+	// End names the events after which the stream is over (Result.Done):
+	// nothing after one is relayed. The Responses API's
+	// response.completed, .incomplete and .failed; the Messages API's
+	// message_stop. Every stream also ends at data: [DONE].
+	End []string
+	// Error names the backend's own error event (Result.EndedWithError);
+	// a data-only stream's is a data: {"error"… chunk.
+	Error string
+	// Tokens names the events that may carry generated tokens, each at
+	// least one (Result.TokenEvents, the cut of Options.MaxTokenEvents);
+	// TokenSuffix, when set, adds every event whose name ends in it (the
+	// Responses API's ".delta"). In a data-only stream every JSON chunk
+	// but a usage-only one or an error is a token event.
+	Tokens      []string
+	TokenSuffix string
 	// Bill names the events whose usage is final, read at BillAt: the
 	// Responses API's response.completed, .incomplete and .failed (at
 	// InResponse), the Messages API's message_delta (TopLevel, cumulative
@@ -43,6 +60,26 @@ type Meter struct {
 // Delta is a delta type whose Field holds generated text
 // ({"type":"text_delta","text":"…"}).
 type Delta struct{ Type, Field string }
+
+// event classifies a named event's name for the relay: whether it ends
+// the stream, is the backend's error, or may carry tokens.
+func (m *Meter) event(name []byte) (end, errorEvent, token bool) {
+	for _, e := range m.End {
+		if string(name) == e {
+			return true, false, false
+		}
+	}
+	if m.Error != "" && string(name) == m.Error {
+		return false, true, false
+	}
+	for _, t := range m.Tokens {
+		if string(name) == t {
+			return false, false, true
+		}
+	}
+	n := len(m.TokenSuffix)
+	return false, false, n > 0 && len(name) >= n && string(name[len(name)-n:]) == m.TokenSuffix
+}
 
 // Named reports whether the meter is a named-event stream's.
 func (m Meter) Named() bool { return len(m.Bill) > 0 }

@@ -76,8 +76,8 @@ type Result struct {
 	// TokenEvents counts the events written that may carry generated
 	// tokens, each at least one: data events holding a JSON object other
 	// than a usage-only chunk or an error, and in named-event streams the
-	// events whose name ends in ".delta" (the Responses API) or is
-	// content_block_delta (the Messages API).
+	// Meter's token events (the Responses API's ".delta" events, the
+	// Messages API's content_block_delta).
 	TokenEvents int64
 	Bytes       int64 // bytes written to the client
 	Usage       Usage // the last usage object seen (usage is cumulative)
@@ -92,16 +92,17 @@ type Result struct {
 	// events as TokenEvents): Meter.OutputFloor of them bounds the
 	// output a true usage reports.
 	FloorEvents int64
-	// Done: saw data: [DONE], a Responses terminal event
-	// (response.completed, .incomplete, .failed) or the Messages API's
-	// message_stop. Nothing after it is relayed: the relay stops there.
+	// Done: saw data: [DONE] or one of the Meter's End events (the
+	// Responses API's response.completed, .incomplete, .failed, the
+	// Messages API's message_stop). Nothing after it is relayed: the
+	// relay stops there.
 	Done bool
 	// AfterDone: the backend sent bytes after the terminal event; they
 	// were dropped.
 	AfterDone bool
 	// EndedWithError: the last event relayed was an error event (OpenAI's
-	// data: {"error"…, or an event named error), so the client has already
-	// been told.
+	// data: {"error"…, or the Meter's Error event), so the client has
+	// already been told.
 	EndedWithError bool
 	FirstWrite     time.Time // when the first byte was written to dst; zero if none
 }
@@ -359,7 +360,6 @@ var (
 	prefixJSONData  = []byte("data: {")
 	prefixErrorData = []byte(`data: {"error"`)
 	markerDone      = []byte("[DONE]")
-	suffixDelta     = []byte(".delta")
 )
 
 // inspect records the event's usage and [DONE] and reports whether the
@@ -441,28 +441,19 @@ func (rl *relay) countToken() {
 }
 
 // namedEvent reads a named event's name and whether it is a token event
-// for the cut (MaxTokenEvents). The Responses API's stream ends after
-// response.completed, .incomplete or .failed (there is no [DONE]); its
-// token events are those whose name ends in ".delta". The Messages API's
-// ends after message_stop; its token events are content_block_delta.
-// Which events' usage is read, and which floor the output, is the
-// Meter's. An error event is the backend telling the client itself.
-func (rl *relay) namedEvent(ev []byte) (name []byte, delta bool) {
+// for the cut (MaxTokenEvents); the Meter's event table says which events
+// end the stream, which is the backend's error (the backend telling the
+// client itself) and which carry tokens.
+func (rl *relay) namedEvent(ev []byte) (name []byte, token bool) {
 	name = ev[len(prefixEvent):]
 	if i := bytes.IndexAny(name, "\r\n"); i >= 0 {
 		name = name[:i]
 	}
 	name = bytes.TrimSpace(name)
-	switch string(name) {
-	case "response.completed", "response.incomplete", "response.failed", "message_stop":
-		rl.res.Done = true
-		return name, false
-	case "content_block_delta":
-		return name, true
-	case "error":
-		rl.res.EndedWithError = true
-	}
-	return name, bytes.HasSuffix(name, suffixDelta)
+	end, errorEvent, token := rl.meter.event(name)
+	rl.res.Done = rl.res.Done || end
+	rl.res.EndedWithError = rl.res.EndedWithError || errorEvent
+	return name, token
 }
 
 // AppendErrorEvent appends an SSE event carrying errorJSON as its data, the

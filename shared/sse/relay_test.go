@@ -536,7 +536,7 @@ func FuzzRelay(f *testing.F) {
 		if len(sizes) > 0 && sizes[len(sizes)-1] == 0 && slicesAllZero(sizes) {
 			sizes = append(sizes, 1)
 		}
-		opt := Options{StripUsageChunk: strip, MaxEventBytes: int(maxEvent)}
+		opt := Options{StripUsageChunk: strip, MaxEventBytes: int(maxEvent), Meter: testEventsMeter}
 		var out recorder
 		res, err := r.Relay(&out, out.Flush, &chunkReader{src: stream, sizes: sizes}, opt)
 
@@ -697,7 +697,7 @@ func TestRelayTokenEvents(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%v", tt.name, sizes), func(t *testing.T) {
 				rec := &recorder{}
 				var r Relayer
-				res, err := r.Relay(rec, rec.Flush, &chunkReader{src: []byte(tt.in), sizes: sizes}, Options{MaxTokenEvents: tt.max})
+				res, err := r.Relay(rec, rec.Flush, &chunkReader{src: []byte(tt.in), sizes: sizes}, Options{MaxTokenEvents: tt.max, Meter: testEventsMeter})
 				if tt.cut != errors.Is(err, ErrTokenLimit) || (!tt.cut && err != nil) {
 					t.Fatalf("err %v, cut %v", err, tt.cut)
 				}
@@ -727,9 +727,9 @@ func FuzzTokenLimit(f *testing.F) {
 			sizes = append(sizes, int(s)+1)
 		}
 		var full recorder
-		fres, ferr := r.Relay(&full, full.Flush, bytes.NewReader(stream), Options{})
+		fres, ferr := r.Relay(&full, full.Flush, bytes.NewReader(stream), Options{Meter: testEventsMeter})
 		var out recorder
-		res, err := r.Relay(&out, out.Flush, &chunkReader{src: stream, sizes: sizes}, Options{MaxTokenEvents: int64(m)})
+		res, err := r.Relay(&out, out.Flush, &chunkReader{src: stream, sizes: sizes}, Options{MaxTokenEvents: int64(m), Meter: testEventsMeter})
 		if m == 0 || fres.TokenEvents <= int64(m) {
 			if out.String() != full.String() || res.TokenEvents != fres.TokenEvents || (err == nil) != (ferr == nil) {
 				t.Fatalf("limit %d, %d token events: got %q (%v), want %q (%v)", m, fres.TokenEvents, out.String(), err, full.String(), ferr)
@@ -771,7 +771,7 @@ func TestRelayStopsAtTerminalEvent(t *testing.T) {
 				src = iotest.OneByteReader(src)
 			}
 			var r Relayer
-			res, err := r.Relay(&out, nil, src, Options{})
+			res, err := r.Relay(&out, nil, src, Options{Meter: testResponsesMeter})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -781,6 +781,47 @@ func TestRelayStopsAtTerminalEvent(t *testing.T) {
 			// One byte at a time the relay stops before reading the rest.
 			if !strings.Contains(tc.name, "one byte") && res.AfterDone != tc.after {
 				t.Fatalf("AfterDone = %v, want %v", res.AfterDone, tc.after)
+			}
+		})
+	}
+}
+
+// TestRelayEventTable: which events end a stream, which is the backend's
+// error and which carry tokens is the Meter's, the operation row's event
+// table, not a name the relay knows (issue 33): a data-only stream's zero
+// Meter does not end at response.completed or count a ".delta", and a
+// shape of its own ends where its table says.
+func TestRelayEventTable(t *testing.T) {
+	t.Parallel()
+	completed := "event: response.completed\ndata: {}\n\n"
+	delta := "event: response.output_text.delta\ndata: {}\n\n"
+	audio := "event: speech.audio.delta\ndata: {\"audio\":\"AAAA\"}\n\n"
+	audioDone := "event: speech.audio.done\ndata: {\"usage\":{\"input_tokens\":3,\"output_tokens\":2,\"total_tokens\":5}}\n\n"
+	oops := "event: oops\ndata: {}\n\n"
+	speech := Meter{End: []string{"speech.audio.done"}, Error: "oops", Tokens: []string{"speech.audio.delta"},
+		Bill: []string{"speech.audio.done"}, BillAt: TopLevel, Floor: []string{"speech.audio.delta"}}
+	for _, tc := range []struct {
+		name           string
+		meter          Meter
+		in             string
+		done, errored  bool
+		tokens, floors int64
+	}{
+		{"data-only stream ignores named events", Meter{}, delta + completed + chunkContent, false, false, 1, 1},
+		{"responses table", testResponsesMeter, delta + completed + chunkContent, true, false, 1, 1},
+		{"a shape of its own", speech, audio + audio + audioDone + delta, true, false, 2, 2},
+		{"its own error event", speech, audio + oops, false, true, 1, 1},
+		{"another shape's terminal event is not its", speech, audio + completed + "event: message_stop\ndata: {}\n\n", false, false, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var r Relayer
+			res, err := r.Relay(io.Discard, nil, strings.NewReader(tc.in), Options{Meter: tc.meter})
+			if err != nil || res.Done != tc.done || res.EndedWithError != tc.errored || res.TokenEvents != tc.tokens || res.FloorEvents != tc.floors {
+				t.Fatalf("err %v, done %v, errored %v, token events %d, floor events %d", err, res.Done, res.EndedWithError, res.TokenEvents, res.FloorEvents)
+			}
+			if tc.name == "a shape of its own" && (!res.Final || res.Usage.CompletionTokens != 2) {
+				t.Fatalf("usage %+v final %v", res.Usage, res.Final)
 			}
 		})
 	}

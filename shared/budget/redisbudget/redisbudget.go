@@ -133,7 +133,7 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual int64) (bu
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
 	}
 	if len(res) == 0 || res[0] == 0 {
-		return budget.Settlement{}, nil
+		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil
 	}
 	if len(res) != 3 {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: unexpected reply of %d values", len(res))

@@ -1,9 +1,12 @@
 package redisbudget_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -251,5 +254,47 @@ func TestSharedAcrossReplicas(t *testing.T) {
 	}
 	if d, err := stores[1].Reserve(ctx, "a", "2", req); err != nil || !d.Allowed {
 		t.Fatalf("%+v, %v", d, err)
+	}
+}
+
+// TestSettleAfterFlush (issue 30): a store that loses its data between a
+// reservation and its settle (FLUSHALL on a real redis-server) once
+// charged the settle 0 and logged nothing. Now the settle finds no
+// counter, the ledger recreates it with the actual usage, in the quota
+// window too, and logs it.
+func TestSettleAfterFlush(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	s := newStore(t, client, nil)
+	var logs bytes.Buffer
+	lim := budget.Limits{TokensPerMinute: 100_000, TokenQuota: 1_000_000, QuotaPeriod: budget.PeriodDay}
+	l, err := budget.New(budget.Config{Log: slog.New(slog.NewTextHandler(&logs, nil))}, []budget.TenantBudget{{Tenant: "a", Limits: lim}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if d, err := l.Reserve(ctx, "a", "1", budget.Ask{PromptBound: 100, ClientCap: 900}); err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Settle(ctx, "a", "1", 420)
+	if err != nil || !st.NoCounter || !st.Recreated || st.Actual != 420 {
+		t.Fatalf("settle after FLUSHALL: %+v, %v", st, err)
+	}
+	if !strings.Contains(logs.String(), "found no counter") {
+		t.Errorf("not logged: %s", logs.String())
+	}
+	// The next reservation sees the usage in both windows.
+	d, err := l.Reserve(ctx, "a", "2", budget.Ask{PromptBound: 10, ClientCap: 10})
+	if err != nil || d.TPM.Used != 420+20 || d.Quota.Used != 420+20 {
+		t.Fatalf("after the recreated settle: %+v, %v", d, err)
+	}
+	// A settle of an id already settled, with the counter there, is the
+	// no-op it always was.
+	if st, err := l.Settle(ctx, "a", "1", 420); err != nil || st.Found || st.NoCounter || st.Recreated {
+		t.Fatalf("second settle: %+v, %v", st, err)
 	}
 }

@@ -78,6 +78,9 @@ local function wend(idx, p)
 end
 
 local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu')
+-- nocounter: the tenant has no windows hash (never seen, or the store lost
+-- its data: the hash outlives every record, see save).
+local nocounter = not w[1]
 local tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
 local qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
 local dirty, rolled = false, false
@@ -151,13 +154,16 @@ end
 
 -- save writes the windows back; they live until the later window ends
 -- (an absolute time that changes only when a window rolls).
+-- The windows hash lives until its windows end, and at least as long as
+-- the records (PTTL of KR), so that a settle finding neither is one the
+-- store lost (nocounter), not one that outlived its tenant's windows.
 local function save()
   if not dirty then return end
   redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu))
   if not rolled then return end
   local e = wend(tw, 0)
   if qp ~= 0 then e = math.max(e, wend(qw, qp)) end
-  redis.call('PEXPIRE', KW, math.max(0, e * 1000 - floor(now / 1000)) + 60000)
+  redis.call('PEXPIRE', KW, math.max(math.max(0, e * 1000 - floor(now / 1000)) + 60000, redis.call('PTTL', KR)))
 end
 `
 
@@ -213,11 +219,14 @@ if qp ~= 0 then ttl = math.max(ttl, wend(qw, qp) * 1000 - floor(now / 1000)) end
 ttl = ttl + 60000
 redis.call('PEXPIRE', KR, ttl)
 redis.call('PEXPIRE', KD, ttl)
+save()
+if redis.call('PTTL', KW) < ttl then redis.call('PEXPIRE', KW, ttl) end
 return reply(1, g, 0)
 `)
 
 // settleScript: ARGV now, id, actual (-1: what was reserved). Returns {0}
-// for no record, else {1 live or 2 expired, reserved, actual}.
+// for no record ({0, 1} when the tenant had no windows hash either: the
+// store lost its data), else {1 live or 2 expired, reserved, actual}.
 var settleScript = redis.NewScript(prelude + `
 local id = ARGV[2]
 roll(0, false)
@@ -225,6 +234,7 @@ sweep()
 local v = redis.call('HGET', KR, id)
 if not v then
   save()
+  if nocounter then return {0, 1} end
   return {0}
 end
 local st, g, a, b, c = dec(v)

@@ -1,6 +1,10 @@
-package budget
+package prompt_test
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/llmgw/gateway/shared/prompt"
+)
 
 // TestMessagesPromptBound: a Messages body's prompt is its system,
 // messages and tools; a tool without a type is the caller's own (the
@@ -28,15 +32,15 @@ func TestMessagesPromptBound(t *testing.T) {
 			if tt.images {
 				body = `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + repeat("A", 40000) + `"}}]}]}`
 			}
-			a := Scanner{ImageTokens: 1000}.Ask([]byte(body), FormatMessages)
+			a := prompt.Scanner{ImageTokens: 1000}.Bound([]byte(body), opMessages)
 			if a.Unbounded != tt.unbounded {
 				t.Fatalf("unbounded %v", a.Unbounded)
 			}
-			if a.PromptBound < int64(len("hello")) {
-				t.Fatalf("bound %d", a.PromptBound)
+			if a.Tokens < int64(len("hello")) {
+				t.Fatalf("bound %d", a.Tokens)
 			}
-			if tt.images && (a.PromptBound < 1000 || a.PromptBound > 2000) {
-				t.Fatalf("an image's base64 counted as text: bound %d", a.PromptBound)
+			if tt.images && (a.Tokens < 1000 || a.Tokens > 2000) {
+				t.Fatalf("an image's base64 counted as text: bound %d", a.Tokens)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package budget_test
+package prompt_test
 
 import (
 	"bytes"
@@ -11,7 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // boundFixtures are realistic request bodies in testdata/bound with the
@@ -23,25 +24,25 @@ import (
 // cookbook's own example (129 tokens with cl100k).
 var boundFixtures = []struct {
 	file          string
-	format        budget.Format
+	format        prompt.Body
 	o200k, cl100k int64
 }{
-	{"short_chat.json", budget.FormatChat, 25, 25},
-	{"cookbook.json", budget.FormatChat, 124, 129},
-	{"long_english.json", budget.FormatChat, 174, 175},
-	{"multi_turn.json", budget.FormatChat, 136, 137},
-	{"code_escapes.json", budget.FormatChat, 71, 72},
-	{"tools.json", budget.FormatChat, 93, 94},
-	{"chinese.json", budget.FormatChat, 30, 45},
-	{"escaped_unicode.json", budget.FormatChat, 32, 40},
-	{"emoji.json", budget.FormatChat, 106, 113},
-	{"completions.json", budget.FormatCompletions, 17, 17},
-	{"embeddings.json", budget.FormatEmbeddings, 27, 27},
+	{"short_chat.json", opChat, 25, 25},
+	{"cookbook.json", opChat, 124, 129},
+	{"long_english.json", opChat, 174, 175},
+	{"multi_turn.json", opChat, 136, 137},
+	{"code_escapes.json", opChat, 71, 72},
+	{"tools.json", opChat, 93, 94},
+	{"chinese.json", opChat, 30, 45},
+	{"escaped_unicode.json", opChat, 32, 40},
+	{"emoji.json", opChat, 106, 113},
+	{"completions.json", opCompletions, 17, 17},
+	{"embeddings.json", opEmbeddings, 27, 27},
 }
 
 func readFixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "bound", name))
+	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestPromptBoundHolds(t *testing.T) {
 		t.Run(fx.file, func(t *testing.T) {
 			t.Parallel()
 			body := readFixture(t, fx.file)
-			bound := int64(budget.PromptBound(body, fx.format))
+			bound := int64(promptBound(body, fx.format))
 			truth := max(fx.o200k, fx.cl100k)
 			if bound < truth {
 				t.Fatalf("bound %d < %d tokens", bound, truth)
@@ -78,43 +79,43 @@ func TestPromptBoundCases(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		body   string
-		format budget.Format
+		format prompt.Body
 		want   int64
 	}{
-		{"ascii", msg(`"hello"`), budget.FormatChat, one + 5},
-		{"escapes count decoded", msg(`"a\nb\"c\\d\/"`), budget.FormatChat, one + 8},
-		{"\\u00e9 is 2 bytes", msg(`"caf\u00e9"`), budget.FormatChat, one + 5},
-		{"raw é is 2 bytes", msg(`"café"`), budget.FormatChat, one + 5},
-		{"\\u20ac is 3 bytes", msg(`"\u20ac"`), budget.FormatChat, one + 3},
-		{"surrogate pair is 4 bytes", msg(`"\ud83d\ude00"`), budget.FormatChat, one + 4},
-		{"lone surrogates are U+FFFD", msg(`"\ud83d\u0041\ude00"`), budget.FormatChat, one + 3 + 1 + 3},
-		{"invalid UTF-8 is U+FFFD", msg("\"a\xffb\""), budget.FormatChat, one + 5},
-		{"non-prompt members are skipped", `{"model":"a-very-long-model-name","messages":[],"temperature":0.7,"user":"someone@example.com","metadata":{"k":"vvvvvvvvvv"},"stop":["\n\n"],"logit_bias":{"1234":-100},"seed":42,"stream":true,"stream_options":{"include_usage":true},"n":2,"max_tokens":100}`, budget.FormatChat, base},
-		{"unknown members count keys and literals", `{"model":"m","foo":{"bar":[1,true,null]}}`, budget.FormatChat, base + 3 + 4 + 3 + 1 + 4 + 4},
-		{"tools count schema keys", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`, budget.FormatChat,
+		{"ascii", msg(`"hello"`), opChat, one + 5},
+		{"escapes count decoded", msg(`"a\nb\"c\\d\/"`), opChat, one + 8},
+		{"\\u00e9 is 2 bytes", msg(`"caf\u00e9"`), opChat, one + 5},
+		{"raw é is 2 bytes", msg(`"café"`), opChat, one + 5},
+		{"\\u20ac is 3 bytes", msg(`"\u20ac"`), opChat, one + 3},
+		{"surrogate pair is 4 bytes", msg(`"\ud83d\ude00"`), opChat, one + 4},
+		{"lone surrogates are U+FFFD", msg(`"\ud83d\u0041\ude00"`), opChat, one + 3 + 1 + 3},
+		{"invalid UTF-8 is U+FFFD", msg("\"a\xffb\""), opChat, one + 5},
+		{"non-prompt members are skipped", `{"model":"a-very-long-model-name","messages":[],"temperature":0.7,"user":"someone@example.com","metadata":{"k":"vvvvvvvvvv"},"stop":["\n\n"],"logit_bias":{"1234":-100},"seed":42,"stream":true,"stream_options":{"include_usage":true},"n":2,"max_tokens":100}`, opChat, base},
+		{"unknown members count keys and literals", `{"model":"m","foo":{"bar":[1,true,null]}}`, opChat, base + 3 + 4 + 3 + 1 + 4 + 4},
+		{"tools count schema keys", `{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]}`, opChat,
 			// "tools" 5; the element: type 4+9, function 8 + {name 4+2,
 			// parameters 10 + {type 4+7, properties 10 + {city 4 + {type
 			// 4+7, +4}, +4}, +4}, +4}, +4
 			base + 98},
 		{"image url replaced by image tokens", msg(`[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}}]`),
 			// the message 4 + role 5; parts: text {4+5+3}, image {4+10} + image tokens
-			budget.FormatChat, base + 4 + 5 + 12 + 14 + budget.DefaultImageTokens},
+			opChat, base + 4 + 5 + 12 + 14 + prompt.DefaultImageTokens},
 		{"responses input_image", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image","image_url":"https://example.com/x.png"}]}]}`,
-			budget.FormatResponses, base + 4 + 5 + 4 + 12 + budget.DefaultImageTokens},
-		{"completions prompt array", `{"model":"m","prompt":["ab","cd"],"suffix":"x"}`, budget.FormatCompletions, base + 3 + 3 + 2},
-		{"token ids count their digits", `{"model":"m","input":[[1234,5]]}`, budget.FormatEmbeddings, base + 5},
+			opResponses, base + 4 + 5 + 4 + 12 + prompt.DefaultImageTokens},
+		{"completions prompt array", `{"model":"m","prompt":["ab","cd"],"suffix":"x"}`, opCompletions, base + 3 + 3 + 2},
+		{"token ids count their digits", `{"model":"m","input":[[1234,5]]}`, opEmbeddings, base + 5},
 		// Issue 20: a type value is read after unescaping, as backends read it.
 		{"escaped input_image type", `{"model":"m","input":[{"role":"user","content":[{"type":"input_im\u0061ge","file_id":"f"}]}]}`,
-			budget.FormatResponses, base + 4 + 5 + 4 + 12 + 2 + budget.DefaultImageTokens},
+			opResponses, base + 4 + 5 + 4 + 12 + 2 + prompt.DefaultImageTokens},
 		// vLLM's media parts: a bound each, their data not counted as text.
 		{"video part", `{"model":"m","messages":[{"role":"user","content":[{"type":"video_url","video_url":{"url":"https://example.com/v.mp4"}}]}]}`,
-			budget.FormatChat, base + 4 + 5 + 4 + 10 + budget.DefaultMediaTokens},
+			opChat, base + 4 + 5 + 4 + 10 + prompt.DefaultMediaTokens},
 		{"audio and embeds parts", `{"model":"m","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},{"type":"image_embeds","image_embeds":"AAAA"}]}]}`,
-			budget.FormatChat, base + 4 + 5 + 4 + 12 + 4 + 13 + 2*budget.DefaultMediaTokens},
+			opChat, base + 4 + 5 + 4 + 12 + 4 + 13 + 2*prompt.DefaultMediaTokens},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := int64(budget.PromptBound([]byte(tc.body), tc.format)); got != tc.want {
+			if got := int64(promptBound([]byte(tc.body), tc.format)); got != tc.want {
 				t.Errorf("PromptBound = %d, want %d", got, tc.want)
 			}
 		})
@@ -126,37 +127,36 @@ func TestAskFields(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		body   string
-		format budget.Format
-		want   budget.Ask // PromptBound ignored
+		format prompt.Body
+		want   prompt.Bound // Tokens ignored
 	}{
-		{"nothing", `{"model":"m","messages":[]}`, budget.FormatChat, budget.Ask{}},
+		{"nothing", `{"model":"m","messages":[]}`, opChat, prompt.Bound{}},
 		// Choices and ClientCap are the caller's (its body decoder's strict
 		// reading); the scanner leaves them zero.
-		{"n and caps are the caller's", `{"model":"m","n":3,"best_of":5,"max_tokens":100,"max_completion_tokens":300}`, budget.FormatChat, budget.Ask{}},
-		{"embeddings have no output", `{"input":"x"}`, budget.FormatEmbeddings, budget.Ask{NoOutput: true}},
-		{"file part", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, budget.FormatChat, budget.Ask{Unbounded: true}},
-		{"previous response", `{"input":"x","previous_response_id":"resp_1"}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
-		{"null previous response", `{"input":"x","previous_response_id":null}`, budget.FormatResponses, budget.Ask{}},
-		{"stored prompt", `{"prompt":{"id":"pmpt_1"}}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
-		{"hosted tool", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, budget.FormatResponses, budget.Ask{Unbounded: true}},
-		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, budget.FormatResponses, budget.Ask{}},
-		{"web search options", `{"messages":[],"web_search_options":{}}`, budget.FormatChat, budget.Ask{Unbounded: true}},
+		{"n and caps are the caller's", `{"model":"m","n":3,"best_of":5,"max_tokens":100,"max_completion_tokens":300}`, opChat, prompt.Bound{}},
+		{"file part", `{"messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`, opChat, prompt.Bound{Unbounded: true}},
+		{"previous response", `{"input":"x","previous_response_id":"resp_1"}`, opResponses, prompt.Bound{Unbounded: true}},
+		{"null previous response", `{"input":"x","previous_response_id":null}`, opResponses, prompt.Bound{}},
+		{"stored prompt", `{"prompt":{"id":"pmpt_1"}}`, opResponses, prompt.Bound{Unbounded: true}},
+		{"hosted tool", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, opResponses, prompt.Bound{Unbounded: true}},
+		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, opResponses, prompt.Bound{}},
+		{"web search options", `{"messages":[],"web_search_options":{}}`, opChat, prompt.Bound{Unbounded: true}},
 		// Issue 20: every prompt of a batch gets its own completions.
-		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, budget.FormatCompletions, budget.Ask{Prompts: 3}},
-		{"prompt array of token arrays", `{"prompt":[[1,2],[3]]}`, budget.FormatCompletions, budget.Ask{Prompts: 2}},
-		{"one token array is one prompt", `{"prompt":[1,2,3]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},
-		{"empty prompt array", `{"prompt":[]}`, budget.FormatCompletions, budget.Ask{Prompts: 1}},
-		{"escaped prompt key", `{"pr\u006fmpt":["a","b"]}`, budget.FormatCompletions, budget.Ask{Prompts: 2}},
-		{"2048 prompts", `{"prompt":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 2048), ",") + `]}`, budget.FormatCompletions, budget.Ask{Prompts: 2048}},
-		{"chat messages are not prompts", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, budget.FormatChat, budget.Ask{}},
+		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, opCompletions, prompt.Bound{Prompts: 3}},
+		{"prompt array of token arrays", `{"prompt":[[1,2],[3]]}`, opCompletions, prompt.Bound{Prompts: 2}},
+		{"one token array is one prompt", `{"prompt":[1,2,3]}`, opCompletions, prompt.Bound{Prompts: 1}},
+		{"empty prompt array", `{"prompt":[]}`, opCompletions, prompt.Bound{Prompts: 1}},
+		{"escaped prompt key", `{"pr\u006fmpt":["a","b"]}`, opCompletions, prompt.Bound{Prompts: 2}},
+		{"2048 prompts", `{"prompt":[` + strings.TrimSuffix(strings.Repeat(`"x",`, 2048), ",") + `]}`, opCompletions, prompt.Bound{Prompts: 2048}},
+		{"chat messages are not prompts", `{"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}`, opChat, prompt.Bound{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			if tc.want.Prompts == 0 {
 				tc.want.Prompts = 1
 			}
-			got := budget.Scanner{}.Ask([]byte(tc.body), tc.format)
-			got.PromptBound = 0
+			got := prompt.Scanner{}.Bound([]byte(tc.body), tc.format)
+			got.Tokens = 0
 			if got != tc.want {
 				t.Errorf("Ask = %+v, want %+v", got, tc.want)
 			}
@@ -167,7 +167,7 @@ func TestAskFields(t *testing.T) {
 func TestPromptBoundDoesNotAllocate(t *testing.T) {
 	for _, fx := range boundFixtures {
 		body := readFixture(t, fx.file)
-		if n := testing.AllocsPerRun(100, func() { budget.PromptBound(body, fx.format) }); n != 0 {
+		if n := testing.AllocsPerRun(100, func() { promptBound(body, fx.format) }); n != 0 {
 			t.Errorf("%s: %.1f allocations", fx.file, n)
 		}
 	}
@@ -183,74 +183,72 @@ func TestPromptBoundMatchesDecoder(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 2000 {
-		checkReference(t, randomBody(rng), budget.Format(rng.IntN(4)))
+		checkReference(t, randomBody(rng), rowBodies[rng.IntN(len(rowBodies))])
 	}
 }
 
 func FuzzPromptBound(f *testing.F) {
 	for _, fx := range boundFixtures {
-		f.Add(readFixture(f, fx.file), uint8(fx.format))
+		f.Add(readFixture(f, fx.file), uint8(0))
 	}
 	f.Add([]byte(`{"messages":[{"content":"\ud800\udc00\ud800x"}],"n":"7"}`), uint8(0))
 	f.Add([]byte(`{"input":[{"type":"input_image","image_url":"x"}],"tools":[{"type":"x"}]}`), uint8(3))
 	f.Fuzz(func(t *testing.T, body []byte, format uint8) {
-		a := budget.Scanner{}.Ask(body, budget.Format(format%4)) // must not panic on anything
-		if a.PromptBound < 32 {
-			t.Fatalf("bound %d below the request allowance", a.PromptBound)
+		a := prompt.Scanner{}.Bound(body, rowBodies[int(format)%len(rowBodies)]) // must not panic on anything
+		if a.Tokens < 32 {
+			t.Fatalf("bound %d below the request allowance", a.Tokens)
 		}
 		if json.Valid(body) {
-			checkReference(t, body, budget.Format(format%4))
+			checkReference(t, body, rowBodies[int(format)%len(rowBodies)])
 		}
 	})
 }
 
-func checkReference(t *testing.T, body []byte, f budget.Format) {
+func checkReference(t *testing.T, body []byte, f prompt.Body) {
 	t.Helper()
 	want, err := referenceAsk(body, f)
 	if err != nil {
 		return // not an object: the server refuses it first
 	}
-	got := budget.Scanner{}.Ask(body, f)
-	if got.PromptBound != want.PromptBound || got.Unbounded != want.Unbounded {
-		t.Fatalf("body %s (format %d): scan %+v, reference %+v", body, f, got, want)
+	got := prompt.Scanner{}.Bound(body, f)
+	if got.Tokens != want.Tokens || got.Unbounded != want.Unbounded {
+		t.Fatalf("body %s (row %+v): scan %+v, reference %+v", body, f, got, want)
 	}
 }
 
+// The rows' prompt columns.
+var (
+	opChat        = request.ChatCompletions.Prompt()
+	opCompletions = request.Completions.Prompt()
+	opEmbeddings  = request.Embeddings.Prompt()
+	opResponses   = request.Responses.Prompt()
+	opMessages    = request.Messages.Prompt()
+	// rowBodies is every row's, for the random bodies; the Messages
+	// API's sources are TestBoundProperty's.
+	rowBodies = []prompt.Body{opChat, opCompletions, opEmbeddings, opResponses}
+)
+
+// promptBound is the bound alone: the tests and fuzzers read it; the
+// gateway reads the whole Bound.
+func promptBound(body []byte, b prompt.Body) int {
+	return int(prompt.Scanner{}.Bound(body, b).Tokens)
+}
+
 // referenceAsk is the documented rule over encoding/json's tokens.
-func referenceAsk(body []byte, f budget.Format) (budget.Ask, error) {
+func referenceAsk(body []byte, f prompt.Body) (prompt.Bound, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return budget.Ask{}, errors.New("not an object")
+		return prompt.Bound{}, errors.New("not an object")
 	}
 	r := &ref{dec: dec}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return budget.Ask{}, err
+			return prompt.Bound{}, err
 		}
 		key := tok.(string)
 		switch lk := asciiLower(key); {
-		case oneOf(lk, "n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens",
-			"model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
-			"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-			"logprobs", "top_logprobs", "user", "seed", "metadata", "store", "service_tier",
-			"parallel_tool_calls", "reasoning_effort", "stop", "encoding_format",
-			"dimensions", "echo", "safety_identifier", "prompt_cache_key", "truncation",
-			"include", "background", "verbosity", "max_tool_calls"):
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return budget.Ask{}, err
-			}
-		case oneOf(lk, "messages", "input", "instructions", "suffix") || (lk == "prompt" && f != budget.FormatResponses):
-			r.value(false)
-		case lk == "prompt":
-			r.unbounded = true
-			r.value(true)
-		case oneOf(lk, "previous_response_id", "conversation", "web_search_options"):
-			if r.value(true) != "null" {
-				r.unbounded = true
-			}
 		case lk == "tools":
 			r.n += int64(len(key))
 			tok, _ := dec.Token()
@@ -264,12 +262,24 @@ func referenceAsk(body []byte, f budget.Format) (budget.Ask, error) {
 				}
 			}
 			_, _ = dec.Token()
+		case oneOf(lk, f.Never...):
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return prompt.Bound{}, err
+			}
+		case oneOf(lk, f.Prompt...):
+			r.value(false)
+		case oneOf(lk, f.Unbounded...):
+			r.n += int64(len(key))
+			if r.value(true) != "null" {
+				r.unbounded = true
+			}
 		default:
 			r.n += int64(len(key))
 			r.value(true)
 		}
 	}
-	return budget.Ask{PromptBound: r.n + 32 + r.images*budget.DefaultImageTokens + r.media*budget.DefaultMediaTokens, Unbounded: r.unbounded}, r.err
+	return prompt.Bound{Tokens: r.n + 32 + r.images*prompt.DefaultImageTokens + r.media*prompt.DefaultMediaTokens, Unbounded: r.unbounded}, r.err
 }
 
 type ref struct {

@@ -1,4 +1,4 @@
-package budget
+package prompt
 
 import (
 	"bytes"
@@ -7,66 +7,52 @@ import (
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
 
-// Format is the API a request body is written for.
-type Format uint8
-
-// Request formats.
-const (
-	FormatChat        Format = iota // /v1/chat/completions
-	FormatCompletions               // /v1/completions
-	FormatEmbeddings                // /v1/embeddings: no output tokens
-	FormatResponses                 // /v1/responses
-	// FormatMessages is Anthropic's /v1/messages (and count_tokens): the
-	// prompt is system, messages and tools; a tool without a "type" is
-	// the caller's own (client) tool; an image's or document's "source"
-	// object is media, not text; mcp_servers and container bring content
-	// the body does not hold.
-	FormatMessages
-)
-
-// Ask is what one request asks of a budget: its prompt bound, read from
-// its body by Scanner, and its choices and output cap, which the caller
-// takes from its body decoder (the reading the backend gets).
-type Ask struct {
-	// PromptBound is a bound provably at least the prompt tokens the
-	// backend will count (see Scanner.Ask for the proof and its premises).
-	PromptBound int64
-	// Choices is the number of completions generated (n, or best_of for
-	// /v1/completions, whichever is larger); 0 means 1. Every choice may
-	// produce the output cap.
-	Choices int64
-	// ClientCap is the client's output cap per choice, the largest of
-	// max_completion_tokens, max_tokens and max_output_tokens present; 0
-	// when none is.
-	ClientCap int64
-	// MinOutput is the least output cap per choice the backend accepts
-	// (OpenAI's Responses API refuses a max_output_tokens below 16); 0 is
-	// Config.MinOutputTokens. A request with less left is refused rather
-	// than forwarded with a cap its backend rejects. Set by the caller.
-	MinOutput int64
-	// Prompts is the number of prompts a legacy completions request
-	// batches (a "prompt" array of strings or of token arrays): the
-	// backend generates Choices completions for each, so the output a
-	// reservation covers is Prompts × Choices × the cap (issue 20). 1 for
-	// every other request.
-	Prompts int64
-	// NoOutput marks a request without output tokens (embeddings).
-	NoOutput bool
-	// Hold reserves and caps the request as strict mode does, in either
-	// mode: a background response goes on generating after its creating
-	// request ends, so that request is charged its reservation rather
-	// than what its answer showed (issue 30: in estimate mode it was
-	// charged its JSON bytes, with no cap). Set by the caller.
-	Hold bool
-	// Unbounded marks a prompt that includes content the body does not
-	// hold: a file, an earlier response or conversation, a hosted tool's
-	// results. PromptBound covers only the body; the rest is charged when
-	// the request settles, so such a request can overshoot a strict budget
-	// by its hidden prompt.
-	Unbounded bool
+// Body is how one operation's request body reaches the model: the
+// operations table's prompt column (request.Operation.Prompt), so a new
+// operation declares what of its body is prompt instead of inheriting
+// another API's reading (issue 30). The bound is deny-by-default: every
+// top-level member that no list names counts as text, its keys included.
+// Member names compare case-insensitively after unescaping (some backends
+// decode so), which only ever skips or recognizes a member no backend
+// reads as prompt text.
+type Body struct {
+	// Never lists the top-level members that never reach the model: the
+	// model, the stream switches, sampling parameters, output caps and n
+	// (the caller reads those from its decoder), ids and metadata. They
+	// are not counted.
+	Never []string
+	// Prompt lists the members that hold the prompt itself (messages,
+	// input, instructions...): their keys are the API's own (not counted)
+	// and media parts in them, at any depth and in every spelling, count
+	// at their configured bound instead of their bytes.
+	Prompt []string
+	// Unbounded lists the members that bring content the body does not
+	// hold (previous_response_id, a stored prompt template, mcp_servers):
+	// counted as text, and a non-null one marks the bound Unbounded.
+	Unbounded []string
+	// Batches: the "prompt" member may batch prompts (legacy
+	// completions), each generating its own completions (Bound.Prompts).
+	Batches bool
+	// Sources: image and document parts carry a "source" object (the
+	// Messages API): a base64, URL or file source is media, any other a
+	// text the body holds; a tool without a "type" is the caller's own.
+	Sources bool
 }
 
-func (a Ask) choices() int64 { return max(a.Choices, 1) }
+// Bound is what Scanner.Bound reads from one body.
+type Bound struct {
+	// Tokens is a bound provably at least the prompt tokens the backend
+	// will count (see Scanner.Bound for the proof and its premises).
+	Tokens int64
+	// Prompts is the number of prompts a legacy completions request
+	// batches (a "prompt" array of strings or of token arrays): the
+	// backend generates its choices for each. 1 for every other body.
+	Prompts int64
+	// Unbounded marks a prompt that includes content the body does not
+	// hold: a file, an earlier response or conversation, a hosted tool's
+	// results. Tokens covers only the body.
+	Unbounded bool
+}
 
 // DefaultImageTokens bounds one image part when Scanner.ImageTokens is
 // zero: the largest per-image charge OpenAI publishes for its vision
@@ -84,7 +70,7 @@ const DefaultImageTokens = 48169
 // MediaTokens to their models' context length to close that.
 const DefaultMediaTokens = 32768
 
-// The template allowances of the bound (see Scanner.Ask).
+// The template allowances of the bound (see Scanner.Bound).
 const (
 	requestAllowance = 32 // once per request
 	objectAllowance  = 4  // per JSON object in the counted members
@@ -101,10 +87,10 @@ type Scanner struct {
 	MediaTokens int64
 }
 
-// Ask reads body (a JSON object, already validated) in one byte scan,
-// without decoding or allocating, and returns its prompt bound, the number
-// of prompts it batches and whether it is Unbounded; Choices and ClientCap
-// are left to the caller.
+// Bound reads body (a JSON object, already validated) in one byte scan,
+// without decoding or allocating, as its operation's row says (b), and
+// returns its prompt bound, the number of prompts it batches and whether
+// it is Unbounded.
 //
 // The bound. It holds for every tokenizer whose tokens each cover at least
 // one byte of the text they encode: OpenAI's byte-level BPEs (r50k, p50k,
@@ -130,11 +116,11 @@ type Scanner struct {
 //	+ ImageTokens per image part
 //
 // tokens. The counted text is: every string value of every top-level
-// member except those that never reach the prompt (model, stream, n,
-// temperature, max_tokens, user, metadata, stop, logit_bias, ...); the
-// keys too outside messages, prompt, input and instructions (in tools and
-// response_format the keys are schema property names the template
-// renders); and the literal bytes of numbers, true, false and null. String
+// member except those the row says never reach the prompt (Body.Never:
+// model, stream, n, temperature, max_tokens, user, metadata, stop,
+// logit_bias, ...); the keys too outside the row's prompt members
+// (Body.Prompt: in tools and response_format the keys are schema property
+// names the template renders); and the literal bytes of numbers, true, false and null. String
 // lengths are after JSON unescaping ("\u00e9" is 2 bytes, not 6), with
 // invalid UTF-8 counted as the 3-byte U+FFFD a decoder substitutes. An
 // image's URL or base64 data is not text and is replaced by ImageTokens.
@@ -142,15 +128,15 @@ type Scanner struct {
 // Premises the proof rests on, beyond the tokenizer property: the
 // backend's template adds at most the allowances above (true of OpenAI's
 // published counting and of ChatML, Llama 3 and Harmony templates), and
-// the prompt holds nothing the body does not (Ask.Unbounded marks bodies
+// the prompt holds nothing the body does not (Bound.Unbounded marks bodies
 // that reference files, stored responses or hosted tools).
 //
 // Tightness: English prose averages about 4 bytes per token, so the bound
 // is about 4x the true count for long text and more for short messages,
 // where the allowances dominate; see the package tests for measured ratios.
-func (sc Scanner) Ask(body []byte, f Format) Ask {
-	s := scan{b: body, f: f}
-	a := Ask{NoOutput: f == FormatEmbeddings, Prompts: 1}
+func (sc Scanner) Bound(body []byte, b Body) Bound {
+	s := scan{b: body, sources: b.Sources}
+	a := Bound{Prompts: 1}
 	img := sc.ImageTokens
 	if img <= 0 {
 		img = DefaultImageTokens
@@ -163,7 +149,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 	if i >= len(body) || body[i] != '{' {
 		// Not an object: the server refuses it before any budget; count
 		// every byte so that the bound still holds.
-		a.PromptBound = int64(len(body))*(objectAllowance+stringAllowance) + requestAllowance
+		a.Tokens = int64(len(body))*(objectAllowance+stringAllowance) + requestAllowance
 		return a
 	}
 	i++
@@ -193,11 +179,12 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 			s.malformed = true
 			break
 		}
-		switch key := keyName(body[ks:ke], &kb); classify(key, f) {
+		key := keyName(body[ks:ke], &kb)
+		switch b.classify(key) {
 		case memberSkip:
 			i = jsonscan.SkipValue(body, i)
 		case memberPrompt:
-			if f == FormatCompletions && body[i] == '[' && string(keyName(body[ks:ke], &kb)) == "prompt" {
+			if b.Batches && body[i] == '[' && equalFold(key, "prompt") {
 				a.Prompts = max(a.Prompts, promptCount(body, i))
 			}
 			i, _ = s.value(i, false, 0)
@@ -205,10 +192,7 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 			if !isNull(body, i) {
 				s.unbounded = true
 			}
-			i, _ = s.value(i, true, 0)
-		case memberResponsesPrompt:
-			// /v1/responses "prompt" is a reference to a stored template.
-			s.unbounded = true
+			s.n += keyLen(body, ks, ke)
 			i, _ = s.value(i, true, 0)
 		case memberTools:
 			i = s.tools(i)
@@ -220,15 +204,28 @@ func (sc Scanner) Ask(body []byte, f Format) Ask {
 	if s.malformed {
 		s.n += int64(len(body)) * (objectAllowance + stringAllowance)
 	}
-	a.PromptBound = satAdd(satAdd(satAdd(s.n, requestAllowance), satMul(s.images, img)), satMul(s.media, media))
+	a.Tokens = addParts(addParts(min(s.n, maxBound-requestAllowance)+requestAllowance, s.images, img), s.media, media)
 	a.Unbounded = s.unbounded
 	return a
+}
+
+// maxBound caps a bound: above any amount a budget's store holds (2^53),
+// and far enough below int64's end that a caller adds to it safely.
+const maxBound = 1 << 62
+
+// addParts adds count parts of each tokens to n (all non-negative),
+// saturating at maxBound.
+func addParts(n, count, each int64) int64 {
+	if count > 0 && each > (maxBound-n)/count {
+		return maxBound
+	}
+	return n + count*each
 }
 
 // scan accumulates the bound over one body.
 type scan struct {
 	b         []byte
-	f         Format
+	sources   bool  // Body.Sources
 	n         int64 // tokens counted
 	images    int64
 	media     int64 // audio, video, file and embeddings parts
@@ -360,7 +357,7 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 				i = jsonscan.SkipValue(b, i)
 				continue
 			case "source":
-				if s.f == FormatMessages && b[i] == '{' {
+				if s.sources && b[i] == '{' {
 					if !mediaSource(b, i) {
 						// A document's text or content source: text the
 						// model reads, counted as text (issue 30: 900 KB
@@ -397,7 +394,7 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 				case "video_url", "audio_url", "input_audio", "image_embeds", "video", "audio":
 					media = true
 				case "document":
-					doc = s.f == FormatMessages
+					doc = s.sources
 					if !doc {
 						media, s.unbounded = true, true
 					}
@@ -433,7 +430,7 @@ func (s *scan) tools(i int) int {
 			continue
 		}
 		next, fn := s.value(i, true, 1)
-		if s.f == FormatMessages && b[i] == '{' && !hasMember(b, i, "type") {
+		if s.sources && b[i] == '{' && !hasMember(b, i, "type") {
 			fn = true // a Messages tool without a type is the caller's own
 		}
 		if b[i] == '{' && !fn {
@@ -453,62 +450,50 @@ const (
 	memberSkip
 	memberPrompt
 	memberUnbounded
-	memberResponsesPrompt
 	memberTools
 )
 
-// classify names what a top-level key means for the budget. Keys compare
-// case-insensitively (some backends decode so), which only ever skips or
-// recognizes a member that no backend reads as prompt text.
-func classify(key []byte, f Format) int {
-	if len(key) == 0 || len(key) > len("max_completion_tokens") {
-		return memberCounted
+// classify names what a top-level key means for the bound, by the row's
+// lists; tools is every API's tool list.
+func (b Body) classify(key []byte) int {
+	switch {
+	case equalFold(key, "tools"):
+		return memberTools
+	case oneOf(key, b.Never):
+		return memberSkip
+	case oneOf(key, b.Prompt):
+		return memberPrompt
+	case oneOf(key, b.Unbounded):
+		return memberUnbounded
 	}
-	var lb [24]byte
-	lk := lb[:len(key)]
+	return memberCounted
+}
+
+// oneOf reports whether key is one of names (lower-case), compared
+// case-insensitively.
+func oneOf(key []byte, names []string) bool {
+	for _, n := range names {
+		if equalFold(key, n) {
+			return true
+		}
+	}
+	return false
+}
+
+// equalFold reports whether key, in any ASCII case, is name (lower-case).
+func equalFold(key []byte, name string) bool {
+	if len(key) != len(name) {
+		return false
+	}
 	for i, c := range key {
 		if 'A' <= c && c <= 'Z' {
 			c += 'a' - 'A'
 		}
-		lk[i] = c
+		if c != name[i] {
+			return false
+		}
 	}
-	switch string(lk) {
-	case "n", "best_of", "max_tokens", "max_completion_tokens", "max_output_tokens":
-		// The caller reads these from its body decoder (Ask.Choices,
-		// Ask.ClientCap); they are no prompt text.
-		return memberSkip
-	case "messages", "input", "instructions", "suffix":
-		return memberPrompt
-	case "prompt":
-		if f == FormatResponses {
-			return memberResponsesPrompt
-		}
-		return memberPrompt
-	case "tools":
-		return memberTools
-	case "previous_response_id", "conversation", "web_search_options":
-		return memberUnbounded
-	case "mcp_servers", "container":
-		if f == FormatMessages {
-			return memberUnbounded
-		}
-	case "system":
-		if f == FormatMessages {
-			return memberPrompt
-		}
-	case "thinking", "stop_sequences", "tool_choice":
-		if f == FormatMessages {
-			return memberSkip
-		}
-	case "model", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p",
-		"presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-		"logprobs", "top_logprobs", "user", "seed", "metadata", "store", "service_tier",
-		"parallel_tool_calls", "reasoning_effort", "stop", "encoding_format",
-		"dimensions", "echo", "safety_identifier", "prompt_cache_key", "truncation",
-		"include", "background", "verbosity", "max_tool_calls":
-		return memberSkip
-	}
-	return memberCounted
+	return true
 }
 
 // keyName returns the key of the quoted JSON string q, unescaped into kb
