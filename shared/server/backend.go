@@ -311,7 +311,8 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 // keepalive did) but nothing else until the backend's first event: an
 // endpoint that sends none in time, or ends or stalls first, is abandoned
 // for the next (never the last attempt, which only the idle timeout ends).
-// On success the event is put back in front of resp.Body.
+// On success rec.first holds what was read, the event included, for the
+// relay to write first.
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
 	rec := a.rec
 	if !a.op.Creates() {
@@ -322,9 +323,13 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		wait, why = ftt, errFirstToken
 	}
 	timer := time.AfterFunc(wait, func() { cancel(why) })
-	first, err := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
+	// Read into a buffer of the relay's pool: the relay goes on in it
+	// (sse.Options.Pending), so a stream holds one buffer, not two.
+	s.relay.Pending(&rec.first)
+	err := rec.first.ReadFirst(resp.Body, sse.DefaultMaxEventBytes)
 	timer.Stop()
 	if err != nil {
+		rec.first.Release()
 		drain(resp.Body)
 		timedOut := context.Cause(actx)
 		cancel(nil)
@@ -340,7 +345,7 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		// The owner is recorded from response.created, before the client
 		// gets a byte of the stream, and the headers wait for it so that
 		// a failed record can be told in them.
-		unrecorded := s.remember(rec, first, true)
+		unrecorded := s.remember(rec, rec.first.Bytes(), true)
 		if unrecorded != "" {
 			a.w.Header().Set(HeaderUnrecorded, unrecorded)
 		}
@@ -348,7 +353,6 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 			_, _ = rec.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
 		}
 	}
-	resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
 	return nil, false
 }
 
@@ -491,75 +495,4 @@ func checkJSON(resp *http.Response, a *jsonAnswer) string {
 		return fmt.Sprintf("sent %d bytes that are not one whole JSON object", a.n)
 	}
 	return ""
-}
-
-var (
-	errNoFirstEvent       = errors.New("the backend ended the stream before its first event")
-	errFirstEventTooLarge = errors.New("the backend's first event is too large")
-)
-
-// firstEvent reads src until it holds a whole event that is not only
-// comments (a backend's own keepalives are not a first token), and returns
-// everything read. max bounds what it holds.
-func firstEvent(src io.Reader, max int) ([]byte, error) {
-	buf := make([]byte, 0, 4<<10)
-	scanned := 0
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= max {
-				return buf, errFirstEventTooLarge
-			}
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		for {
-			end, ok := sse.EventEnd(buf[scanned:], false)
-			if !ok {
-				break
-			}
-			ev := buf[scanned : scanned+end]
-			scanned += end
-			if !commentOnly(ev) {
-				return buf, nil
-			}
-		}
-		if err == io.EOF {
-			return buf, errNoFirstEvent
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// commentOnly reports whether an event holds nothing but comment lines and
-// blank lines.
-func commentOnly(ev []byte) bool {
-	start := 0
-	for i := 0; i <= len(ev); i++ {
-		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
-			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
-				return false
-			}
-			start = i + 1
-		}
-	}
-	return true
-}
-
-// prefixed reads prefix, then r: the first event, read before the stream
-// was committed, followed by the rest.
-type prefixed struct {
-	prefix []byte
-	io.ReadCloser
-}
-
-func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	return p.ReadCloser.Read(b)
 }

@@ -101,7 +101,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
-		rec.keepalive = keepalive.Start(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		rec.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer rec.keepalive.Stop()
 	}
 	resp, release, err := s.send(upctx, rec, w, r.Header, pool, op, &body, raw, inject)
@@ -112,6 +112,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	}
 	defer release()
 	defer resp.Body.Close()
+	defer rec.first.Release() // the relay's, unless it never ran
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle timeout.

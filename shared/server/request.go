@@ -112,6 +112,10 @@ type exchange struct {
 	// answer is a JSON answer's head, read by the attempt that got it
 	// (awaitJSON) and relayed by relayJSON; nil for a stream.
 	answer *jsonAnswer
+	// first is a stream's first event and what came with it, read by
+	// the attempt that got it (awaitFirstEvent) into a buffer of the
+	// relay's, and relayed first by relayStream.
+	first sse.Pending
 	// creates: a POST /v1/responses, whose answer is a stored response to
 	// record.
 	creates bool
