@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -58,7 +60,8 @@ func TestClaudeCode(t *testing.T) {
 `, srv.URL)})
 
 	t.Run("a tool-using task", func(t *testing.T) {
-		res, lines := runClaude(t, claude, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true, true)
+		home := t.TempDir()
+		res, lines := runClaude(t, claude, g, "coder", "Use the Bash tool to run `echo stub`, then say what it printed.", true, true, home)
 		if res["subtype"] != "success" || res["is_error"] != false || res["num_turns"] != 2.0 {
 			t.Fatalf("result %v", res)
 		}
@@ -141,6 +144,29 @@ func TestClaudeCode(t *testing.T) {
 		if in := u["inputTokens"].(float64) + u["cacheReadInputTokens"].(float64) + u["cacheCreationInputTokens"].(float64); prompt != in || completion != u["outputTokens"].(float64) {
 			t.Errorf("access log counted %v prompt and %v completion tokens; Claude Code counted %v", prompt, completion, u)
 		}
+		// Claude Code's /cost, in the same session, shows what the access
+		// log counted: its input and cache reads add up to the prompt
+		// tokens (to the display's rounding, 43.7k), its output is exact.
+		cost, _ := runClaude(t, claude, g, "coder", "/cost", true, true, home, "--continue")
+		shown := fmt.Sprint(cost["result"])
+		m := regexp.MustCompile(`claude-sonnet-4-5:\s+([0-9.]+)(k?) input, ([0-9]+) output, ([0-9.]+)(k?) cache read`).FindStringSubmatch(shown)
+		if cost["local_command"] != "cost" || m == nil {
+			t.Fatalf("/cost showed %q (%v)", shown, cost)
+		}
+		num := func(v, k string) float64 {
+			f, _ := strconv.ParseFloat(v, 64)
+			if k == "k" {
+				return f * 1000
+			}
+			return f
+		}
+		if in, out := num(m[1], m[2])+num(m[4], m[5]), num(m[3], ""); math.Abs(in-prompt) > 100 || out != completion {
+			t.Errorf("/cost showed %v input (with cache reads) and %v output; the access log counted %v and %v:\n%s", in, out, prompt, completion, shown)
+		}
+		t.Logf("/cost showed: %s", shown)
+		if len(tenantLog(g, "coder")) != 2 {
+			t.Errorf("/cost sent requests: %v", tenantLog(g, "coder"))
+		}
 		// What is left of the quota, as the next request's headers say.
 		resp := g.post("/v1/messages", g.token("coder"), `{"model":"claude-haiku-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"}]}`)
 		resp.Body.Close()
@@ -152,7 +178,7 @@ func TestClaudeCode(t *testing.T) {
 
 	t.Run("quota refused", func(t *testing.T) {
 		before := len(st.Requests())
-		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true)
+		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true, "")
 		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
 			t.Fatalf("result %v", res)
 		}
@@ -178,13 +204,16 @@ func TestClaudeCode(t *testing.T) {
 	})
 }
 
-// runClaude runs `claude -p prompt --output-format stream-json` as tenant
-// in a fresh home and working directory, with at most two minutes, and
-// returns its result line and every line. It fails the test when claude
-// does not finish, or exits 0 when ok is false or otherwise when ok is true.
-func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool) (result map[string]any, lines []map[string]any) {
+// runClaude runs `claude -p prompt --output-format stream-json` (and the
+// extra arguments) as tenant in home and its working directory (home ""
+// for a fresh one), with at most two minutes, and returns its result line
+// and every line. It fails the test when claude does not finish, or exits
+// 0 when ok is false or otherwise when ok is true.
+func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool, home string, extra ...string) (result map[string]any, lines []map[string]any) {
 	t.Helper()
-	home := t.TempDir()
+	if home == "" {
+		home = t.TempDir()
+	}
 	work := filepath.Join(home, "work")
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		t.Fatal(err)
@@ -223,8 +252,8 @@ func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, mo
 	env = append(env, eg.env()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, claude, "-p", prompt,
-		"--output-format", "stream-json", "--verbose", "--allowedTools", "Bash(echo:*)")
+	cmd := exec.CommandContext(ctx, claude, append([]string{"-p", prompt,
+		"--output-format", "stream-json", "--verbose", "--allowedTools", "Bash(echo:*)"}, extra...)...)
 	cmd.Dir, cmd.Env = work, env
 	cmd.WaitDelay = 5 * time.Second
 	defer ownGroup(cmd)()

@@ -168,6 +168,8 @@ type codexRun struct {
 	tenant, model, work, prompt, topLevel, provider string
 	// features are more [features] lines.
 	features string
+	// fails: Codex must exit non-zero (a refusal), not 0.
+	fails bool
 }
 
 // codexExec runs `codex exec --json` as r says, through the recording
@@ -175,7 +177,8 @@ type codexRun struct {
 // returns its JSONL and a report of what it printed and what the stub
 // got. It skips, saying so, only when the platform package with the
 // native binary is not installed (npm installs the one for the machine);
-// every other failure fails.
+// every other failure fails, and so does an exit status other than the
+// one r.fails asks for.
 func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() string) {
 	tenant, model, work, prompt, topLevel := r.tenant, r.model, r.work, r.prompt, r.topLevel
 	provider := r.provider
@@ -234,8 +237,8 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 		}
 		return b.String()
 	}
-	if err != nil {
-		t.Fatalf("codex exec: %v\n%s", err, report())
+	if ctx.Err() != nil || (err != nil) != r.fails {
+		t.Fatalf("codex exec: %v (want it to fail: %v)\n%s", err, r.fails, report())
 	}
 	eg.check(t, "codex exec")
 	return out.Bytes(), report

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/llmgw/gateway/scripts/stub"
@@ -12,7 +14,9 @@ import (
 // settings docs/clients.md gives, no model), Claude Code, Codex and the
 // Agents SDK each finish a task; each asked for its own default model
 // (claude-opus-5-5, gpt-6.2-sol, gpt-5.6-luna), which the demo serves by
-// alias, and the access log names it. Before, every one got 404.
+// alias, and the access log names it. Before, every one got 404. As
+// tailspin (a daily quota smaller than any agent prompt) Claude Code and
+// Codex each report the 429 to their user, and nothing reaches a backend.
 func TestDemoAgents(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 8}})
@@ -28,7 +32,7 @@ func TestDemoAgents(t *testing.T) {
 	}
 
 	t.Run("Claude Code", func(t *testing.T) {
-		res, _ := runClaude(t, claudeCode(t), g, "contoso", "Use the Bash tool to run `echo stub`, then say what it printed.", true, false)
+		res, _ := runClaude(t, claudeCode(t), g, "contoso", "Use the Bash tool to run `echo stub`, then say what it printed.", true, false, "")
 		if res["subtype"] != "success" || res["is_error"] != false {
 			t.Fatalf("result %v", res)
 		}
@@ -54,6 +58,37 @@ func TestDemoAgents(t *testing.T) {
 		if seen := models("/v1/responses"); !seen["gpt-6.2-sol"] {
 			t.Errorf("Codex's default model not in the access log: %v", seen)
 		}
+	})
+	// tailspin's daily quota (2000 tokens) is smaller than either agent's
+	// first prompt: each is refused with 429 insufficient_quota before any
+	// backend sees it, and says so to its user.
+	refusedAt := func(t *testing.T, path string) {
+		t.Helper()
+		lines := pathLog(g, "tailspin", path)
+		if len(lines) == 0 {
+			t.Fatalf("no access-log line for tailspin on %s", path)
+		}
+		for _, l := range lines {
+			if l["status"] != 429.0 || l["outcome"] != "request_too_large_for_budget" || l["budget_charged"] != 0.0 || l["attempts"] != 0.0 {
+				t.Errorf("access log %v", l)
+			}
+		}
+	}
+	t.Run("Claude Code, tailspin's quota", func(t *testing.T) {
+		res, _ := runClaude(t, claudeCode(t), g, "tailspin", "Use the Bash tool to run `echo stub`.", false, false, "")
+		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
+			t.Fatalf("Claude Code reported %v", res)
+		}
+		t.Logf("Claude Code showed: %v", res["result"])
+		refusedAt(t, "/v1/messages")
+	})
+	t.Run("Codex, tailspin's quota", func(t *testing.T) {
+		stdout, report := codexExec(t, g, codexRun{tenant: "tailspin", model: "gpt-4o", work: t.TempDir(), prompt: "Say hello.", fails: true})
+		// Codex shows its own words for insufficient_quota.
+		if !strings.Contains(string(stdout), `"type":"turn.failed","error":{"message":"Quota exceeded.`) {
+			t.Fatalf("Codex did not report the refusal\n%s", report())
+		}
+		refusedAt(t, "/v1/responses")
 	})
 	t.Run("Agents SDK", func(t *testing.T) {
 		node, dir := nodeSDK(t)

@@ -19,6 +19,7 @@ import (
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/route/rediscool"
@@ -163,6 +164,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		Affinity:          aff,
 		Budgets:           bud,
 		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
+		Prices:            assemble.Catalogue(cfg, problem.At{}),
 		MinRemaining:      assemble.MinRemaining(cfg.Lambda),
 		Telemetry:         tel,
 		Ready:             verifier,

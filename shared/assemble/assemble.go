@@ -73,6 +73,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	}
 	Budget(c.Budget).Check(into(&p, "budget"))
 	budget.CheckPartTokens(into(&p, "budget"), c.Budget.ImageTokens, c.Budget.MediaTokens)
+	cat := Catalogue(c, into(&p, "prices"))
 	for i, t := range c.Tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
 		var period, limits config.Problems
@@ -80,9 +81,11 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 		if err != nil {
 			into(&period, f).Add("quota_period", "must be day or month, not %q", t.QuotaPeriod)
 		}
+		lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, into(&period, f))
 		lim.Check(into(&limits, f))
 		p = append(p, period.Merge(limits)...)
 		CheckFeatures(into(&p, f), t)
+		checkSpend(into(&p, f), t, cat)
 	}
 	for i, pl := range c.Pools {
 		at := into(&p, "pools").Item("", i)
@@ -119,7 +122,8 @@ func Tenants(ts []config.Tenant) []tenant.Row {
 	for _, t := range ts {
 		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
 			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests),
-			Grants:        Grants(t.Features), Betas: t.AnthropicBeta})
+			Grants:        Grants(t.Features), Betas: t.AnthropicBeta,
+			Tiers: ServiceTiers(t.ServiceTiers, problem.At{})})
 	}
 	return rows
 }
@@ -244,6 +248,7 @@ func TenantBudgets(ts []config.Tenant) ([]budget.TenantBudget, error) {
 // not one.
 func tenantLimits(t config.Tenant) (budget.Limits, error) {
 	lim := budget.Limits{TokensPerMinute: t.TokensPerMinute, TokenQuota: t.TokenQuota, MaxOutputTokens: t.MaxOutputTokens}
+	lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, problem.At{})
 	if t.QuotaPeriod == "" {
 		return lim, nil
 	}

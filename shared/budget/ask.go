@@ -1,5 +1,7 @@
 package budget
 
+import "github.com/llmgw/gateway/shared/price"
+
 // Ask is what one request asks of a budget: its prompt bound, read from
 // its body by package prompt's Scanner, and its choices and output cap, which the caller
 // takes from its body decoder (the reading the backend gets).
@@ -34,6 +36,48 @@ type Ask struct {
 	// the request settles, so such a request can overshoot a strict budget
 	// by its hidden prompt.
 	Unbounded bool
+	// Spend prices the request for the tenant's spend limits (issue 35);
+	// its zero value prices the tokens at nothing.
+	Spend Spend
+}
+
+// Spend is how a request is priced for the spend limits: its model's
+// prices at the tiers it may be served at, plus money outside the tokens
+// (server features' uses, as reserved).
+type Spend struct {
+	Model *price.Model
+	// Tiers are the tiers the request may be served at: the one it asks,
+	// or every tier its tenant may use for "auto" or none given.
+	Tiers price.Tiers
+	// Fixed is money the request costs besides its tokens, in
+	// micro-units.
+	Fixed int64
+}
+
+// Worst is the most input prompt tokens and output tokens may cost, in
+// micro-units, saturating at MaxTokens.
+func (s Spend) Worst(input, output int64) int64 {
+	w := int64(0)
+	if s.Model != nil {
+		w = s.Model.Worst(s.Tiers, input, output)
+	}
+	return satAdd(w, max(s.Fixed, 0))
+}
+
+// affordable is the largest output per choice in [lo, hi] whose worst
+// case for choices choices fits money (lo when none does): the output cap
+// a spend grant leaves. Worst is monotone in the output, so a binary
+// search finds it.
+func (s Spend) affordable(money, bound, choices, lo, hi int64) int64 {
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if s.Worst(bound, satMul(choices, mid)) <= money {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
 }
 
 func (a Ask) choices() int64 { return max(a.Choices, 1) }

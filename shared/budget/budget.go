@@ -52,10 +52,27 @@ type Limits struct {
 	// MaxOutputTokens caps the output of every request, whatever the
 	// client asks. It is applied by Ledger (the stores ignore it).
 	MaxOutputTokens int64
+
+	// SpendPerMinute, SpendPerDay and SpendPerMonth cap the money charged
+	// to one UTC calendar minute, day and month, in micro-units of the
+	// price catalogue's currency (issue 35). A store reserves and settles
+	// them in the same atomic operation as the tokens.
+	SpendPerMinute, SpendPerDay, SpendPerMonth int64
 }
 
 // Enforced reports whether l limits anything a store keeps.
-func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 }
+func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() }
+
+// Spends reports whether l limits money.
+func (l Limits) Spends() bool {
+	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+}
+
+// FailsClosed reports whether a reservation the store could not answer is
+// refused whatever the failure policy: a quota or a spend limit is money.
+func (l Limits) FailsClosed() bool {
+	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+}
 
 // MaxTokens is the largest limit or amount a store accepts: Lua's numbers
 // are doubles, exact for integers below 2^53.
@@ -66,22 +83,29 @@ type Limit uint8
 
 // Limits that refuse.
 const (
-	LimitNone  Limit = iota
-	LimitTPM         // tokens per minute: 429 rate_limit_exceeded
-	LimitQuota       // token quota: 429 insufficient_quota
+	LimitNone        Limit = iota
+	LimitTPM               // tokens per minute: 429 rate_limit_exceeded
+	LimitQuota             // token quota: 429 insufficient_quota
+	LimitSpendMinute       // spend per minute: 429 rate_limit_exceeded
+	LimitSpendDay          // spend per day: 429 insufficient_quota
+	LimitSpendMonth        // spend per month: 429 insufficient_quota
 )
 
 // Code is the OpenAI error code for a refusal by k: "rate_limit_exceeded"
-// for the per-minute limit, "insufficient_quota" for the quota, "" for none.
+// for a per-minute limit, "insufficient_quota" for a quota or a daily or
+// monthly spend limit, "" for none.
 func (k Limit) Code() string {
 	switch k {
-	case LimitTPM:
+	case LimitTPM, LimitSpendMinute:
 		return "rate_limit_exceeded"
-	case LimitQuota:
+	case LimitQuota, LimitSpendDay, LimitSpendMonth:
 		return "insufficient_quota"
 	}
 	return ""
 }
+
+// Money reports whether k is a spend limit.
+func (k Limit) Money() bool { return k >= LimitSpendMinute && k <= LimitSpendMonth }
 
 func (k Limit) String() string {
 	switch k {
@@ -89,6 +113,12 @@ func (k Limit) String() string {
 		return "tokens_per_minute"
 	case LimitQuota:
 		return "token_quota"
+	case LimitSpendMinute:
+		return "spend_per_minute"
+	case LimitSpendDay:
+		return "spend_per_day"
+	case LimitSpendMonth:
+		return "spend_per_month"
 	}
 	return "none"
 }
@@ -128,11 +158,18 @@ type Decision struct {
 	// ("requested N, limit L"): a Requested above a Window's Limit can never
 	// be granted, however long the caller waits.
 	Requested int64
+	// MoneyGranted and MoneyRequested are Granted and Requested in money
+	// (micro-units): what a spend limit reserved, and the least it had to
+	// have left.
+	MoneyGranted, MoneyRequested int64
 	// RefusedBy names the limit that refused; LimitNone when allowed. When
-	// both would refuse, the quota is named: waiting a minute does not help.
+	// several would refuse, the longest is named (a quota, a month, a day
+	// before a minute): waiting a minute does not help.
 	RefusedBy Limit
-	// TPM and Quota are the two limits' windows after this operation.
+	// TPM and Quota are the two token limits' windows after this
+	// operation; Spend the spend limits' (in micro-units), by period.
 	TPM, Quota Window
+	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
 	// Held reports that the request id already had a reservation: a live
 	// one is returned unchanged and nothing new is reserved (an idempotent
 	// retry); an id whose lease has expired is not reserved again (Allowed
@@ -159,8 +196,19 @@ func (d Decision) Refusal() Window {
 		return d.TPM
 	case LimitQuota:
 		return d.Quota
+	case LimitSpendMinute, LimitSpendDay, LimitSpendMonth:
+		return d.Spend[d.RefusedBy-LimitSpendMinute]
 	}
 	return Window{}
+}
+
+// Requests is the least the refusing limit had to have left: Requested,
+// or MoneyRequested for a spend limit.
+func (d Decision) Requests() int64 {
+	if d.RefusedBy.Money() {
+		return d.MoneyRequested
+	}
+	return d.Requested
 }
 
 // Settlement is the outcome of settling a reservation.
@@ -189,7 +237,20 @@ type Settlement struct {
 	// reservation. Where the reservation's window had ended, a refund goes
 	// nowhere and an overrun is charged to the current window.
 	Refunded, Overrun int64
+	// MoneyReserved and MoneyActual are Reserved and Actual in money
+	// (micro-units; 0 without a spend limit).
+	MoneyReserved, MoneyActual int64
 }
+
+// Charge is what a settle charges: tokens and money (micro-units), each
+// KeepReserved to charge what was reserved.
+type Charge struct {
+	Tokens, Money int64
+}
+
+// Kept is the charge of a request whose usage was never reported: the
+// reservation, in both dimensions.
+var Kept = Charge{Tokens: KeepReserved, Money: KeepReserved}
 
 // NewSettlement returns the settlement of a reservation of reserved tokens
 // settled with actual tokens (KeepReserved already resolved); expired when
@@ -220,6 +281,10 @@ type Request struct {
 	// may take. The grant is min(Want, left), or Want when no limit is set.
 	// Estimate mode asks Min 1, Want 0: refuse only when nothing is left.
 	Min, Want int64
+	// MoneyMin and MoneyWant are Min and Want in money (micro-units), for
+	// the spend limits, granted as tokens are: min(MoneyWant, left), or
+	// refused when less than MoneyMin is left in any spend limit.
+	MoneyMin, MoneyWant int64
 	// Lease is how long the reservation lives unsettled before its tokens
 	// return (and, after that, how long its expiry record lets a late
 	// Settle charge the actual usage).
@@ -230,6 +295,9 @@ type Request struct {
 func (r Request) Validate() error {
 	if r.Min < 0 || r.Want < 0 || r.Min > MaxTokens || r.Want > MaxTokens {
 		return fmt.Errorf("budget: reservation min %d, want %d: out of range", r.Min, r.Want)
+	}
+	if r.MoneyMin < 0 || r.MoneyWant < 0 || r.MoneyMin > MaxTokens || r.MoneyWant > MaxTokens {
+		return fmt.Errorf("budget: reservation money min %d, want %d: out of range", r.MoneyMin, r.MoneyWant)
 	}
 	if r.Lease <= 0 {
 		return fmt.Errorf("budget: lease %s must be positive", r.Lease)
@@ -245,10 +313,11 @@ type Store interface {
 	// Request. Reserving an id that already holds a live reservation
 	// returns it (Held) without reserving again.
 	Reserve(ctx context.Context, tenant, id string, r Request) (Decision, error)
-	// Settle ends id's reservation with the tokens actually used (or
-	// KeepReserved): the difference is refunded or charged exactly once,
-	// however many times or how concurrently Settle is called.
-	Settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error)
+	// Settle ends id's reservation with the tokens and money actually
+	// used (each or both KeepReserved): the difference is refunded or
+	// charged exactly once, however many times or how concurrently Settle
+	// is called.
+	Settle(ctx context.Context, tenant, id string, actual Charge) (Settlement, error)
 }
 
 // windowOf returns the index of the window of kind p that holds t (minutes

@@ -10,29 +10,51 @@ import (
 )
 
 // BenchmarkMemoryReserveSettle is one request's budget cost on the memory
-// store: a Reserve and its Settle.
+// store: a Reserve and its Settle, with token limits only and with spend
+// limits beside them (issue 35: the money is the same operation).
 func BenchmarkMemoryReserveSettle(b *testing.B) {
-	s := budget.NewMemory(nil)
-	ctx := context.Background()
-	req := budget.Request{
+	for _, c := range benchKinds() {
+		b.Run(c.name, func(b *testing.B) {
+			s := budget.NewMemory(nil)
+			ctx := context.Background()
+			ids := make([]string, 1024)
+			for i := range ids {
+				ids[i] = "req-" + strconv.Itoa(i)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				id := ids[i%len(ids)]
+				i++
+				if d, err := s.Reserve(ctx, "t", id, c.req); err != nil || !d.Allowed {
+					b.Fatalf("%+v, %v", d, err)
+				}
+				if _, err := s.Settle(ctx, "t", id, c.charge); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+type benchKind struct {
+	name   string
+	req    budget.Request
+	charge budget.Charge
+}
+
+// benchKinds are a tokens-only reservation and one with spend limits.
+func benchKinds() []benchKind {
+	tokens := budget.Request{
 		Limits: budget.Limits{TokensPerMinute: 1 << 50, TokenQuota: 1 << 50, QuotaPeriod: budget.PeriodMonth},
 		Min:    100, Want: 4196, Lease: 15 * time.Minute,
 	}
-	ids := make([]string, 1024)
-	for i := range ids {
-		ids[i] = "req-" + strconv.Itoa(i)
-	}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		id := ids[i%len(ids)]
-		i++
-		if d, err := s.Reserve(ctx, "t", id, req); err != nil || !d.Allowed {
-			b.Fatalf("%+v, %v", d, err)
-		}
-		if _, err := s.Settle(ctx, "t", id, 300); err != nil {
-			b.Fatal(err)
-		}
+	spend := tokens
+	spend.Limits.SpendPerMinute, spend.Limits.SpendPerDay, spend.Limits.SpendPerMonth = 1<<50, 1<<50, 1<<50
+	spend.MoneyMin, spend.MoneyWant = 1000, 42000
+	return []benchKind{
+		{"tokens", tokens, budget.Charge{Tokens: 300, Money: budget.KeepReserved}},
+		{"tokens+spend", spend, budget.Charge{Tokens: 300, Money: 3000}},
 	}
 }
 

@@ -107,6 +107,9 @@ func (l Limits) Check(at problem.At) {
 	checkTokens(at, "tokens_per_minute", l.TokensPerMinute)
 	checkTokens(at, "token_quota", l.TokenQuota)
 	checkTokens(at, "max_output_tokens", l.MaxOutputTokens)
+	checkTokens(at, "spend_per_minute", l.SpendPerMinute)
+	checkTokens(at, "spend_per_day", l.SpendPerDay)
+	checkTokens(at, "spend_per_month", l.SpendPerMonth)
 	switch {
 	case l.TokenQuota > 0 && l.QuotaPeriod == PeriodNone:
 		at.Add("quota_period", "required with token_quota: day or month")

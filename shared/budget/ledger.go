@@ -170,7 +170,7 @@ type Ledger struct {
 // pendingSettle is a settle kept for replay.
 type pendingSettle struct {
 	tenant, id string
-	actual     int64
+	actual     Charge
 }
 
 // New validates cfg and tenants (reporting every problem at once) and
@@ -238,13 +238,23 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		return d, nil
 	}
 	req := Request{Limits: lim, Lease: l.cfg.Lease, Min: 1}
+	spends := lim.Spends()
+	if spends {
+		req.MoneyMin = 1
+	}
+	bound := max(ask.PromptBound, 0)
+	minOut := min(max(l.cfg.MinOutputTokens, ask.MinOutput), out)
 	if strict {
-		bound := max(ask.PromptBound, 0)
-		minOut := min(max(l.cfg.MinOutputTokens, ask.MinOutput), out)
 		req.Min = satAdd(bound, satMul(n, minOut))
 		req.Want = satAdd(bound, satMul(n, out))
 		if ask.NoOutput || req.Min == 0 {
 			req.Min = max(req.Min, 1)
+		}
+		if spends {
+			// The worst case in money: the prompt bound and the output
+			// cap at the dearest tier the request may be served at.
+			req.MoneyMin = max(ask.Spend.Worst(bound, satMul(n, minOut)), 1)
+			req.MoneyWant = max(ask.Spend.Worst(bound, satMul(n, out)), req.MoneyMin)
 		}
 	}
 	l.reserves.Add(1)
@@ -260,8 +270,8 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		if left != nil {
 			return Decision{}, fmt.Errorf("budget: reserve: %w", left)
 		}
-		d = Decision{Requested: req.Min, Degraded: true}
-		if refuse || lim.TokenQuota > 0 {
+		d = Decision{Requested: req.Min, MoneyRequested: req.MoneyMin, Degraded: true}
+		if refuse || lim.FailsClosed() {
 			return d, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		d.Allowed = true
@@ -277,7 +287,12 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	if !ask.NoOutput {
 		budget := int64(0)
 		if strict {
-			budget = max(1, GrantedOutput(d.Granted, max(ask.PromptBound, 0), n))
+			budget = max(1, GrantedOutput(d.Granted, bound, n))
+			if spends && d.MoneyGranted < req.MoneyWant {
+				// A spend limit with less left than the worst case: the
+				// cap is what the money granted affords.
+				budget = min(budget, max(1, ask.Spend.affordable(d.MoneyGranted, bound, n, minOut, out)))
+			}
 		}
 		d.OutputCap, d.RewriteCap = OutputCap(ask.ClientCap, lim.MaxOutputTokens, budget)
 	}
@@ -305,20 +320,26 @@ func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d
 // detached from ctx's cancellation (a client that hung up is exactly when
 // a settle must still happen) and bounded by SettleTimeout instead. A
 // tenant without token limits costs no store call.
+//
+// Its money stays as reserved: SettleCharge settles both dimensions.
 func (l *Ledger) Settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error) {
-	if actual < 0 {
-		actual = 0
-	}
-	return l.settle(ctx, tenant, id, actual)
+	return l.SettleCharge(ctx, tenant, id, Charge{Tokens: max(actual, 0), Money: KeepReserved})
+}
+
+// SettleCharge is Settle with the money the request cost (micro-units)
+// beside its tokens, both in the one store operation; a negative amount
+// is KeepReserved.
+func (l *Ledger) SettleCharge(ctx context.Context, tenant, id string, actual Charge) (Settlement, error) {
+	return l.settle(ctx, tenant, id, Charge{Tokens: max(actual.Tokens, KeepReserved), Money: max(actual.Money, KeepReserved)})
 }
 
 // Keep settles request id charging exactly what was reserved: for a request
 // whose usage was never reported (the reservation is the best bound known).
 func (l *Ledger) Keep(ctx context.Context, tenant, id string) (Settlement, error) {
-	return l.settle(ctx, tenant, id, KeepReserved)
+	return l.settle(ctx, tenant, id, Kept)
 }
 
-func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (Settlement, error) {
+func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (Settlement, error) {
 	if lim := l.tenants[tenant]; !lim.Enforced() {
 		return Settlement{}, nil
 	}
@@ -357,10 +378,11 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual int64) (S
 // of nothing, which sets the tenant's windows (its quota period
 // included), settled at actual under an id of its own. Anything else is
 // returned as it is.
-func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual int64, s Settlement) Settlement {
-	if !s.NoCounter || actual <= 0 {
+func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual Charge, s Settlement) Settlement {
+	if !s.NoCounter || (actual.Tokens <= 0 && actual.Money <= 0) {
 		return s
 	}
+	actual = Charge{Tokens: max(actual.Tokens, 0), Money: max(actual.Money, 0)}
 	rid := id + "/recreated"
 	req := Request{Limits: l.tenants[tenant], Lease: l.cfg.Lease}
 	do := func(tctx context.Context) error {
@@ -386,7 +408,8 @@ func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual int64, 
 	if err != nil {
 		return s
 	}
-	s.Recreated, s.Actual, s.Overrun = true, actual, actual
+	s.Recreated, s.Actual, s.Overrun = true, actual.Tokens, actual.Tokens
+	s.MoneyActual = actual.Money
 	return s
 }
 

@@ -185,7 +185,7 @@ func (f *failing) Reserve(ctx context.Context, _, _ string, _ budget.Request) (b
 	return budget.Decision{}, f.fail(ctx)
 }
 
-func (f *failing) Settle(ctx context.Context, _, _ string, _ int64) (budget.Settlement, error) {
+func (f *failing) Settle(ctx context.Context, _, _ string, _ budget.Charge) (budget.Settlement, error) {
 	return budget.Settlement{}, f.fail(ctx)
 }
 

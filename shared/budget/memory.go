@@ -39,6 +39,10 @@ type memTenant struct {
 	tw, tu int64  // per-minute window index (-1: none yet) and tokens used
 	qp     Period // the quota's period (PeriodNone: no quota window yet)
 	qw, qu int64  // quota window index and tokens used
+	// Money (micro-units): tm is spent in the minute window tw; dw, dm
+	// and mw, mm the day and month windows (-1: none yet) and their spend.
+	tm             int64
+	dw, dm, mw, mm int64
 
 	recs       map[string]*memRec
 	head, tail *memRec // every record in deadline order (the sweep queue)
@@ -47,16 +51,19 @@ type memTenant struct {
 
 // memRec is one reservation (live) or the record of its expiry (expired).
 type memRec struct {
-	id       string
-	expired  bool
-	granted  int64
-	tw       int64  // per-minute window charged (-1: none)
-	qp       Period // quota period charged
-	qw       int64  // quota window charged (-1: none)
-	lease    time.Duration
-	deadline int64 // Unix ns: lease end (live) or end of the expiry record
-	prev     *memRec
-	next     *memRec
+	id      string
+	expired bool
+	granted int64
+	tw      int64  // per-minute window charged (-1: none)
+	qp      Period // quota period charged
+	qw      int64  // quota window charged (-1: none)
+	lease   time.Duration
+	// mg is the money granted; mtw, mdw, mmw the minute, day and month
+	// windows it was charged to (-1: none).
+	mg, mtw, mdw, mmw int64
+	deadline          int64 // Unix ns: lease end (live) or end of the expiry record
+	prev              *memRec
+	next              *memRec
 }
 
 func (m *Memory) tenant(name string) *memTenant {
@@ -69,7 +76,7 @@ func (m *Memory) tenant(name string) *memTenant {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if t = m.tenants[name]; t == nil {
-		t = &memTenant{tw: -1, qw: -1, recs: make(map[string]*memRec)}
+		t = &memTenant{tw: -1, qw: -1, dw: -1, mw: -1, recs: make(map[string]*memRec)}
 		m.tenants[name] = t
 	}
 	return t
@@ -84,32 +91,33 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 	t := m.tenant(tenant)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.roll(now, r.Limits.QuotaPeriod, r.Limits.TokenQuota > 0)
+	t.roll(now, r.Limits.QuotaPeriod, r.Limits.TokenQuota > 0, r.Limits.Spends())
 	t.sweep(now.UnixNano())
 
-	d := Decision{Requested: r.Min}
+	d := Decision{Requested: r.Min, MoneyRequested: r.MoneyMin}
 	if rec := t.recs[id]; rec != nil {
 		// An idempotent retry: the reservation stands as it is. An id whose
 		// lease has expired is not reserved again.
-		d.Held, d.Allowed, d.Granted = true, !rec.expired, rec.granted
+		d.Held, d.Allowed, d.Granted, d.MoneyGranted = true, !rec.expired, rec.granted, rec.mg
 		if rec.expired {
-			d.Granted = 0
+			d.Granted, d.MoneyGranted = 0, 0
 		}
 		t.report(&d, r.Limits)
 		return d, nil
 	}
 
 	lim := r.Limits
-	tleft, qleft := int64(math.MaxInt64), int64(math.MaxInt64)
-	if lim.TokensPerMinute > 0 {
-		tleft = lim.TokensPerMinute - t.tu
-	}
-	if lim.TokenQuota > 0 {
-		qleft = lim.TokenQuota - t.qu
-	}
+	tleft, qleft := left(lim.TokensPerMinute, t.tu), left(lim.TokenQuota, t.qu)
+	mleft, dleft, Mleft := left(lim.SpendPerMinute, t.tm), left(lim.SpendPerDay, t.dm), left(lim.SpendPerMonth, t.mm)
 	switch {
 	case qleft < r.Min:
 		d.RefusedBy = LimitQuota
+	case Mleft < r.MoneyMin:
+		d.RefusedBy = LimitSpendMonth
+	case dleft < r.MoneyMin:
+		d.RefusedBy = LimitSpendDay
+	case mleft < r.MoneyMin:
+		d.RefusedBy = LimitSpendMinute
 	case tleft < r.Min:
 		d.RefusedBy = LimitTPM
 	}
@@ -118,8 +126,12 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 		return d, nil
 	}
 	g := min(r.Want, tleft, qleft)
+	mg := int64(0)
+	if lim.Spends() {
+		mg = min(r.MoneyWant, mleft, dleft, Mleft)
+	}
 	rec := t.alloc()
-	*rec = memRec{id: id, granted: g, tw: -1, qw: -1, lease: r.Lease,
+	*rec = memRec{id: id, granted: g, tw: -1, qw: -1, mg: mg, mtw: -1, mdw: -1, mmw: -1, lease: r.Lease,
 		deadline: now.UnixNano() + int64(r.Lease)}
 	if lim.TokensPerMinute > 0 {
 		t.tu += g
@@ -129,21 +141,41 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 		t.qu += g
 		rec.qp, rec.qw = t.qp, t.qw
 	}
+	if lim.SpendPerMinute > 0 {
+		t.tm += mg
+		rec.mtw = t.tw
+	}
+	if lim.SpendPerDay > 0 {
+		t.dm += mg
+		rec.mdw = t.dw
+	}
+	if lim.SpendPerMonth > 0 {
+		t.mm += mg
+		rec.mmw = t.mw
+	}
 	t.recs[id] = rec
 	t.push(rec)
-	d.Allowed, d.Granted = true, g
+	d.Allowed, d.Granted, d.MoneyGranted = true, g, mg
 	t.report(&d, lim)
 	return d, nil
 }
 
+// left is what a limit has left after used; no limit (0) leaves all.
+func left(limit, used int64) int64 {
+	if limit <= 0 {
+		return math.MaxInt64
+	}
+	return limit - used
+}
+
 // Settle implements Store.
-func (m *Memory) Settle(_ context.Context, tenant, id string, actual int64) (Settlement, error) {
+func (m *Memory) Settle(_ context.Context, tenant, id string, actual Charge) (Settlement, error) {
 	now := m.now()
 	t := m.tenant(tenant)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	fresh := t.tw < 0 // no counter yet: the store never saw the tenant
-	t.roll(now, PeriodNone, false)
+	t.roll(now, PeriodNone, false, false)
 	t.sweep(now.UnixNano())
 	rec := t.recs[id]
 	if rec == nil {
@@ -157,21 +189,54 @@ func (m *Memory) Settle(_ context.Context, tenant, id string, actual int64) (Set
 }
 
 // settle applies actual against rec; the caller removes rec.
-func (t *memTenant) settle(rec *memRec, actual int64) Settlement {
-	if actual < 0 { // KeepReserved
-		actual = rec.granted
+func (t *memTenant) settle(rec *memRec, actual Charge) Settlement {
+	if actual.Tokens < 0 { // KeepReserved
+		actual.Tokens = rec.granted
 	}
-	s := NewSettlement(rec.expired, rec.granted, actual)
+	if actual.Money < 0 {
+		actual.Money = rec.mg
+	}
+	s := NewSettlement(rec.expired, rec.granted, actual.Tokens)
+	s.MoneyReserved, s.MoneyActual = rec.mg, actual.Money
 	t.apply(rec, s.Overrun-s.Refunded)
+	if delta := actual.Money - rec.mg; delta != 0 {
+		applyTo(&t.tm, rec.mtw, t.tw, delta)
+		applyTo(&t.dm, rec.mdw, t.dw, delta)
+		applyTo(&t.mm, rec.mmw, t.mw, delta)
+	}
 	return s
+}
+
+// applyTo adds delta to a counter whose current window is cur, for a
+// record charged to window w (-1: not charged): into it while it is the
+// current one; else a refund is dropped and a charge goes to the current
+// window.
+func applyTo(used *int64, w, cur, delta int64) {
+	switch {
+	case w < 0:
+	case w == cur:
+		*used = max(0, *used+delta)
+	case delta > 0:
+		*used += delta
+	}
 }
 
 // roll moves the windows to the ones holding now. A window never moves
 // back: a clock stepped backwards stays in the latest window. When the
 // reservation sets a quota of another period, the quota window restarts.
-func (t *memTenant) roll(now time.Time, p Period, quota bool) {
+// The spend windows (day, month) are kept once a spend limit has used
+// them (spend: this reservation has one).
+func (t *memTenant) roll(now time.Time, p Period, quota, spend bool) {
 	if w := max(windowOf(now, PeriodNone), t.tw); w != t.tw {
-		t.tw, t.tu = w, 0
+		t.tw, t.tu, t.tm = w, 0, 0
+	}
+	if spend || t.dw >= 0 {
+		if w := max(windowOf(now, PeriodDay), t.dw); w != t.dw {
+			t.dw, t.dm = w, 0
+		}
+		if w := max(windowOf(now, PeriodMonth), t.mw); w != t.mw {
+			t.mw, t.mm = w, 0
+		}
 	}
 	if quota && p != t.qp {
 		t.qp, t.qw, t.qu = p, windowOf(now, p), 0
@@ -190,13 +255,7 @@ func (t *memTenant) apply(rec *memRec, delta int64) {
 	if delta == 0 {
 		return
 	}
-	if rec.tw >= 0 {
-		if rec.tw == t.tw {
-			t.tu = max(0, t.tu+delta)
-		} else if delta > 0 {
-			t.tu += delta
-		}
-	}
+	applyTo(&t.tu, rec.tw, t.tw, delta)
 	if rec.qw >= 0 && t.qp != PeriodNone {
 		if rec.qp == t.qp && rec.qw == t.qw {
 			t.qu = max(0, t.qu+delta)
@@ -229,6 +288,11 @@ func (t *memTenant) report(d *Decision, lim Limits) {
 	d.TPM = NewWindow(lim.TokensPerMinute, t.tu, windowEnd(t.tw, PeriodNone))
 	if lim.TokenQuota > 0 {
 		d.Quota = NewWindow(lim.TokenQuota, t.qu, windowEnd(t.qw, t.qp))
+	}
+	if lim.Spends() {
+		d.Spend[0] = NewWindow(lim.SpendPerMinute, t.tm, windowEnd(t.tw, PeriodNone))
+		d.Spend[1] = NewWindow(lim.SpendPerDay, t.dm, windowEnd(t.dw, PeriodDay))
+		d.Spend[2] = NewWindow(lim.SpendPerMonth, t.mm, windowEnd(t.mw, PeriodMonth))
 	}
 }
 

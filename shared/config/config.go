@@ -120,8 +120,11 @@ type Config struct {
 	Upstream Upstream `yaml:"upstream" json:"upstream"`
 	Lambda   Lambda   `yaml:"lambda" json:"lambda"`
 	Budget   Budget   `yaml:"budget" json:"budget"`
-	Tenants  []Tenant `yaml:"tenants" json:"tenants"`
-	Pools    []Pool   `yaml:"pools" json:"pools"`
+	// Prices is the price catalogue the spend limits charge by
+	// (tenants[].spend_per_*; docs/spend.md). Default none.
+	Prices  Prices   `yaml:"prices" json:"prices"`
+	Tenants []Tenant `yaml:"tenants" json:"tenants"`
+	Pools   []Pool   `yaml:"pools" json:"pools"`
 	// Aliases maps a public model name to a model a pool serves: a
 	// request, a tenant's allow-list and /v1/models read the alias as
 	// that model (its pool, its backend name). Clients that ask for a
@@ -334,6 +337,20 @@ type Tenant struct {
 	// the client asks.
 	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens"`
 
+	// Spend limits (optional; docs/spend.md): the money the tenant's
+	// requests may cost per UTC calendar minute, day and month, as a
+	// decimal amount of prices.currency ("50.00"), priced by the
+	// catalogue (prices), reserved and settled with the token budget. A
+	// daily or monthly limit always fails closed. Default none.
+	SpendPerMinute string `yaml:"spend_per_minute" json:"spend_per_minute"`
+	SpendPerDay    string `yaml:"spend_per_day" json:"spend_per_day"`
+	SpendPerMonth  string `yaml:"spend_per_month" json:"spend_per_month"`
+	// ServiceTiers are the service tiers the tenant may ask for
+	// (standard, flex, priority, scale): another is refused 400, "auto"
+	// (or none) is reserved at the dearest of them. Default standard
+	// only.
+	ServiceTiers []string `yaml:"service_tiers" json:"service_tiers"`
+
 	// Features are the server-side features the tenant may use (web
 	// search, code execution, MCP servers, file ids…; docs/ownership.md):
 	// one backend account serves every tenant, so each is off unless
@@ -364,9 +381,80 @@ type Feature struct {
 	AccountOwner bool `yaml:"account_owner" json:"account_owner"`
 }
 
-// HasBudget reports whether the tenant has a token budget or output cap.
+// HasBudget reports whether the tenant has a token budget, an output cap
+// or a spend limit.
 func (t Tenant) HasBudget() bool {
-	return t.TokensPerMinute > 0 || t.TokenQuota > 0 || t.MaxOutputTokens > 0
+	return t.TokensPerMinute > 0 || t.TokenQuota > 0 || t.MaxOutputTokens > 0 || t.Spends()
+}
+
+// Spends reports whether the tenant has a spend limit.
+func (t Tenant) Spends() bool {
+	return t.SpendPerMinute != "" || t.SpendPerDay != "" || t.SpendPerMonth != ""
+}
+
+// Prices is the price catalogue (issue 35): one currency, each public
+// model's prices per million tokens, each server feature's price per use.
+// Amounts are decimal strings ("2.50"), read exactly, at most six decimal
+// places; the ledger counts micro-units.
+type Prices struct {
+	// Currency is the ISO 4217 code of every amount (USD). Required with
+	// models.
+	Currency string `yaml:"currency" json:"currency"`
+	// Version names this edition of the prices (a date: "2026-12-01");
+	// the access log carries it beside each cost. Required with models.
+	Version  string         `yaml:"version" json:"version"`
+	Models   []ModelPrice   `yaml:"models" json:"models"`
+	Features []FeaturePrice `yaml:"features" json:"features"`
+}
+
+// Rates is one price set per million tokens. cached_input (a cache read)
+// and cache_write (Anthropic's 5-minute write) default to input,
+// cache_write_1h to cache_write.
+type Rates struct {
+	Input        string `yaml:"input" json:"input"`
+	CachedInput  string `yaml:"cached_input" json:"cached_input"`
+	CacheWrite   string `yaml:"cache_write" json:"cache_write"`
+	CacheWrite1h string `yaml:"cache_write_1h" json:"cache_write_1h"`
+	// Output prices every output token, reasoning included.
+	Output string `yaml:"output" json:"output"`
+}
+
+// ModelPrice prices one public model (the name clients send, or an
+// alias's target: an alias costs what its target does).
+type ModelPrice struct {
+	Model string `yaml:"model" json:"model"`
+	Rates `yaml:",inline" json:",inline"`
+	// Source says where and when the prices were read (the provider's
+	// public page and the date), for whoever updates them.
+	Source string `yaml:"source" json:"source"`
+	// Tiers prices the model's other service tiers.
+	Tiers []TierPrice `yaml:"tiers" json:"tiers"`
+	// LongContext raises the rates above an input-token threshold.
+	LongContext *LongContext `yaml:"long_context" json:"long_context"`
+}
+
+// TierPrice prices one service tier (flex, priority, scale): multiplier
+// times the model's rates, or rates of its own.
+type TierPrice struct {
+	Name       string `yaml:"name" json:"name"`
+	Multiplier string `yaml:"multiplier" json:"multiplier"`
+	Rates      `yaml:",inline" json:",inline"`
+}
+
+// LongContext is a long-context tier: above above_input_tokens input
+// tokens (cached included), every input-side rate is times
+// input_multiplier and the output rate times output_multiplier.
+type LongContext struct {
+	AboveInputTokens int64  `yaml:"above_input_tokens" json:"above_input_tokens"`
+	InputMultiplier  string `yaml:"input_multiplier" json:"input_multiplier"`
+	OutputMultiplier string `yaml:"output_multiplier" json:"output_multiplier"`
+}
+
+// FeaturePrice is the money one use of a server feature costs (its
+// tenants[].features[].cost_per_use is the token-equivalent, apart).
+type FeaturePrice struct {
+	Name   string `yaml:"name" json:"name"`
+	PerUse string `yaml:"per_use" json:"per_use"`
 }
 
 // Budget tunes the tenants' token budgets (tenants[].tokens_per_minute,

@@ -53,6 +53,10 @@ type Body struct {
 	// goes on generating after the creating request has its answer, so
 	// its usage is not known when that request ends (issue 30).
 	Background bool
+	// ServiceTier is service_tier as the client sent it, unescaped (""
+	// when absent or null): a tenant may use only the tiers its config
+	// allows, and the spend limits reserve at the tier asked (issue 35).
+	ServiceTier string
 
 	caps          [numCaps]span // the cap fields' values; end 0 = absent
 	model         span          // the "model" value (with quotes)
@@ -118,6 +122,7 @@ var (
 	ErrOptionsType  = errors.New("'stream_options' must be an object")
 	ErrPreviousType = errors.New("'previous_response_id' must be a string")
 	ErrThinkingType = errors.New("'thinking' must be an object")
+	ErrTierType     = errors.New("'service_tier' must be a string")
 )
 
 // maxCount is the largest n, best_of or output cap read; larger values
@@ -179,6 +184,7 @@ const (
 	keyThinking
 	keyBudgetTokens
 	keyBackground
+	keyServiceTier
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -189,16 +195,18 @@ var (
 	topKeys = map[string]key{"model": keyModel, "stream": keyStream, "stream_options": keyStreamOptions,
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
-		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground}
+		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground,
+		"service_tier": keyServiceTier}
 	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
 	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
 	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
 		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
-		keyThinking: true, keyBudgetTokens: true, keyBackground: true}
+		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
-		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background"}
+		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background",
+		keyServiceTier: "service_tier"}
 	topFolded      = foldedKeys(topKeys)
 	optionFolded   = foldedKeys(optionKeys)
 	thinkingFolded = foldedKeys(thinkingKeys)
@@ -276,6 +284,18 @@ func ParseBody(b []byte) (Body, error) {
 			out.input = v
 		case keyBackground:
 			out.Background = string(b[v.start:v.end]) == "true"
+		case keyServiceTier:
+			if string(b[v.start:v.end]) == "null" {
+				return nil
+			}
+			if b[v.start] != '"' {
+				return ErrTierType
+			}
+			s, _, err := unquote(b[v.start:v.end])
+			if err != nil {
+				return ErrTierType
+			}
+			out.ServiceTier = s
 		case keyConversation:
 			out.Conversation = string(b[v.start:v.end]) != "null"
 		case keyThinking:

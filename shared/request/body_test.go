@@ -264,3 +264,29 @@ func TestParseThinking(t *testing.T) {
 		}
 	}
 }
+
+// TestParseServiceTier: service_tier is read unescaped; a non-string is
+// refused, and so is a second spelling of the key (the tier is billed).
+func TestParseServiceTier(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body, want string
+		err              bool
+	}{
+		{"absent", `{"model":"m"}`, "", false},
+		{"null", `{"model":"m","service_tier":null}`, "", false},
+		{"flex", `{"model":"m","service_tier":"flex"}`, "flex", false},
+		{"escaped", `{"model":"m","service_tier":"\u0070riority"}`, "priority", false},
+		{"number", `{"model":"m","service_tier":1}`, "", true},
+		{"twice", `{"model":"m","service_tier":"default","service_tier":"priority"}`, "", true},
+		{"escaped key twice", `{"model":"m","service_tier":"default","service\u005ftier":"priority"}`, "", true},
+		{"case variant", `{"model":"m","Service_Tier":"priority"}`, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := ParseBody([]byte(tc.body))
+			if (err != nil) != tc.err || (err == nil && b.ServiceTier != tc.want) {
+				t.Fatalf("ParseBody = %q, %v; want %q, error %v", b.ServiceTier, err, tc.want, tc.err)
+			}
+		})
+	}
+}

@@ -46,6 +46,8 @@ func (s *Server) appendAccessLog(l *logLine, rec *exchange, end time.Time) {
 	l.int("budget_reserved", rec.budget.reserved())
 	l.int("budget_charged", rec.budget.chargedTokens())
 	l.str("budget_settle", rec.budget.settleState())
+	l.str("cost", rec.budget.costText())
+	l.str("price_version", rec.budget.priceVersion())
 	l.int("output_cap", rec.outputCap())
 	l.float("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders))
 	l.float("client_first_byte_ms", ms(rec.start, clientFirst))

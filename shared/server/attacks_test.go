@@ -179,7 +179,7 @@ type flakyStore struct {
 	failed atomic.Bool
 }
 
-func (f *flakyStore) Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error) {
+func (f *flakyStore) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
 	if !strings.HasPrefix(id, "probe") && f.failed.CompareAndSwap(false, true) {
 		return budget.Settlement{}, errors.New("store unreachable")
 	}
@@ -188,8 +188,9 @@ func (f *flakyStore) Settle(ctx context.Context, tenant, id string, actual int64
 
 // storeCharged waits until the ledger has replayed the failed settle
 // (each probe reservation is an answer from the store, which starts the
-// replay) and returns what the tenant's minute window holds.
-func storeCharged(t *testing.T, l *budget.Ledger) int64 {
+// replay) and returns what the tenant's minute window holds (its month's
+// spend with money).
+func storeCharged(t *testing.T, l *budget.Ledger, money bool) int64 {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
@@ -199,10 +200,13 @@ func storeCharged(t *testing.T, l *budget.Ledger) int64 {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.Settle(ctx, "t1", id, 0); err != nil {
+		if _, err := l.SettleCharge(ctx, "t1", id, budget.Charge{}); err != nil {
 			t.Fatal(err)
 		}
 		if l.Stats().Replayed > 0 && i > 0 {
+			if money {
+				return d.Spend[2].Used - d.MoneyGranted
+			}
 			return d.TPM.Used - d.Granted
 		}
 		if time.Now().After(deadline) {
@@ -237,22 +241,36 @@ func TestMeteringAttacks(t *testing.T) {
 				if at.stream {
 					kind = "stream"
 				}
-				t.Run(fmt.Sprintf("%s/%s/%s/%s", op.Path(), mode, kind, at.name), func(t *testing.T) {
-					t.Parallel()
-					runAttack(t, op, mode, at)
-				})
+				// Issue 35: every attack again in money, the tenant with
+				// a spend limit and its model priced at one micro-unit a
+				// token, so the money charged must meet the same bounds
+				// as the tokens.
+				for _, money := range []bool{false, true} {
+					dim := "tokens"
+					if money {
+						dim = "money"
+					}
+					t.Run(fmt.Sprintf("%s/%s/%s/%s/%s", op.Path(), mode, kind, dim, at.name), func(t *testing.T) {
+						t.Parallel()
+						runAttack(t, op, mode, at, money)
+					})
+				}
 			}
 		}
 	}
 }
 
-func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
+func runAttack(t *testing.T, op request.Operation, mode string, at attack, money bool) {
 	var store budget.Store
 	flaky := &flakyStore{Memory: budget.NewMemory(nil)}
 	if at.storeFails {
 		store = flaky
 	}
-	spy := newBudgetSpy(t, budget.Config{Mode: mode}, store, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+	lim := budget.Limits{TokensPerMinute: 10_000_000}
+	if money {
+		lim.SpendPerMonth = 10_000_000
+	}
+	spy := newBudgetSpy(t, budget.Config{Mode: mode}, store, budget.TenantBudget{Tenant: "t1", Limits: lim})
 	kind := "openai"
 	if op.Anthropic() {
 		kind = "anthropic"
@@ -261,7 +279,7 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	if at.part != "" {
 		_, _, at.prompt = bodyAttack(op, at.part)
 	}
-	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets = spy }, startBackend(t, attackBackend(op, at)))
+	g := gatewayOnKind(t, kind, func(d *Deps) { d.Budgets, d.Prices = spy, unitPrices(t) }, startBackend(t, attackBackend(op, at)))
 	resp, err := http.Post(g.srv.URL+op.Path(), "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +287,10 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 	relayed := readAttack(t, resp, op, at)
 	charged := lastSettle(t, spy)
 	granted := spy.decision().Granted
+	if money {
+		// One micro-unit a token: the money is the tokens' count.
+		charged, granted = spy.lastMoney(), spy.decision().MoneyGranted
+	}
 	bound := prompt.Scanner{}.Bound([]byte(body), op.Prompt()).Tokens
 	if at.exact {
 		want := at.promptTokens() + at.report
@@ -280,7 +302,7 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack) {
 			t.Fatalf("the bill %d overshot the reservation %d: the prompt bound %d missed the body's content", charged, granted, bound)
 		}
 		if at.storeFails {
-			if got := storeCharged(t, spy.Ledger); got != want {
+			if got := storeCharged(t, spy.Ledger, money); got != want {
 				t.Fatalf("the store holds %d once it answered again, want the bill %d", got, want)
 			}
 		}

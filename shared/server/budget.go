@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
@@ -26,8 +27,9 @@ type Budgets interface {
 	Limits(tenant string) (lim budget.Limits, ok bool)
 	// Reserve decides a request before it is forwarded (budget.Ledger.Reserve).
 	Reserve(ctx context.Context, tenant, id string, ask budget.Ask) (budget.Decision, error)
-	// Settle charges what the request used, exactly once per id.
-	Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error)
+	// SettleCharge charges what the request used, tokens and money,
+	// exactly once per id.
+	SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error)
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
 }
@@ -52,6 +54,9 @@ type reservation struct {
 	// features is the priced uses of server-side features in bound: the
 	// backend's token usage leaves them out, so the charge adds them.
 	features priced
+	// spend is the request's pricing for a tenant with a spend limit
+	// (spend.Model nil without one); tier what it asked for.
+	spend spendState
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -81,6 +86,13 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// above budget_tokens: a smaller grant is refused (429) rather
 		// than forwarded as a cap the backend answers with 400.
 		ask.MinOutput = body.ThinkingBudget + 1
+	}
+	if lim.Spends() {
+		sp, err := s.priceRequest(rec, body)
+		if err != nil {
+			return err
+		}
+		ask.Spend = sp
 	}
 	if lim.Enforced() {
 		a := s.BudgetScanner.Bound(raw, op.Prompt())
@@ -120,8 +132,15 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	}
 	now := s.Now()
 	setTokenHeaders(w.Header(), d, now)
+	var cat price.Catalogue // currency and version ("" without prices)
+	if s.Prices != nil {
+		cat = *s.Prices
+	}
+	if lim.Spends() {
+		setSpendHeaders(w.Header(), d, now, cat.Currency)
+	}
 	if !d.Allowed {
-		return budgetRefusal(tenantID, d, now)
+		return budgetRefusal(tenantID, d, now, cat.Currency)
 	}
 	outCap := d.OutputCap
 	if !op.HasCaps() {
@@ -132,6 +151,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
 		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput}
+	if lim.Spends() {
+		rec.budget.spend = spendState{Spend: ask.Spend, tier: rec.tier, granted: d.MoneyGranted, version: cat.Version}
+	}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
 	return nil
@@ -266,12 +288,22 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	default:
 		why = "the backend reported no usage"
 	}
+	money := int64(0)
+	if why == "" && rec.hasUsage && rec.usageFinal {
+		money = s.cost(rec, b)
+	}
 	if why != "" {
 		actual = max(b.granted, counted)
+		if b.spend.Model != nil {
+			// The same in money: the reservation, or what the gateway
+			// counted priced at the worst case.
+			money = max(b.spend.granted, b.spend.Worst(b.bound, max(0, counted-b.bound)))
+		}
 		s.Log.Warn("token budget settled without the backend's usage: charged the larger of the reservation and what the gateway counted",
 			"request_id", rec.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
 	}
-	st, err := s.Budgets.Settle(ctx, b.tenant, rec.id, actual)
+	b.spend.cost = money
+	st, err := s.Budgets.SettleCharge(ctx, b.tenant, rec.id, budget.Charge{Tokens: actual, Money: money})
 	if err != nil {
 		// The ledger replays the settle when the store answers again;
 		// until then (and if it never does, after its lease) the

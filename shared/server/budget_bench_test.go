@@ -5,12 +5,16 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/store"
@@ -30,6 +34,29 @@ func BenchmarkBudgetStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	limits := budget.Limits{TokensPerMinute: 1 << 50, TokenQuota: 1 << 50, QuotaPeriod: budget.PeriodMonth}
+	// spend adds the three spend limits (issue 35): priced by the
+	// catalogue, reserved and settled in the same store operation.
+	spend := limits
+	spend.SpendPerMinute, spend.SpendPerDay, spend.SpendPerMonth = 1<<50, 1<<50, 1<<50
+	var trips atomic.Int64 // the Redis commands sent: one round trip each
+	std := tierAsk{may: price.Tiers(0).OrStandard(), allowed: price.Tiers(0).OrStandard()}
+	redisStore := func(b *testing.B) budget.Store {
+		srv := redistest.Start(b)
+		c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = c.Close() })
+		s, err := redisbudget.New(c, redisbudget.Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Warm(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		c.AddHook(countTrips{&trips})
+		return s
+	}
 	stores := []struct {
 		name  string
 		store func(b *testing.B) budget.Store
@@ -37,22 +64,9 @@ func BenchmarkBudgetStep(b *testing.B) {
 	}{
 		{"none", func(*testing.B) budget.Store { return nil }, budget.Limits{}},
 		{"memory", func(*testing.B) budget.Store { return budget.NewMemory(nil) }, limits},
-		{"redis", func(b *testing.B) budget.Store {
-			srv := redistest.Start(b)
-			c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: time.Second})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = c.Close() })
-			s, err := redisbudget.New(c, redisbudget.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Warm(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			return s
-		}, limits},
+		{"memory+spend", func(*testing.B) budget.Store { return budget.NewMemory(nil) }, spend},
+		{"redis", redisStore, limits},
+		{"redis+spend", redisStore, spend},
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
@@ -64,24 +78,44 @@ func BenchmarkBudgetStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			s := New(Deps{Budgets: l})
+			s := New(Deps{Budgets: l, Prices: tieredPrices(b)})
+			trips.Store(0)
+			b.Cleanup(func() { b.ReportMetric(float64(trips.Load())/float64(max(b.N, 1)), "roundtrips/op") })
 			w := httptest.NewRecorder()
 			ctx := context.Background()
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
 				i++
-				rec := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}}
+				rec := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std}
 				if err := s.reserveBudget(ctx, w, rec, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}
 				rec.setUsage(sseUsage(300, 120), true)
+				rec.usageFinal = true // the answer's bill
 				s.settleBudget(w, rec)
 				if st.lim.Enforced() && rec.budget.charged != 420 {
 					b.Fatalf("charged %d", rec.budget.charged)
 				}
 			}
 		})
+	}
+}
+
+// countTrips counts the commands a Redis client sends.
+type countTrips struct{ n *atomic.Int64 }
+
+func (countTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c countTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (c countTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmds)
 	}
 }
 

@@ -25,6 +25,7 @@ type budgetSpy struct {
 	mu    sync.Mutex
 	calls []string
 	last  budget.Decision
+	money []int64 // the money of each settle, in micro-units
 }
 
 func newBudgetSpy(t *testing.T, cfg budget.Config, store budget.Store, tenants ...budget.TenantBudget) *budgetSpy {
@@ -62,9 +63,12 @@ func (b *budgetSpy) Reserve(ctx context.Context, tenant, id string, ask budget.A
 	return d, err
 }
 
-func (b *budgetSpy) Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error) {
-	b.note("settle " + strconv.FormatInt(actual, 10))
-	return b.Ledger.Settle(ctx, tenant, id, actual)
+func (b *budgetSpy) SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
+	b.note("settle " + strconv.FormatInt(actual.Tokens, 10))
+	b.mu.Lock()
+	b.money = append(b.money, actual.Money)
+	b.mu.Unlock()
+	return b.Ledger.SettleCharge(ctx, tenant, id, actual)
 }
 
 func (b *budgetSpy) Keep(ctx context.Context, tenant, id string) (budget.Settlement, error) {
@@ -347,7 +351,7 @@ func (failingStore) Reserve(context.Context, string, string, budget.Request) (bu
 	return budget.Decision{}, errors.New("connection refused")
 }
 
-func (failingStore) Settle(context.Context, string, string, int64) (budget.Settlement, error) {
+func (failingStore) Settle(context.Context, string, string, budget.Charge) (budget.Settlement, error) {
 	return budget.Settlement{}, errors.New("connection refused")
 }
 

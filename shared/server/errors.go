@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
@@ -386,9 +387,12 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 // budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
 // rate_limit_exceeded (type tokens) for the per-minute limit,
 // insufficient_quota for the quota; Retry-After is when the window resets.
-func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError {
+func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency string) *apiError {
 	win := d.Refusal()
 	retry := max(win.Reset.Sub(now), time.Second)
+	if d.RefusedBy.Money() {
+		return spendRefusal(tenantID, d, win, retry, currency)
+	}
 	if d.RefusedBy != budget.LimitNone && d.Requested > win.Limit {
 		return tooLargeForBudget(tenantID, d, win)
 	}
@@ -404,6 +408,32 @@ func budgetRefusal(tenantID string, d budget.Decision, now time.Time) *apiError 
 	}
 	// An id that was reserved before (request ids are unique: not expected).
 	return budgetFailed("the token budget refused a repeated request id")
+}
+
+// spendRefusal refuses a request a spend limit has no room for (issue
+// 35), naming the limit, what was spent and the limit in the currency: a
+// daily or monthly limit is insufficient_quota, the per-minute one
+// rate_limit_exceeded; Retry-After when the window ends, none when the
+// request's least cost is above the whole limit.
+func spendRefusal(tenantID string, d budget.Decision, win budget.Window, retry time.Duration, currency string) *apiError {
+	typ, code := "insufficient_quota", "insufficient_quota"
+	if d.RefusedBy == budget.LimitSpendMinute {
+		typ, code = "spend", "rate_limit_exceeded"
+	}
+	if d.MoneyRequested > win.Limit {
+		return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
+			Message: fmt.Sprintf("Request too large for tenant %q's spend limit (%s): it costs at least %s %s (its prompt bound and least output at the dearest tier it may be served at) and the limit is %s %s, so it can never run. The input or output tokens must be reduced in order to run successfully.",
+				tenantID, d.RefusedBy, price.Format(d.MoneyRequested), currency, price.Format(win.Limit), currency)}
+	}
+	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, RetryAfter: retry,
+		Message: fmt.Sprintf("tenant %q spent %s of %s %s %s; this request needs at least %s. It resets at %s.",
+			tenantID, price.Format(win.Used), price.Format(win.Limit), currency, periodText(d.RefusedBy), price.Format(d.MoneyRequested), win.Reset.UTC().Format(time.RFC3339))}
+}
+
+// tierNotAllowed refuses a service_tier the tenant may not use.
+func tierNotAllowed(asked string, allowed price.Tiers) *apiError {
+	return invalidRequest(http.StatusBadRequest, "service_tier_not_allowed", "service_tier",
+		fmt.Sprintf("service_tier %q is not available to this tenant: it may use %s (or auto). The operator allows tiers with tenants[].service_tiers.", asked, allowed))
 }
 
 // tooLargeForBudget refuses a request whose least reservation (its prompt
@@ -448,6 +478,8 @@ func bodyError(err error) *apiError {
 			code = "integer_below_min_value"
 		}
 		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
+	case errors.Is(err, request.ErrTierType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "service_tier", err.Error())
 	case errors.Is(err, request.ErrThinkingType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "thinking", err.Error())
 	case errors.Is(err, request.ErrOptionsType):

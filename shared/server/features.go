@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -55,11 +56,15 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 		}
 		reserved := mulTokens(uses, g.CostPerUse)
 		p.total = min(p.total+reserved, budget.MaxTokens)
+		// In money: the catalogue's price per use (prices.features).
+		per := s.Prices.Feature(name)
+		money := price.MulUses(uses, per)
+		p.money = min(p.money+money, price.MaxMicros)
 		switch f {
 		case request.WebSearch:
-			p.search = pricedUse{reserved: reserved, perUse: g.CostPerUse}
+			p.search = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
 		case request.WebFetch:
-			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse}
+			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
 		}
 	}
 	rec.features = p
@@ -77,15 +82,16 @@ func (s *Server) budgeted(_ *exchange, t *tenant.Tenant) bool {
 
 // priced is what a request's server-side features were reserved at.
 type priced struct {
-	// total is the token-equivalent reserved for every feature asked.
-	total int64
+	// total is the token-equivalent reserved for every feature asked;
+	// money the same in money (micro-units, prices.features).
+	total, money int64
 	// search and fetch are the features whose uses the backend counts
 	// (Anthropic's usage.server_tool_use): their share of total and
 	// price, so the charge follows the count.
 	search, fetch pricedUse
 }
 
-type pricedUse struct{ reserved, perUse int64 }
+type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
 
 // charge is what the features cost, given the usage's count of server
 // tool uses: each counted feature at its price per use counted (more than
@@ -97,6 +103,16 @@ func (p priced) charge(st sse.ServerToolUse) int64 {
 	c := p.total - p.search.reserved - p.fetch.reserved
 	c += mulTokens(st.WebSearches, p.search.perUse) + mulTokens(st.WebFetches, p.fetch.perUse)
 	return min(c, budget.MaxTokens)
+}
+
+// chargeMoney is charge in money.
+func (p priced) chargeMoney(st sse.ServerToolUse) int64 {
+	if !st.Reported {
+		return p.money
+	}
+	c := p.money - p.search.money - p.fetch.money
+	c += price.MulUses(st.WebSearches, p.search.moneyPerUse) + price.MulUses(st.WebFetches, p.fetch.moneyPerUse)
+	return min(c, price.MaxMicros)
 }
 
 // mulTokens is a×b for counts of at most budget.MaxTokens, at most

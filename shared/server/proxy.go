@@ -76,8 +76,12 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	if err != nil {
 		return err
 	}
-	// 4b. Server-side features: the tenant's allow-list, priced per use.
+	// 4b. Server-side features: the tenant's allow-list, priced per use;
+	// the service tier: the tenant's too.
 	if err := s.checkFeatures(rec, t, op, raw, r.Header); err != nil {
+		return err
+	}
+	if err := checkTier(rec, t, &body); err != nil {
 		return err
 	}
 

@@ -100,6 +100,9 @@ type exchange struct {
 	served         *route.Endpoint
 	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
 	budget         *reservation // the request's token budget; nil without one
+	// tier is the service tier the request asked for and the tiers it
+	// may be served at (checkTier).
+	tier tierAsk
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
 	// features is the token-equivalent of the server-side features the

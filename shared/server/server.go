@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -106,6 +107,10 @@ type Deps struct {
 	// BudgetScanner reads a request's prompt bound for Budgets (its zero
 	// value bounds an image by prompt.DefaultImageTokens).
 	BudgetScanner prompt.Scanner
+	// Prices is the price catalogue the spend limits charge by (issue
+	// 35); nil: none (a tenant with a spend limit needs it: the config
+	// check makes sure).
+	Prices *price.Catalogue
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity
 	// ResponseTTL is how long a stored response's record is kept: the

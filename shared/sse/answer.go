@@ -33,13 +33,14 @@ type AnswerScanner struct {
 	// an index, not a pointer, so a scanner on the stack stays there.
 	capturing int8
 
-	kept [3]captured // usage, id, object
+	kept [4]captured // usage, id, object, service_tier
 }
 
 const (
 	keptUsage = iota
 	keptID
 	keptObject
+	keptTier
 )
 
 // cur is the value being captured, or nil.
@@ -200,6 +201,8 @@ func (s *AnswerScanner) startValue(c byte) {
 			which = keptID
 		case "object":
 			which = keptObject
+		case "service_tier":
+			which = keptTier
 		}
 	}
 	if which < 0 {
@@ -218,7 +221,12 @@ func (s *AnswerScanner) Usage() (u Usage, ok bool) {
 	if len(b) == 0 || b[0] != '{' {
 		return Usage{}, false
 	}
-	return parseUsageObject(b)
+	if u, ok = parseUsageObject(b); ok && s.capturing != keptTier+1 {
+		if t := s.kept[keptTier].bytes(); t != nil {
+			u.Tier, u.TierReported = readTier(t)
+		}
+	}
+	return u, ok
 }
 
 // ID is the answer's top-level "id" string, raw (as sent, without quotes;

@@ -581,6 +581,10 @@ func (rl *relay) noteUsage(u Usage, where Where, final bool) {
 		p.CompletionTokens, p.TotalTokens = u.CompletionTokens, u.TotalTokens
 		if u.PromptTokens > 0 {
 			p.PromptTokens, p.CachedTokens = u.PromptTokens, u.CachedTokens
+			p.CacheWriteTokens, p.CacheWrite1hTokens = u.CacheWriteTokens, u.CacheWrite1hTokens
+		}
+		if u.TierReported {
+			p.Tier, p.TierReported = u.Tier, true
 		}
 		if u.ServerTools.Reported { // cumulative, as the output is
 			p.ServerTools = u.ServerTools

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/llmgw/gateway/shared/price"
 )
 
 func TestRelayByteIdentity(t *testing.T) {
@@ -963,7 +965,7 @@ func TestRelayMessagesStream(t *testing.T) {
 	stop := "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
 	errEv := "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"
 	after := "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":1}}\n\n"
-	want := Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20}
+	want := Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20, CacheWriteTokens: 5}
 	for _, tt := range []struct {
 		name, in, out string
 		done, errored bool
@@ -974,11 +976,11 @@ func TestRelayMessagesStream(t *testing.T) {
 		{"whole", start + tool + ping + delta + delta + msgDelta + stop, "", true, false, want, 2, false},
 		{"after message_stop dropped", start + delta + msgDelta + stop + after, start + delta + msgDelta + stop, true, false, want, 1, true},
 		{"cut before message_stop", start + delta + msgDelta, "", false, false, want, 1, false},
-		{"backend's error event", start + delta + errEv, "", false, true, Usage{PromptTokens: 35, CompletionTokens: 1, CachedTokens: 20}, 1, false},
+		{"backend's error event", start + delta + errEv, "", false, true, Usage{PromptTokens: 35, CompletionTokens: 1, CachedTokens: 20, CacheWriteTokens: 5}, 1, false},
 		// Issue 31: the server tools' uses, cumulative in message_delta
 		// like the output, are the last event's.
 		{"server tool uses", start + delta + searched(1) + searched(3) + stop, "", true, false,
-			Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20, ServerTools: ServerToolUse{WebSearches: 3, Reported: true}}, 1, false},
+			Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20, CacheWriteTokens: 5, ServerTools: ServerToolUse{WebSearches: 3, Reported: true}}, 1, false},
 	} {
 		for _, size := range []int{1, 7, 1 << 16} {
 			t.Run(fmt.Sprintf("%s/%d", tt.name, size), func(t *testing.T) {
@@ -1012,7 +1014,13 @@ func TestAnthropicUsage(t *testing.T) {
 		want  Usage
 		ok    bool
 	}{
-		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_creation_input_tokens":4,"cache_read_input_tokens":5,"output_tokens":1}}}`, InMessage, Usage{PromptTokens: 12, CompletionTokens: 1, CachedTokens: 5}, true},
+		{"message_start", `{"type":"message_start","message":{"usage":{"input_tokens":3,"cache_creation_input_tokens":4,"cache_read_input_tokens":5,"output_tokens":1}}}`, InMessage, Usage{PromptTokens: 12, CompletionTokens: 1, CachedTokens: 5, CacheWriteTokens: 4}, true},
+		{"cache writes by hour and tier", `{"usage":{"input_tokens":3,"cache_creation_input_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":4,"ephemeral_1h_input_tokens":6},"output_tokens":1,"service_tier":"priority"}}`, TopLevel, Usage{PromptTokens: 13, CompletionTokens: 1, CacheWriteTokens: 10, CacheWrite1hTokens: 6, Tier: price.TierPriority, TierReported: true}, true},
+		{"hour's writes above the writes", `{"usage":{"input_tokens":3,"cache_creation_input_tokens":2,"cache_creation":{"ephemeral_1h_input_tokens":6}}}`, TopLevel, Usage{PromptTokens: 5, CacheWriteTokens: 2, CacheWrite1hTokens: 2}, true},
+		{"OpenAI's tier at the top", `{"choices":[],"service_tier":"flex","usage":{"prompt_tokens":3,"completion_tokens":1}}`, TopLevel, Usage{PromptTokens: 3, CompletionTokens: 1, Tier: price.TierFlex, TierReported: true}, true},
+		{"a tier in content is not the answer's", `{"choices":[{"message":{"content":"x","service_tier":"flex"}}],"usage":{"prompt_tokens":3}}`, TopLevel, Usage{PromptTokens: 3}, true},
+		{"an unknown tier", `{"service_tier":"turbo","usage":{"prompt_tokens":3}}`, TopLevel, Usage{PromptTokens: 3, Tier: price.TierUnknown, TierReported: true}, true},
+		{"Responses: the response's tier", `{"type":"response.completed","response":{"service_tier":"default","usage":{"input_tokens":3}}}`, InResponse, Usage{PromptTokens: 3, TierReported: true}, true},
 		{"message_start top-level usage is not the message's", `{"type":"message_start","usage":{"input_tokens":1},"message":{"content":[]}}`, InMessage, Usage{}, false},
 		{"usage in message content is not the message's", `{"message":{"content":[{"input":{"usage":{"input_tokens":1}}}]}}`, InMessage, Usage{}, false},
 		{"message_delta", `{"type":"message_delta","delta":{"usage":{"output_tokens":1}},"usage":{"output_tokens":9}}`, TopLevel, Usage{CompletionTokens: 9}, true},

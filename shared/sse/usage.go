@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
+	"github.com/llmgw/gateway/shared/price"
 )
 
 // Usage holds a usage object's token counts: Chat Completions'
@@ -17,6 +18,16 @@ import (
 type Usage struct {
 	PromptTokens, CompletionTokens, TotalTokens int64
 	CachedTokens, ReasoningTokens               int64
+	// CacheWriteTokens is Anthropic's cache_creation_input_tokens (part
+	// of PromptTokens), CacheWrite1hTokens its share written for an hour
+	// (cache_creation.ephemeral_1h_input_tokens): priced apart (issue 35).
+	CacheWriteTokens, CacheWrite1hTokens int64
+	// Tier is the service tier the answer says it was served at
+	// (service_tier: top level in OpenAI's and Azure's answers, in the
+	// response object of the Responses API's, in usage in Anthropic's);
+	// TierReported is set when the answer had one.
+	Tier         price.Tier
+	TierReported bool
 	// ServerTools is Anthropic's usage.server_tool_use, the server tools'
 	// uses the backend ran (billed per use, outside the tokens; issue 31).
 	ServerTools ServerToolUse
@@ -39,7 +50,7 @@ const maxCount = 1 << 53
 // cannot be true (negative, or above 2^53): the usage must not be
 // trusted then (issue 20: a prompt_tokens of 2^63-1 once settled as 0).
 func (u Usage) Billed() (n int64, ok bool) {
-	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens, u.ServerTools.WebSearches, u.ServerTools.WebFetches} {
+	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens, u.ServerTools.WebSearches, u.ServerTools.WebFetches, u.CacheWriteTokens, u.CacheWrite1hTokens} {
 		if c < 0 || c > maxCount {
 			return 0, false
 		}
@@ -149,6 +160,7 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 		return Usage{}, false, false
 	}
 	usage, emptyChoices := -1, false
+	var tier []byte
 	var resp []byte
 	var kb [32]byte
 	container := "response"
@@ -172,6 +184,8 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 			}
 		case "choices":
 			emptyChoices = js[v] == '[' && jsonscan.SkipWS(js, v+1) < len(js) && js[jsonscan.SkipWS(js, v+1)] == ']'
+		case "service_tier":
+			tier = js[v:end]
 		}
 	})
 	if where != TopLevel {
@@ -187,7 +201,24 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	if u, ok = parseUsageObject(js[usage:]); !ok {
 		return Usage{}, false, false
 	}
+	if tier != nil {
+		u.Tier, u.TierReported = readTier(tier)
+	}
 	return u, emptyChoices, true
+}
+
+// readTier reads a service_tier value: a JSON string naming a tier; any
+// other value, or a name the gateway does not know, is price.TierUnknown
+// (reported: billed at the tenant's dearest tier). null is not reported.
+func readTier(v []byte) (price.Tier, bool) {
+	if string(v) == "null" {
+		return price.TierStandard, false
+	}
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return price.TierUnknown, true
+	}
+	t, _ := price.ParseTier(v[1 : len(v)-1])
+	return t, true
 }
 
 func trimRightWS(b []byte) []byte {
@@ -232,6 +263,14 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 			dst = &cacheWrite
 		case "cache_read_input_tokens":
 			dst = &cacheRead
+		case "cache_creation":
+			if b[v] == '{' {
+				if u.CacheWrite1hTokens, ok = parseCacheCreation(b[v:end]); !ok {
+					return
+				}
+			}
+		case "service_tier":
+			u.Tier, u.TierReported = readTier(b[v:end])
 		case "server_tool_use":
 			if b[v] == '{' {
 				if u.ServerTools, ok = parseServerToolUse(b[v:end]); !ok {
@@ -272,7 +311,26 @@ func parseUsageObject(b []byte) (u Usage, ok bool) {
 		u.PromptTokens += cacheWrite + cacheRead
 		u.CachedTokens = max(u.CachedTokens, cacheRead)
 	}
+	// The hour's writes are part of the writes: never more (a negative
+	// count stays, for Billed to refuse).
+	u.CacheWriteTokens = cacheWrite
+	u.CacheWrite1hTokens = min(u.CacheWrite1hTokens, cacheWrite)
 	return u, true
+}
+
+// parseCacheCreation reads Anthropic's usage.cache_creation object at the
+// start of b: its ephemeral_1h_input_tokens (the 5-minute writes are the
+// rest of cache_creation_input_tokens).
+func parseCacheCreation(b []byte) (hour int64, ok bool) {
+	ok = true
+	var kb [32]byte
+	closed := jsonscan.Members(b, 0, func(raw []byte, v, end int) {
+		if !ok || string(jsonscan.Key(raw, &kb)) != "ephemeral_1h_input_tokens" || b[v] == 'n' {
+			return
+		}
+		hour, ok = parseInt(b, v, end)
+	})
+	return hour, ok && closed
 }
 
 // parseInt reads the JSON integer b[i:end] (jsonscan.Int); a fraction or

@@ -7,6 +7,8 @@ package tenant
 import (
 	"sort"
 	"sync/atomic"
+
+	"github.com/llmgw/gateway/shared/price"
 )
 
 // Tenant is one tenant's row.
@@ -19,10 +21,13 @@ type Tenant struct {
 	// MaxConcurrent caps the tenant's requests in flight on this replica
 	// (Acquire); 0 = no cap.
 	MaxConcurrent int
-	allow         map[string]struct{}
-	inflight      atomic.Int64
-	grants        map[string]Grant
-	betas         map[string]struct{}
+	// Tiers are the service tiers the tenant may ask for (issue 35);
+	// NewTable makes the empty set the standard tier alone.
+	Tiers    price.Tiers
+	allow    map[string]struct{}
+	inflight atomic.Int64
+	grants   map[string]Grant
+	betas    map[string]struct{}
 }
 
 // Grant allows a tenant a server-side feature (request.Feature, by name)
@@ -75,6 +80,9 @@ type Row struct {
 	Grants map[string]Grant
 	// Betas are the anthropic-beta values allowed beyond the defaults.
 	Betas []string
+	// Tiers are the service tiers the tenant may ask for (default: the
+	// standard tier alone).
+	Tiers price.Tiers
 }
 
 // NewTable builds the table. Validation (duplicates, unknown models) is the
@@ -99,7 +107,8 @@ func NewTable(rows []Row) *Table {
 		for _, b := range r.Betas {
 			betas[b] = struct{}{}
 		}
-		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent, allow: allow, grants: grants, betas: betas}
+		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent,
+			Tiers: r.Tiers.OrStandard(), allow: allow, grants: grants, betas: betas}
 	}
 	return t
 }

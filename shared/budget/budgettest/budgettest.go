@@ -82,11 +82,43 @@ func (h *h) reserve(tenant, id string, lim budget.Limits, minimum, want int64) b
 
 func (h *h) settle(tenant, id string, actual int64) budget.Settlement {
 	h.t.Helper()
+	return h.charge(tenant, id, budget.Charge{Tokens: actual, Money: budget.KeepReserved})
+}
+
+func (h *h) charge(tenant, id string, actual budget.Charge) budget.Settlement {
+	h.t.Helper()
 	s, err := h.s.Settle(h.ctx, tenant, id, actual)
 	if err != nil {
 		h.t.Fatalf("settle %s/%s: %v", tenant, id, err)
 	}
 	return s
+}
+
+// spend reserves tokens and money in one request.
+func (h *h) spend(tenant, id string, lim budget.Limits, minimum, want, mmin, mwant int64) budget.Decision {
+	h.t.Helper()
+	d, err := h.s.Reserve(h.ctx, tenant, id, budget.Request{Limits: lim, Min: minimum, Want: want, MoneyMin: mmin, MoneyWant: mwant, Lease: lease})
+	if err != nil {
+		h.t.Fatalf("reserve %s/%s: %v", tenant, id, err)
+	}
+	return d
+}
+
+// spent reads the tenant's money counters (minute, day, month) with a
+// zero reservation, settled at once.
+func (h *h) spent(tenant string, lim budget.Limits) [3]int64 {
+	h.t.Helper()
+	id := fmt.Sprintf("probe-%d", h.seq.Add(1))
+	d := h.spend(tenant, id, lim, 0, 0, 0, 0)
+	h.charge(tenant, id, budget.Charge{})
+	return [3]int64{d.Spend[0].Used, d.Spend[1].Used, d.Spend[2].Used}
+}
+
+func (h *h) wantSpent(tenant string, lim budget.Limits, want [3]int64) {
+	h.t.Helper()
+	if got := h.spent(tenant, lim); got != want {
+		h.t.Fatalf("spent (minute, day, month) %v, want %v", got, want)
+	}
 }
 
 // used reads the tenant's counters with a zero reservation, settled at once.
@@ -134,6 +166,11 @@ func Run(t *testing.T, newStore NewStore) {
 		{"a changed period restarts the quota", aChangedPeriodRestartsTheQuota},
 		{"concurrent settles refund once", concurrentSettlesRefundOnce},
 		{"concurrent reservations never exceed the budget", concurrentReservationsNeverExceedTheBudget},
+		{"spend grants up to want and names the limit", spendGrantsUpToWantAndNamesTheLimit},
+		{"spend settles with the tokens, exactly once", spendSettlesWithTheTokensExactlyOnce},
+		{"spend windows follow the UTC calendar", spendWindowsFollowTheUTCCalendar},
+		{"spend lease expiry charges the reservation", spendLeaseExpiryChargesTheReservation},
+		{"concurrent spend never exceeds the limits", concurrentSpendNeverExceedsTheLimits},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, newStore) })
 	}
@@ -467,7 +504,7 @@ func concurrentSettlesRefundOnce(t *testing.T, newStore NewStore) {
 	var wg sync.WaitGroup
 	for range 50 {
 		wg.Go(func() {
-			s, err := h.s.Settle(h.ctx, "a", "1", 100)
+			s, err := h.s.Settle(h.ctx, "a", "1", budget.Charge{Tokens: 100, Money: budget.KeepReserved})
 			if err != nil {
 				t.Error(err)
 			}
@@ -535,7 +572,7 @@ func property(t *testing.T, h *h, moving bool) {
 				}
 				granted.Add(1)
 				actual := rng.Int64N(d.Granted + 1)
-				s, err := h.s.Settle(h.ctx, "p", id, actual)
+				s, err := h.s.Settle(h.ctx, "p", id, budget.Charge{Tokens: actual, Money: budget.KeepReserved})
 				if err != nil || !s.Found || s.Refunded != d.Granted-actual {
 					t.Errorf("%s: settle %+v, %v", id, s, err)
 				}
@@ -553,5 +590,171 @@ func property(t *testing.T, h *h, moving bool) {
 		if tu != charged.Load() || qu != charged.Load() {
 			t.Errorf("used tpm %d, quota %d; want both %d", tu, qu, charged.Load())
 		}
+	}
+}
+
+// The spend limits' clauses (issue 35): money is a second dimension of
+// the same reservation, in micro-units.
+var spendAll = budget.Limits{SpendPerMinute: 1000, SpendPerDay: 5000, SpendPerMonth: 20000}
+
+func spendGrantsUpToWantAndNamesTheLimit(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := budget.Limits{TokensPerMinute: 10000, SpendPerMinute: 1000, SpendPerDay: 1500}
+	d := h.spend("a", "1", lim, 10, 100, 200, 700)
+	if !d.Allowed || d.Granted != 100 || d.MoneyGranted != 700 {
+		t.Fatalf("first: %+v", d)
+	}
+	// 300 left in the minute: granted up to it.
+	d = h.spend("a", "2", lim, 10, 100, 200, 700)
+	if !d.Allowed || d.MoneyGranted != 300 || d.Spend[0].Remaining != 0 || d.Spend[1].Remaining != 500 {
+		t.Fatalf("second: %+v", d)
+	}
+	d = h.spend("a", "3", lim, 10, 100, 1, 1)
+	if d.Allowed || d.RefusedBy != budget.LimitSpendMinute || d.RefusedBy.Code() != "rate_limit_exceeded" || d.MoneyRequested != 1 || d.Requests() != 1 {
+		t.Fatalf("third: %+v", d)
+	}
+	if w := d.Refusal(); w.Limit != 1000 || w.Used != 1000 || !w.Reset.Equal(Base.Truncate(time.Minute).Add(time.Minute)) {
+		t.Fatalf("refusal window %+v", w)
+	}
+	// The next minute: the day refuses what the minute would grant.
+	h.clock.Advance(time.Minute)
+	d = h.spend("a", "4", lim, 10, 100, 600, 600)
+	if d.Allowed || d.RefusedBy != budget.LimitSpendDay || d.RefusedBy.Code() != "insufficient_quota" {
+		t.Fatalf("fourth: %+v", d)
+	}
+	// A refused reservation holds nothing: tokens and money unchanged.
+	h.wantUsed("a", lim, 0, 0)
+	h.wantSpent("a", lim, [3]int64{0, 1000, 0})
+	// Money with no spend limit is neither kept nor granted.
+	if d := h.spend("b", "1", tpm, 1, 1, 5, 5); !d.Allowed || d.MoneyGranted != 0 {
+		t.Fatalf("no spend limit: %+v", d)
+	}
+}
+
+func spendSettlesWithTheTokensExactlyOnce(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := spendAll
+	lim.TokenQuota, lim.QuotaPeriod = 10000, budget.PeriodMonth
+	h.spend("a", "1", lim, 100, 1000, 500, 900)
+	s := h.charge("a", "1", budget.Charge{Tokens: 400, Money: 300})
+	if !s.Found || s.Actual != 400 || s.Refunded != 600 || s.MoneyReserved != 900 || s.MoneyActual != 300 {
+		t.Fatalf("settle %+v", s)
+	}
+	if again := h.charge("a", "1", budget.Charge{Tokens: 0, Money: 0}); again.Found {
+		t.Fatalf("second settle %+v", again)
+	}
+	h.wantSpent("a", lim, [3]int64{300, 300, 300})
+	_, q := h.used("a", lim)
+	if q != 400 {
+		t.Fatalf("quota used %d, want 400", q)
+	}
+	// An overrun in money is charged; KeepReserved keeps the money.
+	h.spend("a", "2", lim, 1, 10, 100, 100)
+	h.charge("a", "2", budget.Charge{Tokens: 10, Money: 250})
+	h.spend("a", "3", lim, 1, 10, 100, 100)
+	h.charge("a", "3", budget.Kept)
+	h.wantSpent("a", lim, [3]int64{650, 650, 650})
+}
+
+func spendWindowsFollowTheUTCCalendar(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, time.Date(2026, time.January, 31, 23, 59, 30, 0, time.UTC))
+	h.spend("a", "1", spendAll, 0, 0, 100, 100)
+	h.charge("a", "1", budget.Kept)
+	h.wantSpent("a", spendAll, [3]int64{100, 100, 100})
+	// 00:00 UTC on the first of February: minute, day and month restart.
+	h.clock.Set(time.Date(2026, time.February, 1, 0, 0, 0, 0, time.UTC))
+	h.wantSpent("a", spendAll, [3]int64{0, 0, 0})
+	h.spend("a", "2", spendAll, 0, 0, 100, 100)
+	h.charge("a", "2", budget.Kept)
+	// The next day: the month keeps it.
+	h.clock.Set(time.Date(2026, time.February, 2, 0, 0, 1, 0, time.UTC))
+	h.wantSpent("a", spendAll, [3]int64{0, 0, 100})
+	d := h.spend("a", "3", spendAll, 0, 0, 1, 1)
+	if got := d.Spend[2].Reset; !got.Equal(time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("month reset %s", got)
+	}
+	if got := d.Spend[1].Reset; !got.Equal(time.Date(2026, time.February, 3, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("day reset %s", got)
+	}
+	// A refund into an ended window goes nowhere; an overrun lands in the
+	// current one.
+	h.clock.Set(time.Date(2026, time.March, 1, 0, 0, 0, 0, time.UTC))
+	h.charge("a", "3", budget.Charge{Money: 0})
+	h.wantSpent("a", spendAll, [3]int64{0, 0, 0})
+	h.clock.Set(time.Date(2026, time.March, 1, 23, 55, 0, 0, time.UTC))
+	h.spend("a", "4", spendAll, 0, 0, 10, 10)
+	h.clock.Set(time.Date(2026, time.March, 2, 0, 1, 0, 0, time.UTC))
+	h.charge("a", "4", budget.Charge{Money: 50})
+	h.wantSpent("a", spendAll, [3]int64{40, 40, 50})
+}
+
+func spendLeaseExpiryChargesTheReservation(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := budget.Limits{SpendPerMonth: 1000}
+	h.spend("a", "1", lim, 0, 0, 400, 400)
+	h.clock.Advance(lease + time.Second)
+	h.wantSpent("a", lim, [3]int64{0, 0, 400})
+	// A late settle still refunds.
+	if s := h.charge("a", "1", budget.Charge{Money: 100}); !s.Found || !s.Expired {
+		t.Fatalf("late settle %+v", s)
+	}
+	h.wantSpent("a", lim, [3]int64{0, 0, 100})
+}
+
+// concurrentSpendNeverExceedsTheLimits runs the token property's workers
+// with money beside the tokens: no decision reports a spend window over its
+// limit, and with a still clock the totals are exact.
+func concurrentSpendNeverExceedsTheLimits(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := budget.Limits{TokensPerMinute: 1 << 40, SpendPerMinute: 30000, SpendPerDay: 60000, SpendPerMonth: 1 << 40}
+	const workers, ops = 12, 80
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	var charged, refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			for op := range ops {
+				id := fmt.Sprintf("w%d-%d", w, op)
+				mmin := int64(rng.IntN(300) + 1)
+				mwant := mmin + int64(rng.IntN(700))
+				d, err := h.s.Reserve(h.ctx, "p", id, budget.Request{Limits: lim, Min: 1, Want: 10, MoneyMin: mmin, MoneyWant: mwant, Lease: lease})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, win := range d.Spend {
+					if win.Used > win.Limit {
+						t.Errorf("%s: spend window over its limit: %+v", id, win)
+					}
+				}
+				if !d.Allowed {
+					refused.Add(1)
+					continue
+				}
+				if d.MoneyGranted < mmin || d.MoneyGranted > mwant {
+					t.Errorf("%s: money granted %d outside [%d, %d]", id, d.MoneyGranted, mmin, mwant)
+				}
+				actual := rng.Int64N(d.MoneyGranted + 1)
+				s, err := h.s.Settle(h.ctx, "p", id, budget.Charge{Tokens: 1, Money: actual})
+				if err != nil || !s.Found || s.MoneyActual != actual {
+					t.Errorf("%s: settle %+v, %v", id, s, err)
+				}
+				charged.Add(actual)
+			}
+		})
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Error("no reservation was refused: the limit was never tested")
+	}
+	if got := h.spent("p", lim); got[1] != charged.Load() || got[2] != charged.Load() {
+		t.Errorf("spent %v, want day and month %d", got, charged.Load())
 	}
 }

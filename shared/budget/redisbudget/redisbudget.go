@@ -104,11 +104,12 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 		period = int(lim.QuotaPeriod)
 	}
 	res, err := reserveScript.Run(ctx, s.fast, s.Keys(tenant), s.nowArg(), id,
-		r.Min, r.Want, lim.TokensPerMinute, lim.TokenQuota, period, r.Lease.Microseconds()).Int64Slice()
+		r.Min, r.Want, lim.TokensPerMinute, lim.TokenQuota, period, r.Lease.Microseconds(),
+		r.MoneyMin, r.MoneyWant, lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth).Int64Slice()
 	if err != nil {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", err)
 	}
-	if len(res) != 7 {
+	if len(res) != 13 {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
 	}
 	status := res[0]
@@ -119,26 +120,36 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 		RefusedBy: budget.Limit(res[2]),
 		Requested: r.Min,
 		TPM:       budget.NewWindow(lim.TokensPerMinute, res[3], time.Unix(res[5], 0)),
+
+		MoneyGranted:   res[7],
+		MoneyRequested: r.MoneyMin,
 	}
 	if lim.TokenQuota > 0 {
 		d.Quota = budget.NewWindow(lim.TokenQuota, res[4], time.Unix(res[6], 0))
+	}
+	if lim.Spends() {
+		d.Spend[0] = budget.NewWindow(lim.SpendPerMinute, res[8], time.Unix(res[5], 0))
+		d.Spend[1] = budget.NewWindow(lim.SpendPerDay, res[9], time.Unix(res[11], 0))
+		d.Spend[2] = budget.NewWindow(lim.SpendPerMonth, res[10], time.Unix(res[12], 0))
 	}
 	return d, nil
 }
 
 // Settle implements budget.Store.
-func (s *Store) Settle(ctx context.Context, tenant, id string, actual int64) (budget.Settlement, error) {
-	res, err := settleScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id, actual).Int64Slice()
+func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
+	res, err := settleScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
 	if err != nil {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
 	}
 	if len(res) == 0 || res[0] == 0 {
 		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil
 	}
-	if len(res) != 3 {
+	if len(res) != 5 {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: unexpected reply of %d values", len(res))
 	}
-	return budget.NewSettlement(res[0] == 2, res[1], res[2]), nil
+	st := budget.NewSettlement(res[0] == 2, res[1], res[2])
+	st.MoneyReserved, st.MoneyActual = res[3], res[4]
+	return st, nil
 }
 
 // Warm loads the scripts into Redis, which also dials a connection, so

@@ -91,7 +91,7 @@ func TestRedisTime(t *testing.T) {
 	if d.Quota.Used != 80 {
 		t.Fatalf("expired reservation not charged (issue 30: a lease end charges, never refunds): %+v", d)
 	}
-	st, err := s.Settle(ctx, "a", "1", 30)
+	st, err := s.Settle(ctx, "a", "1", budget.Charge{Tokens: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestKeys(t *testing.T) {
 	}
 	// After the settle the records are gone; the windows stay until the
 	// quota day ends.
-	if _, err := s.Settle(ctx, "acme", "1", 5); err != nil {
+	if _, err := s.Settle(ctx, "acme", "1", budget.Charge{Tokens: 5}); err != nil {
 		t.Fatal(err)
 	}
 	n, err := client.Exists(ctx, keys[1], keys[2]).Result()
@@ -157,7 +157,7 @@ func TestScriptCacheFlushed(t *testing.T) {
 		t.Fatalf("%+v, %v", d, err)
 	}
 	srv.Do("SCRIPT", "FLUSH")
-	if st, err := s.Settle(ctx, "a", "1", 1); err != nil || st.Refunded != 4 {
+	if st, err := s.Settle(ctx, "a", "1", budget.Charge{Tokens: 1}); err != nil || st.Refunded != 4 {
 		t.Fatalf("%+v, %v", st, err)
 	}
 }
@@ -249,7 +249,7 @@ func TestSharedAcrossReplicas(t *testing.T) {
 	if d, err := stores[1].Reserve(ctx, "a", "2", req); err != nil || d.Allowed || d.RefusedBy != budget.LimitQuota {
 		t.Fatalf("second replica overshot: %+v, %v", d, err)
 	}
-	if st, err := stores[1].Settle(ctx, "a", "1", 10); err != nil || st.Refunded != 50 {
+	if st, err := stores[1].Settle(ctx, "a", "1", budget.Charge{Tokens: 10}); err != nil || st.Refunded != 50 {
 		t.Fatalf("%+v, %v", st, err)
 	}
 	if d, err := stores[1].Reserve(ctx, "a", "2", req); err != nil || !d.Allowed {

@@ -6,9 +6,14 @@ import "github.com/redis/go-redis/v9"
 // Redis TIME as the clock. Per tenant, three keys in one hash slot:
 //
 //	KEYS[1] windows       hash: tw tu (minute window, used), qp qw qu
-//	                      (quota period kind 0/1/2, window, used)
-//	KEYS[2] records       hash: request id → "L|granted|tw|qp|qw|lease µs"
-//	                      (a live reservation) or "X|..." (its expiry record)
+//	                      (quota period kind 0/1/2, window, used); money
+//	                      (micro-units): tm (spent in minute tw), dw dm
+//	                      and mw mm (day and month window, spent)
+//	KEYS[2] records       hash: request id → "L|granted|tw|qp|qw|lease µs|
+//	                      money granted|mtw|mdw|mmw" (a live reservation;
+//	                      m*w the spend windows charged, -1 none) or
+//	                      "X|..." (its expiry record). A record of six
+//	                      fields (written before spend limits) has none.
 //	KEYS[3] deadlines     zset: request id → lease end (live) or end of the
 //	                      expiry record, µs
 //
@@ -77,32 +82,61 @@ local function wend(idx, p)
   return (idx + 1) * 60
 end
 
-local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu')
+local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm')
 -- nocounter: the tenant has no windows hash (never seen, or the store lost
 -- its data: the hash outlives every record, see save).
 local nocounter = not w[1]
 local tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
 local qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
+local tm, dw, dm, mw, mm = tonumber(w[6]) or 0, tonumber(w[7]) or -1, tonumber(w[8]) or 0, tonumber(w[9]) or -1, tonumber(w[10]) or 0
 local dirty, rolled = false, false
 
 -- roll: move to the windows holding now, never back; a reservation with a
--- quota of another period restarts the quota window.
-local function roll(p, quota)
+-- quota of another period restarts the quota window. The spend windows
+-- (day, month) are kept once a spend limit has used them.
+local function roll(p, quota, spend)
   local c = math.max(widx(0), tw)
-  if c ~= tw then tw, tu, dirty, rolled = c, 0, true, true end
+  if c ~= tw then tw, tu, tm, dirty, rolled = c, 0, 0, true, true end
   if quota and p ~= qp then qp, qw, qu, dirty, rolled = p, widx(p), 0, true, true end
   if qp ~= 0 then
     c = math.max(widx(qp), qw)
     if c ~= qw then qw, qu, dirty, rolled = c, 0, true, true end
   end
+  if spend or dw >= 0 then
+    c = math.max(widx(1), dw)
+    if c ~= dw then dw, dm, dirty, rolled = c, 0, true, true end
+    c = math.max(widx(2), mw)
+    if c ~= mw then mw, mm, dirty, rolled = c, 0, true, true end
+  end
 end
 
+-- dec reads a record: state, granted, tw, qp, qw, lease, then the money
+-- fields (mg, mtw, mdw, mmw; 0 and -1 for a record written before them).
 local function dec(v)
-  local st, g, a, b, c, l = string.match(v, '^(%a)|(%-?%d+)|(%-?%d+)|(%d+)|(%-?%d+)|(%d+)$')
-  return st, tonumber(g), tonumber(a), tonumber(b), tonumber(c), tonumber(l)
+  local st, g, a, b, c, l, mg, x, y, z = string.match(v, '^(%a)|(%-?%d+)|(%-?%d+)|(%d+)|(%-?%d+)|(%d+)|(%d+)|(%-?%d+)|(%-?%d+)|(%-?%d+)$')
+  if not st then
+    st, g, a, b, c, l = string.match(v, '^(%a)|(%-?%d+)|(%-?%d+)|(%d+)|(%-?%d+)|(%d+)$')
+    mg, x, y, z = 0, -1, -1, -1
+  end
+  return st, tonumber(g), tonumber(a), tonumber(b), tonumber(c), tonumber(l), tonumber(mg), tonumber(x), tonumber(y), tonumber(z)
 end
-local function enc(st, g, a, b, c, l)
-  return st .. '|' .. f(g) .. '|' .. f(a) .. '|' .. f(b) .. '|' .. f(c) .. '|' .. f(l)
+local function enc(st, g, a, b, c, l, mg, x, y, z)
+  return st .. '|' .. f(g) .. '|' .. f(a) .. '|' .. f(b) .. '|' .. f(c) .. '|' .. f(l) .. '|' .. f(mg) .. '|' .. f(x) .. '|' .. f(y) .. '|' .. f(z)
+end
+
+-- applyTo: used plus delta for a record charged to window rw (-1: none)
+-- of a counter whose window is cur, by apply's rule.
+local function applyTo(used, rw, cur, delta)
+  if rw < 0 then return used end
+  if rw == cur then
+    dirty = true
+    return math.max(0, used + delta)
+  end
+  if delta > 0 then
+    dirty = true
+    return used + delta
+  end
+  return used
 end
 
 -- apply: add delta (a refund when negative) for a record's windows: into
@@ -110,15 +144,7 @@ end
 -- dropped and a charge goes to the current window.
 local function apply(delta, rtw, rqp, rqw)
   if delta == 0 then return end
-  if rtw >= 0 then
-    if rtw == tw then
-      tu = math.max(0, tu + delta)
-      dirty = true
-    elseif delta > 0 then
-      tu = tu + delta
-      dirty = true
-    end
-  end
+  tu = applyTo(tu, rtw, tw, delta)
   if rqw >= 0 and qp ~= 0 then
     if rqp == qp and rqw == qw then
       qu = math.max(0, qu + delta)
@@ -140,10 +166,10 @@ local function sweep()
   for i = 1, #due, 2 do
     local id = due[i]
     local v = redis.call('HGET', KR, id)
-    local st, g, a, b, c, l
-    if v then st, g, a, b, c, l = dec(v) end
+    local st, g, a, b, c, l, mg, x, y, z
+    if v then st, g, a, b, c, l, mg, x, y, z = dec(v) end
     if st == 'L' then
-      redis.call('HSET', KR, id, enc('X', g, a, b, c, l))
+      redis.call('HSET', KR, id, enc('X', g, a, b, c, l, mg, x, y, z))
       redis.call('ZADD', KD, f(tonumber(due[i + 1]) + l), id)
     else
       redis.call('HDEL', KR, id)
@@ -159,42 +185,59 @@ end
 -- store lost (nocounter), not one that outlived its tenant's windows.
 local function save()
   if not dirty then return end
-  redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu))
+  redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu),
+    'tm', f(tm), 'dw', f(dw), 'dm', f(dm), 'mw', f(mw), 'mm', f(mm))
   if not rolled then return end
   local e = wend(tw, 0)
   if qp ~= 0 then e = math.max(e, wend(qw, qp)) end
+  if mw >= 0 then e = math.max(e, wend(mw, 2)) end
   redis.call('PEXPIRE', KW, math.max(math.max(0, e * 1000 - floor(now / 1000)) + 60000, redis.call('PTTL', KR)))
 end
 `
 
 // reserveScript: ARGV now, id, min, want, tokens per minute, quota, period
-// (0 none, 1 day, 2 month), lease µs. Returns {status, granted, refused by
-// (0, 1 TPM, 2 quota), tpm used, quota used, tpm reset s, quota reset s};
-// status 0 refused, 1 reserved, 2 held (live), 3 held (expired).
+// (0 none, 1 day, 2 month), lease µs, money min, money want, spend per
+// minute, per day, per month. Returns {status, granted, refused by (a
+// budget.Limit), tpm used, quota used, tpm reset s, quota reset s, money
+// granted, minute spent, day spent, month spent, day reset s, month reset
+// s}; status 0 refused, 1 reserved, 2 held (live), 3 held (expired).
 var reserveScript = redis.NewScript(prelude + `
 local id = ARGV[2]
 local mn, want = tonumber(ARGV[3]), tonumber(ARGV[4])
 local tpm, quota, p, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-roll(p, quota > 0)
+local mmin, mwant = tonumber(ARGV[9]), tonumber(ARGV[10])
+local spm, spd, spM = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
+local spend = spm > 0 or spd > 0 or spM > 0
+roll(p, quota > 0, spend)
 sweep()
-local function reply(status, g, by)
+local function reply(status, g, by, mg)
   save()
-  local qe = 0
+  local qe, de, me = 0, 0, 0
   if qp ~= 0 then qe = wend(qw, qp) end
-  return {status, g, by, tu, qu, wend(tw, 0), qe}
+  if dw >= 0 then de, me = wend(dw, 1), wend(mw, 2) end
+  return {status, g, by, tu, qu, wend(tw, 0), qe, mg, tm, dm, mm, de, me}
 end
 local v = redis.call('HGET', KR, id)
 if v then
-  local st, g = dec(v)
-  if st == 'L' then return reply(2, g, 0) end
-  return reply(3, 0, 0)
+  local st, g, _, _, _, _, mg = dec(v)
+  if st == 'L' then return reply(2, g, 0, mg) end
+  return reply(3, 0, 0, 0)
 end
-if quota > 0 and quota - qu < mn then return reply(0, 0, 2) end
-if tpm > 0 and tpm - tu < mn then return reply(0, 0, 1) end
-local g = want
-if tpm > 0 then g = math.min(g, tpm - tu) end
-if quota > 0 then g = math.min(g, quota - qu) end
-local rtw, rqp, rqw = -1, 0, -1
+local function left(limit, used)
+  if limit > 0 then return limit - used end
+  return math.huge
+end
+local tl, ql = left(tpm, tu), left(quota, qu)
+local ml, dl, Ml = left(spm, tm), left(spd, dm), left(spM, mm)
+if ql < mn then return reply(0, 0, 2, 0) end
+if Ml < mmin then return reply(0, 0, 5, 0) end
+if dl < mmin then return reply(0, 0, 4, 0) end
+if ml < mmin then return reply(0, 0, 3, 0) end
+if tl < mn then return reply(0, 0, 1, 0) end
+local g = math.min(want, tl, ql)
+local mg = 0
+if spend then mg = math.min(mwant, ml, dl, Ml) end
+local rtw, rqp, rqw, x, y, z = -1, 0, -1, -1, -1, -1
 if tpm > 0 then
   tu = tu + g
   rtw = tw
@@ -205,7 +248,10 @@ if quota > 0 then
   rqp, rqw = qp, qw
   dirty = true
 end
-redis.call('HSET', KR, id, enc('L', g, rtw, rqp, rqw, lease))
+if spm > 0 then tm, x, dirty = tm + mg, tw, true end
+if spd > 0 then dm, y, dirty = dm + mg, dw, true end
+if spM > 0 then mm, z, dirty = mm + mg, mw, true end
+redis.call('HSET', KR, id, enc('L', g, rtw, rqp, rqw, lease, mg, x, y, z))
 redis.call('ZADD', KD, f(now + lease), id)
 -- Records outlive every deadline they hold (an expiry record ends at most
 -- two leases after its reservation) and every window they may still refund
@@ -216,20 +262,22 @@ redis.call('ZADD', KD, f(now + lease), id)
 local ttl = 2 * math.ceil(lease / 1000)
 ttl = math.max(ttl, wend(tw, 0) * 1000 - floor(now / 1000))
 if qp ~= 0 then ttl = math.max(ttl, wend(qw, qp) * 1000 - floor(now / 1000)) end
+if z >= 0 or y >= 0 then ttl = math.max(ttl, wend(mw, 2) * 1000 - floor(now / 1000)) end
 ttl = ttl + 60000
 redis.call('PEXPIRE', KR, ttl)
 redis.call('PEXPIRE', KD, ttl)
 save()
 if redis.call('PTTL', KW) < ttl then redis.call('PEXPIRE', KW, ttl) end
-return reply(1, g, 0)
+return reply(1, g, 0, mg)
 `)
 
-// settleScript: ARGV now, id, actual (-1: what was reserved). Returns {0}
-// for no record ({0, 1} when the tenant had no windows hash either: the
-// store lost its data), else {1 live or 2 expired, reserved, actual}.
+// settleScript: ARGV now, id, actual tokens, actual money (each -1: what
+// was reserved). Returns {0} for no record ({0, 1} when the tenant had no
+// windows hash either: the store lost its data), else {1 live or 2
+// expired, reserved, actual, money reserved, money actual}.
 var settleScript = redis.NewScript(prelude + `
 local id = ARGV[2]
-roll(0, false)
+roll(0, false, false)
 sweep()
 local v = redis.call('HGET', KR, id)
 if not v then
@@ -237,14 +285,21 @@ if not v then
   if nocounter then return {0, 1} end
   return {0}
 end
-local st, g, a, b, c = dec(v)
-local actual = tonumber(ARGV[3])
+local st, g, a, b, c, _, mg, x, y, z = dec(v)
+local actual, money = tonumber(ARGV[3]), tonumber(ARGV[4])
 if actual < 0 then actual = g end
+if money < 0 then money = mg end
 apply(actual - g, a, b, c)
+local md = money - mg
+if md ~= 0 then
+  tm = applyTo(tm, x, tw, md)
+  dm = applyTo(dm, y, dw, md)
+  mm = applyTo(mm, z, mw, md)
+end
 redis.call('HDEL', KR, id)
 redis.call('ZREM', KD, id)
 save()
 local status = 1
 if st == 'X' then status = 2 end
-return {status, g, actual}
+return {status, g, actual, mg, money}
 `)

@@ -1,0 +1,171 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/tenant"
+)
+
+// Spend limits and service tiers on the request path (issue 35), in
+// this order: checkTier after the body is resolved (a tier the tenant may
+// not use is refused 400 before anything is spent), priceRequest in
+// reserveBudget (the worst case in money, at the dearest tier the request
+// may be served at, reserved in the same store operation as its tokens),
+// cost in settleBudget (the usage at the tier the answer says it was
+// served at, reserved in the same settle). The money is micro-units of
+// the catalogue's currency.
+
+// tierAsk is the service tier a request asked for.
+type tierAsk struct {
+	// tier is the tier asked; explicit is false for "auto" or none,
+	// which the backend resolves (the bill is then the answer's tier).
+	tier     price.Tier
+	explicit bool
+	// may is the tiers the request may be served at: the one asked, or
+	// every tier the tenant may use.
+	may price.Tiers
+	// allowed is the tenant's tiers.
+	allowed price.Tiers
+}
+
+// checkTier refuses a service_tier the tenant may not use (400, param
+// service_tier) and records what was asked in rec.tier. Every tenant is
+// held to its tiers, with or without a spend limit: a dearer tier is
+// money on the account every tenant shares.
+func checkTier(rec *exchange, t *tenant.Tenant, body *request.Body) error {
+	allowed := t.Tiers.OrStandard()
+	rec.tier = tierAsk{may: allowed, allowed: allowed}
+	switch body.ServiceTier {
+	case "", "auto":
+		return nil
+	case "standard_only": // Anthropic's spelling of "standard, never priority"
+		rec.tier.tier, rec.tier.explicit = price.TierStandard, true
+	default:
+		tier, ok := price.ParseTier([]byte(body.ServiceTier))
+		if !ok {
+			return tierNotAllowed(body.ServiceTier, allowed)
+		}
+		rec.tier.tier, rec.tier.explicit = tier, true
+	}
+	if !allowed.Has(rec.tier.tier) {
+		return tierNotAllowed(body.ServiceTier, allowed)
+	}
+	rec.tier.may = price.Tiers(0).With(rec.tier.tier)
+	return nil
+}
+
+// spendState is a reservation's money: its pricing, what the store
+// granted, what it cost.
+type spendState struct {
+	budget.Spend
+	tier    tierAsk
+	granted int64
+	cost    int64
+	version string
+}
+
+// priceRequest prices a request for the spend limits: its model's prices
+// at the tiers it may be served at, and its server features' money.
+func (s *Server) priceRequest(rec *exchange, body *request.Body) (budget.Spend, error) {
+	m, ok := s.Prices.Model(body.Model)
+	if !ok {
+		// The config check prices every model of a tenant with a spend
+		// limit; a model without a price is a bug, refused.
+		return budget.Spend{}, budgetFailed(fmt.Sprintf("model %q has no price in the catalogue", body.Model))
+	}
+	return budget.Spend{Model: m, Tiers: rec.tier.may, Fixed: rec.features.money}, nil
+}
+
+// cost is what the answer's usage costs: its tokens by kind at the tier
+// the answer says it was served at, and the server features' uses. A
+// tier the answer does not name is the one asked, or for "auto" the
+// dearest the tenant may use; a tier cheaper than the one asked, or one
+// the tenant may not use, is billed at the dearer of it and the one the
+// request was reserved at, and logged.
+func (s *Server) cost(rec *exchange, b *reservation) int64 {
+	sp := &b.spend
+	if sp.Model == nil {
+		return 0
+	}
+	u := rec.usage
+	out := max(u.CompletionTokens, rec.outputFloor)
+	cached := min(max(u.CachedTokens, 0), u.PromptTokens)
+	writes := min(max(u.CacheWriteTokens, 0), u.PromptTokens-cached)
+	hour := min(max(u.CacheWrite1hTokens, 0), writes)
+	pu := price.Usage{Input: u.PromptTokens - cached - writes, CacheRead: cached, CacheWrite: writes - hour, CacheWrite1h: hour, Output: out}
+	asked := sp.tier.tier
+	if !sp.tier.explicit {
+		asked = sp.Model.Dearest(sp.tier.may, b.bound, out)
+	}
+	served := asked
+	if u.TierReported {
+		served = u.Tier
+	}
+	c := sp.Model.Cost(served, pu)
+	if u.TierReported && (!sp.tier.allowed.Has(served) || (sp.tier.explicit && served != asked)) {
+		if alt := sp.Model.Cost(asked, pu); alt > c {
+			c = alt
+		}
+		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
+			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
+	}
+	return min(c+b.features.chargeMoney(u.ServerTools), price.MaxMicros)
+}
+
+// costText and priceVersion are the access log's cost (a decimal amount
+// of the catalogue's currency) and price_version ("" without a spend
+// limit).
+func (b *reservation) costText() string {
+	if b == nil || b.spend.Model == nil || !b.held || b.unsettled {
+		return ""
+	}
+	return price.Format(b.spend.cost)
+}
+
+func (b *reservation) priceVersion() string {
+	if b == nil || b.spend.Model == nil {
+		return ""
+	}
+	return b.spend.version
+}
+
+// setSpendHeaders sets the spend limit headers beside OpenAI's
+// x-ratelimit-* ones, from the limit that refused or else the one with
+// the least left: x-ratelimit-limit-spend, -remaining-spend (decimal
+// amounts of the currency, named in x-ratelimit-spend-currency) and
+// -reset-spend.
+func setSpendHeaders(h http.Header, d budget.Decision, now time.Time, currency string) {
+	win := budget.Window{}
+	if d.RefusedBy.Money() {
+		win = d.Refusal()
+	} else {
+		for _, w := range d.Spend {
+			if w.Limit > 0 && (win.Limit == 0 || w.Remaining < win.Remaining) {
+				win = w
+			}
+		}
+	}
+	if win.Limit == 0 {
+		return
+	}
+	h["X-Ratelimit-Limit-Spend"] = []string{price.Format(win.Limit)}
+	h["X-Ratelimit-Remaining-Spend"] = []string{price.Format(win.Remaining)}
+	h["X-Ratelimit-Reset-Spend"] = []string{max(win.Reset.Sub(now), 0).Round(time.Millisecond).String()}
+	h["X-Ratelimit-Spend-Currency"] = []string{currency}
+}
+
+// periodText names a spend limit's period in a refusal.
+func periodText(k budget.Limit) string {
+	switch k {
+	case budget.LimitSpendMinute:
+		return "this minute"
+	case budget.LimitSpendDay:
+		return "today (UTC)"
+	}
+	return "this month (UTC)"
+}
