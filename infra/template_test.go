@@ -447,8 +447,8 @@ func TestEnvironmentMatchesConfig(t *testing.T) {
 			t.Errorf("the template sets %s, which the shipped config does not read", name)
 		}
 	}
-	if cfg.Limiter.Store != "redis" {
-		t.Errorf("limiter.store %q: on Lambda a memory store is per execution environment", cfg.Limiter.Store)
+	if cfg.Store.Backend != "redis" {
+		t.Errorf("store.backend %q: on Lambda a memory store is per execution environment", cfg.Store.Backend)
 	}
 }
 
@@ -471,9 +471,9 @@ func secretEnv(cfg *config.Config) []string {
 			set[n] = true
 		}
 	}
-	if cfg.Limiter.Store == "redis" {
-		add(cfg.Limiter.RedisURLEnv)
-		add(cfg.Limiter.RedisPasswordEnv)
+	if cfg.Store.Backend == "redis" {
+		add(cfg.Store.RedisURLEnv)
+		add(cfg.Store.RedisPasswordEnv)
 	}
 	for _, p := range cfg.Pools {
 		for _, e := range p.Endpoints {

@@ -40,7 +40,7 @@ func stackConfig(t *testing.T, params map[string]any) (*config.Config, map[strin
 // one zip (same CodeUri, same shipped config) and the one Redis secret; each
 // stack's config is pinned to its tenant (a one-row table, so any other
 // tenant's valid token gets 403) with its own key prefix; everything else
-// (issuer, pools, limiter store) is the shipped config's.
+// (issuer, pools, shared store) is the shipped config's.
 func TestTenantStacks(t *testing.T) {
 	shared, sharedVars := stackConfig(t, nil)
 	if got, want := sharedVars["GATEWAY_CONFIG_OVERLAY"], `{"auth":{"audiences":["`+apiClientID+`","api://`+apiClientID+`"]}}`; got != want {
@@ -66,13 +66,13 @@ func TestTenantStacks(t *testing.T) {
 			if tn.ID != tc.id || tn.Name != tc.name || !reflect.DeepEqual(tn.Models, tc.models) || tn.Requests != 120 || tn.Interval.D().Minutes() != 1 {
 				t.Errorf("tenant %+v", tn)
 			}
-			if tc.cfg.Limiter.KeyPrefix != "llmgw:"+tc.name+":" {
-				t.Errorf("key prefix %q", tc.cfg.Limiter.KeyPrefix)
+			if tc.cfg.Store.KeyPrefix != "llmgw:"+tc.name+":" {
+				t.Errorf("key prefix %q", tc.cfg.Store.KeyPrefix)
 			}
 			// The rest is the shipped config's: one Redis, the same pools
 			// and issuer for every stack.
-			if tc.cfg.Limiter.Store != "redis" || tc.cfg.Limiter.RedisURLEnv != shared.Limiter.RedisURLEnv || tc.vars["REDIS_URL"] != sharedVars["REDIS_URL"] {
-				t.Errorf("limiter %+v, REDIS_URL %q: want the shared one", tc.cfg.Limiter, tc.vars["REDIS_URL"])
+			if tc.cfg.Store.Backend != "redis" || tc.cfg.Store.RedisURLEnv != shared.Store.RedisURLEnv || tc.vars["REDIS_URL"] != sharedVars["REDIS_URL"] {
+				t.Errorf("store %+v, REDIS_URL %q: want the shared one", tc.cfg.Store, tc.vars["REDIS_URL"])
 			}
 			if !reflect.DeepEqual(tc.cfg.Pools, shared.Pools) || !reflect.DeepEqual(tc.cfg.Auth, shared.Auth) {
 				t.Error("pools or auth differ from the shipped config's")
@@ -84,7 +84,7 @@ func TestTenantStacks(t *testing.T) {
 			}
 		})
 	}
-	if fabrikam.Limiter.KeyPrefix == northwind.Limiter.KeyPrefix || strings.HasPrefix(northwind.Limiter.KeyPrefix, fabrikam.Limiter.KeyPrefix) {
+	if fabrikam.Store.KeyPrefix == northwind.Store.KeyPrefix || strings.HasPrefix(northwind.Store.KeyPrefix, fabrikam.Store.KeyPrefix) {
 		t.Error("two tenants' key prefixes overlap")
 	}
 }

@@ -47,6 +47,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	log := newLogger(stdout, cfg.LogLevel)
 	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
+	for _, d := range cfg.Deprecated {
+		log.Warn("deprecated config key: " + d)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	gw, err := wire(ctx, cfg, getenv, log, stdout) // the access log's lines beside the log's

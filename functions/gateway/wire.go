@@ -13,18 +13,14 @@ import (
 	"os"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
-	"github.com/llmgw/gateway/shared/route/rediscool"
 	"github.com/llmgw/gateway/shared/server"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
@@ -34,14 +30,8 @@ import (
 type gateway struct {
 	handler http.Handler
 	limiter *ratelimit.Limiter
-	// state is the Redis client for shared state other than the request
-	// buckets (stored-response affinity, budget settles); reserve is the
-	// budget's reservation client, whose answer timeout is budget.timeout.
-	// Both nil with the memory store.
-	state, reserve *redis.Client
-	// cool reads and publishes shared cooldowns (rediscool), with the
-	// limiter's take timeout; nil with the memory store.
-	cool *redis.Client
+	// stores is the shared state's clients (stores.Open), closed last.
+	stores *stores.Set
 	// tel exports metrics and spans; nil without an OTLP endpoint.
 	tel *otlp.Exporter
 }
@@ -56,33 +46,9 @@ func (g *gateway) close() {
 	if g.limiter != nil {
 		_ = g.limiter.Close()
 	}
-	for _, c := range []*redis.Client{g.state, g.reserve, g.cool} {
-		if c != nil {
-			_ = c.Close()
-		}
+	if g.stores != nil {
+		_ = g.stores.Close()
 	}
-}
-
-// redisClient is a client on the limiter's Redis whose answers are bounded
-// by timeout and whose new connections by limiter.dial_timeout. Each
-// distinct answer timeout needs its own client: go-redis bounds every
-// socket read by its client's ReadTimeout.
-func redisClient(lc ratelimit.Config, timeout time.Duration) (*redis.Client, error) {
-	c, err := store.NewClient(lc.RedisClient(timeout))
-	if err != nil {
-		return nil, fmt.Errorf("limiter: %w", err)
-	}
-	return c, nil
-}
-
-// warmPool establishes c's connections in the background, so that a burst
-// right after the start finds them ready; readiness does not wait for it.
-func warmPool(ctx context.Context, what string, c *redis.Client, log *slog.Logger) {
-	go func() {
-		if err := store.WarmPool(ctx, c); err != nil {
-			log.Warn(what+" store not reachable yet", "err", err)
-		}
-	}()
 }
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
@@ -103,36 +69,24 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 			g.close()
 		}
 	}()
-	lc, err := limiterConfig(ctx, cfg.Limiter, getenv, log)
+	sc, err := storeConfig(ctx, cfg, getenv, log)
 	if err != nil {
 		return nil, err
 	}
+	if g.stores, err = stores.Open(ctx, sc); err != nil {
+		return nil, err
+	}
+	lc := assemble.Limiter(cfg.Store, cfg.Limiter).WithDefaults()
+	lc.Client = g.stores.Limiter
 	if g.limiter, err = newLimiter(ctx, lc, cfg.Tenants, log); err != nil {
 		return nil, err
 	}
-	var aff server.Affinity // nil: in memory, per process
-	var shared route.Shared // nil: cooldowns per process
-	if lc.Store == ratelimit.StoreRedis {
-		// A client of its own: these calls may take longer than a take's
-		// tight budget.
-		if g.state, err = redisClient(lc, stateTimeout); err != nil {
-			return nil, err
-		}
-		aff = redisaffinity.New(g.state, lc.KeyPrefix, log)
-		warmPool(ctx, "shared state", g.state, log)
-		// Cooldowns are read once per request: a client with the take's
-		// tight answer timeout, so a slow store delays no request longer.
-		if g.cool, err = redisClient(lc, lc.Timeout); err != nil {
-			return nil, err
-		}
-		shared = rediscool.New(g.cool, lc.KeyPrefix, log)
-		warmPool(ctx, "shared cooldowns", g.cool, log)
-	}
+	shared := g.stores.Cooldowns // nil: cooldowns per process
 	router, targets, err := newRouting(ctx, cfg, shared, getenv, log)
 	if err != nil {
 		return nil, err
 	}
-	bud, err := budgets(ctx, cfg, lc, g, log)
+	bud, err := budgets(cfg, g.stores.Budget, log)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +115,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
 		Streams:           assemble.Streams(cfg),
-		Affinity:          aff,
+		Affinity:          g.stores.Affinity,
 		Budgets:           bud,
 		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
 		Prices:            assemble.Catalogue(cfg, problem.At{}),
@@ -182,29 +136,32 @@ func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Ve
 	return v, nil
 }
 
-// limiterConfig resolves the limiter's store settings, defaults applied:
-// secrets from the environment, and the Entra login for keyless Redis.
-func limiterConfig(ctx context.Context, l config.Limiter, getenv func(string) string, log *slog.Logger) (ratelimit.Config, error) {
-	lc := assemble.Limiter(l).WithDefaults()
-	if lc.Store != ratelimit.StoreRedis {
-		return lc, nil
+// storeConfig is the shared store's settings, defaults applied: its
+// secrets from the environment, the Entra login for keyless Redis, and
+// the answer timeout of each part's calls.
+func storeConfig(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (stores.Config, error) {
+	sc := assemble.Stores(cfg)
+	sc.Log = log
+	s := cfg.Store
+	if sc.Backend != stores.Redis {
+		return sc, nil
 	}
-	lc.RedisURL = getenv(l.RedisURLEnv)
-	if l.RedisPasswordEnv != "" {
-		lc.RedisPassword = getenv(l.RedisPasswordEnv)
+	sc.URL = getenv(s.RedisURLEnv)
+	if s.RedisPasswordEnv != "" {
+		sc.Password = getenv(s.RedisPasswordEnv)
 	}
-	if e := l.RedisEntra; e != nil {
+	if e := s.RedisEntra; e != nil {
 		cred, err := newEntra(ctx, assemble.RedisEntra(e), log)
 		if err != nil {
-			return lc, fmt.Errorf("limiter.redis_entra: %w", err)
+			return sc, fmt.Errorf("%s: %w", cfg.FieldName("store.redis_entra"), err)
 		}
 		user := e.Username
-		lc.RedisCredentials = func(ctx context.Context) (string, string, error) {
+		sc.Credentials = func(ctx context.Context) (string, string, error) {
 			tok, err := cred.Token(ctx)
 			return user, tok, err
 		}
 	}
-	return lc, nil
+	return sc, nil
 }
 
 // newLimiter builds the request limiter and establishes its store's
@@ -269,9 +226,6 @@ func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv fun
 	spec.Cred, spec.APIKey = cred, apiKey(e, getenv)
 	return upstream.NewTarget(spec)
 }
-
-// stateTimeout bounds one call for shared state other than a take.
-const stateTimeout = time.Second
 
 // apiKey is an endpoint's key from its env var ("" = none).
 func apiKey(e config.Endpoint, getenv func(string) string) string {

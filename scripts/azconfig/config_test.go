@@ -103,13 +103,13 @@ func TestGeneratedConfigLoads(t *testing.T) {
 			if len(c.Tenants) != 1 || c.Tenants[0].ID != homeTenant || c.Tenants[0].Name != a.Rows[0].Name {
 				t.Errorf("tenants %+v", c.Tenants)
 			}
-			if c.Limiter.Store != tc.wantStore || c.Limiter.KeyPrefix != "llmgw:" {
-				t.Errorf("limiter %+v", c.Limiter)
+			if c.Store.Backend != tc.wantStore || c.Store.KeyPrefix != "llmgw:" {
+				t.Errorf("store %+v", c.Store)
 			}
 			if tc.wantStore == "redis" {
-				e := c.Limiter.RedisEntra
-				if e == nil || e.Credential != "managed-identity" || e.ClientID != identityCID || e.Username != identityOID || c.Limiter.RedisURLEnv != "REDIS_URL" {
-					t.Errorf("redis limiter %+v", c.Limiter)
+				e := c.Store.RedisEntra
+				if e == nil || e.Credential != "managed-identity" || e.ClientID != identityCID || e.Username != identityOID || c.Store.RedisURLEnv != "REDIS_URL" {
+					t.Errorf("redis store %+v", c.Store)
 				}
 			}
 			ep := c.Pools[0].Endpoints[0]
@@ -154,13 +154,13 @@ func TestTenantConfigsLoad(t *testing.T) {
 			if len(c.Pools[0].Models) != len(it.Models) {
 				t.Errorf("pool models %v: want the tenant's models only", c.Pools[0].Models)
 			}
-			if e := c.Limiter.RedisEntra; e == nil || e.ClientID != id.ClientID || e.Username != id.PrincipalID {
-				t.Errorf("redis login %+v, want the tenant's identity", c.Limiter.RedisEntra)
+			if e := c.Store.RedisEntra; e == nil || e.ClientID != id.ClientID || e.Username != id.PrincipalID {
+				t.Errorf("redis login %+v, want the tenant's identity", c.Store.RedisEntra)
 			}
-			if c.Limiter.KeyPrefix != "llmgw:"+it.Name+":" {
-				t.Errorf("key prefix %q", c.Limiter.KeyPrefix)
+			if c.Store.KeyPrefix != "llmgw:"+it.Name+":" {
+				t.Errorf("key prefix %q", c.Store.KeyPrefix)
 			}
-			prefixes[it.Name] = c.Limiter.KeyPrefix
+			prefixes[it.Name] = c.Store.KeyPrefix
 		})
 	}
 	if c := tenantApp(p, "northwind"); c.Models[0] != (model{"gpt-4o", "nw-gpt-4o"}) {
@@ -211,7 +211,7 @@ func checkCommon(t *testing.T, c *config.Config, p params) {
 	if ep.Entra.Scope != wantOpenAI {
 		t.Errorf("Azure OpenAI scope %q, want %q", ep.Entra.Scope, wantOpenAI)
 	}
-	if e := c.Limiter.RedisEntra; e != nil && e.Scope != wantRedis {
+	if e := c.Store.RedisEntra; e != nil && e.Scope != wantRedis {
 		t.Errorf("Redis scope %q, want %q", e.Scope, wantRedis)
 	}
 }

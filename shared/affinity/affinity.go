@@ -28,6 +28,11 @@ type Owner struct {
 	// before: a follow-up's stored context is at most this, so strict
 	// budgets reserve it (issue 20).
 	Tokens int64
+	// Background is the id of the request that created a background
+	// response and whose budget reservation waits for its usage ("" for
+	// none): when the response is later retrieved complete, its real
+	// usage settles that reservation (issue 30).
+	Background string
 }
 
 // ErrCorrupt is a record that does not decode.
@@ -48,21 +53,27 @@ const sep = "\x1f"
 // Encode is an Owner's stored form.
 func (o Owner) Encode() string {
 	e := o.Tenant + sep + o.Model + sep + o.Pool + sep + o.Endpoint
-	if o.Tokens > 0 {
+	if o.Tokens > 0 || o.Background != "" {
 		e += sep + strconv.FormatInt(o.Tokens, 10)
+	}
+	if o.Background != "" {
+		e += sep + o.Background
 	}
 	return e
 }
 
 // Decode reads Encode's form (a record written before Tokens has four
-// fields).
+// fields, one without Background five).
 func Decode(s string) (Owner, error) {
 	f := strings.Split(s, sep)
-	if len(f) != 4 && len(f) != 5 {
+	if len(f) < 4 || len(f) > 6 {
 		return Owner{}, ErrCorrupt
 	}
 	o := Owner{Tenant: f[0], Model: f[1], Pool: f[2], Endpoint: f[3]}
-	if len(f) == 5 {
+	if len(f) == 6 {
+		o.Background = f[5]
+	}
+	if len(f) >= 5 {
 		n, err := strconv.ParseInt(f[4], 10, 64)
 		if err != nil || n < 0 {
 			return Owner{}, ErrCorrupt

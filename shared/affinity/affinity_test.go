@@ -39,9 +39,15 @@ func TestMemory(t *testing.T) {
 }
 
 func TestEncode(t *testing.T) {
-	o := Owner{Tenant: "t", Model: "m", Pool: "p", Endpoint: "http://e:1"}
-	if got, err := Decode(o.Encode()); err != nil || got != o {
-		t.Fatalf("%v %v", got, err)
+	for _, o := range []Owner{
+		{Tenant: "t", Model: "m", Pool: "p", Endpoint: "http://e:1"},
+		{Tenant: "t", Model: "m", Pool: "p", Endpoint: "http://e:1", Tokens: 7},
+		{Tenant: "t", Model: "m", Pool: "p", Endpoint: "http://e:1", Background: "req-1"},
+		{Tenant: "t", Model: "m", Pool: "p", Endpoint: "http://e:1", Tokens: 7, Background: "req-1"},
+	} {
+		if got, err := Decode(o.Encode()); err != nil || got != o {
+			t.Fatalf("%+v: %+v %v", o, got, err)
+		}
 	}
 	if _, err := Decode("a\x1fb"); err == nil {
 		t.Fatal("a short record decoded")

@@ -10,6 +10,7 @@ package assemble
 import (
 	"cmp"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
@@ -19,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -48,7 +50,7 @@ func Parse(b []byte, getenv func(string) string) (*config.Config, error) {
 		// An Entra directory ID matches the token's tid in any case.
 		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
 	}
-	p = p.Merge(c.Validate(getenv)).Merge(check(c, getenv))
+	p = p.Merge(c.Validate(getenv)).Merge(c.WrittenAs(check(c, getenv)))
 	if len(p) > 0 {
 		return nil, p
 	}
@@ -67,9 +69,11 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	Conn(c).Check(into(&p, ""))
 	Auth(c.Auth).Check(into(&p, "auth"))
-	Limiter(c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
-	if e := c.Limiter.RedisEntra; e != nil && c.Limiter.Store == ratelimit.StoreRedis {
-		RedisEntra(e).Check(into(&p, "limiter.redis_entra"), getenv)
+	var lp config.Problems
+	Limiter(c.Store, c.Limiter).Check(into(&lp, "limiter"), TenantLimits(c.Tenants), into(&lp, "tenants"))
+	p = append(p, storeFields(lp)...)
+	if e := c.Store.RedisEntra; e != nil && c.Store.Backend == stores.Redis {
+		RedisEntra(e).Check(into(&p, "store.redis_entra"), getenv)
 	}
 	Budget(c.Budget).Check(into(&p, "budget"))
 	budget.CheckPartTokens(into(&p, "budget"), c.Budget.ImageTokens, c.Budget.MediaTokens)
@@ -97,6 +101,17 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 				Entra(e.Entra).Check(eat.In("entra"), getenv)
 			}
 		}
+	}
+	return p
+}
+
+// storeFields names the limiter's problems with the settings it takes
+// from the store section (backend, key_prefix, dial_timeout) by the store
+// section's fields.
+func storeFields(p config.Problems) config.Problems {
+	r := strings.NewReplacer("limiter.store", "store.backend", "limiter.key_prefix", "store.key_prefix", "limiter.dial_timeout", "store.dial_timeout")
+	for i := range p {
+		p[i] = r.Replace(p[i])
 	}
 	return p
 }
@@ -166,16 +181,36 @@ func Auth(a config.Auth) auth.Config {
 	}
 }
 
-// Limiter is the request limiter's configuration without its secrets,
-// which the binary resolves from the environment at start.
-func Limiter(l config.Limiter) ratelimit.Config {
+// Limiter is the request limiter's configuration without its secrets
+// and client, which the binary resolves at start: its store is the store
+// section's.
+func Limiter(s config.Store, l config.Limiter) ratelimit.Config {
 	return ratelimit.Config{
-		Store:         l.Store,
-		KeyPrefix:     l.KeyPrefix,
+		Store:         s.Backend,
+		KeyPrefix:     s.KeyPrefix,
 		Timeout:       l.Timeout.D(),
-		DialTimeout:   l.DialTimeout.D(),
+		DialTimeout:   s.DialTimeout.D(),
 		FailurePolicy: l.FailurePolicy,
 	}
+}
+
+// Stores is the shared store's configuration without its secrets, which
+// the binary resolves from the environment at start: each part's answer
+// timeout is its own section's (limiter.timeout for takes and cooldown
+// reads, budget.timeout for reservations), and the budgets' store is
+// asked for when a tenant has a budget.
+func Stores(c *config.Config) stores.Config {
+	sc := stores.Config{
+		Backend:        c.Store.Backend,
+		KeyPrefix:      c.Store.KeyPrefix,
+		DialTimeout:    c.Store.DialTimeout.D(),
+		TakeTimeout:    c.Limiter.Timeout.D(),
+		ReserveTimeout: c.Budget.Timeout.D(),
+	}
+	for _, t := range c.Tenants {
+		sc.Budgets = sc.Budgets || t.HasBudget()
+	}
+	return sc.WithDefaults()
 }
 
 // TenantLimits is each tenant's request bucket, in the table's order.

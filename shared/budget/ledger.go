@@ -198,6 +198,9 @@ func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
 	return l, nil
 }
 
+// Strict reports whether the ledger runs in strict mode (Config.Mode).
+func (l *Ledger) Strict() bool { return l.cfg.Mode == ModeStrict }
+
 // Limits returns tenant's limits; ok is false for a tenant without any.
 func (l *Ledger) Limits(tenant string) (lim Limits, ok bool) {
 	lim, ok = l.tenants[tenant]

@@ -23,6 +23,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -116,6 +117,7 @@ type Config struct {
 	LogLevel string `yaml:"log_level" json:"log_level"`
 
 	Auth     Auth     `yaml:"auth" json:"auth"`
+	Store    Store    `yaml:"store" json:"store"`
 	Limiter  Limiter  `yaml:"limiter" json:"limiter"`
 	Upstream Upstream `yaml:"upstream" json:"upstream"`
 	Lambda   Lambda   `yaml:"lambda" json:"lambda"`
@@ -138,6 +140,15 @@ type Config struct {
 	// where it exports is the standard OTEL_* environment's (docs/telemetry.md:
 	// Telemetry).
 	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
+
+	// Deprecated lists, one line each, the deprecated keys the file
+	// wrote (limiter's store settings, now store's): the binary logs
+	// each line at start.
+	Deprecated []string `yaml:"-" json:"-"`
+	// writtenAs maps a field the file wrote under a deprecated name to
+	// that name ("store.key_prefix" → "limiter.key_prefix"), so that a
+	// problem names the key the file holds.
+	writtenAs map[string]string
 
 	// listenGiven records that the config wrote listen: the environment's
 	// port then never replaces it (issue 22: a default compared by value
@@ -194,10 +205,19 @@ type Auth struct {
 	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval"`
 }
 
-// Limiter configures the per-tenant token buckets' store.
-type Limiter struct {
-	// Store is memory or redis. Default memory.
-	Store string `yaml:"store" json:"store"`
+// Store is where the state replicas share lives: the limiter's request
+// buckets, the token budgets, the stored-response records and the
+// backend-asked cooldowns. Each part keeps its own answer timeout and
+// failure policy in its own section.
+type Store struct {
+	// Backend is memory (per process) or redis (shared by replicas,
+	// survives scale-to-zero). Default memory.
+	Backend string `yaml:"backend" json:"backend"`
+	Redis   `yaml:",inline"`
+}
+
+// Redis is how the gateway reaches the store's Redis.
+type Redis struct {
 	// RedisURLEnv names the env var holding a redis:// or rediss:// URL.
 	RedisURLEnv string `yaml:"redis_url_env" json:"redis_url_env"`
 	// RedisPasswordEnv optionally names the env var holding the password.
@@ -206,18 +226,29 @@ type Limiter struct {
 	// Managed Redis with a Microsoft Entra ID token as the password (no key).
 	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
 	// KeyPrefix lets several gateways share one Redis. Default
-	// ratelimit.DefaultKeyPrefix.
+	// store.DefaultKeyPrefix.
 	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
+	// DialTimeout is the dial budget of every Redis connection the gateway
+	// opens (limiter, budgets, response records, cooldowns): a take or
+	// reservation that waits for a connection being established (dial,
+	// TLS, login, a pool turn while the pool fills) waits up to this on
+	// top of its timeout, and is not a store failure; a store that cannot
+	// be reached within it is (issue 20). Default
+	// store.DefaultDialTimeout.
+	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout"`
+}
+
+// Limiter configures the per-tenant request buckets' use of the store.
+type Limiter struct {
+	// Store and the Redis settings are the deprecated aliases of
+	// store.backend and the store section's settings of the same names
+	// (the limiter's of old): Decode moves them there and notes each in
+	// Config.Deprecated.
+	Store string `yaml:"store" json:"store"`
+	Redis `yaml:",inline"`
 	// Timeout bounds the store's answer to one take. Default
 	// ratelimit.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout"`
-	// DialTimeout is the dial budget of every Redis connection the gateway
-	// opens (limiter, budgets, response records): a take or reservation
-	// that waits for a connection being established (dial, TLS, login, a
-	// pool turn while the pool fills) waits up to this on top of its
-	// timeout, and is not a store failure; a store that cannot be reached
-	// within it is (issue 20). Default ratelimit.DefaultDialTimeout.
-	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout"`
 	// FailurePolicy is open or closed: what happens when the store is
 	// down. Default open.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
@@ -639,8 +670,89 @@ func Decode(b []byte) (*Config, Problems) {
 			p.add("parse", "%s", err)
 		}
 	}
+	c.moveAliases(&p)
 	c.applyDefaults()
 	return &c, p
+}
+
+// moveAliases moves the limiter's deprecated store settings into the
+// store section, noting each in c.Deprecated. A setting written under
+// both names is a problem: which one the file means is not for the
+// gateway to guess.
+func (c *Config) moveAliases(p *Problems) {
+	l, s := &c.Limiter, &c.Store
+	move := func(old, now string, given, taken bool, set func()) {
+		if !given {
+			return
+		}
+		if taken {
+			p.add("limiter."+old, "deprecated alias of store.%s, which the file also sets: keep store.%s", now, now)
+			return
+		}
+		set()
+		c.Deprecated = append(c.Deprecated, fmt.Sprintf("limiter.%s is deprecated: write store.%s", old, now))
+		if c.writtenAs == nil {
+			c.writtenAs = map[string]string{}
+		}
+		c.writtenAs["store."+now] = "limiter." + old
+	}
+	move("store", "backend", l.Store != "", s.Backend != "", func() { s.Backend = l.Store })
+	move("redis_url_env", "redis_url_env", l.RedisURLEnv != "", s.RedisURLEnv != "", func() { s.RedisURLEnv = l.RedisURLEnv })
+	move("redis_password_env", "redis_password_env", l.RedisPasswordEnv != "", s.RedisPasswordEnv != "", func() { s.RedisPasswordEnv = l.RedisPasswordEnv })
+	move("redis_entra", "redis_entra", l.RedisEntra != nil, s.RedisEntra != nil, func() { s.RedisEntra = l.RedisEntra })
+	move("key_prefix", "key_prefix", l.KeyPrefix != "", s.KeyPrefix != "", func() { s.KeyPrefix = l.KeyPrefix })
+	move("dial_timeout", "dial_timeout", l.DialTimeout != 0, s.DialTimeout != 0, func() { s.DialTimeout = l.DialTimeout })
+	l.Store, l.Redis = "", Redis{}
+}
+
+// FieldName is field ("store.key_prefix") as the file wrote it: its
+// deprecated name when the file used that.
+func (c *Config) FieldName(field string) string {
+	if old, ok := c.writtenAs[field]; ok {
+		return old
+	}
+	return field
+}
+
+// WrittenAs returns p with every setting the file wrote under a
+// deprecated name ("store.key_prefix" for limiter.key_prefix) named as
+// the file wrote it, where a problem names it and where its message does.
+func (c *Config) WrittenAs(p Problems) Problems {
+	if len(c.writtenAs) == 0 {
+		return p
+	}
+	out := make(Problems, len(p))
+	for i, s := range p {
+		for now, old := range c.writtenAs {
+			s = replaceField(s, now, old)
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// replaceField replaces each whole field name from in s with to: not a
+// longer name that starts with it (store.redis_entra is not
+// store.redis_entra_x), but a field below it (store.redis_entra.username).
+func replaceField(s, from, to string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, from)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(from)
+		whole := end == len(s) || !(s[end] == '_' || 'a' <= s[end] && s[end] <= 'z' || '0' <= s[end] && s[end] <= '9')
+		whole = whole && (i == 0 || s[i-1] == ' ' || s[i-1] == '(')
+		b.WriteString(s[:i])
+		if whole {
+			b.WriteString(to)
+		} else {
+			b.WriteString(from)
+		}
+		s = s[end:]
+	}
 }
 
 // Read reads the config file at path, with overlay (YAML or JSON; ""

@@ -101,6 +101,8 @@ func TestNegativeDurations(t *testing.T) {
 		"limiter.timeout":                     in("limiter", "timeout"),
 		"limiter.dial_timeout":                in("limiter", "dial_timeout"),
 		"limiter.redis_entra.timeout":         minimal + "limiter: {store: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u, timeout: -1s}}\n",
+		"store.dial_timeout":                  in("store", "dial_timeout"),
+		"store.redis_entra.timeout":           minimal + "store: {backend: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u, timeout: -1s}}\n",
 		"upstream.header_timeout":             in("upstream", "header_timeout"),
 		"upstream.response_timeout":           in("upstream", "response_timeout"),
 		"upstream.connect_timeout":            in("upstream", "connect_timeout"),

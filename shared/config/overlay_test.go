@@ -35,8 +35,9 @@ log_level: debug
 				if len(c.Tenants) != 1 || c.Tenants[0].ID != "acme" || c.Tenants[0].Requests != 2 {
 					t.Errorf("tenants %+v: the overlay's list replaces the file's", c.Tenants)
 				}
-				if c.Limiter.KeyPrefix != "llmgw:acme:" || c.Limiter.Timeout.D().Milliseconds() != 80 || c.Limiter.FailurePolicy != "closed" {
-					t.Errorf("limiter %+v: fields merge", c.Limiter)
+				// limiter.key_prefix is the deprecated alias of store's.
+				if c.Store.KeyPrefix != "llmgw:acme:" || c.Limiter.Timeout.D().Milliseconds() != 80 || c.Limiter.FailurePolicy != "closed" {
+					t.Errorf("limiter %+v, store %+v: fields merge", c.Limiter, c.Store)
 				}
 				if c.LogLevel != "info" {
 					t.Errorf("log_level %q: null removes it (the default applies)", c.LogLevel)

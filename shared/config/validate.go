@@ -89,7 +89,7 @@ func (ck *checker) uniqueName(seen map[string]bool, field, name, what string) {
 
 // Validate returns every problem with c by the file's own rules: no
 // negative numbers, the listen address, the rules between its sections
-// (unique names, tenants' models served, the Redis settings the limiter's
+// (unique names, tenants' models served, the Redis settings the shared
 // store needs) and the environment variables it names, which getenv must
 // resolve. The rules of the settings each part takes are that part's
 // (shared/assemble runs them).
@@ -97,11 +97,11 @@ func (c *Config) Validate(getenv func(string) string) Problems {
 	ck := &checker{getenv: getenv}
 	validateNonNegative(ck, reflect.ValueOf(c).Elem(), "")
 	validateServer(ck, c)
-	validateLimiter(ck, &c.Limiter)
+	validateStore(ck, &c.Store)
 	models := validatePools(ck, c.Pools)
 	validateAliases(ck, c.Aliases, models)
 	validateTenants(ck, c.Tenants, models)
-	return ck.p
+	return c.WrittenAs(ck.p)
 }
 
 // validateNonNegative reports every negative duration and signed count,
@@ -151,26 +151,26 @@ func validateServer(ck *checker, c *Config) {
 	}
 }
 
-// validateLimiter checks what the limiter's store needs of the file: a
+// validateStore checks what the shared store needs of the file: a
 // Redis URL's variable, and a Redis login by key or by Entra ID, not both.
-func validateLimiter(ck *checker, l *Limiter) {
-	if l.Store != "redis" {
-		if l.RedisEntra != nil {
-			ck.add("limiter.redis_entra", "only used with limiter.store redis")
+func validateStore(ck *checker, s *Store) {
+	if s.Backend != "redis" {
+		if s.RedisEntra != nil {
+			ck.add("store.redis_entra", "only used with store.backend redis")
 		}
 		return
 	}
-	if l.RedisURLEnv == "" {
-		ck.add("limiter.redis_url_env", "required when limiter.store is redis")
+	if s.RedisURLEnv == "" {
+		ck.add("store.redis_url_env", "required when store.backend is redis")
 	}
-	ck.needEnv("limiter.redis_url_env", l.RedisURLEnv)
-	ck.needEnv("limiter.redis_password_env", l.RedisPasswordEnv)
-	if e := l.RedisEntra; e != nil {
+	ck.needEnv("store.redis_url_env", s.RedisURLEnv)
+	ck.needEnv("store.redis_password_env", s.RedisPasswordEnv)
+	if e := s.RedisEntra; e != nil {
 		if e.Username == "" {
-			ck.add("limiter.redis_entra.username", "required: the identity's object id")
+			ck.add("store.redis_entra.username", "required: the identity's object id")
 		}
-		if l.RedisPasswordEnv != "" {
-			ck.add("limiter.redis_password_env", "must be empty when limiter.redis_entra is set")
+		if s.RedisPasswordEnv != "" {
+			ck.add("store.redis_password_env", "must be empty when store.redis_entra is set")
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (c Config) WithDefaults() Config {
 func problems(cfg Config, limits []TenantLimit) []error {
 	var p []string
 	cfg.Check(problem.Into(&p, ""), limits, problem.Into(&p, "limits"))
-	if cfg.WithDefaults().Store == StoreRedis && cfg.RedisURL == "" {
+	if cfg.WithDefaults().Store == StoreRedis && cfg.RedisURL == "" && cfg.Client == nil {
 		p = append(p, "redis_url: required with store redis")
 	}
 	return problem.Errors(p)

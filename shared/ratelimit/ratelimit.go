@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 
@@ -42,7 +43,7 @@ const (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultKeyPrefix   = "llmgw:"
+	DefaultKeyPrefix   = store.DefaultKeyPrefix
 	DefaultTimeout     = store.DefaultTimeout
 	DefaultDialTimeout = store.DefaultDialTimeout
 )
@@ -112,6 +113,12 @@ type Config struct {
 	// connections log in with the current ones, and open connections send
 	// AUTH again when they change. It wins over RedisPassword.
 	RedisCredentials func(ctx context.Context) (username, password string, err error)
+
+	// Client, when set, is the Redis store's client, built and closed by
+	// its owner (the gateway's stores.Open, which builds every client on
+	// the shared Redis); RedisURL, RedisPassword and RedisCredentials are
+	// then unused. Its ReadTimeout should be Timeout.
+	Client *redis.Client
 
 	// KeyPrefix prefixes every Redis key so several gateways can share one
 	// Redis. Default DefaultKeyPrefix.

@@ -10,13 +10,16 @@ import (
 	"github.com/sethvargo/go-limiter"
 )
 
-// newRedisFactory makes the one Redis client every bucket shape shares, and
-// a factory of stores on it, and the client's close and pool warm-up. Keys
-// are KeyPrefix + "rl:" + tenant + limit.
+// newRedisFactory makes the one Redis client every bucket shape shares
+// (cfg.Client when given), a factory of stores on it, and the client's
+// close and pool warm-up. Keys are KeyPrefix + "rl:" + tenant + limit.
 func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, warmPool func(context.Context) error, err error) {
-	client, err := store.NewClient(cfg.RedisClient(cfg.Timeout))
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("redis store: %w", err)
+	client, closeFn := cfg.Client, func() error { return nil } // the owner closes it
+	if client == nil {
+		if client, err = store.NewClient(cfg.RedisClient(cfg.Timeout)); err != nil {
+			return nil, nil, nil, fmt.Errorf("redis store: %w", err)
+		}
+		closeFn = client.Close
 	}
 	factory = func(tokens uint64, interval time.Duration) (limiter.Store, error) {
 		return redisstore.New(client, redisstore.Config{
@@ -26,7 +29,7 @@ func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, wa
 		})
 	}
 	warmPool = func(ctx context.Context) error { return store.WarmPool(ctx, client) }
-	return factory, client.Close, warmPool, nil
+	return factory, closeFn, warmPool, nil
 }
 
 // RedisClient is the options of a client on the limiter's Redis whose

@@ -493,8 +493,16 @@ func TestMeteringBackground(t *testing.T) {
 				t.Fatalf("backend got %v: want max_output_tokens %d written", sent.Load(), budget.DefaultOutputTokens)
 			}
 			bound := prompt.Scanner{}.Bound([]byte(body), request.Responses.Prompt()).Tokens
-			if got, want := lastSettle(t, spy), bound+budget.DefaultOutputTokens; got != want {
-				t.Fatalf("charged %d, want the reservation %d", got, want)
+			want := bound + budget.DefaultOutputTokens
+			if mode == budget.ModeStrict {
+				if got := lastSettle(t, spy); got != want {
+					t.Fatalf("charged %d, want the reservation %d", got, want)
+				}
+			}
+			// Estimate mode leaves the reservation charged until the
+			// response is retrieved complete (TestMeteringBackgroundRetrieved).
+			if got := storeUsed(t, spy.Ledger); got != want {
+				t.Fatalf("the store holds %d, want the reservation %d", got, want)
 			}
 		})
 	}
@@ -511,4 +519,97 @@ func attackUsage(op request.Operation, at attack) string {
 		return fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, at.promptTokens(), at.report, at.promptTokens()+at.report)
 	}
 	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, at.promptTokens(), at.report, at.promptTokens()+at.report)
+}
+
+// TestMeteringBackgroundRetrieved (issue 30 section 5): a background
+// response's creating request leaves its reservation charged; when the
+// response is later retrieved complete (GET /v1/responses/{id}, as JSON
+// or as a resumed stream), its real usage (20 + 300) settles that
+// reservation in estimate mode, once, and is logged in strict mode,
+// which charged the reservation at creation. Before, estimate mode
+// charged the reservation and never looked at the real usage.
+func TestMeteringBackgroundRetrieved(t *testing.T) {
+	for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
+				t.Parallel()
+				spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+				done := `{"id":"resp_bg1","object":"response","status":"completed","background":true,"output":[],"usage":{"input_tokens":20,"output_tokens":300,"total_tokens":320}}`
+				g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = spy }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					switch {
+					case r.Method == http.MethodPost:
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = io.WriteString(w, `{"id":"resp_bg1","object":"response","status":"queued","background":true,"output":[],"usage":null}`)
+					case r.URL.Query().Get("stream") == "true":
+						w.Header().Set("Content-Type", "text/event-stream")
+						fmt.Fprintf(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"x\"}\n\nevent: response.completed\ndata: {\"type\":\"response.completed\",\"response\":%s}\n\n", done)
+					default:
+						w.Header().Set("Content-Type", "application/json")
+						_, _ = io.WriteString(w, done)
+					}
+				}))
+				body := `{"model":"m","background":true,"input":"write a long essay"}`
+				if resp, b := postPath(t, g, "/v1/responses", body); resp.StatusCode != 200 {
+					t.Fatalf("create: status %d: %s", resp.StatusCode, b)
+				}
+				bound := prompt.Scanner{}.Bound([]byte(body), request.Responses.Prompt()).Tokens
+				reserved := bound + budget.DefaultOutputTokens
+				if mode == budget.ModeStrict {
+					if got := lastSettle(t, spy); got != reserved {
+						t.Fatalf("strict: creation charged %d, want the reservation %d", got, reserved)
+					}
+				} else if calls := spy.log(); calls[len(calls)-1] != "reserve" {
+					t.Fatalf("estimate: the creation settled (%v): its reservation should wait for the usage", calls)
+				}
+				path := "/v1/responses/resp_bg1"
+				if stream {
+					path += "?stream=true"
+				}
+				for range 2 { // a second retrieval settles nothing more
+					resp, err := http.Get(g.srv.URL + path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != 200 || !strings.Contains(string(b), `"total_tokens":320`) {
+						t.Fatalf("retrieve: status %d: %.300s", resp.StatusCode, b)
+					}
+				}
+				used := storeUsed(t, spy.Ledger)
+				if mode == budget.ModeStrict {
+					logged := false
+					for _, l := range g.log.lines(t) {
+						logged = logged || l["msg"] == "background response retrieved complete: strict mode charged its reservation at creation" && l["usage"] == float64(320)
+					}
+					if used != reserved || !logged {
+						t.Fatalf("strict: the store holds %d (want the reservation %d), usage logged %v", used, reserved, logged)
+					}
+					return
+				}
+				if used != 320 {
+					t.Fatalf("estimate: the store holds %d, want the real usage 320 (reserved %d)", used, reserved)
+				}
+				if n := strings.Count(strings.Join(spy.log(), "\n"), "settle 320"); n != 1 {
+					t.Fatalf("settled %d times: %v", n, spy.log())
+				}
+			})
+		}
+	}
+}
+
+// storeUsed is what the tenant's minute window holds, read with a probe
+// reservation settled at 0.
+func storeUsed(t *testing.T, l *budget.Ledger) int64 {
+	t.Helper()
+	ctx := context.Background()
+	d, err := l.Reserve(ctx, "t1", "probe-used", budget.Ask{PromptBound: 1, ClientCap: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Settle(ctx, "t1", "probe-used", 0); err != nil {
+		t.Fatal(err)
+	}
+	return d.TPM.Used - d.Granted
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
@@ -32,6 +33,8 @@ type Budgets interface {
 	SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error)
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
+	// Strict reports strict mode (budget.Ledger.Strict).
+	Strict() bool
 }
 
 // reservation is one request's budget state, from Reserve to Settle.
@@ -57,6 +60,10 @@ type reservation struct {
 	// spend is the request's pricing for a tenant with a spend limit
 	// (spend.Model nil without one); tier what it asked for.
 	spend spendState
+	// background: a background response's creating request (budget.Ask
+	// Hold); deferred: its settle waits for the response's retrieval
+	// (settleBackground).
+	background, deferred bool
 }
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
@@ -150,7 +157,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		outCap = 0
 	}
 	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
-		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput}
+		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput, background: ask.Hold}
 	if lim.Spends() {
 		rec.budget.spend = spendState{Spend: ask.Spend, tier: rec.tier, granted: d.MoneyGranted, version: cat.Version}
 	}
@@ -184,6 +191,8 @@ func (b *reservation) settleState() string {
 		return ""
 	case b.unsettled:
 		return "unsettled"
+	case b.deferred:
+		return "deferred"
 	}
 	return "charged"
 }
@@ -253,6 +262,16 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	if rec.wroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
+	if b.background && rec.remembered && !rec.usageFinal && !s.Budgets.Strict() && b.spend.Model == nil {
+		// Estimate mode, a background response recorded with its
+		// reservation's id (Owner.Background): the reservation stays
+		// charged until the response is retrieved complete, whose usage
+		// settles it (settleBackground), or its lease ends (issue 30).
+		// A tenant with a spend limit is charged at creation: the
+		// retrieval does not know the creation's prices.
+		b.deferred, b.charged = true, b.granted
+		return
+	}
 	ctx := context.Background() // the ledger bounds it; a client that left is settled too
 	// counted is what the gateway saw itself: the prompt bound, and one
 	// token per token event relayed (a JSON answer's text is at most one
@@ -317,6 +336,45 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual
+}
+
+// settleBackground settles a background response's creating request
+// once the response is retrieved complete (GET /v1/responses/{id}, JSON
+// or resumed stream) and its usage is the bill: in estimate mode the
+// reservation its creation left charged is settled at that usage (the
+// difference refunded or charged), and the record forgets the
+// reservation, so it is settled once; in strict mode, which charged the
+// reservation at creation and capped the output by it, the usage is
+// logged (issue 30 section 5).
+func (s *Server) settleBackground(rec *exchange, id string, o affinity.Owner) {
+	if o.Background == "" || s.Budgets == nil || !rec.hasUsage || !rec.usageFinal {
+		return
+	}
+	billed, ok := rec.usage.Billed()
+	if !ok || rec.usage.CompletionTokens < rec.outputFloor {
+		// A count that cannot be true, or below the token events a
+		// resumed stream relayed: the reservation stays charged.
+		s.Log.Warn("background response retrieved with a usage that cannot be true: its reservation stays charged", "request_id", rec.id, "response_id", id, "reservation", o.Background)
+		return
+	}
+	if s.Budgets.Strict() {
+		s.Log.Info("background response retrieved complete: strict mode charged its reservation at creation", "request_id", rec.id, "response_id", id, "reservation", o.Background, "usage", billed)
+		return
+	}
+	ctx := context.Background()
+	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed})
+	if err != nil {
+		s.Log.Warn("background response's usage not settled: kept for replay", "request_id", rec.id, "response_id", id, "reservation", o.Background, "usage", billed, "err", err)
+		return
+	}
+	s.Log.Info("background response retrieved complete: its reservation settled at its usage", "request_id", rec.id, "response_id", id,
+		"reservation", o.Background, "usage", billed, "reserved", st.Reserved, "found", st.Found)
+	o.Background, o.Tokens = "", billed
+	actx, cancel := context.WithTimeout(ctx, affinityTimeout)
+	defer cancel()
+	if err := s.Affinity.Put(actx, id, o, s.ResponseTTL); err != nil {
+		s.Log.Warn("background response's record not updated: a later retrieval settles nothing more (settles are once per id)", "response_id", id, "err", err)
+	}
 }
 
 // setTokenHeaders sets OpenAI's x-ratelimit-*-tokens headers from the

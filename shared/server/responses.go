@@ -113,6 +113,10 @@ func (s *Server) rememberID(rec *exchange, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
+	if b := rec.budget; b != nil && b.background && b.held && b.spend.Model == nil {
+		// Its reservation waits for the response's usage (settleBackground).
+		o.Background = rec.id
+	}
 	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); errors.Is(err, affinity.ErrTaken) {
 		// The backend answered with an id another tenant owns (a lying or
 		// echoing backend): the id stays the owner's, and this answer is
@@ -245,6 +249,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 		defer idle.t.Stop()
 		s.relayStream(ctx, w, http.NewResponseController(w), rec, resp, idle, false)
+		s.settleBackground(rec, id, o)
 		return nil
 	}
 	if resp.StatusCode/100 == 3 {
@@ -256,7 +261,13 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 		dcancel()
 	}
 	decodeBody(resp)
-	return s.relayJSON(w, rec, resp, resp.Body)
+	if err := s.relayJSON(w, rec, resp, resp.Body); err != nil {
+		return err
+	}
+	if r.Method == http.MethodGet && sub == "" {
+		s.settleBackground(rec, id, o)
+	}
+	return nil
 }
 
 // targetFor is pool's target for the endpoint named name, or nil.

@@ -35,6 +35,9 @@ const (
 	// TLS handshake and an Entra login to a managed Redis in the same
 	// region take tens of milliseconds, a busy host's scheduler adds some.
 	DefaultDialTimeout = time.Second
+	// DefaultKeyPrefix prefixes every key of every part, so that several
+	// gateways can share one Redis; each part adds its own below it.
+	DefaultKeyPrefix = "llmgw:"
 )
 
 // ErrUnavailable is the cause of every refusal by PolicyClosed. Each

@@ -1,0 +1,200 @@
+// Package stores opens the gateway's shared state in one place: it
+// chooses memory or Redis once, builds every Redis client the parts use
+// (each answer timeout needs a client of its own: go-redis bounds every
+// socket read by its client's ReadTimeout), hands each part its store
+// (the limiter's client, the stored-response records, the backend-asked
+// cooldowns, the token budgets') and closes them all. Package store
+// beside it owns what the clients and guards have in common; this one
+// imports the parts' Redis stores, which import store, so it cannot live
+// there.
+package stores
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/budget/redisbudget"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/route/rediscool"
+	"github.com/llmgw/gateway/shared/store"
+)
+
+// Backends.
+const (
+	// Memory keeps each part's state in this process.
+	Memory = "memory"
+	// Redis shares it between replicas through one Redis.
+	Redis = "redis"
+)
+
+// DefaultStateTimeout bounds one call for shared state other than a take
+// or a reservation (stored-response records, budget settles): they may
+// take longer than a take's tight budget.
+const DefaultStateTimeout = time.Second
+
+// Config is where the shared state lives and the answer timeout of each
+// part's calls. The secrets are resolved: the binary reads them from the
+// environment before Open.
+type Config struct {
+	// Backend is Memory or Redis. Default Memory.
+	Backend string
+	// URL, Password and Credentials reach Redis (store.ClientOptions).
+	URL, Password string
+	Credentials   func(ctx context.Context) (username, password string, err error)
+	// KeyPrefix prefixes every key of every part. Default
+	// store.DefaultKeyPrefix.
+	KeyPrefix string
+	// DialTimeout is every client's dial budget. Default
+	// store.DefaultDialTimeout.
+	DialTimeout time.Duration
+	// TakeTimeout bounds the limiter's takes and the cooldown reads (once
+	// per request). Default store.DefaultTimeout.
+	TakeTimeout time.Duration
+	// ReserveTimeout bounds a budget reservation. Default
+	// store.DefaultTimeout.
+	ReserveTimeout time.Duration
+	// StateTimeout bounds every other call. Default DefaultStateTimeout.
+	StateTimeout time.Duration
+	// Budgets asks for the budgets' store; without it no reservation
+	// client is built.
+	Budgets bool
+	// Log is told when a store is not reachable at start.
+	Log *slog.Logger
+}
+
+// Set is each part's store. With Memory, Limiter and Cooldowns are nil:
+// the limiter keeps its buckets and the router its cooldowns in this
+// process.
+type Set struct {
+	// Limiter is the request limiter's client (ratelimit.Config.Client).
+	Limiter *redis.Client
+	// Affinity holds the stored-response records.
+	Affinity Records
+	// Cooldowns carries backend-asked cooldowns between replicas.
+	Cooldowns route.Shared
+	// Budget is the token budgets' store (nil without Config.Budgets).
+	Budget budget.Store
+
+	clients []*redis.Client
+}
+
+// Records is the stored-response records' store (server.Affinity),
+// memory or Redis.
+type Records interface {
+	Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error
+	Get(ctx context.Context, id string) (affinity.Owner, bool, error)
+	Delete(ctx context.Context, id string) error
+}
+
+// Open builds every part's store of c.Backend. It does no I/O in the
+// caller's path: with Redis it establishes the pools (and loads the
+// budget scripts) in the background, bounded by ctx, and logs a store not
+// reachable yet. Close releases what it built.
+func Open(ctx context.Context, c Config) (s *Set, err error) {
+	c = c.WithDefaults()
+	s = &Set{}
+	switch c.Backend {
+	case Memory:
+		s.Affinity = affinity.NewMemory(0, time.Now)
+		if c.Budgets {
+			s.Budget = budget.NewMemory(nil)
+		}
+		return s, nil
+	case Redis:
+	default:
+		return nil, fmt.Errorf("stores: backend must be %s or %s, not %q", Memory, Redis, c.Backend)
+	}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	if s.Limiter, err = s.client(c, c.TakeTimeout); err != nil {
+		return nil, err
+	}
+	state, err := s.client(c, c.StateTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s.Affinity = redisaffinity.New(state, c.KeyPrefix, c.Log)
+	warm(ctx, c.Log, "shared state", func(ctx context.Context) error { return store.WarmPool(ctx, state) })
+	// Cooldowns are read once per request: a client with the take's tight
+	// answer timeout, so a slow store delays no request longer.
+	cool, err := s.client(c, c.TakeTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s.Cooldowns = rediscool.New(cool, c.KeyPrefix, c.Log)
+	warm(ctx, c.Log, "shared cooldowns", func(ctx context.Context) error { return store.WarmPool(ctx, cool) })
+	if c.Budgets {
+		reserve, err := s.client(c, c.ReserveTimeout)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := redisbudget.New(state, redisbudget.Config{KeyPrefix: c.KeyPrefix + "budget:", ReserveClient: reserve})
+		if err != nil {
+			return nil, err
+		}
+		s.Budget = rs
+		// The scripts loaded and the reservation pool established, the
+		// first reservations are one EVALSHA each.
+		warm(ctx, c.Log, "budget", rs.Warm)
+	}
+	return s, nil
+}
+
+// Close closes every client Open built.
+func (s *Set) Close() error {
+	var errs []error
+	for _, c := range s.clients {
+		errs = append(errs, c.Close())
+	}
+	s.clients = nil
+	return errors.Join(errs...)
+}
+
+// client is a client on c's Redis whose answers are bounded by timeout,
+// closed by Close.
+func (s *Set) client(c Config, timeout time.Duration) (*redis.Client, error) {
+	cl, err := store.NewClient(store.ClientOptions{
+		URL: c.URL, Password: c.Password, Credentials: c.Credentials,
+		Timeout: timeout, DialTimeout: c.DialTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s.clients = append(s.clients, cl)
+	return cl, nil
+}
+
+// WithDefaults returns c with its zero values replaced by their defaults.
+func (c Config) WithDefaults() Config {
+	c.Backend = cmp.Or(c.Backend, Memory)
+	c.KeyPrefix = cmp.Or(c.KeyPrefix, store.DefaultKeyPrefix)
+	c.DialTimeout = cmp.Or(c.DialTimeout, store.DefaultDialTimeout)
+	c.TakeTimeout = cmp.Or(c.TakeTimeout, store.DefaultTimeout)
+	c.ReserveTimeout = cmp.Or(c.ReserveTimeout, store.DefaultTimeout)
+	c.StateTimeout = cmp.Or(c.StateTimeout, DefaultStateTimeout)
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// warm runs fn in the background; readiness does not wait for it.
+func warm(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) {
+	go func() {
+		if err := fn(ctx); err != nil {
+			log.Warn(what+" store not reachable yet", "err", err)
+		}
+	}()
+}

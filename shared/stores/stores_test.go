@@ -1,0 +1,97 @@
+package stores
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/budget"
+)
+
+// TestOpenMemory: the memory backend hands each part this process's
+// store and builds no client.
+func TestOpenMemory(t *testing.T) {
+	for _, backend := range []string{"", Memory} {
+		s, err := Open(t.Context(), Config{Backend: backend, Budgets: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.Affinity.(*affinity.Memory); !ok {
+			t.Errorf("%q: affinity store %T, want *affinity.Memory", backend, s.Affinity)
+		}
+		if _, ok := s.Budget.(*budget.Memory); !ok {
+			t.Errorf("%q: budget store %T, want *budget.Memory", backend, s.Budget)
+		}
+		if s.Limiter != nil || s.Cooldowns != nil || len(s.clients) != 0 {
+			t.Errorf("%q: memory built Redis parts: %+v", backend, s)
+		}
+		if err := s.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestOpenBadBackend: a backend that is neither is refused by name.
+func TestOpenBadBackend(t *testing.T) {
+	_, err := Open(t.Context(), Config{Backend: "mongo"})
+	if err == nil || !strings.Contains(err.Error(), `"mongo"`) {
+		t.Fatalf("got %v, want a refusal naming the backend", err)
+	}
+}
+
+// TestOpenRedis: with Redis every part's store is on the one server,
+// under the one key prefix, each client with its part's answer timeout;
+// Close closes every client Open built.
+func TestOpenRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, budgets := range []bool{false, true} {
+		s, err := Open(t.Context(), Config{Backend: Redis, URL: srv.URL(), KeyPrefix: "t:", TakeTimeout: 70 * time.Millisecond, ReserveTimeout: 90 * time.Millisecond, Budgets: budgets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Limiter == nil || s.Cooldowns == nil || s.Affinity == nil {
+			t.Fatalf("budgets %v: a part without its store: %+v", budgets, s)
+		}
+		if (s.Budget != nil) != budgets {
+			t.Errorf("budgets %v: budget store %v", budgets, s.Budget)
+		}
+		if got := s.Limiter.Options().ReadTimeout; got != 70*time.Millisecond {
+			t.Errorf("limiter client's answer timeout %s, want limiter.timeout's 70ms", got)
+		}
+		want := 3 // limiter, state, cooldowns
+		if budgets {
+			want++ // reservations
+			if got := s.clients[3].Options().ReadTimeout; got != 90*time.Millisecond {
+				t.Errorf("reservation client's answer timeout %s, want budget.timeout's 90ms", got)
+			}
+		}
+		if len(s.clients) != want {
+			t.Errorf("budgets %v: %d clients, want %d", budgets, len(s.clients), want)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		if err := s.Affinity.Put(ctx, "resp_1", affinity.Owner{Tenant: "t1"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		probe := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+		if keys, err := probe.Keys(t.Context(), "t:*").Result(); err != nil || len(keys) == 0 {
+			t.Errorf("keys under the prefix: %q, %v", keys, err)
+		}
+		_ = probe.Close()
+		clients := s.clients
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range clients {
+			if err := c.Ping(t.Context()).Err(); !errors.Is(err, redis.ErrClosed) {
+				t.Errorf("client %d after Close: %v, want closed", i, err)
+			}
+		}
+	}
+}
