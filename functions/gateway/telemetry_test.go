@@ -88,8 +88,11 @@ func TestTelemetryCollector(t *testing.T) {
 	g := startGateway(t, options{
 		deadURL: true,
 		env:     otelEnv(col),
-		tenants: "  - {id: tiny, name: Tiny Corp, models: [llama], requests: 1, interval: 1h}\n" + budgetRow(1_000_000, 64),
-		extra:   "telemetry: {trust_traceparent: true}\n",
+		tenants: "  - {id: tiny, name: Tiny Corp, models: [llama], requests: 1, interval: 1h}\n" +
+			strings.Replace(budgetRow(1_000_000, 64), "}\n", `, spend_per_month: "100"}`+"\n", 1),
+		// One micro-unit a token: llmgw.cost is the budgeted tenant's tokens.
+		extra: "telemetry: {trust_traceparent: true}\n" +
+			`prices: {currency: USD, version: t, models: [{model: llama, input: "1", output: "1"}, {model: gpt-4o, input: "1", output: "1"}]}` + "\n",
 	})
 	tok := g.token("contoso")
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -190,6 +193,7 @@ func TestTelemetryCollector(t *testing.T) {
 		{"failover", "llmgw.failovers", map[string]string{"llmgw.tenant.id": "contoso"}, 1, 1},
 		{"budget reserved", "llmgw.budget.decisions", map[string]string{"llmgw.decision": "reserved", "llmgw.tenant.id": "budgeted"}, 1, 1},
 		{"budget charged", "llmgw.budget.tokens.charged", map[string]string{"llmgw.tenant.id": "budgeted"}, float64(budIn + budOut), 1},
+		{"cost", "llmgw.cost", map[string]string{"llmgw.tenant.id": "budgeted", "gen_ai.request.model": "llama", "llmgw.service_tier": "standard", "llmgw.currency": "USD"}, float64(budIn + budOut), 1},
 		{"streams closed", "llmgw.streams.open", map[string]string{"llmgw.pool": "pool-a"}, 0, 1},
 	} {
 		got, n := sumPoints(points, c.metric, c.attrs)

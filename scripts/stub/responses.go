@@ -107,6 +107,27 @@ func completedAt(status string, done time.Time) *int64 {
 	return &t
 }
 
+// withDefaults is the object v (a request's reasoning or text) with each
+// member of def it leaves out, as OpenAI echoes them: Codex sends
+// reasoning with a summary and no effort, and the answer names both. A v
+// that is not an object is def.
+func withDefaults(v json.RawMessage, def string) json.RawMessage {
+	var m, d map[string]json.RawMessage
+	if json.Unmarshal(v, &m) != nil || m == nil || json.Unmarshal([]byte(def), &d) != nil {
+		return json.RawMessage(def)
+	}
+	for k, dv := range d {
+		if _, ok := m[k]; !ok {
+			m[k] = dv
+		}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return json.RawMessage(def)
+	}
+	return b
+}
+
 // strictTools is a request's tools with strict set on each function tool
 // that leaves it out (its default, true), as OpenAI echoes them.
 func strictTools(raw json.RawMessage) json.RawMessage {
@@ -472,10 +493,10 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 			Output:             []outputItem{item},
 			ParallelToolCalls:  orRaw(req.ParallelToolCalls, "true"),
 			PreviousResponseID: req.PreviousResponseID,
-			Reasoning:          orRaw(req.Reasoning, `{"effort":null,"summary":null}`),
+			Reasoning:          withDefaults(req.Reasoning, `{"effort":null,"summary":null}`),
 			Store:              store,
 			Temperature:        orRaw(req.Temperature, "1.0"),
-			Text:               orRaw(req.Text, `{"format":{"type":"text"}}`),
+			Text:               withDefaults(req.Text, `{"format":{"type":"text"}}`),
 			ToolChoice:         orRaw(req.ToolChoice, `"auto"`),
 			Tools:              strictTools(orRaw(req.Tools, "[]")),
 			TopP:               orRaw(req.TopP, "1.0"),

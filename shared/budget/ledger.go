@@ -317,6 +317,26 @@ func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d
 	return d, err
 }
 
+// Windows reads tenant's windows, tokens and money, as they stand: a
+// reservation of nothing under id (never refused), settled at once at
+// nothing. Two store operations; for the spend view, not the request
+// path. A tenant without limits costs nothing and returns the zero
+// Decision.
+func (l *Ledger) Windows(ctx context.Context, tenant, id string) (Decision, error) {
+	lim := l.tenants[tenant]
+	if !lim.Enforced() {
+		return Decision{}, nil
+	}
+	d, err := l.reserve(ctx, tenant, id, Request{Limits: lim, Lease: l.cfg.Lease})
+	if err != nil {
+		return Decision{}, fmt.Errorf("budget: windows: %w", err)
+	}
+	if _, err := l.settle(ctx, tenant, id, Charge{}); err != nil {
+		return Decision{}, fmt.Errorf("budget: windows: %w", err)
+	}
+	return d, nil
+}
+
 // Settle ends request id's reservation with the tokens it actually used
 // (prompt plus completion, as the backend reported them): the reservation
 // minus actual is refunded, or an overrun charged, exactly once. It is

@@ -31,6 +31,8 @@ type Budgets interface {
 	// SettleCharge charges what the request used, tokens and money,
 	// exactly once per id.
 	SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error)
+	// Windows reads a tenant's windows as they stand (the spend view).
+	Windows(ctx context.Context, tenant, id string) (budget.Decision, error)
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
 	// Strict reports strict mode (budget.Ledger.Strict).

@@ -21,6 +21,7 @@ func (s *Server) routeTable() map[string]methods {
 		"/healthz":           {http.MethodGet: nil, http.MethodHead: nil},
 		"/readyz":            {http.MethodGet: nil, http.MethodHead: nil},
 		"/v1/models":         {http.MethodGet: withAPIKey(s.listModels)},
+		"/v1/llmgw/spend":    {http.MethodGet: withAPIKey(s.spendView)},
 		azureDeploymentRoute: {http.MethodPost: s.serveDeployment},
 	}
 	// Every operation at its path; Anthropic's Messages API through its

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
@@ -66,6 +68,9 @@ type spendState struct {
 	tier    tierAsk
 	granted int64
 	cost    int64
+	// billed is the tier the cost was computed at (the dearer one when
+	// the answer's differs from the one asked).
+	billed  price.Tier
 	version string
 }
 
@@ -107,9 +112,10 @@ func (s *Server) cost(rec *exchange, b *reservation) int64 {
 		served = u.Tier
 	}
 	c := sp.Model.Cost(served, pu)
+	sp.billed = served
 	if u.TierReported && (!sp.tier.allowed.Has(served) || (sp.tier.explicit && served != asked)) {
 		if alt := sp.Model.Cost(asked, pu); alt > c {
-			c = alt
+			c, sp.billed = alt, asked
 		}
 		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
 			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
@@ -168,4 +174,84 @@ func periodText(k budget.Limit) string {
 		return "today (UTC)"
 	}
 	return "this month (UTC)"
+}
+
+// spendView answers GET /v1/llmgw/spend: the caller's own tenant's spend
+// and token windows, read from the ledger, with the caller's JWT (no admin
+// credential). Nothing of another tenant is reachable: the tenant is the
+// token's.
+func (s *Server) spendView(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+	t, err := s.principalTenant(r, rec)
+	if err != nil {
+		return err
+	}
+	v := spendReport{Object: "llmgw.spend", Tenant: t.ID, Levels: []spendLevel{}}
+	if s.Prices != nil {
+		v.Currency, v.PriceVersion = s.Prices.Currency, s.Prices.Version
+	}
+	if s.Budgets == nil {
+		return writeJSON(w, rec, v)
+	}
+	lim, ok := s.Budgets.Limits(t.ID)
+	if !ok || !lim.Enforced() {
+		return writeJSON(w, rec, v)
+	}
+	// Two store operations: taken from the tenant's prompt-count bucket,
+	// so a tenant polling its spend floods nobody's store but its own
+	// share.
+	ctx := rec.context(r)
+	if err := s.take(ctx, w, rec, t.ID, true); err != nil {
+		return err
+	}
+	d, err := s.Budgets.Windows(ctx, t.ID, "spend-view/"+rec.id)
+	if err != nil {
+		if errors.Is(err, budget.ErrUnavailable) {
+			return budgetUnavailable()
+		}
+		return budgetFailed("the budget store could not be read")
+	}
+	lv := spendLevel{Level: "tenant", Name: t.ID, Spend: []spendWindow{}, Tokens: []spendWindow{}}
+	for i, win := range d.Spend {
+		if win.Limit > 0 {
+			lv.Spend = append(lv.Spend, spendWindow{Period: [3]string{"minute", "day", "month"}[i],
+				Limit: price.Format(win.Limit), Used: price.Format(win.Used), Remaining: price.Format(win.Remaining), Resets: win.Reset.UTC().Format(time.RFC3339)})
+		}
+	}
+	for _, tw := range []struct {
+		period string
+		win    budget.Window
+	}{{"minute", d.TPM}, {lim.QuotaPeriod.String(), d.Quota}} {
+		if tw.win.Limit > 0 {
+			lv.Tokens = append(lv.Tokens, spendWindow{Period: tw.period, Limit: strconv.FormatInt(tw.win.Limit, 10),
+				Used: strconv.FormatInt(tw.win.Used, 10), Remaining: strconv.FormatInt(tw.win.Remaining, 10), Resets: tw.win.Reset.UTC().Format(time.RFC3339)})
+		}
+	}
+	v.Levels = append(v.Levels, lv)
+	return writeJSON(w, rec, v)
+}
+
+// spendReport is GET /v1/llmgw/spend's answer.
+type spendReport struct {
+	Object       string       `json:"object"`
+	Tenant       string       `json:"tenant"`
+	Currency     string       `json:"currency,omitempty"`
+	PriceVersion string       `json:"price_version,omitempty"`
+	Levels       []spendLevel `json:"levels"`
+}
+
+// spendLevel is one level's windows (only "tenant" today): money as
+// decimal amounts of the currency, tokens as counts.
+type spendLevel struct {
+	Level  string        `json:"level"`
+	Name   string        `json:"name"`
+	Spend  []spendWindow `json:"spend"`
+	Tokens []spendWindow `json:"tokens"`
+}
+
+type spendWindow struct {
+	Period    string `json:"period"`
+	Limit     string `json:"limit"`
+	Used      string `json:"used"`
+	Remaining string `json:"remaining"`
+	Resets    string `json:"resets_at"`
 }

@@ -429,3 +429,64 @@ func TestSpendLiteLLM34732(t *testing.T) {
 	g, spy := spendGateway(t, proofLimits(t), 0, tieredPrices(t), nil, capBackend(bound))
 	spendProof(t, 50, spendLimit(worst)-worst-worst/2, []*budget.Ledger{spy.Ledger}, []*testGateway{g})
 }
+
+// TestSpendView: GET /v1/llmgw/spend answers the caller's own tenant's
+// windows from the ledger, money as decimal amounts; a tenant without
+// limits gets no levels.
+func TestSpendView(t *testing.T) {
+	tb := &tierBackend{prompt: 100, cached: 40, output: 20} // 360 µUSD at standard
+	lim := budget.Limits{SpendPerMonth: 1_000_000, SpendPerDay: 500_000, TokensPerMinute: 10_000}
+	g, _ := spendGateway(t, lim, 0, tieredPrices(t), nil, tb)
+	if resp, b := g.post(t, chatBody("", 50)); resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	var v struct {
+		Object, Tenant, Currency string
+		PriceVersion             string `json:"price_version"`
+		Levels                   []struct {
+			Level, Name   string
+			Spend, Tokens []struct {
+				Period, Limit, Used, Remaining string
+				Resets                         string `json:"resets_at"`
+			}
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(g.srv.URL + "/v1/llmgw/spend")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || json.Unmarshal(b, &v) != nil || len(v.Levels) != 1 {
+			t.Fatalf("status %d: %s", resp.StatusCode, b)
+		}
+		if len(v.Levels[0].Spend) == 2 && v.Levels[0].Spend[1].Used == "0.00036" || time.Now().After(deadline) {
+			break // the settle may land after the answer
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l := v.Levels[0]
+	if v.Object != "llmgw.spend" || v.Tenant != "t1" || v.Currency != "USD" || v.PriceVersion != "2026-12-01" || l.Level != "tenant" || l.Name != "t1" {
+		t.Fatalf("report %+v", v)
+	}
+	if len(l.Spend) != 2 || l.Spend[0].Period != "day" || l.Spend[0].Limit != "0.50" || l.Spend[0].Used != "0.00036" ||
+		l.Spend[1].Period != "month" || l.Spend[1].Remaining != "0.99964" || l.Spend[1].Resets == "" {
+		t.Fatalf("spend %+v", l.Spend)
+	}
+	if len(l.Tokens) != 1 || l.Tokens[0].Period != "minute" || l.Tokens[0].Limit != "10000" || l.Tokens[0].Used != "120" {
+		t.Fatalf("tokens %+v", l.Tokens)
+	}
+	// A tenant without limits: no levels, and nothing reserved.
+	g2, spy2 := spendGateway(t, budget.Limits{}, 0, nil, nil, tb)
+	resp, err := http.Get(g2.srv.URL + "/v1/llmgw/spend")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"levels":[]`) || strings.Contains(strings.Join(spy2.log(), ","), "reserve") {
+		t.Fatalf("status %d: %s (calls %v)", resp.StatusCode, b, spy2.log())
+	}
+}

@@ -87,6 +87,9 @@ func (s *Server) report(rec *exchange) {
 		Attempts: rec.attempts, Keepalives: keepalives,
 		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
 	}
+	if b := rec.budget; b != nil && b.spend.Model != nil && b.held && !b.unsettled {
+		t.Cost, t.Tier, t.Currency = b.spend.cost, b.spend.billed.String(), s.Prices.Currency
+	}
 	if rec.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = rec.op.GenAIName(), rec.model
 		t.ResponseModel, t.Provider = rec.backend.ResponseModel, rec.backend.Provider

@@ -62,6 +62,11 @@ type Request struct {
 	// refused, degraded or unavailable; Reserved and Charged its tokens.
 	Budget            string
 	Reserved, Charged int64
+	// Cost is what a request of a tenant with a spend limit cost, in
+	// micro-units of Currency, at the service tier Tier (issue 35); 0
+	// without a spend limit or a confirmed charge.
+	Cost           int64
+	Currency, Tier string
 }
 
 // Limiter and budget decisions (Request.Limit, Request.Budget).

@@ -16,6 +16,7 @@ type instruments struct {
 	requests              metric.Int64Counter
 	limiter, budget       metric.Int64Counter
 	reserved, charged     metric.Int64Counter
+	cost                  metric.Int64Counter
 	failovers, keepalives metric.Int64Counter
 	streams               metric.Int64UpDownCounter
 	coldReady, coldFirst  metric.Float64Gauge
@@ -56,5 +57,7 @@ func newInstruments(m metric.Meter) (instruments, error) {
 		metric.WithDescription("From the process's start until it was ready to serve."))
 	i.coldFirst, errs[13] = m.Float64Gauge("llmgw.cold_start.first_event", metric.WithUnit("s"),
 		metric.WithDescription("From the process's start until its first streamed event reached a client."))
+	i.cost, errs[14] = m.Int64Counter("llmgw.cost", metric.WithUnit("{microunit}"),
+		metric.WithDescription("Money charged to tenants' spend limits, in millionths of llmgw.currency, by tenant, model and service tier."))
 	return i, errors.Join(errs[:]...)
 }

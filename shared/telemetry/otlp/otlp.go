@@ -275,6 +275,14 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 			m.charged.Add(ctx, r.Charged, tset...)
 		}
 	}
+	if r.Cost > 0 && r.Operation != "" {
+		// Only a tenant of the table has a spend limit, and only a model a
+		// pool serves is priced: every attribute is bounded by config.
+		m.cost.Add(ctx, r.Cost, metric.WithAttributes(append([]attribute.KeyValue{
+			attribute.String("gen_ai.request.model", r.Model),
+			attribute.String("llmgw.service_tier", r.Tier),
+			attribute.String("llmgw.currency", r.Currency)}, tenant...)...))
+	}
 	if r.Keepalives > 0 {
 		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)
 	}
