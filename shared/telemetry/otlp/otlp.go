@@ -278,10 +278,7 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 	if r.Cost > 0 && r.Operation != "" {
 		// Only a tenant of the table has a spend limit, and only a model a
 		// pool serves is priced: every attribute is bounded by config.
-		m.cost.Add(ctx, r.Cost, metric.WithAttributes(append([]attribute.KeyValue{
-			attribute.String("gen_ai.request.model", r.Model),
-			attribute.String("llmgw.service_tier", r.Tier),
-			attribute.String("llmgw.currency", r.Currency)}, tenant...)...))
+		m.cost.Add(ctx, r.Cost, e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}).add...)
 	}
 	if r.Keepalives > 0 {
 		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)

@@ -62,13 +62,14 @@ type sets struct {
 	pools     memo[string, opts]
 	genai     memo[genaiKey, *genaiSets]
 	failovers memo[failoverKey, opts]
+	costs     memo[costKey, opts]
 	names     memo[[2]string, string] // span names: "{a} {b}"
 }
 
 func newSets(max int) *sets {
 	s := &sets{}
 	s.requests.max, s.decisions.max, s.tenants.max, s.pools.max = max, max, max, max
-	s.genai.max, s.failovers.max, s.names.max = max, max, max
+	s.genai.max, s.failovers.max, s.costs.max, s.names.max = max, max, max, max
 	return s
 }
 
@@ -180,5 +181,20 @@ func (s *sets) failover(k failoverKey) opts {
 			attribute.String("server.address", k.address),
 			attribute.Bool("llmgw.spill", k.spill),
 			attribute.String("llmgw.tenant.id", k.tenant))
+	})
+}
+
+// costKey is llmgw.cost's attributes.
+type costKey struct {
+	model, tier, currency string
+	tenant                tenantKey
+}
+
+func (s *sets) cost(k costKey) opts {
+	return s.costs.get(k, func(k costKey) opts {
+		return newOpts(append([]attribute.KeyValue{
+			attribute.String("gen_ai.request.model", k.model),
+			attribute.String("llmgw.service_tier", k.tier),
+			attribute.String("llmgw.currency", k.currency)}, k.tenant.attrs()...)...)
 	})
 }
