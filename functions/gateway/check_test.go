@@ -66,6 +66,10 @@ func badConfigs(t *testing.T) map[string]struct{ cfg, want string } {
 		"negative feature cost":                    {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: web_search, cost_per_use: -1}]}", 1), "tenants[0].features[0].cost_per_use: must not be negative"},
 		"feature twice":                            {strings.Replace(checkBase, "requests: 10}", "requests: 10, features: [{name: mcp}, {name: mcp}]}", 1), "tenants[0].features[1].name: feature \"mcp\" is listed twice"},
 		"beta with a comma":                        {strings.Replace(checkBase, "requests: 10}", `requests: 10, anthropic_beta: ["a,b"]}`, 1), "tenants[0].anthropic_beta[0]: must be one anthropic-beta value"},
+		"store backend unknown":                    {checkBase + "store: {backend: mongo}\n", `store.backend: must be memory or redis, not "mongo"`},
+		"store backend unknown, limiter's old key": {checkBase + "limiter: {store: mongo}\n", `limiter.store: must be memory or redis, not "mongo"`},
+		"redis store without its url":              {checkBase + "store: {backend: redis}\n", "store.redis_url_env: required"},
+		"a store setting under both names":         {checkBase + "store: {key_prefix: a:}\nlimiter: {key_prefix: b:}\n", "limiter.key_prefix: deprecated alias of store.key_prefix"},
 		"azure-cli with a client":                  {strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: azure-cli, client_id: x}}`, 1), "pools[0].endpoints[0].entra.client_id"},
 	}
 }
@@ -138,6 +142,7 @@ func TestAcceptedConfigsWire(t *testing.T) {
 		"listen on every interface":    strings.Replace(checkBase, "listen: 127.0.0.1:0", `listen: ":0"`, 1),
 		"auth limits":                  strings.Replace(checkBase, "audiences: [gw]", "audiences: [gw, other], algorithms: [EdDSA, PS512], jwks_refresh_min: 1m, jwks_refresh_max: 1m, leeway: 1ns", 1),
 		"redis store, interval in µs":  strings.Replace(checkBase, "requests: 10}", "requests: 10, interval: 1500us}", 1) + "limiter: {store: redis, redis_url_env: R}\n",
+		"store section":                strings.Replace(checkBase, "requests: 10}", "requests: 10, tokens_per_minute: 1000}", 1) + "store: {backend: redis, redis_url_env: R, key_prefix: k:, dial_timeout: 2s}\n",
 		"managed identity with client": strings.Replace(strings.Replace(checkBase, "kind: vllm", "kind: azure-openai", 1), `{url: "http://127.0.0.1:9"}`, `{url: "http://127.0.0.1:9", auth: entra, entra: {credential: managed-identity, client_id: x}}`, 1),
 	}
 	getenv := func(k string) string { return map[string]string{"R": "redis://127.0.0.1:1"}[k] }
@@ -171,4 +176,36 @@ func testCAFile(t *testing.T) string {
 	srv := httptest.NewTLSServer(http.NotFoundHandler())
 	t.Cleanup(srv.Close)
 	return writeCertPEM(t, srv)
+}
+
+// TestDeprecatedKeysLogged: a config that still writes the limiter's
+// store settings of old starts, and says at start which keys to move.
+func TestDeprecatedKeysLogged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "gateway.yaml")
+	if err := writeFile(path, checkBase+"limiter: {store: memory, key_prefix: k:}\n"); err != nil {
+		t.Fatal(err)
+	}
+	var out syncbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"gateway", "-config", path}, func(string) string { return "" }, &out, &out)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "gateway listening") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the gateway did not start:\n%s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"limiter.store is deprecated: write store.backend", "limiter.key_prefix is deprecated: write store.key_prefix"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the start's log does not say %q:\n%s", want, out.String())
+		}
+	}
 }

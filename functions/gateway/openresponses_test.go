@@ -138,8 +138,9 @@ var (
 		{"output_tokens_details", jObject, &orSchema{members: []orMember{{"reasoning_tokens", jInteger, nil}}}},
 	}}
 	orOutputText = &orSchema{members: []orMember{{"type", jString, nil}, {"text", jString, nil}, {"annotations", jArray, nil}}}
-	orPart       = &orSchema{byType: map[string]*orSchema{"output_text": orOutputText}}
-	orItem       = &orSchema{byType: map[string]*orSchema{
+	orPart       = &orSchema{byType: map[string]*orSchema{"output_text": orOutputText,
+		"input_text": {members: []orMember{{"type", jString, nil}, {"text", jString, nil}}}}}
+	orItem = &orSchema{byType: map[string]*orSchema{
 		"message": {members: []orMember{{"type", jString, nil}, {"id", jString, nil}, {"status", jString, nil},
 			{"role", jString, nil}, {"content", jArray, orPart}}},
 		"function_call": {members: []orMember{{"type", jString, nil}, {"id", jString, nil}, {"call_id", jString, nil},
@@ -165,6 +166,9 @@ var (
 		{"store", jBool, nil}, {"background", jBool, nil}, {"service_tier", jString, nil}, {"metadata", jObject, nil},
 		{"safety_identifier", jString | jNull, nil}, {"prompt_cache_key", jString | jNull, nil},
 	}}
+	// CompactResource: what POST /responses/compact answers.
+	orCompact = &orSchema{members: []orMember{{"id", jString, nil}, {"object", jString, nil}, {"output", jArray, orItem},
+		{"created_at", jInteger, nil}, {"usage", jObject, orUsage}}}
 	orEvent = func() *orSchema {
 		head := []orMember{{"type", jString, nil}, {"sequence_number", jInteger, nil}}
 		with := func(more ...orMember) *orSchema {
@@ -353,7 +357,8 @@ func orShape(v any) string {
 // TestOpenResponsesSchema runs the cases against the stub directly and
 // through the gateway on the demo config (contoso's gpt-4o, on the Azure
 // v1 pool), each held against the specification; then the two answers'
-// shapes must be equal. Before the stub carried completed_at,
+// shapes must be equal. POST /responses/compact is held against its
+// CompactResource the same way. Before the stub carried completed_at,
 // presence_penalty and the six other members (and strict on each tool),
 // every case failed both ways.
 func TestOpenResponsesSchema(t *testing.T) {
@@ -361,6 +366,45 @@ func TestOpenResponsesSchema(t *testing.T) {
 	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 6}})
 	direct := http.Header{"Api-Key": {backendKey}}
 	through := http.Header{"Authorization": {"Bearer " + g.token("contoso")}}
+	t.Run("compact", func(t *testing.T) {
+		body := `{"model":%q,"input":[{"role":"user","content":"Run echo stub."},{"type":"function_call","call_id":"c1","name":"shell","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"stub"}]}`
+		var shapes []string
+		for _, target := range []struct {
+			url, model string
+			hdr        http.Header
+		}{{g.stubURLs[0] + "/openai/v1/responses/compact", "gpt-4o-prod", direct}, {g.URL + "/v1/responses/compact", "gpt-4o", through}} {
+			req, err := http.NewRequest(http.MethodPost, target.url, strings.NewReader(fmt.Sprintf(body, target.model)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header = target.hdr.Clone()
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			d := json.NewDecoder(bytes.NewReader(raw))
+			d.UseNumber()
+			var m map[string]any
+			if err := d.Decode(&m); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%s: %d %v %s", target.url, resp.StatusCode, err, raw)
+			}
+			var errs []string
+			orCompact.check("compaction", m, &errs)
+			if out, _ := m["output"].([]any); len(out) == 0 || out[len(out)-1].(map[string]any)["type"] != "compaction" {
+				errs = append(errs, "the output does not end with a compaction item")
+			}
+			if len(errs) > 0 {
+				t.Errorf("%s breaks the schema:\n%s", target.url, strings.Join(errs, "\n"))
+			}
+			shapes = append(shapes, orShape(m))
+		}
+		if shapes[0] != shapes[1] {
+			t.Errorf("the compaction's shape through the gateway differs:\n stub    %s\n gateway %s", shapes[0], shapes[1])
+		}
+	})
 	for _, c := range orCases {
 		t.Run(c.name, func(t *testing.T) {
 			s := orRun(t, g.stubURLs[0]+"/openai/v1/responses", "gpt-4o-prod", direct, c)
@@ -434,4 +478,27 @@ func TestOpenResponsesSchemaRejects(t *testing.T) {
 		m["type"], m["item_id"], m["output_index"], m["delta"] = "response.function_call_arguments.delta", "fc_1", json.Number("0"), "x"
 	})
 	fails("an event of another type", orEvent, func(m map[string]any) { m["type"] = "response.custom_tool_call_input.delta" })
+}
+
+// TestSDKNodeOpenResponses runs scripts/sdktest/openresponses.test.mjs:
+// the AI SDK's Open Responses provider (@ai-sdk/open-responses), a client
+// written to the specification, through the gateway on the demo config,
+// and checks the access log: every call 200 and ok, tokens counted.
+func TestSDKNodeOpenResponses(t *testing.T) {
+	t.Parallel()
+	node, dir := nodeSDK(t)
+	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 8}})
+	nodeTest(t, node, dir, append(cleanEnv(), "RESPONSES_URL="+g.URL+"/v1/responses", "TOKEN="+g.token("contoso"),
+		"MODEL=gpt-4o", "EXPECT_TOKENS=8"), "openresponses.test.mjs")
+	lines := pathLog(g, "contoso", "/v1/responses")
+	if len(lines) != 6 { // text, streamed text, and two calls with a tool each
+		t.Errorf("%d Responses calls in the access log, want 6", len(lines))
+	}
+	for _, l := range lines {
+		p, _ := l["prompt_tokens"].(float64)
+		c, _ := l["completion_tokens"].(float64)
+		if l["status"] != 200.0 || l["outcome"] != "ok" || p <= 0 || c <= 0 {
+			t.Errorf("access log %v", l)
+		}
+	}
 }

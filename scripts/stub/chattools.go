@@ -137,7 +137,7 @@ func (a answer) text(c int) string {
 	case a.pieces != nil:
 		return strings.Join(a.pieces, "")
 	}
-	return a.sp.text(a.seed, c, a.tokens)
+	return a.wd.text(a.seed, c, a.tokens)
 }
 
 type chatChunk struct {

@@ -239,7 +239,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 		return
 	}
 	u := s.usageFor(body)
-	seed := s.speech.seedOf(body)
+	seed := s.wording.seedOf(body)
 	s.prompt.Add(int64(u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens))
 	m := anthMessage{ID: newID("msg_"), Type: "message", Role: "assistant", Model: req.Model}
 	stop := "end_turn"
@@ -256,7 +256,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 		if !s.opts.IgnoreMaxTokens && *req.MaxTokens < tokens {
 			tokens, stop = *req.MaxTokens, "max_tokens"
 		}
-		text := s.speech.text(seed, 0, tokens)
+		text := s.wording.text(seed, 0, tokens)
 		m.Content = []contentBlock{{Type: "text", Text: &text}}
 	}
 	m.StopReason = &stop
@@ -428,7 +428,7 @@ func (s *Server) streamMessage(w http.ResponseWriter, r *http.Request, m anthMes
 		empty := ""
 		opening.Text = &empty
 		for k := range m.Usage.OutputTokens { // the words of the JSON answer's text
-			pieces = append(pieces, map[string]any{"type": "text_delta", "text": s.speech.word(seed, 0, k)})
+			pieces = append(pieces, map[string]any{"type": "text_delta", "text": s.wording.word(seed, 0, k)})
 		}
 	}
 	ev = appendMsgEvent(ev, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": opening})

@@ -80,8 +80,8 @@ type answer struct {
 	finish       string // "stop", or "length" when max_tokens cut it
 	promptTokens int
 	includeUsage bool
-	sp           *speech
-	seed         uint64 // of the text, per speech.seedOf
+	wd           *wording
+	seed         uint64 // of the text, per wording.seedOf
 	// A chat answer that is not the stream's words (chattools.go): a tool
 	// call, or fixed content (structured output) in pieces, a token each.
 	call   *chatCall
@@ -105,8 +105,8 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, body []byte, r
 		finish:       "stop",
 		promptTokens: s.promptTokens(body),
 		includeUsage: req.StreamOptions != nil && req.StreamOptions.IncludeUsage,
-		sp:           s.speech,
-		seed:         s.speech.seedOf(body),
+		wd:           s.wording,
+		seed:         s.wording.seedOf(body),
 	}
 	if req.N != nil {
 		if *req.N < 1 || *req.N > maxChoices {

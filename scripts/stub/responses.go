@@ -463,7 +463,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 			incomplete = &incompleteDetails{Reason: "max_output_tokens"}
 		}
 	}
-	seed := s.speech.seedOf(body)
+	seed := s.wording.seedOf(body)
 	item := outputItem{ID: newID("msg_"), Type: "message", Status: itemStatus, Role: "assistant"}
 	switch {
 	case ag.call != nil:
@@ -472,7 +472,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 		ag.pieces = ag.pieces[:tokens]
 		item.Content = []outputText{newOutputText(strings.Join(ag.pieces, ""))}
 	default:
-		item.Content = []outputText{newOutputText(s.speech.text(seed, 0, tokens))}
+		item.Content = []outputText{newOutputText(s.wording.text(seed, 0, tokens))}
 	}
 	output := tokens
 	if ag.compaction() {
@@ -517,7 +517,7 @@ func (s *Server) createResponse(w http.ResponseWriter, r *http.Request, body []b
 		itemIDs: ids,
 	}
 	obfuscate := req.StreamOptions == nil || req.StreamOptions.IncludeObfuscation == nil || *req.StreamOptions.IncludeObfuscation
-	sr.replay = respStream{sr: sr, tokens: tokens, sp: s.speech, seed: seed, pieces: ag.pieces, call: ag.call != nil,
+	sr.replay = respStream{sr: sr, tokens: tokens, wd: s.wording, seed: seed, pieces: ag.pieces, call: ag.call != nil,
 		obfuscate: obfuscate, first: arrived.Add(sh.ttft), interval: sh.interval}
 	switch {
 	case req.Stream: // pending until the stream ends

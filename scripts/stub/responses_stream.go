@@ -64,9 +64,9 @@ type respEvent struct {
 type respStream struct {
 	sr        *storedResponse
 	tokens    int
-	sp        *speech
+	wd        *wording
 	seed      uint64
-	pieces    []string // the deltas when not the speech's words (structured output, a call's arguments)
+	pieces    []string // the deltas when not the wording's words (structured output, a call's arguments)
 	call      bool     // the output is a function call
 	obfuscate bool
 	first     time.Time     // when the first delta is due
@@ -151,7 +151,7 @@ func (rs *respStream) delta(k int) string {
 	if rs.pieces != nil {
 		return rs.pieces[k]
 	}
-	return rs.sp.word(rs.seed, 0, k)
+	return rs.wd.word(rs.seed, 0, k)
 }
 
 // event returns event i.

@@ -865,18 +865,20 @@ func TestResponseRequiredFields(t *testing.T) {
 }
 
 // TestCompactAndInputTokens: POST responses/compact answers a
-// response.compaction with a compaction item and usage; POST
+// response.compaction with the user's messages, a compaction item and
+// usage; POST
 // responses/input_tokens counts the prompt (both on the Azure v1 path
 // too).
 func TestCompactAndInputTokens(t *testing.T) {
 	t.Parallel()
 	_, ts := start(t, fast)
 	for _, root := range []string{"/v1", "/openai/v1"} {
-		status, b := do(t, ts, "POST", root+"/responses/compact", `{"model":"m","input":"a long conversation"}`)
+		status, b := do(t, ts, "POST", root+"/responses/compact",
+			`{"model":"m","input":[{"role":"user","content":"a long conversation"},{"role":"assistant","content":"yes"},{"type":"function_call_output","call_id":"c","output":"x"}]}`)
 		var c struct {
 			Object string
 			Output []struct {
-				Type             string
+				Type, Role       string
 				EncryptedContent string `json:"encrypted_content"`
 			}
 			Usage struct {
@@ -884,8 +886,10 @@ func TestCompactAndInputTokens(t *testing.T) {
 				OutputTokens int `json:"output_tokens"`
 			} `json:"usage"`
 		}
-		if err := json.Unmarshal(b, &c); status != 200 || err != nil || c.Object != "response.compaction" || len(c.Output) != 1 ||
-			c.Output[0].Type != "compaction" || c.Output[0].EncryptedContent == "" || c.Usage.InputTokens <= 0 || c.Usage.OutputTokens <= 0 {
+		// The user's messages, then the compaction item.
+		if err := json.Unmarshal(b, &c); status != 200 || err != nil || c.Object != "response.compaction" || len(c.Output) != 2 ||
+			c.Output[0].Type != "message" || c.Output[0].Role != "user" ||
+			c.Output[1].Type != "compaction" || c.Output[1].EncryptedContent == "" || c.Usage.InputTokens <= 0 || c.Usage.OutputTokens <= 0 {
 			t.Fatalf("%s compact: %d %s", root, status, b)
 		}
 		status, b = do(t, ts, "POST", root+"/responses/input_tokens", `{"model":"m","input":"count me"}`)

@@ -213,23 +213,38 @@ func (s *Server) replayResponse(w http.ResponseWriter, r *http.Request, f Fault,
 }
 
 // compactResponse answers POST responses/compact as OpenAI does: a
-// response.compaction object whose output is one compaction item (its
+// response.compaction object whose output is the input's user messages
+// (as input_items lists them) followed by one compaction item (its
 // encrypted_content opaque to the client, which sends it back as input),
 // with usage: the prompt counted, a few output tokens.
 func (s *Server) compactResponse(w http.ResponseWriter, body []byte) {
 	var req struct {
-		Model string `json:"model"`
+		Model string          `json:"model"`
+		Input json.RawMessage `json:"input"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil || req.Model == "" {
 		writeError(w, http.StatusBadRequest, "stub: compact needs a JSON body with a model", "invalid_request_error", "invalid_request")
 		return
 	}
+	items, _, err := responseInputItems(req.Input)
+	if err != nil {
+		writeParamError(w, http.StatusBadRequest, err.Error(), "invalid_request_error", "input", "")
+		return
+	}
+	var output []json.RawMessage
+	for _, it := range items {
+		var m struct{ Type, Role string }
+		if json.Unmarshal(it, &m) == nil && m.Type == "message" && m.Role == "user" {
+			output = append(output, it)
+		}
+	}
+	c, _ := json.Marshal(outputItem{ID: newID("cmp_"), Type: "compaction", EncryptedContent: compactionContent})
+	output = append(output, c)
 	input := s.promptTokens(body)
 	s.prompt.Add(int64(input))
 	s.generated.Add(compactionTokens)
 	writeJSON(w, http.StatusOK, map[string]any{
-		"id": newID("resp_"), "object": "response.compaction", "created_at": time.Now().Unix(),
-		"output": []outputItem{{ID: newID("cmp_"), Type: "compaction", EncryptedContent: compactionContent}},
-		"usage":  map[string]int{"input_tokens": input, "output_tokens": compactionTokens, "total_tokens": input + compactionTokens},
+		"id": newID("resp_"), "object": "response.compaction", "created_at": time.Now().Unix(), "output": output,
+		"usage": responseUsage{InputTokens: input, OutputTokens: compactionTokens, TotalTokens: input + compactionTokens},
 	})
 }

@@ -69,7 +69,7 @@ type templates struct {
 	ev                 [evDone]tmpl
 	chat, includeUsage bool
 	tokens, n          int
-	sp                 *speech
+	wd                 *wording
 	seed               uint64
 	first              time.Time     // when the first token is due
 	interval           time.Duration // between tokens
@@ -154,7 +154,7 @@ func (t *templates) render(a answer) {
 	end(false)
 	t.buf = b
 	t.chat, t.includeUsage, t.tokens, t.n = a.chat, a.includeUsage, a.tokens, max(a.n, 1)
-	t.sp, t.seed = a.sp, a.seed
+	t.wd, t.seed = a.wd, a.seed
 }
 
 // steps is the number of events per choice: [role], tokens, finish.
@@ -214,7 +214,7 @@ func (t *templates) appendEvent(dst []byte, ev event, c, k int, now int64) []byt
 		case holeIndex:
 			dst = strconv.AppendInt(dst, int64(c), 10)
 		case holeWord:
-			dst = append(dst, t.sp.word(t.seed, c, k)...)
+			dst = append(dst, t.wd.word(t.seed, c, k)...)
 		}
 	}
 	dst = strconv.AppendInt(dst, now, 10)

@@ -343,8 +343,8 @@ func TestStepClose(t *testing.T) {
 func TestAppendEventNoAlloc(t *testing.T) {
 	for _, a := range []answer{
 		{id: "chatcmpl-stub-1", model: "m", chat: true, n: 1, tokens: 3, finish: "stop", promptTokens: 2, includeUsage: true, created: 1},
-		{id: "chatcmpl-stub-2", model: "m", chat: true, n: 3, tokens: 9, finish: "stop", includeUsage: true, sp: newSpeech(true), seed: 7},
-		{id: "cmpl-stub-3", model: "m", n: 2, tokens: 9, finish: "length", sp: newSpeech(true), seed: 1},
+		{id: "chatcmpl-stub-2", model: "m", chat: true, n: 3, tokens: 9, finish: "stop", includeUsage: true, wd: newWording(true), seed: 7},
+		{id: "cmpl-stub-3", model: "m", n: 2, tokens: 9, finish: "length", wd: newWording(true), seed: 1},
 	} {
 		var tm templates
 		tm.render(a)

@@ -109,7 +109,7 @@ type Server struct {
 	opts    Options
 	tokens  int
 	created int64 // the "created" of the models in /v1/models
-	speech  *speech
+	wording *wording
 
 	done      chan struct{}
 	closeOnce sync.Once
@@ -156,7 +156,7 @@ func New(opts Options) *Server {
 		opts:    opts,
 		tokens:  tokens,
 		created: time.Now().Unix(),
-		speech:  newSpeech(opts.Prose),
+		wording: newWording(opts.Prose),
 		done:    make(chan struct{}),
 	}
 }

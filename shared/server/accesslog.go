@@ -17,46 +17,46 @@ import (
 	"unicode/utf8"
 )
 
-// appendAccessLog appends the fields of rec's access-log line. A field is
+// appendAccessLog appends the fields of ex's access-log line. A field is
 // one line here: its name and its value, in the order it is written.
-func (s *Server) appendAccessLog(l *logLine, rec *exchange, end time.Time) {
+func (s *Server) appendAccessLog(l *logLine, ex *exchange, end time.Time) {
 	ms := msBetween
-	keepalives, kaFirst, clientFirst := rec.firstBytes()
-	l.str("request_id", rec.id)
-	l.str("method", rec.method)
-	l.str("path", rec.path)
-	l.str("tenant", rec.tenant)
-	l.str("tenant_name", rec.tenantName)
-	l.str("subject", rec.subject)
-	l.str("model", rec.model)
-	l.boolOrNull("stream", rec.stream, rec.streamKnown) // null: the body was never read
-	l.str("pool", rec.pool)
-	l.str("endpoint", rec.endpoint)
-	l.int("priority", int64(rec.priority))
-	l.str("spill", rec.spill)
-	l.int("attempts", int64(rec.attempts))
-	l.int("status", int64(rec.status))
-	l.int("upstream_status", int64(rec.upstreamStatus))
-	l.str("outcome", rec.outcome)
-	l.str("error", rec.detail)
-	l.int("bytes", rec.bytes)
-	l.int("events", rec.events)
-	l.int("prompt_tokens", rec.usage.PromptTokens)
-	l.int("completion_tokens", rec.usage.CompletionTokens)
-	l.int("budget_reserved", rec.budget.reserved())
-	l.int("budget_charged", rec.budget.chargedTokens())
-	l.str("budget_settle", rec.budget.settleState())
-	l.str("cost", rec.budget.costText())
-	l.str("price_version", rec.budget.priceVersion())
-	l.int("output_cap", rec.outputCap())
-	l.float("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders))
-	l.float("client_first_byte_ms", ms(rec.start, clientFirst))
-	l.float("client_first_event_ms", ms(rec.start, rec.clientFirstEvent))
+	keepalives, kaFirst, clientFirst := ex.firstBytes()
+	l.str("request_id", ex.id)
+	l.str("method", ex.method)
+	l.str("path", ex.path)
+	l.str("tenant", ex.tenant)
+	l.str("tenant_name", ex.tenantName)
+	l.str("subject", ex.subject)
+	l.str("model", ex.model)
+	l.boolOrNull("stream", ex.stream, ex.streamKnown) // null: the body was never read
+	l.str("pool", ex.pool)
+	l.str("endpoint", ex.endpoint)
+	l.int("priority", int64(ex.priority))
+	l.str("spill", ex.spill)
+	l.int("attempts", int64(ex.attempts))
+	l.int("status", int64(ex.status))
+	l.int("upstream_status", int64(ex.upstreamStatus))
+	l.str("outcome", ex.outcome)
+	l.str("error", ex.detail)
+	l.int("bytes", ex.bytes)
+	l.int("events", ex.events)
+	l.int("prompt_tokens", ex.usage.PromptTokens)
+	l.int("completion_tokens", ex.usage.CompletionTokens)
+	l.int("budget_reserved", ex.budget.reserved())
+	l.int("budget_charged", ex.budget.chargedTokens())
+	l.str("budget_settle", ex.budget.settleState())
+	l.str("cost", ex.budget.costText())
+	l.str("price_version", ex.budget.priceVersion())
+	l.int("output_cap", ex.outputCap())
+	l.float("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders))
+	l.float("client_first_byte_ms", ms(ex.start, clientFirst))
+	l.float("client_first_event_ms", ms(ex.start, ex.clientFirstEvent))
 	l.int("keepalives", int64(keepalives))
-	l.float("first_keepalive_ms", ms(rec.start, kaFirst))
-	l.bool("failover_after_headers", rec.failoverAfterHeaders)
-	l.float("added_ms", addedMs(&rec.logEntry, end))
-	l.float("duration_ms", ms(rec.start, end))
+	l.float("first_keepalive_ms", ms(ex.start, kaFirst))
+	l.bool("failover_after_headers", ex.failoverAfterHeaders)
+	l.float("added_ms", addedMs(&ex.logEntry, end))
+	l.float("duration_ms", ms(ex.start, end))
 }
 
 // msBetween is the milliseconds from a to b, to the microsecond; 0
@@ -71,18 +71,18 @@ func msBetween(a, b time.Time) float64 {
 // firstBytes is what the keepalive says (comments sent, the first's
 // time) and when the client got its first byte: a comment's, when one
 // came before the answer's.
-func (rec *exchange) firstBytes() (keepalives int, kaFirst, clientFirst time.Time) {
-	keepalives, kaFirst = rec.keepalive.Stats()
-	clientFirst = rec.clientFirst
+func (ex *exchange) firstBytes() (keepalives int, kaFirst, clientFirst time.Time) {
+	keepalives, kaFirst = ex.keepalive.Stats()
+	clientFirst = ex.clientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
 	}
 	return keepalives, kaFirst, clientFirst
 }
 
-// log writes rec's access-log line to AccessLog, when the log is at Info
+// log writes ex's access-log line to AccessLog, when the log is at Info
 // or below: one Write of one whole line, before the handler returns.
-func (s *Server) log(rec *exchange) {
+func (s *Server) log(ex *exchange) {
 	if s.AccessLog == nil || !s.Log.Enabled(context.Background(), slog.LevelInfo) {
 		return
 	}
@@ -90,7 +90,7 @@ func (s *Server) log(rec *exchange) {
 	l.b = append(l.b[:0], `{"time":`...)
 	l.b = appendTime(l.b, time.Now())
 	l.b = append(l.b, `,"level":"INFO","msg":"request"`...)
-	s.appendAccessLog(l, rec, s.Now())
+	s.appendAccessLog(l, ex, s.Now())
 	l.b = append(l.b, '}', '\n')
 	_, _ = s.AccessLog.Write(l.b)
 	if cap(l.b) <= maxPooledLine {

@@ -12,33 +12,33 @@ import (
 	"github.com/llmgw/gateway/shared/sse"
 )
 
-// slogAccessLog writes rec's line as the gateway wrote it before issue 38,
+// slogAccessLog writes ex's line as the gateway wrote it before issue 38,
 // through log/slog's JSON handler: the reference the fixed record must
 // match field by field.
-func slogAccessLog(w *bytes.Buffer, rec *exchange, end time.Time) {
+func slogAccessLog(w *bytes.Buffer, ex *exchange, end time.Time) {
 	ms := msBetween
-	keepalives, kaFirst, clientFirst := rec.firstBytes()
-	stream := slog.Bool("stream", rec.stream)
-	if !rec.streamKnown {
+	keepalives, kaFirst, clientFirst := ex.firstBytes()
+	stream := slog.Bool("stream", ex.stream)
+	if !ex.streamKnown {
 		stream = slog.Any("stream", nil)
 	}
 	slog.New(slog.NewJSONHandler(w, nil)).LogAttrs(context.Background(), slog.LevelInfo, "request",
-		slog.String("request_id", rec.id), slog.String("method", rec.method), slog.String("path", rec.path),
-		slog.String("tenant", rec.tenant), slog.String("tenant_name", rec.tenantName), slog.String("subject", rec.subject),
-		slog.String("model", rec.model), stream, slog.String("pool", rec.pool), slog.String("endpoint", rec.endpoint),
-		slog.Int("priority", rec.priority), slog.String("spill", rec.spill), slog.Int("attempts", rec.attempts),
-		slog.Int("status", rec.status), slog.Int("upstream_status", rec.upstreamStatus), slog.String("outcome", rec.outcome),
-		slog.String("error", rec.detail), slog.Int64("bytes", rec.bytes), slog.Int64("events", rec.events),
-		slog.Int64("prompt_tokens", rec.usage.PromptTokens), slog.Int64("completion_tokens", rec.usage.CompletionTokens),
-		slog.Int64("budget_reserved", rec.budget.reserved()), slog.Int64("budget_charged", rec.budget.chargedTokens()),
-		slog.String("budget_settle", rec.budget.settleState()), slog.String("cost", rec.budget.costText()),
-		slog.String("price_version", rec.budget.priceVersion()), slog.Int64("output_cap", rec.outputCap()),
-		slog.Float64("upstream_first_byte_ms", ms(rec.start, rec.upstreamHeaders)),
-		slog.Float64("client_first_byte_ms", ms(rec.start, clientFirst)),
-		slog.Float64("client_first_event_ms", ms(rec.start, rec.clientFirstEvent)),
-		slog.Int("keepalives", keepalives), slog.Float64("first_keepalive_ms", ms(rec.start, kaFirst)),
-		slog.Bool("failover_after_headers", rec.failoverAfterHeaders),
-		slog.Float64("added_ms", addedMs(&rec.logEntry, end)), slog.Float64("duration_ms", ms(rec.start, end)),
+		slog.String("request_id", ex.id), slog.String("method", ex.method), slog.String("path", ex.path),
+		slog.String("tenant", ex.tenant), slog.String("tenant_name", ex.tenantName), slog.String("subject", ex.subject),
+		slog.String("model", ex.model), stream, slog.String("pool", ex.pool), slog.String("endpoint", ex.endpoint),
+		slog.Int("priority", ex.priority), slog.String("spill", ex.spill), slog.Int("attempts", ex.attempts),
+		slog.Int("status", ex.status), slog.Int("upstream_status", ex.upstreamStatus), slog.String("outcome", ex.outcome),
+		slog.String("error", ex.detail), slog.Int64("bytes", ex.bytes), slog.Int64("events", ex.events),
+		slog.Int64("prompt_tokens", ex.usage.PromptTokens), slog.Int64("completion_tokens", ex.usage.CompletionTokens),
+		slog.Int64("budget_reserved", ex.budget.reserved()), slog.Int64("budget_charged", ex.budget.chargedTokens()),
+		slog.String("budget_settle", ex.budget.settleState()), slog.String("cost", ex.budget.costText()),
+		slog.String("price_version", ex.budget.priceVersion()), slog.Int64("output_cap", ex.outputCap()),
+		slog.Float64("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders)),
+		slog.Float64("client_first_byte_ms", ms(ex.start, clientFirst)),
+		slog.Float64("client_first_event_ms", ms(ex.start, ex.clientFirstEvent)),
+		slog.Int("keepalives", keepalives), slog.Float64("first_keepalive_ms", ms(ex.start, kaFirst)),
+		slog.Bool("failover_after_headers", ex.failoverAfterHeaders),
+		slog.Float64("added_ms", addedMs(&ex.logEntry, end)), slog.Float64("duration_ms", ms(ex.start, end)),
 	)
 }
 
@@ -114,7 +114,7 @@ func TestAccessLogLineAsSlogWroteIt(t *testing.T) {
 		clientFirst: start.Add(time.Microsecond), firstSent: start.Add(time.Microsecond)}}
 	cases := []struct {
 		name string
-		rec  *exchange
+		ex   *exchange
 		end  time.Time
 	}{
 		{"stream with budget and failover", full, at(1500 * time.Millisecond)},
@@ -125,9 +125,9 @@ func TestAccessLogLineAsSlogWroteIt(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var old, now bytes.Buffer
-			slogAccessLog(&old, c.rec, c.end)
+			slogAccessLog(&old, c.ex, c.end)
 			s := New(Deps{AccessLog: &now, Log: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil)), Now: func() time.Time { return c.end }})
-			s.log(c.rec)
+			s.log(c.ex)
 			if n := bytes.Count(now.Bytes(), []byte("\n")); n != 1 || !bytes.HasSuffix(now.Bytes(), []byte("\n")) {
 				t.Fatalf("want one line ending in a newline, got %d:\n%s", n, now.Bytes())
 			}
@@ -164,10 +164,10 @@ func TestAccessLogLineAsSlogWroteIt(t *testing.T) {
 // TestAccessLogOff: a log above Info, or no AccessLog, writes nothing.
 func TestAccessLogOff(t *testing.T) {
 	var out bytes.Buffer
-	rec := &exchange{logEntry: logEntry{id: "x", start: time.Now()}}
+	ex := &exchange{logEntry: logEntry{id: "x", start: time.Now()}}
 	warn := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	New(Deps{AccessLog: &out, Log: warn}).log(rec)
-	New(Deps{}).log(rec)
+	New(Deps{AccessLog: &out, Log: warn}).log(ex)
+	New(Deps{}).log(ex)
 	if out.Len() != 0 {
 		t.Fatalf("wrote %q", out.String())
 	}

@@ -533,9 +533,11 @@ func TestMeteringBackgroundRetrieved(t *testing.T) {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
 				t.Parallel()
-				spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000}})
+				// Money beside the tokens (issue 35), at one micro-unit a
+				// token: the money settles as the tokens do.
+				spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000, SpendPerMonth: 10_000_000}})
 				done := `{"id":"resp_bg1","object":"response","status":"completed","background":true,"output":[],"usage":{"input_tokens":20,"output_tokens":300,"total_tokens":320}}`
-				g := newTestGatewayWith(t, func(d *Deps) { d.Budgets = spy }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				g := newTestGatewayWith(t, func(d *Deps) { d.Budgets, d.Prices = spy, unitPrices(t) }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					_, _ = io.Copy(io.Discard, r.Body)
 					switch {
 					case r.Method == http.MethodPost:
@@ -578,18 +580,19 @@ func TestMeteringBackgroundRetrieved(t *testing.T) {
 					}
 				}
 				used := storeUsed(t, spy.Ledger)
+				money := spent(t, spy.Ledger, "probe-money")
 				if mode == budget.ModeStrict {
 					logged := false
 					for _, l := range g.log.lines(t) {
 						logged = logged || l["msg"] == "background response retrieved complete: strict mode charged its reservation at creation" && l["usage"] == float64(320)
 					}
-					if used != reserved || !logged {
-						t.Fatalf("strict: the store holds %d (want the reservation %d), usage logged %v", used, reserved, logged)
+					if used != reserved || money != reserved || !logged {
+						t.Fatalf("strict: the store holds %d tokens and %d money (want the reservation %d), usage logged %v", used, money, reserved, logged)
 					}
 					return
 				}
-				if used != 320 {
-					t.Fatalf("estimate: the store holds %d, want the real usage 320 (reserved %d)", used, reserved)
+				if used != 320 || money != 320 {
+					t.Fatalf("estimate: the store holds %d tokens and %d money, want the real usage 320 (reserved %d)", used, money, reserved)
 				}
 				if n := strings.Count(strings.Join(spy.log(), "\n"), "settle 320"); n != 1 {
 					t.Fatalf("settled %d times: %v", n, spy.log())
@@ -608,7 +611,7 @@ func storeUsed(t *testing.T, l *budget.Ledger) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Settle(ctx, "t1", "probe-used", 0); err != nil {
+	if _, err := l.SettleCharge(ctx, "t1", "probe-used", budget.Charge{}); err != nil {
 		t.Fatal(err)
 	}
 	return d.TPM.Used - d.Granted

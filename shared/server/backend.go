@@ -36,20 +36,20 @@ import (
 // content reached the client before that. A non-streaming answer that
 // outlasts ResponseTimeout is a 504 without another attempt. release
 // frees the attempt's context and ends its in-flight count.
-func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
+func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
 	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
 	s.Router.Sync(ctx, pool)
 	var key uint64
-	if len(pool.Endpoints) > 1 && rec.pin == "" {
+	if len(pool.Endpoints) > 1 && ex.pin == "" {
 		key = route.CacheKey(raw, body.Model)
 	}
 	var scratch [route.MaxEndpoints]*route.Endpoint
 	order, wait := s.Router.Order(pool, scratch[:0], len(pool.Endpoints), key)
-	if rec.pin != "" {
+	if ex.pin != "" {
 		// A stored response lives on one endpoint: only it can answer.
 		order, wait = order[:0], 0
 		for _, e := range pool.Endpoints {
-			if e.Name == rec.pin {
+			if e.Name == ex.pin {
 				order = append(order, e)
 			}
 		}
@@ -60,29 +60,29 @@ func (s *Server) send(ctx context.Context, rec *exchange, w http.ResponseWriter,
 	var last *apiError
 	for i, tries := 0, 0; i < len(order); i++ {
 		e := order[i]
-		if last != nil && rec.keepalive.Started() {
-			rec.failoverAfterHeaders = true
+		if last != nil && ex.keepalive.Started() {
+			ex.failoverAfterHeaders = true
 		}
-		if last != nil && e.Priority != order[i-1].Priority && rec.spill == "" {
-			rec.spill = last.Code // why the request left its best priority
+		if last != nil && e.Priority != order[i-1].Priority && ex.spill == "" {
+			ex.spill = last.Code // why the request left its best priority
 		}
 		tries++
-		a := attempt{rec: rec, w: w, pool: pool, e: e, op: op, body: body, lastTry: tries == s.MaxAttempts || i == len(order)-1}
-		rec.upstreamStatus = 0
+		a := attempt{ex: ex, w: w, pool: pool, e: e, op: op, body: body, lastTry: tries == s.MaxAttempts || i == len(order)-1}
+		ex.upstreamStatus = 0
 		e.Begin()
 		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
 		if fail == nil {
 			s.Router.Healthy(e)
-			rec.served, rec.priority = e, e.Priority
+			ex.served, ex.priority = e, e.Priority
 			return resp, func() { release(); e.End() }, nil
 		}
 		e.End()
-		full := rec.upstreamStatus == http.StatusTooManyRequests
+		full := ex.upstreamStatus == http.StatusTooManyRequests
 		if full {
 			deferPriority(order[i+1:], e.Priority)
 		}
 		failover := !final && i < len(order)-1 && tries < s.MaxAttempts
-		rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: fail.Code, Failover: failover,
+		ex.attemptEnds(telemetry.Result{Status: ex.upstreamStatus, ErrorType: fail.Code, Failover: failover,
 			Spill: failover && order[i+1].Priority != e.Priority})
 		if last = fail; final || tries == s.MaxAttempts {
 			break
@@ -108,7 +108,7 @@ func deferPriority(rest []*route.Endpoint, p int) {
 
 // attempt is one try of one endpoint.
 type attempt struct {
-	rec     *exchange
+	ex      *exchange
 	w       http.ResponseWriter
 	pool    *route.Pool
 	e       *route.Endpoint
@@ -125,40 +125,40 @@ const rewriteSlack = 144
 // endpoint as the answer deserves; final says no other endpoint may be
 // tried (the client left, or a JSON answer timed out).
 func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, release func(), fail *apiError, final bool) {
-	rec, e, pool := a.rec, a.e, a.pool
+	ex, e, pool := a.ex, a.e, a.pool
 	target := s.Targets[e]
-	rec.endpoint = e.Name
-	rec.attempts++
+	ex.endpoint = e.Name
+	ex.attempts++
 	// Each attempt gets its own exactly sized copy: the transport may still
 	// be reading a failed attempt's body, and a stream holds its body until
 	// it ends, so a pooled buffer would pin more memory.
 	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, request.Changes{
-		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: rec.outputCap(), CapField: target.CapField(a.op)})
+		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: ex.outputCap(), CapField: target.CapField(a.op)})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
 	if err != nil {
 		cancel(nil)
-		rec.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
+		ex.detail = fmt.Sprintf("endpoint %s: %v", e.Name, err)
 		return nil, nil, credentialError(pool.Name, err), false
 	}
-	s.attemptBegins(ctx, rec, req, target, a.op, a.body.Model, e.Priority)
+	s.attemptBegins(ctx, ex, req, target, a.op, a.body.Model, e.Priority)
 	timeout := s.HeaderTimeout
 	if !a.body.Stream {
 		timeout = s.ResponseTimeout
 	}
 	timer := attemptTimer(timeout, cancel)
-	resp, fail, final = s.roundTrip(ctx, rec, req, call{ctx: actx, cancel: cancel, timer: timer, e: e, pool: pool.Name, timeout: timeout, stream: a.body.Stream})
+	resp, fail, final = s.roundTrip(ctx, ex, req, call{ctx: actx, cancel: cancel, timer: timer, e: e, pool: pool.Name, timeout: timeout, stream: a.body.Stream})
 	if fail != nil {
 		return nil, nil, fail, final
 	}
-	if fail := s.judge(rec, e, pool.Name, resp, a.body.Stream); fail != nil {
+	if fail := s.judge(ex, e, pool.Name, resp, a.body.Stream); fail != nil {
 		timer.Stop()
 		drain(resp.Body)
 		cancel(nil)
 		return nil, nil, fail, false
 	}
 	decodeBody(resp)
-	rec.upstreamHeaders = s.Now()
+	ex.upstreamHeaders = s.Now()
 	if !a.body.Stream || resp.StatusCode/100 != 2 {
 		// A JSON answer: its head is read within the attempt's time, and
 		// checked, before the client gets a byte.
@@ -207,16 +207,16 @@ func attemptTimer(timeout time.Duration, cancel context.CancelCauseFunc) *time.T
 // request's, ended), the attempt timed out, or the transport failed;
 // final says no other endpoint may be tried (the client left, or a JSON
 // answer timed out: it would only be slow again elsewhere).
-func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request, c call) (resp *http.Response, fail *apiError, final bool) {
-	req.Header.Set("X-Request-Id", rec.id)
-	rec.sent = s.Now()
-	if rec.firstSent.IsZero() {
-		rec.firstSent = rec.sent
+func (s *Server) roundTrip(ctx context.Context, ex *exchange, req *http.Request, c call) (resp *http.Response, fail *apiError, final bool) {
+	req.Header.Set("X-Request-Id", ex.id)
+	ex.sent = s.Now()
+	if ex.firstSent.IsZero() {
+		ex.firstSent = ex.sent
 	}
 	resp, err := s.Client.Do(req)
-	rec.noteAttempt(resp, err)
+	ex.noteAttempt(resp, err)
 	if err == nil {
-		rec.upstreamStatus = resp.StatusCode
+		ex.upstreamStatus = resp.StatusCode
 		return resp, nil, false
 	}
 	c.timer.Stop()
@@ -231,7 +231,7 @@ func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request
 	if timedOut {
 		return nil, attemptTimeout(c.pool, c.timeout), !c.stream
 	}
-	rec.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
+	ex.detail = err.Error() // the reason (x509: …) for the operator; the caller gets the class
 	return nil, transportError(c.pool, err), false
 }
 
@@ -240,7 +240,7 @@ func (s *Server) roundTrip(ctx context.Context, rec *exchange, req *http.Request
 // the default cooldown), a refusal of the gateway's own credentials, a
 // redirect (never followed, never relayed), and a success the gateway
 // cannot relay as asked.
-func (s *Server) judge(rec *exchange, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
+func (s *Server) judge(ex *exchange, e *route.Endpoint, pool string, resp *http.Response, stream bool) *apiError {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		adv := route.Advise(resp.Header, resp.StatusCode, s.Now())
@@ -248,7 +248,7 @@ func (s *Server) judge(rec *exchange, e *route.Endpoint, pool string, resp *http
 		case adv.Own:
 			// The backend has room for others: this request alone was too
 			// much, so it moves on and nobody else is benched.
-			rec.detail = fmt.Sprintf("endpoint %s: 429 with capacity left: the request's own, nothing cooled", e.Name)
+			ex.detail = fmt.Sprintf("endpoint %s: 429 with capacity left: the request's own, nothing cooled", e.Name)
 		case adv.Pause > 0:
 			s.Router.Cooldown(context.Background(), e, adv.Pause, true)
 		default:
@@ -258,29 +258,29 @@ func (s *Server) judge(rec *exchange, e *route.Endpoint, pool string, resp *http
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// The caller cannot fix the gateway's credentials: a 502, not the
 		// backend's 401. The endpoint is named in the log, never to the caller.
-		rec.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
+		ex.detail = fmt.Sprintf("endpoint %s rejected the gateway's credentials (status %d)", e.Name, resp.StatusCode)
 		return upstreamAuthFailed(pool, resp.StatusCode)
 	case resp.StatusCode/100 == 3:
 		s.bench(e)
-		return redirected(rec, e.Name, pool, resp.StatusCode)
+		return redirected(ex, e.Name, pool, resp.StatusCode)
 	}
 	if bad := checkAnswer(resp, stream); bad != "" {
 		// A stream answered with a web page, or a body in an encoding the
 		// gateway cannot read: never a silent success.
 		s.bench(e)
-		rec.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
+		ex.detail = fmt.Sprintf("endpoint %s: %s", e.Name, bad)
 		return badResponse(pool, bad)
 	}
 	return nil
 }
 
-// awaitJSON reads a JSON answer's head (jsonAnswer) into rec.answer and
+// awaitJSON reads a JSON answer's head (jsonAnswer) into ex.answer and
 // checks it: an answer that is cut, stalls, or is not the JSON a success
 // must be is abandoned for the next endpoint; one that outlasts the
 // attempt's timeout ends the request (final), as a slow answer would
 // only be slow again elsewhere.
 func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Response, timeout time.Duration) (fail *apiError, final bool) {
-	rec, pool := a.rec, a.pool.Name
+	ex, pool := a.ex, a.pool.Name
 	ans := getAnswer()
 	err := ans.readHead(resp.Body)
 	switch {
@@ -294,16 +294,16 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 	case err != nil:
 		answerPool.Put(ans)
 		s.bench(a.e)
-		rec.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
+		ex.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
 		return answerCut(pool, err), false
 	}
 	if bad := checkJSON(resp, ans); bad != "" {
 		answerPool.Put(ans)
 		s.bench(a.e)
-		rec.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
+		ex.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
 		return badResponse(pool, bad), false
 	}
-	rec.answer = ans
+	ex.answer = ans
 	return nil, false
 }
 
@@ -311,12 +311,12 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 // keepalive did) but nothing else until the backend's first event: an
 // endpoint that sends none in time, or ends or stalls first, is abandoned
 // for the next (never the last attempt, which only the idle timeout ends).
-// On success rec.first holds what was read, the event included, for the
+// On success ex.first holds what was read, the event included, for the
 // relay to write first.
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
-	rec := a.rec
+	ex := a.ex
 	if !a.op.Creates() {
-		rec.keepalive.Commit(func() { s.writeStreamHeader(a.w, rec, resp) })
+		ex.keepalive.Commit(func() { s.writeStreamHeader(a.w, ex, resp) })
 	}
 	wait, why := s.StreamIdleTimeout, errStreamIdle
 	if ftt := s.streamPolicy(a.pool).FirstTokenTimeout; ftt > 0 && ftt < wait && !a.lastTry {
@@ -325,11 +325,11 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 	timer := time.AfterFunc(wait, func() { cancel(why) })
 	// Read into a buffer of the relay's pool: the relay goes on in it
 	// (sse.Options.Pending), so a stream holds one buffer, not two.
-	s.relay.Pending(&rec.first)
-	err := rec.first.ReadFirst(resp.Body, sse.DefaultMaxEventBytes)
+	s.relay.Pending(&ex.first)
+	err := ex.first.ReadFirst(resp.Body, sse.DefaultMaxEventBytes)
 	timer.Stop()
 	if err != nil {
-		rec.first.Release()
+		ex.first.Release()
 		drain(resp.Body)
 		timedOut := context.Cause(actx)
 		cancel(nil)
@@ -337,20 +337,20 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 			return contextError(ctx), true
 		}
 		s.bench(a.e)
-		rec.detail = fmt.Sprintf("endpoint %s: %v", a.e.Name, err)
+		ex.detail = fmt.Sprintf("endpoint %s: %v", a.e.Name, err)
 		return firstEventError(a.pool.Name, timedOut, wait, err), false
 	}
-	rec.upstreamFirst = s.Now()
+	ex.upstreamFirst = s.Now()
 	if a.op.Creates() {
 		// The owner is recorded from response.created, before the client
 		// gets a byte of the stream, and the headers wait for it so that
 		// a failed record can be told in them.
-		unrecorded := s.remember(rec, rec.first.Bytes(), true)
+		unrecorded := s.remember(ex, ex.first.Bytes(), true)
 		if unrecorded != "" {
 			a.w.Header().Set(HeaderUnrecorded, unrecorded)
 		}
-		if !rec.keepalive.Commit(func() { s.writeStreamHeader(a.w, rec, resp) }) && unrecorded != "" {
-			_, _ = rec.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
+		if !ex.keepalive.Commit(func() { s.writeStreamHeader(a.w, ex, resp) }) && unrecorded != "" {
+			_, _ = ex.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
 		}
 	}
 	return nil, false

@@ -70,7 +70,7 @@ type reservation struct {
 
 // reserveBudget reserves the request's tokens for a tenant with a budget
 // and sets the x-ratelimit-*-tokens headers, or says why it may not pass.
-func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *exchange, in http.Header, pool *route.Pool, tenantID string, op request.Operation, body *request.Body, raw []byte) error {
+func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *exchange, in http.Header, pool *route.Pool, tenantID string, op request.Operation, body *request.Body, raw []byte) error {
 	if s.Budgets == nil || !op.Billed() { // counting a prompt generates and bills nothing
 		return nil
 	}
@@ -97,7 +97,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.MinOutput = body.ThinkingBudget + 1
 	}
 	if lim.Spends() {
-		sp, err := s.priceRequest(rec, body)
+		sp, err := s.priceRequest(ex, body)
 		if err != nil {
 			return err
 		}
@@ -110,26 +110,26 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		ask.Choices = min(ask.Choices*max(a.Prompts, 1), budget.MaxTokens)
 		// Server-side features' uses (web searches, fetches) bill outside
 		// the tokens: their priced uses are reserved like prompt tokens.
-		ask.PromptBound = min(ask.PromptBound+rec.features.total, budget.MaxTokens)
-		if rec.previousTokens > 0 {
+		ask.PromptBound = min(ask.PromptBound+ex.features.total, budget.MaxTokens)
+		if ex.previousTokens > 0 {
 			// A continued response's stored context is in no body: its
 			// recorded total (input + output) is the bound of what the
 			// backend adds to this prompt.
-			ask.PromptBound = min(ask.PromptBound+rec.previousTokens, budget.MaxTokens)
+			ask.PromptBound = min(ask.PromptBound+ex.previousTokens, budget.MaxTokens)
 		}
 	}
-	d, err := s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+	d, err := s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
 	if err == nil && !d.Allowed && !d.Held && d.RefusedBy != budget.LimitNone && ask.PromptBound > 0 && !ask.Unbounded {
 		// The bound is refused: the pool's count of the prompt may fit
 		// where the bound does not. A refused reservation holds nothing,
 		// so the same id is asked again, for the exact count and the cap.
-		if n, ok := s.exactPrompt(ctx, rec, in, pool, op, body, raw); ok && n < ask.PromptBound {
-			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", rec.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
+		if n, ok := s.exactPrompt(ctx, ex, in, pool, op, body, raw); ok && n < ask.PromptBound {
+			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", ex.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
 			ask.PromptBound = n
-			d, err = s.Budgets.Reserve(ctx, tenantID, rec.id, ask)
+			d, err = s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
 		}
 	}
-	rec.budgetDecision = budgetDecision(d, err)
+	ex.budgetDecision = budgetDecision(d, err)
 	if err != nil {
 		switch {
 		case ctx.Err() != nil:
@@ -158,10 +158,10 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, rec *
 		// Its output is reserved and charged from its usage.
 		outCap = 0
 	}
-	rec.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: rec.features,
+	ex.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: ex.features,
 		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput, background: ask.Hold}
 	if lim.Spends() {
-		rec.budget.spend = spendState{Spend: ask.Spend, tier: rec.tier, granted: d.MoneyGranted, version: cat.Version}
+		ex.budget.spend = spendState{Spend: ask.Spend, tier: ex.tier, granted: d.MoneyGranted, version: cat.Version}
 	}
 	// The cap is written even when it is the client's own: only the
 	// field the backend's kind reads binds it (Target.CapField).
@@ -256,21 +256,21 @@ func (r *exchange) noteAttempt(resp *http.Response, err error) {
 // have spent anything; else (usage never reported) the reservation
 // stands. The client has its answer first: the response is flushed before
 // the store round trip.
-func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
-	b := rec.budget
+func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
+	b := ex.budget
 	if b == nil || !b.held {
 		return
 	}
-	if rec.wroteHeader {
+	if ex.wroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
-	if b.background && rec.remembered && !rec.usageFinal && !s.Budgets.Strict() && b.spend.Model == nil {
+	if b.background && ex.remembered && !ex.usageFinal && !s.Budgets.Strict() {
 		// Estimate mode, a background response recorded with its
 		// reservation's id (Owner.Background): the reservation stays
 		// charged until the response is retrieved complete, whose usage
 		// settles it (settleBackground), or its lease ends (issue 30).
-		// A tenant with a spend limit is charged at creation: the
-		// retrieval does not know the creation's prices.
+		// Its money too: the retrieval prices the usage by the record's
+		// model at the tier the answer names (backgroundCost).
 		b.deferred, b.charged = true, b.granted
 		return
 	}
@@ -279,26 +279,26 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 	// token per token event relayed (a JSON answer's text is at most one
 	// token per byte). Charged, with at least the reservation, whenever
 	// the backend's own count is missing or cannot be true.
-	counted := b.bound + rec.tokenEvents
-	if !b.noOutput && rec.answerBytes > 0 {
-		counted = b.bound + rec.answerBytes
+	counted := b.bound + ex.tokenEvents
+	if !b.noOutput && ex.answerBytes > 0 {
+		counted = b.bound + ex.answerBytes
 	}
 	actual, why := int64(0), ""
 	switch {
-	case rec.hasUsage && rec.usageFinal:
-		billed, ok := rec.usage.Billed()
+	case ex.hasUsage && ex.usageFinal:
+		billed, ok := ex.usage.Billed()
 		switch {
 		case !ok:
 			why = "usage holds a count that cannot be true"
-		case rec.usage.CompletionTokens < rec.outputFloor:
+		case ex.usage.CompletionTokens < ex.outputFloor:
 			// Every floor event of the operation's meter carries at least
 			// one token (sse.Meter.OutputFloor).
 			why = "usage reports fewer output tokens than the token events relayed"
 		}
 		// Server tools' uses by the backend's count where it reports one
 		// (usage.server_tool_use), else as reserved.
-		actual = min(billed+b.features.charge(rec.usage.ServerTools), budget.MaxTokens)
-	case rec.hasUsage:
+		actual = min(billed+b.features.charge(ex.usage.ServerTools), budget.MaxTokens)
+	case ex.hasUsage:
 		// Input counts (message_start) or a running total: the stream
 		// ended before the event that carries its bill (issue 30).
 		why = "the stream ended before the event that carries its usage"
@@ -310,8 +310,8 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 		why = "the backend reported no usage"
 	}
 	money := int64(0)
-	if why == "" && rec.hasUsage && rec.usageFinal {
-		money = s.cost(rec, b)
+	if why == "" && ex.hasUsage && ex.usageFinal {
+		money = s.cost(ex, b)
 	}
 	if why != "" {
 		actual = max(b.granted, counted)
@@ -321,21 +321,21 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 			money = max(b.spend.granted, b.spend.Worst(b.bound, max(0, counted-b.bound)))
 		}
 		s.Log.Warn("token budget settled without the backend's usage: charged the larger of the reservation and what the gateway counted",
-			"request_id", rec.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
+			"request_id", ex.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
 	}
 	b.spend.cost = money
-	st, err := s.Budgets.SettleCharge(ctx, b.tenant, rec.id, budget.Charge{Tokens: actual, Money: money})
+	st, err := s.Budgets.SettleCharge(ctx, b.tenant, ex.id, budget.Charge{Tokens: actual, Money: money})
 	if err != nil {
 		// The ledger replays the settle when the store answers again;
 		// until then (and if it never does, after its lease) the
 		// reservation stands: an overcharge for a while, never an
 		// overshoot. Nothing was charged that the store confirmed.
-		s.Log.Warn("token budget not settled: kept for replay, the reservation stands meanwhile", "request_id", rec.id, "tenant", b.tenant, "actual", actual, "err", err)
+		s.Log.Warn("token budget not settled: kept for replay, the reservation stands meanwhile", "request_id", ex.id, "tenant", b.tenant, "actual", actual, "err", err)
 		b.unsettled = true
 		return
 	}
 	if !st.Found && !st.Recreated {
-		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", rec.id, "tenant", b.tenant, "actual", actual)
+		s.Log.Warn("token budget settle found no reservation (the store lost it, or its lease ended twice over)", "request_id", ex.id, "tenant", b.tenant, "actual", actual)
 	}
 	b.charged = st.Actual
 }
@@ -348,28 +348,29 @@ func (s *Server) settleBudget(w http.ResponseWriter, rec *exchange) {
 // reservation, so it is settled once; in strict mode, which charged the
 // reservation at creation and capped the output by it, the usage is
 // logged (issue 30 section 5).
-func (s *Server) settleBackground(rec *exchange, id string, o affinity.Owner) {
-	if o.Background == "" || s.Budgets == nil || !rec.hasUsage || !rec.usageFinal {
+func (s *Server) settleBackground(ex *exchange, id string, o affinity.Owner) {
+	if o.Background == "" || s.Budgets == nil || !ex.hasUsage || !ex.usageFinal {
 		return
 	}
-	billed, ok := rec.usage.Billed()
-	if !ok || rec.usage.CompletionTokens < rec.outputFloor {
+	billed, ok := ex.usage.Billed()
+	if !ok || ex.usage.CompletionTokens < ex.outputFloor {
 		// A count that cannot be true, or below the token events a
 		// resumed stream relayed: the reservation stays charged.
-		s.Log.Warn("background response retrieved with a usage that cannot be true: its reservation stays charged", "request_id", rec.id, "response_id", id, "reservation", o.Background)
+		s.Log.Warn("background response retrieved with a usage that cannot be true: its reservation stays charged", "request_id", ex.id, "response_id", id, "reservation", o.Background)
 		return
 	}
 	if s.Budgets.Strict() {
-		s.Log.Info("background response retrieved complete: strict mode charged its reservation at creation", "request_id", rec.id, "response_id", id, "reservation", o.Background, "usage", billed)
+		s.Log.Info("background response retrieved complete: strict mode charged its reservation at creation", "request_id", ex.id, "response_id", id, "reservation", o.Background, "usage", billed)
 		return
 	}
 	ctx := context.Background()
-	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed})
+	// Its money at its usage's price, the tokens' as for tokens.
+	st, err := s.Budgets.SettleCharge(ctx, o.Tenant, o.Background, budget.Charge{Tokens: billed, Money: s.backgroundCost(ex, o)})
 	if err != nil {
-		s.Log.Warn("background response's usage not settled: kept for replay", "request_id", rec.id, "response_id", id, "reservation", o.Background, "usage", billed, "err", err)
+		s.Log.Warn("background response's usage not settled: kept for replay", "request_id", ex.id, "response_id", id, "reservation", o.Background, "usage", billed, "err", err)
 		return
 	}
-	s.Log.Info("background response retrieved complete: its reservation settled at its usage", "request_id", rec.id, "response_id", id,
+	s.Log.Info("background response retrieved complete: its reservation settled at its usage", "request_id", ex.id, "response_id", id,
 		"reservation", o.Background, "usage", billed, "reserved", st.Reserved, "found", st.Found)
 	o.Background, o.Tokens = "", billed
 	actx, cancel := context.WithTimeout(ctx, affinityTimeout)

@@ -87,15 +87,15 @@ func BenchmarkBudgetStep(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				rec := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std}
-				if err := s.reserveBudget(ctx, w, rec, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
+				ex := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std}
+				if err := s.reserveBudget(ctx, w, ex, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}
-				rec.setUsage(sseUsage(300, 120), true)
-				rec.usageFinal = true // the answer's bill
-				s.settleBudget(w, rec)
-				if st.lim.Enforced() && rec.budget.charged != 420 {
-					b.Fatalf("charged %d", rec.budget.charged)
+				ex.setUsage(sseUsage(300, 120), true)
+				ex.usageFinal = true // the answer's bill
+				s.settleBudget(w, ex)
+				if st.lim.Enforced() && ex.budget.charged != 420 {
+					b.Fatalf("charged %d", ex.budget.charged)
 				}
 			}
 		})

@@ -35,7 +35,7 @@ const maxCountAnswer = 4 << 10
 // is made only on the refusal path, once, bounded by CountTimeout. ok is
 // false when the operation has no counter or the count failed, timed out
 // or cannot be true: the caller refuses as it would have.
-func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header, pool *route.Pool, op request.Operation, body *request.Body, raw []byte) (int64, bool) {
+func (s *Server) exactPrompt(ctx context.Context, ex *exchange, in http.Header, pool *route.Pool, op request.Operation, body *request.Body, raw []byte) (int64, bool) {
 	counter, ok := op.Counter()
 	if !ok || pool == nil {
 		return 0, false
@@ -59,15 +59,15 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 	if err != nil {
 		return 0, false
 	}
-	req.Header.Set("X-Request-Id", rec.id)
+	req.Header.Set("X-Request-Id", ex.id)
 	resp, err := s.Client.Do(req)
 	if err != nil {
-		s.Log.Info("input-token count failed: the prompt bound stands", "request_id", rec.id, "pool", pool.Name, "err", err)
+		s.Log.Info("input-token count failed: the prompt bound stands", "request_id", ex.id, "pool", pool.Name, "err", err)
 		return 0, false
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.Log.Info("input-token count refused: the prompt bound stands", "request_id", rec.id, "pool", pool.Name, "status", resp.StatusCode)
+		s.Log.Info("input-token count refused: the prompt bound stands", "request_id", ex.id, "pool", pool.Name, "status", resp.StatusCode)
 		return 0, false
 	}
 	var v struct {
@@ -75,7 +75,7 @@ func (s *Server) exactPrompt(ctx context.Context, rec *exchange, in http.Header,
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxCountAnswer)).Decode(&v); err != nil ||
 		v.InputTokens == nil || *v.InputTokens < 1 || *v.InputTokens > budget.MaxTokens {
-		s.Log.Warn("input-token count answer cannot be true: the prompt bound stands", "request_id", rec.id, "pool", pool.Name)
+		s.Log.Warn("input-token count answer cannot be true: the prompt bound stands", "request_id", ex.id, "pool", pool.Name)
 		return 0, false
 	}
 	return *v.InputTokens, true

@@ -106,51 +106,51 @@ func asAPIError(err error) *apiError {
 
 // fail answers with e unless the response has started, in which case the
 // connection is aborted: a started response cannot change its status.
-func fail(w http.ResponseWriter, rec *exchange, err error) {
+func fail(w http.ResponseWriter, ex *exchange, err error) {
 	e := asAPIError(err)
-	rec.outcome = e.Code
-	rec.status = e.Status
-	if rec.wroteHeader {
+	ex.outcome = e.Code
+	ex.status = e.Status
+	if ex.wroteHeader {
 		panic(http.ErrAbortHandler)
 	}
 	if e.Status == 499 { // nobody is listening; write nothing
 		return
 	}
-	rec.wroteHeader = true
-	if rec.body != nil && !rec.body.done {
+	ex.wroteHeader = true
+	if ex.body != nil && !ex.body.done {
 		// An answer before the body was read (a bad token, a body too
 		// large or too slow): close rather than wait for the rest, after
 		// the answer has reached the client (a lingering close).
-		rec.body.closeEarly(w.Header())
+		ex.body.closeEarly(w.Header())
 	}
-	e.writeAs(w, rec)
+	e.writeAs(w, ex)
 }
 
 // failStream ends a stream whose headers a keepalive already sent with
 // one SSE error event: the status it would have had is in the error
 // object, and no [DONE] follows.
-func failStream(w http.ResponseWriter, rec *exchange, err error) {
+func failStream(w http.ResponseWriter, ex *exchange, err error) {
 	e := asAPIError(err)
-	rec.outcome, rec.status, rec.wroteHeader = e.Code, http.StatusOK, true
+	ex.outcome, ex.status, ex.wroteHeader = e.Code, http.StatusOK, true
 	if e.Status == 499 {
 		return
 	}
-	ev := appendStreamError(nil, rec, e, 0)
+	ev := appendStreamError(nil, ex, e, 0)
 	if n, werr := w.Write(ev); werr == nil {
-		rec.bytes += int64(n)
+		ex.bytes += int64(n)
 		_ = http.NewResponseController(w).Flush()
 	}
 }
 
-// writeAs sends e as the whole response in the shape of rec's API:
+// writeAs sends e as the whole response in the shape of ex's API:
 // Anthropic's on the Messages API's routes, else OpenAI's. Status,
 // Retry-After and WWW-Authenticate are the same in both.
-func (e *apiError) writeAs(w http.ResponseWriter, rec *exchange) {
-	if !rec.op.Anthropic() {
+func (e *apiError) writeAs(w http.ResponseWriter, ex *exchange) {
+	if !ex.op.Anthropic() {
 		e.write(w)
 		return
 	}
-	e.writeBody(w, e.anthropicJSON(rec.id))
+	e.writeBody(w, e.anthropicJSON(ex.id))
 }
 
 // appendStreamError appends the event that ends a stream with e, in the
@@ -160,12 +160,12 @@ func (e *apiError) writeAs(w http.ResponseWriter, rec *exchange) {
 // OpenAI numbers them from 0); a Messages stream with Anthropic's error
 // event (event: error, data {"type":"error","error":{…}}); every other
 // stream with data: {"error":…}.
-func appendStreamError(dst []byte, rec *exchange, e *apiError, seq int64) []byte {
-	if rec.op.Anthropic() {
+func appendStreamError(dst []byte, ex *exchange, e *apiError, seq int64) []byte {
+	if ex.op.Anthropic() {
 		dst = append(dst, "event: error\n"...)
-		return sse.AppendErrorEvent(dst, e.anthropicJSON(rec.id))
+		return sse.AppendErrorEvent(dst, e.anthropicJSON(ex.id))
 	}
-	if rec.op.Shape() != request.ShapeResponses {
+	if ex.op.Shape() != request.ShapeResponses {
 		return sse.AppendErrorEvent(dst, e.JSON())
 	}
 	body, _ := json.Marshal(struct {
@@ -355,8 +355,8 @@ func badResponse(pool, what string) *apiError {
 // redirected is a backend's 3xx: a failure like a 5xx (issue 22: a
 // redirect relayed with its Location gave a tenant an internal URL with a
 // signature). Its Location reaches neither the caller nor the log.
-func redirected(rec *exchange, endpoint, pool string, status int) *apiError {
-	rec.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
+func redirected(ex *exchange, endpoint, pool string, status int) *apiError {
+	ex.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
 	return badResponse(pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", status))
 }
 

@@ -23,10 +23,10 @@ import (
 // Anthropic-Beta values pass only from the default list or the tenant's.
 
 // checkFeatures refuses what the tenant may not use and prices the rest
-// into rec.features.
-func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Operation, raw []byte, h http.Header) error {
+// into ex.features.
+func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte, h http.Header) error {
 	if op.Anthropic() {
-		s.filterBetas(rec, t, h)
+		s.filterBetas(ex, t, h)
 	}
 	u := request.FeaturesOf(raw, op)
 	if !u.Any() {
@@ -45,7 +45,7 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 		if !ok {
 			return featureNotEnabled(u.Param[f], name)
 		}
-		if u.Unbounded[f] != "" && g.CostPerUse > 0 && s.budgeted(rec, t) {
+		if u.Unbounded[f] != "" && g.CostPerUse > 0 && s.budgeted(ex, t) {
 			// A priced use the backend may repeat without bound would
 			// overshoot a budget: the tool must say how many it may run.
 			return unboundedUses(u.Unbounded[f], name)
@@ -67,7 +67,7 @@ func (s *Server) checkFeatures(rec *exchange, t *tenant.Tenant, op request.Opera
 			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
 		}
 	}
-	rec.features = p
+	ex.features = p
 	return nil
 }
 
@@ -131,7 +131,7 @@ func mulTokens(a, b int64) int64 {
 // request.DefaultAnthropicBetas or the tenant's anthropic_beta, and logs
 // the ones it drops: a beta may switch on account state (files-api,
 // mcp-client, code-execution) or another price (context-1m).
-func (s *Server) filterBetas(rec *exchange, t *tenant.Tenant, h http.Header) {
+func (s *Server) filterBetas(ex *exchange, t *tenant.Tenant, h http.Header) {
 	vs := h["Anthropic-Beta"]
 	if len(vs) == 0 {
 		return
@@ -158,5 +158,5 @@ func (s *Server) filterBetas(rec *exchange, t *tenant.Tenant, h http.Header) {
 		h["Anthropic-Beta"] = []string{strings.Join(kept, ",")}
 	}
 	s.Log.Warn("anthropic-beta values dropped: not on the default list nor the tenant's anthropic_beta",
-		"request_id", rec.id, "tenant", rec.tenant, "dropped", dropped)
+		"request_id", ex.id, "tenant", ex.tenant, "dropped", dropped)
 }

@@ -26,17 +26,17 @@ const DefaultMaxConcurrentRequests = 512
 // path reads top to bottom in serveProxy; each step is a call into the
 // package that owns it.
 func (s *Server) proxy(op request.Operation) handler {
-	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-		return s.serveProxy(w, r, rec, op, "")
+	return func(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+		return s.serveProxy(w, r, ex, op, "")
 	}
 }
 
 // serveProxy is the request path, step by step: each step is a call into
 // the package, or the helper, that owns it, and returns what went wrong
 // for serve to answer.
-func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchange, op request.Operation, deployment string) error {
-	rec.op, rec.creates = op, op.Creates()
-	ctx := rec.context(r)
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange, op request.Operation, deployment string) error {
+	ex.op, ex.creates = op, op.Creates()
+	ctx := ex.context(r)
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
 		// whole rather than start it and cut it.
@@ -46,14 +46,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	// 1–2. Authenticate (JWT against the issuer's cached JWKS), then find
 	// the tenant in the in-process table. Nothing of a caller without a
 	// valid token is read, not even its body.
-	t, err := s.principalTenant(r, rec)
+	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
 
 	// 2b. Concurrency: one of the tenant's slots on this replica, held to
 	// the end of the answer, so one tenant's flood is its own problem.
-	if err := s.admit(rec, t); err != nil {
+	if err := s.admit(ex, t); err != nil {
 		return err
 	}
 
@@ -72,29 +72,29 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 
 	// 4. Resolve: only the fields the gateway decides on, read once
 	// (request.Body); the model must be the tenant's and routable.
-	body, pool, err := s.resolve(ctx, rec, t, op, raw)
+	body, pool, err := s.resolve(ctx, ex, t, op, raw)
 	if err != nil {
 		return err
 	}
 	// 4b. Server-side features: the tenant's allow-list, priced per use;
 	// the service tier: the tenant's too.
-	if err := s.checkFeatures(rec, t, op, raw, r.Header); err != nil {
+	if err := s.checkFeatures(ex, t, op, raw, r.Header); err != nil {
 		return err
 	}
-	if err := checkTier(rec, t, &body); err != nil {
+	if err := checkTier(ex, t, &body); err != nil {
 		return err
 	}
 
 	// 5. Limit: one token from the tenant's bucket (a prompt count's
 	// from its count bucket).
-	if err := s.take(ctx, w, rec, t.ID, op.Counts()); err != nil {
+	if err := s.take(ctx, w, ex, t.ID, op.Counts()); err != nil {
 		return err
 	}
 
 	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
 	// of the request's tokens (prompt bound + output cap), settled once at
 	// the end (serve) from the counted usage.
-	if err := s.reserveBudget(ctx, w, rec, r.Header, pool, t.ID, op, &body, raw); err != nil {
+	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, &body, raw); err != nil {
 		return err
 	}
 
@@ -105,10 +105,10 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
 	defer cancel(nil)
 	if body.Stream {
-		rec.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
-		defer rec.keepalive.Stop()
+		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		defer ex.keepalive.Stop()
 	}
-	resp, release, err := s.send(upctx, rec, w, r.Header, pool, op, &body, raw, inject)
+	resp, release, err := s.send(upctx, ex, w, r.Header, pool, op, &body, raw, inject)
 	putBody(bufp)
 	held = false
 	if err != nil {
@@ -116,27 +116,27 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, rec *exchang
 	}
 	defer release()
 	defer resp.Body.Close()
-	defer rec.first.Release() // the relay's, unless it never ran
+	defer ex.first.Release() // the relay's, unless it never ran
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle timeout.
 	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 	defer idle.t.Stop()
-	rec.keepalive.Watch(&idle.last)
+	ex.keepalive.Watch(&idle.last)
 	if body.Stream && isEventStream(resp.Header) {
-		s.streamOpens(rec)
-		s.relayStream(ctx, w, rc, rec, resp, idle, inject)
-	} else if err := s.relayJSON(w, rec, resp, idle); err != nil {
+		s.streamOpens(ex)
+		s.relayStream(ctx, w, rc, ex, resp, idle, inject)
+	} else if err := s.relayJSON(w, ex, resp, idle); err != nil {
 		return err
 	}
-	s.rememberUsage(rec)
+	s.rememberUsage(ex)
 	return nil
 }
 
 // principalTenant authenticates the caller and finds its tenant: the
 // prelude of every authenticated route (the proxy's, the models', the
 // stored responses').
-func (s *Server) principalTenant(r *http.Request, rec *exchange) (*tenant.Tenant, error) {
+func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant, error) {
 	p, err := s.Auth.Verify(r.Context(), r.Header.Get("Authorization"))
 	if err != nil {
 		return nil, authError(err)
@@ -147,10 +147,10 @@ func (s *Server) principalTenant(r *http.Request, rec *exchange) (*tenant.Tenant
 		// tenant not in the table (any directory of an Entra {tenantid}
 		// issuer) must not add a metric series or a log value of its
 		// choosing (issue 31). The caller's answer names its claim.
-		rec.tenant, rec.detail = UnknownTenant, "tenant_not_in_table"
+		ex.tenant, ex.detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
-	rec.tenant, rec.subject, rec.tenantName = t.ID, p.Subject, t.Name
+	ex.tenant, ex.subject, ex.tenantName = t.ID, p.Subject, t.Name
 	return t, nil
 }
 
@@ -164,11 +164,11 @@ const UnknownTenant = "unknown"
 // stream frees cannot be foretold). The cap is per replica: an exact
 // count across replicas would cost a store round trip per request and a
 // lease per stream.
-func (s *Server) admit(rec *exchange, t *tenant.Tenant) error {
+func (s *Server) admit(ex *exchange, t *tenant.Tenant) error {
 	if !t.Acquire() {
 		return tooManyConcurrent(t.ID, t.MaxConcurrent)
 	}
-	rec.slot = t
+	ex.slot = t
 	return nil
 }
 
@@ -203,18 +203,18 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 // the tenant may use and, for the Responses API, one that has it (and the
 // endpoint a continued response lives on, from the affinity store). Every
 // endpoint of the pool must serve op.
-func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, op request.Operation, raw []byte) (request.Body, *route.Pool, error) {
+func (s *Server) resolve(ctx context.Context, ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte) (request.Body, *route.Pool, error) {
 	body, perr := parseBody(raw, op)
-	rec.streamKnown, rec.stream = true, body.Stream
+	ex.streamKnown, ex.stream = true, body.Stream
 	if perr != nil {
 		return body, nil, perr
 	}
-	rec.model = body.Model
+	ex.model = body.Model
 	pool := s.Router.Pool(body.Model)
 	if pool == nil || !t.Allows(body.Model) {
 		return body, nil, modelNotFound(body.Model)
 	}
-	rec.pool = pool.Name
+	ex.pool = pool.Name
 	for _, e := range pool.Endpoints {
 		// A pool whose kind lacks the operation (the Responses API on
 		// Azure's deployments surface, the Messages API on an OpenAI
@@ -234,7 +234,7 @@ func (s *Server) resolve(ctx context.Context, rec *exchange, t *tenant.Tenant, o
 	if body.Conversation {
 		return body, nil, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'")
 	}
-	if aerr := s.pinPrevious(ctx, rec, t.ID, pool, body.PreviousResponseID); aerr != nil {
+	if aerr := s.pinPrevious(ctx, ex, t.ID, pool, body.PreviousResponseID); aerr != nil {
 		return body, nil, aerr
 	}
 	return body, pool, nil
@@ -252,7 +252,7 @@ var _ countLimiter = (*ratelimit.Limiter)(nil)
 // take takes one request token from the tenant's bucket (a prompt
 // count's from its count bucket when count is set) and sets the
 // x-ratelimit-*-requests headers, or says why the request may not pass.
-func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *exchange, tenantID string, count bool) error {
+func (s *Server) take(ctx context.Context, w http.ResponseWriter, ex *exchange, tenantID string, count bool) error {
 	var d ratelimit.Decision
 	var err error
 	cl, counts := s.Limiter.(countLimiter)
@@ -265,10 +265,10 @@ func (s *Server) take(ctx context.Context, w http.ResponseWriter, rec *exchange,
 		if ctx.Err() != nil { // the client left during the take: not the limiter's failure
 			return contextError(ctx)
 		}
-		rec.limit = telemetry.Unavailable
+		ex.limit = telemetry.Unavailable
 		return limiterError(err, d.Reset.Sub(s.Now()))
 	}
-	rec.limit = limitDecision(d)
+	ex.limit = limitDecision(d)
 	now := s.Now()
 	setRateHeaders(w.Header(), d, now)
 	if !d.Allowed {

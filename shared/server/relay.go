@@ -21,62 +21,62 @@ import (
 
 // writeStreamHeader sends a stream's response headers: the backend's
 // relayable ones and SSE's own.
-func (s *Server) writeStreamHeader(w http.ResponseWriter, rec *exchange, resp *http.Response) {
+func (s *Server) writeStreamHeader(w http.ResponseWriter, ex *exchange, resp *http.Response) {
 	h := w.Header()
 	upstream.CopyResponseHeaders(h, resp.Header)
 	keepalive.SetHeaders(h)
-	rec.status = resp.StatusCode
+	ex.status = resp.StatusCode
 	w.WriteHeader(resp.StatusCode)
 	_ = http.NewResponseController(w).Flush()
-	rec.clientFirst = s.Now()
+	ex.clientFirst = s.Now()
 }
 
 // relayStream relays an SSE response: headers flushed at once, then every
 // event written and flushed as it completes. After the first byte nothing
 // is retried: a failure ends the stream with one SSE error event.
-func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, rec *exchange, resp *http.Response, body *idleReader, stripUsage bool) {
-	rec.wroteHeader = true
+func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, ex *exchange, resp *http.Response, body *idleReader, stripUsage bool) {
+	ex.wroteHeader = true
 	var dst io.Writer = w
 	flush := rc.Flush
-	if ka := rec.keepalive; ka != nil {
+	if ka := ex.keepalive; ka != nil {
 		// Comments fill long gaps mid-stream too: the relay writes
 		// through the keepalive from here.
-		ka.Commit(func() { s.writeStreamHeader(w, rec, resp) })
-		if rec.status == 0 { // a keepalive comment sent the headers
-			rec.status = http.StatusOK
+		ka.Commit(func() { s.writeStreamHeader(w, ex, resp) })
+		if ex.status == 0 { // a keepalive comment sent the headers
+			ex.status = http.StatusOK
 		}
 		dst, flush = ka, ka.Flush
 	} else {
-		s.writeStreamHeader(w, rec, resp)
+		s.writeStreamHeader(w, ex, resp)
 	}
 
 	// From the first event on only data resets the idle timer: a backend
 	// that sends nothing but comments is cut after StreamIdleTimeout. The
 	// relay stores the idle clock itself (Activity), so it reads the body
 	// as it is, with no reader in between; it starts with the first
-	// event, read by the attempt into its buffer (rec.first).
-	meter := rec.op.Meter()
-	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: rec.maxTokenEvents(),
-		Activity: &body.last, Meter: meter, Pending: &rec.first})
+	// event, read by the attempt into its buffer (ex.first).
+	meter := ex.op.Meter()
+	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.maxTokenEvents(),
+		Activity: &body.last, Meter: meter, Pending: &ex.first})
 	if res.AfterDone {
-		rec.detail = "dropped what the backend sent after the terminal event"
-		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", rec.id, "endpoint", rec.endpoint)
+		ex.detail = "dropped what the backend sent after the terminal event"
+		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", ex.id, "endpoint", ex.endpoint)
 	}
-	rec.keepalive.Stop()
-	rec.bytes += res.Bytes
-	rec.events, rec.tokenEvents = res.Events, res.TokenEvents
-	rec.outputFloor = meter.OutputFloor(res.FloorEvents, rec.budget.choiceCount())
-	rec.setUsage(res.Usage, res.HasUsage)
-	rec.usageFinal = res.Final
+	ex.keepalive.Stop()
+	ex.bytes += res.Bytes
+	ex.events, ex.tokenEvents = res.Events, res.TokenEvents
+	ex.outputFloor = meter.OutputFloor(res.FloorEvents, ex.budget.choiceCount())
+	ex.setUsage(res.Usage, res.HasUsage)
+	ex.usageFinal = res.Final
 	if !res.FirstWrite.IsZero() {
-		rec.clientFirstEvent = res.FirstWrite
+		ex.clientFirstEvent = res.FirstWrite
 	}
 	var ae *apiError
 	switch {
 	case (err != nil || !res.Done) && !errors.Is(err, sse.ErrClient) && errors.Is(context.Cause(ctx), ErrShutdown):
 		ae = shuttingDown()
 	case errors.Is(err, sse.ErrClient):
-		rec.outcome = "client_gone"
+		ex.outcome = "client_gone"
 		return
 	case err == nil && res.Done:
 		// The terminal event was written and flushed: the stream is
@@ -86,37 +86,37 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 		// those streams client_gone (issue 37).
 		return
 	case errors.Is(ctx.Err(), context.Canceled):
-		rec.outcome = "client_gone"
+		ex.outcome = "client_gone"
 		return
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		ae = streamDeadline()
 	case errors.Is(err, sse.ErrTokenLimit):
 		// The backend ignored the output cap written into the request:
 		// the stream ends at its reservation, and is charged what was sent.
-		rec.budget.cut = true
+		ex.budget.cut = true
 		ae = budgetExceeded()
 	case res.EndedWithError:
 		// The backend's own error event already reached the client: one
 		// error event is the contract, not two.
-		rec.outcome = "upstream_stream_error"
+		ex.outcome = "upstream_stream_error"
 		return
 	case errors.Is(context.Cause(ctxOf(resp)), errStreamIdle):
 		ae = streamIdle(s.StreamIdleTimeout)
-		s.streamHealth(rec, false)
+		s.streamHealth(ex, false)
 	case err != nil:
 		ae = streamFailed(cause(err))
-		s.streamHealth(rec, false)
+		s.streamHealth(ex, false)
 	case !res.Done:
 		ae = streamEndedEarly()
-		s.streamHealth(rec, false)
+		s.streamHealth(ex, false)
 	default:
-		s.streamHealth(rec, true)
+		s.streamHealth(ex, true)
 		return
 	}
-	rec.outcome = ae.Code
-	ev := appendStreamError(nil, rec, ae, res.Events)
+	ex.outcome = ae.Code
+	ev := appendStreamError(nil, ex, ae, res.Events)
 	if n, werr := w.Write(ev); werr == nil {
-		rec.bytes += int64(n)
+		ex.bytes += int64(n)
 		_ = rc.Flush()
 	}
 }
@@ -125,13 +125,13 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 // a stall, a reset or an end without the terminal event count toward
 // ejecting it (the client leaving, a deadline, the output cap or the
 // backend's own error event do not: a caller can provoke those).
-func (s *Server) streamHealth(rec *exchange, done bool) {
+func (s *Server) streamHealth(ex *exchange, done bool) {
 	switch {
-	case rec.served == nil:
+	case ex.served == nil:
 	case done:
-		s.Router.StreamDone(rec.served)
+		s.Router.StreamDone(ex.served)
 	default:
-		s.Router.StreamFailed(rec.served)
+		s.Router.StreamFailed(ex.served)
 	}
 }
 
@@ -173,9 +173,9 @@ func ctxOf(resp *http.Response) context.Context { return resp.Request.Context() 
 // documented places in an answer of any size. A stored response's owner
 // is recorded before the client gets a byte of it. It fails only before
 // the client got a byte; a body cut after that aborts the response.
-func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Response, body io.Reader) error {
-	ans := rec.answer
-	rec.answer = nil
+func (s *Server) relayJSON(w http.ResponseWriter, ex *exchange, resp *http.Response, body io.Reader) error {
+	ans := ex.answer
+	ex.answer = nil
 	if ans == nil { // the stored-response routes read no head in an attempt
 		ans = getAnswer()
 		if err := ans.readHead(body); err != nil {
@@ -187,12 +187,12 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 		}
 	}
 	defer answerPool.Put(ans)
-	created := rec.creates && resp.StatusCode/100 == 2
+	created := ex.creates && resp.StatusCode/100 == 2
 	if created {
-		s.rememberAnswer(rec, &ans.scan, w.Header())
+		s.rememberAnswer(ex, &ans.scan, w.Header())
 	}
 	upstream.CopyResponseHeaders(w.Header(), resp.Header)
-	rec.status = resp.StatusCode
+	ex.status = resp.StatusCode
 	switch {
 	case ans.whole:
 		w.Header().Set("Content-Length", strconv.Itoa(ans.n))
@@ -201,41 +201,41 @@ func (s *Server) relayJSON(w http.ResponseWriter, rec *exchange, resp *http.Resp
 		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	w.WriteHeader(resp.StatusCode)
-	rec.wroteHeader = true
+	ex.wroteHeader = true
 	m, _ := w.Write(ans.buf[:ans.n])
-	rec.bytes += int64(m)
-	rec.clientFirst = s.Now()
+	ex.bytes += int64(m)
+	ex.clientFirst = s.Now()
 	if !ans.whole {
 		c, err := io.CopyBuffer(struct{ io.Writer }{w}, io.TeeReader(body, &ans.scan), ans.buf[:])
-		rec.bytes += c
+		ex.bytes += c
 		switch {
 		case err != nil:
-			rec.outcome = "upstream_body_error"
+			ex.outcome = "upstream_body_error"
 		case resp.StatusCode/100 == 2 && !ans.scan.Complete():
-			rec.outcome = "upstream_bad_response"
+			ex.outcome = "upstream_bad_response"
 			err = errors.New("not one whole JSON object")
 		}
 		if err != nil {
-			rec.detail = fmt.Sprintf("endpoint %s: answer cut after %d bytes: %v", rec.endpoint, rec.bytes, err)
-			s.readUsage(rec, &ans.scan)
+			ex.detail = fmt.Sprintf("endpoint %s: answer cut after %d bytes: %v", ex.endpoint, ex.bytes, err)
+			s.readUsage(ex, &ans.scan)
 			panic(http.ErrAbortHandler) // a truncated JSON body must not look complete
 		}
 		if created {
-			s.rememberAnswer(rec, &ans.scan, nil) // an id past the head
+			s.rememberAnswer(ex, &ans.scan, nil) // an id past the head
 		}
 	}
-	s.readUsage(rec, &ans.scan)
+	s.readUsage(ex, &ans.scan)
 	if resp.StatusCode/100 == 2 {
-		rec.answerBytes = rec.bytes
+		ex.answerBytes = ex.bytes
 	}
 	return nil
 }
 
 // readUsage takes the answer's top-level usage for the record.
-func (s *Server) readUsage(rec *exchange, scan *sse.AnswerScanner) {
+func (s *Server) readUsage(ex *exchange, scan *sse.AnswerScanner) {
 	if u, ok := scan.Usage(); ok {
-		rec.setUsage(u, true)
-		rec.usageFinal = true // a JSON answer's top-level usage is its bill
+		ex.setUsage(u, true)
+		ex.usageFinal = true // a JSON answer's top-level usage is its bill
 	}
 }
 

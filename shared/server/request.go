@@ -27,7 +27,7 @@ import (
 // handler serves one route. It returns what went wrong, an *apiError or a
 // cause fail maps to one, for serve to render; it never answers an error
 // itself.
-type handler func(w http.ResponseWriter, r *http.Request, rec *exchange) error
+type handler func(w http.ResponseWriter, r *http.Request, ex *exchange) error
 
 // logEntry is what one request leaves in the access log (and reports to
 // telemetry): one JSON line with who, what, where, and how long; the
@@ -138,9 +138,9 @@ type exchange struct {
 
 // context is the context a request's backend calls are made under: the
 // request's, carrying its server span when telemetry is on.
-func (rec *exchange) context(r *http.Request) context.Context {
-	if rec.ctx != nil {
-		return rec.ctx
+func (ex *exchange) context(r *http.Request) context.Context {
+	if ex.ctx != nil {
+		return ex.ctx
 	}
 	return r.Context()
 }
@@ -166,14 +166,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // already went out (a keepalive comment, or a backend's headers committed
 // before its first event), as the stream's one error event.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
-	rec := s.begin(w, r)
-	defer s.finish(w, rec)
-	if err := h(w, r, rec); err != nil {
-		if rec.keepalive.Stop() {
-			failStream(w, rec, err)
+	ex := s.begin(w, r)
+	defer s.finish(w, ex)
+	if err := h(w, r, ex); err != nil {
+		if ex.keepalive.Stop() {
+			failStream(w, ex, err)
 			return
 		}
-		fail(w, rec, err)
+		fail(w, ex, err)
 	}
 }
 
@@ -256,36 +256,36 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 		id = []string{newRequestID()}
 		w.Header()["X-Request-Id"] = id
 	}
-	rec := &exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
+	ex := &exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
 	if anthropicPath(r.URL.Path) {
-		rec.op = request.Messages // its errors in Anthropic's shape
+		ex.op = request.Messages // its errors in Anthropic's shape
 	}
-	rec.body, _ = r.Body.(*watchedBody)
-	s.traced(rec, r)
-	return rec
+	ex.body, _ = r.Body.(*watchedBody)
+	s.traced(ex, r)
+	return ex
 }
 
 // finish recovers a panic into a 500, then, with the client answered,
 // settles the request's budget, frees its concurrency slot, writes the
 // access-log line and reports the request to telemetry.
-func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
+func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 	v := recover()
 	if v != nil && v != http.ErrAbortHandler {
-		s.Log.Error("panic in handler", "request_id", rec.id, "panic", v)
-		if !rec.wroteHeader {
-			fail(w, rec, nil)
+		s.Log.Error("panic in handler", "request_id", ex.id, "panic", v)
+		if !ex.wroteHeader {
+			fail(w, ex, nil)
 			v = nil
 		} else {
-			rec.outcome = "panic"
+			ex.outcome = "panic"
 			v = http.ErrAbortHandler
 		}
 	}
-	s.settleBudget(w, rec)
-	if rec.slot != nil {
-		rec.slot.Release()
+	s.settleBudget(w, ex)
+	if ex.slot != nil {
+		ex.slot.Release()
 	}
-	s.log(rec)
-	s.report(rec)
+	s.log(ex)
+	s.report(ex)
 	if v != nil {
 		panic(v)
 	}
@@ -301,21 +301,21 @@ func (s *Server) finish(w http.ResponseWriter, rec *exchange) {
 // a stream's headers go to the client before its first event (issue 22:
 // compared with them, 1 stream in 6 was "negative"), and that wait is the
 // backend's, not the gateway's.
-func addedMs(rec *logEntry, end time.Time) float64 {
+func addedMs(ex *logEntry, end time.Time) float64 {
 	span := func(a, b time.Time) time.Duration {
 		if a.IsZero() || b.IsZero() || b.Before(a) {
 			return 0
 		}
 		return b.Sub(a)
 	}
-	if rec.firstSent.IsZero() {
-		return msOf(span(rec.start, end))
+	if ex.firstSent.IsZero() {
+		return msOf(span(ex.start, end))
 	}
-	from, to := rec.upstreamHeaders, rec.clientFirst
-	if !rec.upstreamFirst.IsZero() {
-		from, to = rec.upstreamFirst, rec.clientFirstEvent
+	from, to := ex.upstreamHeaders, ex.clientFirst
+	if !ex.upstreamFirst.IsZero() {
+		from, to = ex.upstreamFirst, ex.clientFirstEvent
 	}
-	return msOf(span(rec.start, rec.firstSent) + span(from, to))
+	return msOf(span(ex.start, ex.firstSent) + span(from, to))
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -37,7 +37,7 @@ const affinityTimeout = time.Second
 // pinPrevious resolves a request's previous_response_id: the endpoint it
 // must go to, or an error. Only an id recorded for the caller's tenant
 // reaches a backend.
-func (s *Server) pinPrevious(ctx context.Context, rec *exchange, tenantID string, pool *route.Pool, id string) *apiError {
+func (s *Server) pinPrevious(ctx context.Context, ex *exchange, tenantID string, pool *route.Pool, id string) *apiError {
 	if id == "" {
 		return nil
 	}
@@ -53,9 +53,9 @@ func (s *Server) pinPrevious(ctx context.Context, rec *exchange, tenantID string
 		// nobody's, answered exactly as another tenant's id is.
 		return previousNotFound(id)
 	case o.Pool != pool.Name:
-		return previousElsewhere(id, o.Model, rec.model)
+		return previousElsewhere(id, o.Model, ex.model)
 	}
-	rec.pin, rec.previousTokens = o.Endpoint, o.Tokens
+	ex.pin, ex.previousTokens = o.Endpoint, o.Tokens
 	return nil
 }
 
@@ -75,8 +75,8 @@ const HeaderUnrecorded = "X-Llmgw-Response-Unrecorded"
 // rememberAnswer records the id of a JSON Response (its top-level id,
 // with object "response") once the scanner has read it; h, when not nil,
 // is the response header still to be sent. It records once per request.
-func (s *Server) rememberAnswer(rec *exchange, scan *sse.AnswerScanner, h http.Header) {
-	if rec.remembered || rec.responseID != "" {
+func (s *Server) rememberAnswer(ex *exchange, scan *sse.AnswerScanner, h http.Header) {
+	if ex.remembered || ex.responseID != "" {
 		return
 	}
 	id, object := scan.ID()
@@ -86,17 +86,17 @@ func (s *Server) rememberAnswer(rec *exchange, scan *sse.AnswerScanner, h http.H
 	if len(object) == 0 && h != nil {
 		return // "object" may follow "id": wait for the whole answer
 	}
-	if !s.rememberID(rec, string(id)) && h != nil {
+	if !s.rememberID(ex, string(id)) && h != nil {
 		h.Set(HeaderUnrecorded, string(id))
 	}
 }
 
 // remember records that the response id in a stream's first event
-// (response.created) lives where rec was served; it returns the id when
+// (response.created) lives where ex was served; it returns the id when
 // it could not be recorded.
-func (s *Server) remember(rec *exchange, answer []byte, stream bool) (unrecorded string) {
+func (s *Server) remember(ex *exchange, answer []byte, stream bool) (unrecorded string) {
 	id := responseID(answer, stream)
-	if !s.rememberID(rec, id) {
+	if !s.rememberID(ex, id) {
 		return id
 	}
 	return ""
@@ -105,33 +105,33 @@ func (s *Server) remember(rec *exchange, answer []byte, stream bool) (unrecorded
 // rememberID records id's owner; it reports false when the store failed.
 // Nothing is retried: a record written late would open the id after a
 // window in which it was refused, and the caller was told it is unusable.
-func (s *Server) rememberID(rec *exchange, id string) bool {
+func (s *Server) rememberID(ex *exchange, id string) bool {
 	if id == "" {
 		return true
 	}
-	rec.responseID = id
+	ex.responseID = id
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
-	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint}
-	if b := rec.budget; b != nil && b.background && b.held && b.spend.Model == nil {
+	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint}
+	if b := ex.budget; b != nil && b.background && b.held {
 		// Its reservation waits for the response's usage (settleBackground).
-		o.Background = rec.id
+		o.Background = ex.id
 	}
 	if err := s.Affinity.Put(ctx, id, o, s.ResponseTTL); errors.Is(err, affinity.ErrTaken) {
 		// The backend answered with an id another tenant owns (a lying or
 		// echoing backend): the id stays the owner's, and this answer is
 		// relayed marked unrecorded, its id refused to this tenant.
-		rec.detail = "response_id_taken: the backend answered with another tenant's response id"
-		s.Log.Warn("backend answered with a response id recorded for another tenant: relayed marked unrecorded, the id stays its owner's", "request_id", rec.id, "response_id", id, "endpoint", rec.endpoint)
+		ex.detail = "response_id_taken: the backend answered with another tenant's response id"
+		s.Log.Warn("backend answered with a response id recorded for another tenant: relayed marked unrecorded, the id stays its owner's", "request_id", ex.id, "response_id", id, "endpoint", ex.endpoint)
 		return false
 	} else if err != nil {
-		if rec.detail == "" {
-			rec.detail = "response_unrecorded: " + err.Error()
+		if ex.detail == "" {
+			ex.detail = "response_unrecorded: " + err.Error()
 		}
-		s.Log.Warn("stored response not recorded: its id is refused to every tenant, its creator included", "request_id", rec.id, "response_id", id, "err", err)
+		s.Log.Warn("stored response not recorded: its id is refused to every tenant, its creator included", "request_id", ex.id, "response_id", id, "err", err)
 		return false
 	}
-	rec.remembered = true
+	ex.remembered = true
 	return true
 }
 
@@ -188,16 +188,16 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request, rest string) han
 		return s.methodNotAllowed(strings.Join(methods, ", "))
 	}
 	closeUnread(w, r) // these routes take no body
-	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-		return s.serveStored(w, r, rec, id, sub)
+	return func(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+		return s.serveStored(w, r, ex, id, sub)
 	}
 }
 
 // serveStored answers a stored response's route: only for the tenant that
 // created the response, only at the endpoint that has it.
-func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchange, id, sub string) error {
+func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchange, id, sub string) error {
 	ctx := r.Context()
-	t, err := s.principalTenant(r, rec)
+	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
@@ -209,20 +209,20 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
 		return unknown
 	}
-	rec.model, rec.pool, rec.endpoint = o.Model, o.Pool, o.Endpoint
+	ex.model, ex.pool, ex.endpoint = o.Model, o.Pool, o.Endpoint
 	pool := s.Router.Pool(o.Model)
 	target := s.targetFor(pool, o.Endpoint)
 	if target == nil {
 		return unknown // the endpoint left the config
 	}
-	if err := s.take(ctx, w, rec, t.ID, false); err != nil {
+	if err := s.take(ctx, w, ex, t.ID, false); err != nil {
 		return err
 	}
 	// GET …?stream=true resumes a background response as a stream: relayed
 	// event by event like a POST stream, bounded by the header and idle
 	// timeouts rather than a whole answer's.
 	stream := r.Method == http.MethodGet && sub == "" && r.URL.Query().Get("stream") == "true"
-	rec.streamKnown, rec.stream, rec.op = true, stream, request.Responses
+	ex.streamKnown, ex.stream, ex.op = true, stream, request.Responses
 	timeout := s.ResponseTimeout
 	if stream {
 		timeout = s.HeaderTimeout
@@ -233,27 +233,27 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 	defer timer.Stop()
 	req, err := target.NewStoredRequest(rctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
 	if err != nil {
-		rec.detail = err.Error()
+		ex.detail = err.Error()
 		return credentialError(o.Pool, err)
 	}
-	rec.attempts = 1
-	resp, fail, _ := s.roundTrip(ctx, rec, req, call{ctx: rctx, cancel: cancel, timer: timer, pool: o.Pool, timeout: timeout, stream: stream})
+	ex.attempts = 1
+	resp, fail, _ := s.roundTrip(ctx, ex, req, call{ctx: rctx, cancel: cancel, timer: timer, pool: o.Pool, timeout: timeout, stream: stream})
 	if fail != nil {
 		return fail
 	}
 	defer resp.Body.Close()
-	rec.upstreamHeaders = s.Now()
+	ex.upstreamHeaders = s.Now()
 	if stream && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
 		timer.Stop()
 		decodeBody(resp)
 		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
 		defer idle.t.Stop()
-		s.relayStream(ctx, w, http.NewResponseController(w), rec, resp, idle, false)
-		s.settleBackground(rec, id, o)
+		s.relayStream(ctx, w, http.NewResponseController(w), ex, resp, idle, false)
+		s.settleBackground(ex, id, o)
 		return nil
 	}
 	if resp.StatusCode/100 == 3 {
-		return redirected(rec, o.Endpoint, o.Pool, resp.StatusCode)
+		return redirected(ex, o.Endpoint, o.Pool, resp.StatusCode)
 	}
 	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
@@ -261,11 +261,11 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, rec *exchan
 		dcancel()
 	}
 	decodeBody(resp)
-	if err := s.relayJSON(w, rec, resp, resp.Body); err != nil {
+	if err := s.relayJSON(w, ex, resp, resp.Body); err != nil {
 		return err
 	}
 	if r.Method == http.MethodGet && sub == "" {
-		s.settleBackground(rec, id, o)
+		s.settleBackground(ex, id, o)
 	}
 	return nil
 }
@@ -303,18 +303,18 @@ func isWebSocket(r *http.Request) bool {
 
 // rememberUsage adds a recorded response's usage to its record once the
 // answer is relayed: a follow-up reserves it as its stored context.
-func (s *Server) rememberUsage(rec *exchange) {
-	if !rec.remembered || !rec.hasUsage {
+func (s *Server) rememberUsage(ex *exchange) {
+	if !ex.remembered || !ex.hasUsage {
 		return
 	}
-	billed, ok := rec.usage.Billed()
+	billed, ok := ex.usage.Billed()
 	if !ok || billed <= 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
-	o := affinity.Owner{Tenant: rec.tenant, Model: rec.model, Pool: rec.pool, Endpoint: rec.endpoint, Tokens: billed}
-	if err := s.Affinity.Put(ctx, rec.responseID, o, s.ResponseTTL); err != nil {
-		s.Log.Warn("response usage not recorded: a follow-up reserves no stored context", "request_id", rec.id, "err", err)
+	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint, Tokens: billed}
+	if err := s.Affinity.Put(ctx, ex.responseID, o, s.ResponseTTL); err != nil {
+		s.Log.Warn("response usage not recorded: a follow-up reserves no stored context", "request_id", ex.id, "err", err)
 	}
 }

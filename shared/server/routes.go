@@ -64,7 +64,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) h
 	}
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
-		rt, ok = methods{http.MethodGet: withAPIKey(func(w http.ResponseWriter, r *http.Request, rec *exchange) error { return s.getModel(w, r, rec, id) })}, true
+		rt, ok = methods{http.MethodGet: withAPIKey(func(w http.ResponseWriter, r *http.Request, ex *exchange) error { return s.getModel(w, r, ex, id) })}, true
 	}
 	if !ok {
 		return notFound
@@ -147,8 +147,8 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 // Anthropic SDKs' apiKey); Authorization wins when both are sent. Neither
 // reaches a backend (upstream.NewRequest forwards by allow-list).
 func (s *Server) messages(op request.Operation) handler {
-	return withAPIKey(func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-		return s.serveProxy(w, r, rec, op, "")
+	return withAPIKey(func(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+		return s.serveProxy(w, r, ex, op, "")
 	})
 }
 
@@ -158,9 +158,9 @@ func (s *Server) messages(op request.Operation) handler {
 // sends only x-api-key, is not answered 401 about a bearer token
 // (issue 37).
 func withAPIKey(h handler) handler {
-	return func(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+	return func(w http.ResponseWriter, r *http.Request, ex *exchange) error {
 		keyAsBearer(r, "X-Api-Key")
-		return h(w, r, rec)
+		return h(w, r, ex)
 	}
 }
 
@@ -191,8 +191,8 @@ type modelObject struct {
 
 // listModels answers GET /v1/models with the caller's tenant's models, in
 // OpenAI's list shape.
-func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-	t, err := s.principalTenant(r, rec)
+func (s *Server) listModels(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
@@ -204,34 +204,34 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, rec *exchang
 	for _, m := range models {
 		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
 	}
-	return writeJSON(w, rec, list)
+	return writeJSON(w, ex, list)
 }
 
 // getModel answers GET /v1/models/{model}.
-func (s *Server) getModel(w http.ResponseWriter, r *http.Request, rec *exchange, id string) error {
-	t, err := s.principalTenant(r, rec)
+func (s *Server) getModel(w http.ResponseWriter, r *http.Request, ex *exchange, id string) error {
+	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
 	models := t.Models
-	rec.model = id
+	ex.model = id
 	for _, m := range models {
 		if m == id {
-			return writeJSON(w, rec, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
+			return writeJSON(w, ex, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
 		}
 	}
 	return modelNotFound(id)
 }
 
-func writeJSON(w http.ResponseWriter, rec *exchange, v any) error {
+func writeJSON(w http.ResponseWriter, ex *exchange, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	rec.status, rec.wroteHeader = http.StatusOK, true
+	ex.status, ex.wroteHeader = http.StatusOK, true
 	n, _ := w.Write(b)
-	rec.bytes = int64(n)
+	ex.bytes = int64(n)
 	return nil
 }
 
@@ -286,9 +286,9 @@ const azureDeploymentRoute = "/openai/deployments/{deployment}/{operation}"
 
 // serveDeployment serves a deployment route azure checked: the one request
 // path, with the body's model set to the deployment.
-func (s *Server) serveDeployment(w http.ResponseWriter, r *http.Request, rec *exchange) error {
+func (s *Server) serveDeployment(w http.ResponseWriter, r *http.Request, ex *exchange) error {
 	deployment, op, _ := azureDeployment(r.URL.Path)
-	return s.serveProxy(w, r, rec, op, deployment)
+	return s.serveProxy(w, r, ex, op, deployment)
 }
 
 // azureDeployment reads a deployment route's path.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
@@ -36,28 +37,28 @@ type tierAsk struct {
 }
 
 // checkTier refuses a service_tier the tenant may not use (400, param
-// service_tier) and records what was asked in rec.tier. Every tenant is
+// service_tier) and records what was asked in ex.tier. Every tenant is
 // held to its tiers, with or without a spend limit: a dearer tier is
 // money on the account every tenant shares.
-func checkTier(rec *exchange, t *tenant.Tenant, body *request.Body) error {
+func checkTier(ex *exchange, t *tenant.Tenant, body *request.Body) error {
 	allowed := t.Tiers.OrStandard()
-	rec.tier = tierAsk{may: allowed, allowed: allowed}
+	ex.tier = tierAsk{may: allowed, allowed: allowed}
 	switch body.ServiceTier {
 	case "", "auto":
 		return nil
 	case "standard_only": // Anthropic's spelling of "standard, never priority"
-		rec.tier.tier, rec.tier.explicit = price.TierStandard, true
+		ex.tier.tier, ex.tier.explicit = price.TierStandard, true
 	default:
 		tier, ok := price.ParseTier([]byte(body.ServiceTier))
 		if !ok {
 			return tierNotAllowed(body.ServiceTier, allowed)
 		}
-		rec.tier.tier, rec.tier.explicit = tier, true
+		ex.tier.tier, ex.tier.explicit = tier, true
 	}
-	if !allowed.Has(rec.tier.tier) {
+	if !allowed.Has(ex.tier.tier) {
 		return tierNotAllowed(body.ServiceTier, allowed)
 	}
-	rec.tier.may = price.Tiers(0).With(rec.tier.tier)
+	ex.tier.may = price.Tiers(0).With(ex.tier.tier)
 	return nil
 }
 
@@ -76,14 +77,14 @@ type spendState struct {
 
 // priceRequest prices a request for the spend limits: its model's prices
 // at the tiers it may be served at, and its server features' money.
-func (s *Server) priceRequest(rec *exchange, body *request.Body) (budget.Spend, error) {
+func (s *Server) priceRequest(ex *exchange, body *request.Body) (budget.Spend, error) {
 	m, ok := s.Prices.Model(body.Model)
 	if !ok {
 		// The config check prices every model of a tenant with a spend
 		// limit; a model without a price is a bug, refused.
 		return budget.Spend{}, budgetFailed(fmt.Sprintf("model %q has no price in the catalogue", body.Model))
 	}
-	return budget.Spend{Model: m, Tiers: rec.tier.may, Fixed: rec.features.money}, nil
+	return budget.Spend{Model: m, Tiers: ex.tier.may, Fixed: ex.features.money}, nil
 }
 
 // cost is what the answer's usage costs: its tokens by kind at the tier
@@ -92,35 +93,63 @@ func (s *Server) priceRequest(rec *exchange, body *request.Body) (budget.Spend, 
 // dearest the tenant may use; a tier cheaper than the one asked, or one
 // the tenant may not use, is billed at the dearer of it and the one the
 // request was reserved at, and logged.
-func (s *Server) cost(rec *exchange, b *reservation) int64 {
+func (s *Server) cost(ex *exchange, b *reservation) int64 {
 	sp := &b.spend
 	if sp.Model == nil {
 		return 0
 	}
-	u := rec.usage
-	out := max(u.CompletionTokens, rec.outputFloor)
+	c := s.bill(ex, b.tenant, sp.Model, sp.tier, b.bound, &sp.billed)
+	return min(c+b.features.chargeMoney(ex.usage.ServerTools), price.MaxMicros)
+}
+
+// bill prices ex's usage with m for a request that asked ask and was
+// reserved for a prompt of bound tokens, and says in billed at which
+// tier: the answer's tier, or the one asked when the answer names none
+// (for "auto", the dearest the tenant may use); the dearer of the two,
+// logged, when the answer's is cheaper than the one asked or one the
+// tenant may not use.
+func (s *Server) bill(ex *exchange, tenantID string, m *price.Model, ask tierAsk, bound int64, billed *price.Tier) int64 {
+	u := ex.usage
+	out := max(u.CompletionTokens, ex.outputFloor)
 	cached := min(max(u.CachedTokens, 0), u.PromptTokens)
 	writes := min(max(u.CacheWriteTokens, 0), u.PromptTokens-cached)
 	hour := min(max(u.CacheWrite1hTokens, 0), writes)
 	pu := price.Usage{Input: u.PromptTokens - cached - writes, CacheRead: cached, CacheWrite: writes - hour, CacheWrite1h: hour, Output: out}
-	asked := sp.tier.tier
-	if !sp.tier.explicit {
-		asked = sp.Model.Dearest(sp.tier.may, b.bound, out)
+	asked := ask.tier
+	if !ask.explicit {
+		asked = m.Dearest(ask.may, bound, out)
 	}
 	served := asked
 	if u.TierReported {
 		served = u.Tier
 	}
-	c := sp.Model.Cost(served, pu)
-	sp.billed = served
-	if u.TierReported && (!sp.tier.allowed.Has(served) || (sp.tier.explicit && served != asked)) {
-		if alt := sp.Model.Cost(asked, pu); alt > c {
-			c, sp.billed = alt, asked
+	c := m.Cost(served, pu)
+	*billed = served
+	if u.TierReported && (!ask.allowed.Has(served) || (ask.explicit && served != asked)) {
+		if alt := m.Cost(asked, pu); alt > c {
+			c, *billed = alt, asked
 		}
 		s.Log.Warn("spend: the answer's service tier is not the one asked, or not one the tenant may use: billed at the dearer of the two",
-			"request_id", rec.id, "tenant", b.tenant, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
+			"request_id", ex.id, "tenant", tenantID, "asked", asked.String(), "served", served.String(), "charged", price.Format(c))
 	}
-	return min(c+b.features.chargeMoney(u.ServerTools), price.MaxMicros)
+	return c
+}
+
+// backgroundCost is what a background response's usage costs, at the
+// tier its answer names (its creating request's tier is not kept: "auto"
+// at the tenant's tiers); KeepReserved when its model has no price (a
+// tenant without a spend limit reserved no money).
+func (s *Server) backgroundCost(ex *exchange, o affinity.Owner) int64 {
+	m, ok := s.Prices.Model(o.Model)
+	if !ok {
+		return budget.KeepReserved
+	}
+	tiers := price.Tiers(0).OrStandard()
+	if t := s.Tenants.Lookup(o.Tenant); t != nil {
+		tiers = t.Tiers.OrStandard()
+	}
+	var billed price.Tier
+	return s.bill(ex, o.Tenant, m, tierAsk{may: tiers, allowed: tiers}, 0, &billed)
 }
 
 // costText and priceVersion are the access log's cost (a decimal amount
@@ -180,8 +209,8 @@ func periodText(k budget.Limit) string {
 // and token windows, read from the ledger, with the caller's JWT (no admin
 // credential). Nothing of another tenant is reachable: the tenant is the
 // token's.
-func (s *Server) spendView(w http.ResponseWriter, r *http.Request, rec *exchange) error {
-	t, err := s.principalTenant(r, rec)
+func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange) error {
+	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
@@ -190,20 +219,20 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, rec *exchange
 		v.Currency, v.PriceVersion = s.Prices.Currency, s.Prices.Version
 	}
 	if s.Budgets == nil {
-		return writeJSON(w, rec, v)
+		return writeJSON(w, ex, v)
 	}
 	lim, ok := s.Budgets.Limits(t.ID)
 	if !ok || !lim.Enforced() {
-		return writeJSON(w, rec, v)
+		return writeJSON(w, ex, v)
 	}
 	// Two store operations: taken from the tenant's prompt-count bucket,
 	// so a tenant polling its spend floods nobody's store but its own
 	// share.
-	ctx := rec.context(r)
-	if err := s.take(ctx, w, rec, t.ID, true); err != nil {
+	ctx := ex.context(r)
+	if err := s.take(ctx, w, ex, t.ID, true); err != nil {
 		return err
 	}
-	d, err := s.Budgets.Windows(ctx, t.ID, "spend-view/"+rec.id)
+	d, err := s.Budgets.Windows(ctx, t.ID, "spend-view/"+ex.id)
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
 			return budgetUnavailable()
@@ -227,7 +256,7 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, rec *exchange
 		}
 	}
 	v.Levels = append(v.Levels, lv)
-	return writeJSON(w, rec, v)
+	return writeJSON(w, ex, v)
 }
 
 // spendReport is GET /v1/llmgw/spend's answer.

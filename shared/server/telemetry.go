@@ -27,75 +27,75 @@ type Telemetry interface {
 }
 
 // traced begins the request's telemetry (begin calls it).
-func (s *Server) traced(rec *exchange, r *http.Request) {
+func (s *Server) traced(ex *exchange, r *http.Request) {
 	if s.Telemetry != nil {
-		rec.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
+		ex.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
 	}
 }
 
 // attemptBegins starts an attempt's client span (try calls it with the
 // request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, rec *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string, priority int) {
+func (s *Server) attemptBegins(ctx context.Context, ex *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string, priority int) {
 	if s.Telemetry == nil {
 		return
 	}
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
-	rec.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
-		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: rec.tenant, Priority: priority}
-	rec.attemptEnd = s.Telemetry.Attempt(ctx, req, rec.backend)
+	ex.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
+		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: ex.tenant, Priority: priority}
+	ex.attemptEnd = s.Telemetry.Attempt(ctx, req, ex.backend)
 }
 
 // attemptEnds ends the current attempt's span (send calls it for a failed
 // attempt; report for the one that answered).
-func (rec *exchange) attemptEnds(r telemetry.Result) {
-	if rec.attemptEnd != nil {
-		rec.attemptEnd(r)
-		rec.attemptEnd = nil
+func (ex *exchange) attemptEnds(r telemetry.Result) {
+	if ex.attemptEnd != nil {
+		ex.attemptEnd(r)
+		ex.attemptEnd = nil
 	}
 }
 
 // streamOpens counts a stream being relayed; report counts its end.
-func (s *Server) streamOpens(rec *exchange) {
+func (s *Server) streamOpens(ex *exchange) {
 	if s.Telemetry != nil {
-		rec.streamOpen = true
-		s.Telemetry.Stream(rec.ctx, rec.pool, 1)
+		ex.streamOpen = true
+		s.Telemetry.Stream(ex.ctx, ex.pool, 1)
 	}
 }
 
 // report hands the ended request to telemetry (finish calls it, after the
 // access log).
-func (s *Server) report(rec *exchange) {
-	if s.Telemetry == nil || rec.ctx == nil {
+func (s *Server) report(ex *exchange) {
+	if s.Telemetry == nil || ex.ctx == nil {
 		return
 	}
 	errType := ""
-	if rec.outcome != "ok" {
-		errType = rec.outcome
+	if ex.outcome != "ok" {
+		errType = ex.outcome
 	}
-	rec.attemptEnds(telemetry.Result{Status: rec.upstreamStatus, ErrorType: errType})
-	if rec.streamOpen {
-		rec.streamOpen = false
-		s.Telemetry.Stream(rec.ctx, rec.pool, -1)
+	ex.attemptEnds(telemetry.Result{Status: ex.upstreamStatus, ErrorType: errType})
+	if ex.streamOpen {
+		ex.streamOpen = false
+		s.Telemetry.Stream(ex.ctx, ex.pool, -1)
 	}
-	keepalives, _ := rec.keepalive.Stats()
+	keepalives, _ := ex.keepalive.Stats()
 	t := telemetry.Request{
-		Route: routeOf(rec.path), Method: rec.method,
-		Tenant: rec.tenant, TenantName: rec.tenantName,
-		Pool: rec.pool, Stream: rec.stream, Status: rec.status, ErrorType: errType,
-		Start: rec.start, End: s.Now(), FirstEvent: rec.clientFirstEvent,
-		InputTokens: rec.usage.PromptTokens, OutputTokens: rec.usage.CompletionTokens, Usage: rec.hasUsage,
-		Attempts: rec.attempts, Keepalives: keepalives,
-		Limit: rec.limit, Budget: rec.budgetDecision, Reserved: rec.budget.reserved(), Charged: rec.budget.chargedTokens(),
+		Route: routeOf(ex.path), Method: ex.method,
+		Tenant: ex.tenant, TenantName: ex.tenantName,
+		Pool: ex.pool, Stream: ex.stream, Status: ex.status, ErrorType: errType,
+		Start: ex.start, End: s.Now(), FirstEvent: ex.clientFirstEvent,
+		InputTokens: ex.usage.PromptTokens, OutputTokens: ex.usage.CompletionTokens, Usage: ex.hasUsage,
+		Attempts: ex.attempts, Keepalives: keepalives,
+		Limit: ex.limit, Budget: ex.budgetDecision, Reserved: ex.budget.reserved(), Charged: ex.budget.chargedTokens(),
 	}
-	if b := rec.budget; b != nil && b.spend.Model != nil && b.held && !b.unsettled {
+	if b := ex.budget; b != nil && b.spend.Model != nil && b.held && !b.unsettled {
 		t.Cost, t.Tier, t.Currency = b.spend.cost, b.spend.billed.String(), s.Prices.Currency
 	}
-	if rec.pool != "" { // a model a pool serves: a bounded name, from config
-		t.Operation, t.Model = rec.op.GenAIName(), rec.model
-		t.ResponseModel, t.Provider = rec.backend.ResponseModel, rec.backend.Provider
-		t.ServerAddress, t.ServerPort = rec.backend.ServerAddress, rec.backend.ServerPort
+	if ex.pool != "" { // a model a pool serves: a bounded name, from config
+		t.Operation, t.Model = ex.op.GenAIName(), ex.model
+		t.ResponseModel, t.Provider = ex.backend.ResponseModel, ex.backend.Provider
+		t.ServerAddress, t.ServerPort = ex.backend.ServerAddress, ex.backend.ServerPort
 	}
-	s.Telemetry.End(rec.ctx, &t)
+	s.Telemetry.End(ex.ctx, &t)
 }
 
 // routeOf is a path's route template: the http.route attribute, bounded

@@ -1,8 +1,9 @@
 // Package affinitytest holds the conformance tests every affinity store
 // must pass, so that the memory store and the Redis store are held to one
 // semantics: a record round-trips, its owner may update it, nobody else
-// may ever take it over (compare and set, issue 31), and a tenant past its
-// capacity loses only its own oldest records (issue 21).
+// may ever take it over (compare and set, issue 31), a tenant past its
+// capacity loses only its own oldest records (issue 21), and a record
+// lives for its TTL and no longer.
 package affinitytest
 
 import (
@@ -45,6 +46,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"NoTakeover", noTakeover},
 		{"TrimKeepsOthers", trimKeepsOthers},
 		{"RacingTenants", racingTenants},
+		{"Expiry", expiry},
+		{"DeleteUnknown", deleteUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,5 +175,41 @@ func racingTenants(t *testing.T, newStore NewStore) {
 	}
 	if got, ok := get(t, s, "resp_race"); !ok || got.Tenant != winner {
 		t.Fatalf("record %+v %v, want the winner %q's", got, ok, winner)
+	}
+}
+
+// expiry: a record is a miss once its TTL has passed, and only its own:
+// one put with an hour's TTL beside it still reads back. The wait is
+// polled (a store may expire lazily or on its server's clock), bounded
+// generously for a busy machine.
+func expiry(t *testing.T, newStore NewStore) {
+	s := newStore(t, 10)
+	put(t, s, "resp_long", owner("a"))
+	if err := s.Put(context.Background(), "resp_short", owner("a"), 20*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := get(t, s, "resp_short"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a record outlived its 20ms TTL by 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got, ok := get(t, s, "resp_long"); !ok || got != owner("a") {
+		t.Fatalf("the long-lived record beside it: %+v %v", got, ok)
+	}
+}
+
+// deleteUnknown: deleting an id never recorded, or deleted already, is
+// not an error (a client's delete of a foreign or stale id).
+func deleteUnknown(t *testing.T, newStore NewStore) {
+	s := newStore(t, 10)
+	for range 2 {
+		if err := s.Delete(context.Background(), "resp_none"); err != nil {
+			t.Fatalf("delete of an unknown id: %v", err)
+		}
 	}
 }

@@ -298,3 +298,46 @@ func TestSettleAfterFlush(t *testing.T) {
 		t.Fatalf("second settle: %+v, %v", st, err)
 	}
 }
+
+// TestSettlesARecordOfTheOldFormat: a reservation written before spend
+// limits (a record of six fields) settles after the upgrade: a rolling
+// deploy leaves such records in Redis for up to two leases.
+func TestSettlesARecordOfTheOldFormat(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	ctx := context.Background()
+	s := newStore(t, client, nil)
+	lim := budget.Limits{TokensPerMinute: 1000}
+	if _, err := s.Reserve(ctx, "a", "new", budget.Request{Limits: lim, Min: 100, Want: 100, Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	keys := s.Keys("a")
+	// What the old script wrote for the same reservation under id "old":
+	// granted 100 in the current minute window, no quota, a minute's lease.
+	rec, err := client.HGet(ctx, keys[1], "new").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Split(rec, "|")
+	if len(f) != 10 {
+		t.Fatalf("record %q: want ten fields", rec)
+	}
+	if err := client.HSet(ctx, keys[1], "old", strings.Join(f[:6], "|")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ZAdd(ctx, keys[2], redis.Z{Score: float64(time.Now().Add(time.Minute).UnixMicro()), Member: "old"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.HIncrBy(ctx, keys[0], "tu", 100).Err(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.Settle(ctx, "a", "old", budget.Charge{Tokens: 30, Money: budget.KeepReserved})
+	if err != nil || !st.Found || st.Reserved != 100 || st.Actual != 30 || st.MoneyReserved != 0 {
+		t.Fatalf("settle of the old record: %+v, %v", st, err)
+	}
+	d, err := s.Reserve(ctx, "a", "probe", budget.Request{Limits: lim, Lease: time.Minute})
+	if err != nil || d.TPM.Used != 130 {
+		t.Fatalf("minute used %d, want 100 + 30: %v", d.TPM.Used, err)
+	}
+}

@@ -11,11 +11,11 @@ import (
 
 func TestProseWordsAreJSONSafe(t *testing.T) {
 	t.Parallel()
-	sp := newSpeech(true)
-	if len(sp.words) < 20 || len(sp.starts) < 3 {
-		t.Fatalf("%d words, %d sentences", len(sp.words), len(sp.starts))
+	wd := newWording(true)
+	if len(wd.words) < 20 || len(wd.starts) < 3 {
+		t.Fatalf("%d words, %d sentences", len(wd.words), len(wd.starts))
 	}
-	for _, w := range sp.words {
+	for _, w := range wd.words {
 		q, _ := json.Marshal(w)
 		if string(q) != `"`+w+`"` {
 			t.Fatalf("word %q needs escaping (%s): the stream templates splice words in raw", w, q)
@@ -23,30 +23,30 @@ func TestProseWordsAreJSONSafe(t *testing.T) {
 	}
 }
 
-func TestSpeech(t *testing.T) {
+func TestWording(t *testing.T) {
 	t.Parallel()
-	tok := newSpeech(false)
+	tok := newWording(false)
 	if got := tok.text(tok.seedOf([]byte("x")), 2, 3); got != " tok tok tok" {
 		t.Fatalf("default text %q", got)
 	}
-	if got := (*speech)(nil).word(0, 0, 0); got != tokenText {
-		t.Fatalf("nil speech word %q", got)
+	if got := (*wording)(nil).word(0, 0, 0); got != tokenText {
+		t.Fatalf("nil wording word %q", got)
 	}
-	sp := newSpeech(true)
-	for seed := range uint64(len(sp.starts)) {
-		text := sp.text(seed, 0, len(sp.words))
+	wd := newWording(true)
+	for seed := range uint64(len(wd.starts)) {
+		text := wd.text(seed, 0, len(wd.words))
 		if !unicode.IsUpper(rune(text[0])) || !strings.HasSuffix(text, ".") || strings.Contains(text, "  ") {
 			t.Fatalf("seed %d: not readable sentences: %q", seed, text)
 		}
-		if got := len(strings.Fields(text)); got != len(sp.words) {
-			t.Fatalf("seed %d: %d words, want one per token (%d)", seed, got, len(sp.words))
+		if got := len(strings.Fields(text)); got != len(wd.words) {
+			t.Fatalf("seed %d: %d words, want one per token (%d)", seed, got, len(wd.words))
 		}
-		if sp.text(seed, 1, 5) == sp.text(seed, 0, 5) {
+		if wd.text(seed, 1, 5) == wd.text(seed, 0, 5) {
 			t.Fatalf("seed %d: choices 0 and 1 say the same", seed)
 		}
 	}
 	// Past the end of the text it starts over.
-	if long := sp.text(0, 0, 3*len(sp.words)); len(strings.Fields(long)) != 3*len(sp.words) {
+	if long := wd.text(0, 0, 3*len(wd.words)); len(strings.Fields(long)) != 3*len(wd.words) {
 		t.Fatalf("long text: %q", long)
 	}
 }
@@ -179,9 +179,9 @@ func TestChoicesAndProse(t *testing.T) {
 			if u.CompletionTokens != n*7 || u.TotalTokens != u.PromptTokens+n*7 || u.PromptTokens < 1 {
 				t.Fatalf("usage %+v, want %d completion tokens", u, n*7)
 			}
-			seed := st.speech.seedOf([]byte(body))
+			seed := st.wording.seedOf([]byte(body))
 			for c := range n {
-				if want := st.speech.text(seed, c, 7); texts[c] != want {
+				if want := st.wording.text(seed, c, 7); texts[c] != want {
 					t.Errorf("choice %d says %q, want %q", c, texts[c], want)
 				}
 				if finishes[c] != "stop" {

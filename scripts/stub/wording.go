@@ -20,32 +20,33 @@ const prose = "The stub backend is answering in place of a real model. " +
 	"The gateway in front of it relays every event as soon as it arrives. " +
 	"This sentence is here so that long answers do not repeat too soon."
 
-// speech is the text a Server answers with. Token k of choice c of a
-// request is a pure function of the request's seed, so that the same
-// request always gets the same text, streamed or not.
-type speech struct {
+// wording is the stub's text generator: the text a Server answers with.
+// Token k of choice c of a request is a pure function of the request's
+// seed, so that the same request always gets the same text, streamed or
+// not.
+type wording struct {
 	words  []string // " word", each one token; nil means tokenText
 	starts []int    // the index in words of each sentence's first word
 }
 
-func newSpeech(useProse bool) *speech {
-	sp := &speech{}
+func newWording(useProse bool) *wording {
+	wd := &wording{}
 	if !useProse {
-		return sp
+		return wd
 	}
 	for w := range strings.FieldsSeq(prose) {
-		if len(sp.words) == 0 || strings.HasSuffix(sp.words[len(sp.words)-1], ".") {
-			sp.starts = append(sp.starts, len(sp.words))
+		if len(wd.words) == 0 || strings.HasSuffix(wd.words[len(wd.words)-1], ".") {
+			wd.starts = append(wd.starts, len(wd.words))
 		}
-		sp.words = append(sp.words, " "+w)
+		wd.words = append(wd.words, " "+w)
 	}
-	return sp
+	return wd
 }
 
 // seedOf is the seed of a request's text: a hash of its body, so that a
 // different prompt starts on a different sentence.
-func (sp *speech) seedOf(body []byte) uint64 {
-	if sp == nil || sp.words == nil {
+func (wd *wording) seedOf(body []byte) uint64 {
+	if wd == nil || wd.words == nil {
 		return 0
 	}
 	h := fnv.New64a()
@@ -53,15 +54,15 @@ func (sp *speech) seedOf(body []byte) uint64 {
 	return h.Sum64()
 }
 
-// word returns token k of choice c: tokenText (also from a nil speech),
+// word returns token k of choice c: tokenText (also from a nil wording),
 // or with prose, the words from sentence
 // (seed+c) on, round the text, the first without its leading space.
-func (sp *speech) word(seed uint64, c, k int) string {
-	if sp == nil || sp.words == nil {
+func (wd *wording) word(seed uint64, c, k int) string {
+	if wd == nil || wd.words == nil {
 		return tokenText
 	}
-	start := sp.starts[(seed+uint64(c))%uint64(len(sp.starts))]
-	w := sp.words[(start+k)%len(sp.words)]
+	start := wd.starts[(seed+uint64(c))%uint64(len(wd.starts))]
+	w := wd.words[(start+k)%len(wd.words)]
 	if k == 0 {
 		return w[1:]
 	}
@@ -69,10 +70,10 @@ func (sp *speech) word(seed uint64, c, k int) string {
 }
 
 // text is the first tokens tokens of choice c, concatenated.
-func (sp *speech) text(seed uint64, c, tokens int) string {
+func (wd *wording) text(seed uint64, c, tokens int) string {
 	var b strings.Builder
 	for k := range tokens {
-		b.WriteString(sp.word(seed, c, k))
+		b.WriteString(wd.word(seed, c, k))
 	}
 	return b.String()
 }
