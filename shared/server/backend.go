@@ -34,10 +34,9 @@ import (
 // after it); any other failure tries the same priority first (the
 // order's own). It never retries once a response is handed back: no
 // content reached the client before that. A non-streaming answer that
-// outlasts ResponseTimeout is a 504 without another attempt. release
-// frees the attempt's context and ends its in-flight count.
+// outlasts ResponseTimeout is a 504 without another attempt.
 func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
-	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
+	body *request.Body, raw []byte, inject bool) (answered, error) {
 	s.Router.Sync(ctx, pool)
 	var key uint64
 	if len(pool.Endpoints) > 1 && ex.pin == "" {
@@ -55,7 +54,7 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 		}
 	}
 	if len(order) == 0 {
-		return nil, nil, upstreamUnavailable(pool.Name, wait)
+		return answered{}, upstreamUnavailable(pool.Name, wait)
 	}
 	var last *apiError
 	for i, tries := 0, 0; i < len(order); i++ {
@@ -70,11 +69,11 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 		a := attempt{ex: ex, w: w, pool: pool, e: e, op: op, body: body, lastTry: tries == s.MaxAttempts || i == len(order)-1}
 		ex.upstreamStatus = 0
 		e.Begin()
-		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
+		resp, cancel, fail, final := s.try(ctx, a, in, raw, inject)
 		if fail == nil {
 			s.Router.Healthy(e)
 			ex.served, ex.priority = e, e.Priority
-			return resp, func() { release(); e.End() }, nil
+			return answered{resp: resp, cancel: cancel, e: e}, nil
 		}
 		e.End()
 		full := ex.upstreamStatus == http.StatusTooManyRequests
@@ -88,7 +87,23 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 			break
 		}
 	}
-	return nil, nil, last
+	return answered{}, last
+}
+
+// answered is the attempt whose answer is relayed: its response, the
+// cancel of its context (a silent backend's idle timer ends the request
+// with it), and its endpoint.
+type answered struct {
+	resp   *http.Response
+	cancel context.CancelCauseFunc
+	e      *route.Endpoint
+}
+
+// release ends the attempt: its context, and its endpoint's in-flight
+// count.
+func (a answered) release() {
+	a.cancel(nil)
+	a.e.End()
 }
 
 // deferPriority moves rest's endpoints of priority p behind the others,
@@ -121,10 +136,11 @@ type attempt struct {
 // "stream_options":{"include_usage":true} and an output cap.
 const rewriteSlack = 144
 
-// try sends the request to one endpoint. On failure it has benched the
-// endpoint as the answer deserves; final says no other endpoint may be
-// tried (the client left, or a JSON answer timed out).
-func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, release func(), fail *apiError, final bool) {
+// try sends the request to one endpoint, under a context of its own that
+// cancel ends (the caller's, once the answer is relayed). On failure it
+// has benched the endpoint as the answer deserves; final says no other
+// endpoint may be tried (the client left, or a JSON answer timed out).
+func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, cancel context.CancelCauseFunc, fail *apiError, final bool) {
 	ex, e, pool := a.ex, a.e, a.pool
 	target := s.Targets[e]
 	ex.endpoint = e.Name
@@ -169,7 +185,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 			cancel(nil)
 			return nil, nil, fail, final
 		}
-		return resp, func() { cancel(nil) }, nil, false
+		return resp, cancel, nil, false
 	}
 	timer.Stop()
 	if a.body.Stream && resp.StatusCode/100 == 2 {
@@ -177,7 +193,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 			return nil, nil, fail, final
 		}
 	}
-	return resp, func() { cancel(nil) }, nil, false
+	return resp, cancel, nil, false
 }
 
 // call is one backend round trip's attempt: its context, what ends it,

@@ -131,6 +131,8 @@ type Server struct {
 	relay  sse.Relayer
 	routes map[string]methods
 	lines  sync.Pool // of *logLine, the access log's
+	// exchanges is a pool of *exchange, a request's state (begin, finish).
+	exchanges sync.Pool
 }
 
 // Defaults for the zero values of Deps, and for two settings whose zero
@@ -199,7 +201,7 @@ func New(d Deps) *Server {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{Deps: d, lines: sync.Pool{New: newLogLine}}
+	s := &Server{Deps: d, lines: sync.Pool{New: newLogLine}, exchanges: sync.Pool{New: func() any { return new(exchange) }}}
 	s.routes = s.routeTable()
 	return s
 }
