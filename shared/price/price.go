@@ -138,14 +138,6 @@ func (s acc) micros() Micros {
 	return int64(min(q, MaxMicros))
 }
 
-// addMicros is a+b saturating at MaxMicros.
-func addMicros(a, b Micros) Micros {
-	if a > MaxMicros-b {
-		return MaxMicros
-	}
-	return a + b
-}
-
 // MulUses is uses × per-use price, saturating at MaxMicros.
 func MulUses(uses int64, per Micros) Micros {
 	if uses <= 0 || per <= 0 {

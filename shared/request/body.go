@@ -27,8 +27,14 @@ import (
 // (a *KeyError), because first-wins, last-wins and case-insensitive decoders
 // would each read such a body differently from the gateway.
 type Body struct {
-	Model  string
+	Model string
+	// Stream: the body asks for an SSE stream, by its operation's
+	// trigger (Operation.AsksStream; the server sets it so): "stream":
+	// true, or "stream_format": "sse".
 	Stream bool
+	// StreamFormat is "stream_format" as sent (OpenAI's audio speech:
+	// "sse" or "audio").
+	StreamFormat string
 	// IncludeUsage is stream_options.include_usage as the client sent it.
 	IncludeUsage bool
 	// PreviousResponseID is the Responses API's previous_response_id: the
@@ -123,6 +129,7 @@ var (
 	ErrPreviousType = errors.New("'previous_response_id' must be a string")
 	ErrThinkingType = errors.New("'thinking' must be an object")
 	ErrTierType     = errors.New("'service_tier' must be a string")
+	ErrFormatType   = errors.New("'stream_format' must be a string")
 )
 
 // maxCount is the largest n, best_of or output cap read; larger values
@@ -185,6 +192,7 @@ const (
 	keyBudgetTokens
 	keyBackground
 	keyServiceTier
+	keyStreamFormat
 )
 
 // topKeys and optionKeys are the keys the gateway reads or rewrites, top
@@ -196,21 +204,38 @@ var (
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
 		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground,
-		"service_tier": keyServiceTier}
+		"service_tier": keyServiceTier, "stream_format": keyStreamFormat}
 	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
 	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
 	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
 		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
-		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true}
+		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true, keyStreamFormat: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
 		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background",
-		keyServiceTier: "service_tier"}
+		keyServiceTier: "service_tier", keyStreamFormat: "stream_format"}
 	topFolded      = foldedKeys(topKeys)
 	optionFolded   = foldedKeys(optionKeys)
 	thinkingFolded = foldedKeys(thinkingKeys)
 )
+
+// optString reads the JSON value raw, a string or null, into dst; any
+// other value is bad.
+func optString(raw []byte, dst *string, bad error) error {
+	if string(raw) == "null" {
+		return nil
+	}
+	if raw[0] != '"' {
+		return bad
+	}
+	s, _, err := unquote(raw)
+	if err != nil {
+		return bad
+	}
+	*dst = s
+	return nil
+}
 
 // ParseBody validates b as JSON and extracts the routing fields.
 func ParseBody(b []byte) (Body, error) {
@@ -250,17 +275,7 @@ func ParseBody(b []byte) (Body, error) {
 		case keyStreamOptions:
 			return out.parseStreamOptions(b, v)
 		case keyPreviousResponse:
-			if string(b[v.start:v.end]) == "null" {
-				return nil
-			}
-			if b[v.start] != '"' {
-				return ErrPreviousType
-			}
-			s, _, err := unquote(b[v.start:v.end])
-			if err != nil {
-				return ErrPreviousType
-			}
-			out.PreviousResponseID = s
+			return optString(b[v.start:v.end], &out.PreviousResponseID, ErrPreviousType)
 		case keyN, keyBestOf, keyMaxTokens, keyMaxCompletionTokens, keyMaxOutputTokens:
 			n, err := count(b[v.start:v.end], keyNames[k])
 			if err != nil {
@@ -284,18 +299,10 @@ func ParseBody(b []byte) (Body, error) {
 			out.input = v
 		case keyBackground:
 			out.Background = string(b[v.start:v.end]) == "true"
+		case keyStreamFormat:
+			return optString(b[v.start:v.end], &out.StreamFormat, ErrFormatType)
 		case keyServiceTier:
-			if string(b[v.start:v.end]) == "null" {
-				return nil
-			}
-			if b[v.start] != '"' {
-				return ErrTierType
-			}
-			s, _, err := unquote(b[v.start:v.end])
-			if err != nil {
-				return ErrTierType
-			}
-			out.ServiceTier = s
+			return optString(b[v.start:v.end], &out.ServiceTier, ErrTierType)
 		case keyConversation:
 			out.Conversation = string(b[v.start:v.end]) != "null"
 		case keyThinking:

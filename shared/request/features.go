@@ -91,18 +91,6 @@ const (
 	featDeclared
 )
 
-var featureRules = [numOperations]featureRule{
-	ChatCompletions: featDeclared | featChatTools | featFileIDs,
-	Completions:     featDeclared,
-	Embeddings:      featDeclared,
-	Responses:       featDeclared | featResponsesTools | featFileIDs,
-	Messages:        featDeclared | featMessagesTools | featFileIDs,
-	CountTokens:     featDeclared | featMessagesTools | featFileIDs,
-	// Compaction and input counting take a Responses body (issue 37).
-	ResponsesCompact:     featDeclared | featResponsesTools | featFileIDs,
-	ResponsesInputTokens: featDeclared | featResponsesTools | featFileIDs,
-}
-
 // Uses is what a body asks for: per feature, where it first asked (its
 // param; "" = not asked) and the most uses it may bill when the body
 // bounds them (max_uses, max_tool_calls; 0 = unbounded).
@@ -200,7 +188,7 @@ func messagesFamily(t []byte) []byte {
 // duplicate cannot hide a feature from a first-wins or last-wins decoder.
 func FeaturesOf(b []byte, op Operation) Uses {
 	var u Uses
-	rule := featureRules[op]
+	rule := operations[op].features
 	i := jsonscan.SkipWS(b, 0)
 	if rule&^featDeclared == 0 || i >= len(b) || b[i] != '{' {
 		return u

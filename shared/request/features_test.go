@@ -98,7 +98,7 @@ func TestFeaturesOf(t *testing.T) {
 // TestFeatureRules: every operation has its features row.
 func TestFeatureRules(t *testing.T) {
 	for _, op := range Operations() {
-		if featureRules[op]&featDeclared == 0 {
+		if operations[op].features&featDeclared == 0 {
 			t.Errorf("%s has no features row", op)
 		}
 	}

@@ -31,7 +31,7 @@ const (
 	// ResponsesInputTokens is the Responses API's POST
 	// /v1/responses/input_tokens: a prompt counted, nothing generated.
 	ResponsesInputTokens
-	numOperations
+	numOperations // the table's own; Register adds more
 )
 
 // Shape is the family an operation's answers belong to: what its stream's
@@ -48,6 +48,32 @@ const (
 	// ShapeAnthropic is the Messages API's: named stream events and
 	// Anthropic's error JSON, in a body and as a stream's error event.
 	ShapeAnthropic
+)
+
+// Answer is the kind of body an operation answers with when it does not
+// stream (issue 33): what the gateway checks before relaying it and how
+// it relays it.
+type Answer uint8
+
+const (
+	// AnswerJSON is one whole JSON object (application/json or +json),
+	// scanned for its usage and id as it is relayed.
+	AnswerJSON Answer = iota
+	// AnswerBinary is bytes of the row's media types (audio/…), relayed
+	// as they come: nothing in them is read.
+	AnswerBinary
+)
+
+// Trigger is the body field that asks an operation for an SSE stream.
+type Trigger uint8
+
+const (
+	// TriggerStream is "stream": true (chat, completions, Responses,
+	// Messages).
+	TriggerStream Trigger = iota
+	// TriggerStreamFormat is "stream_format": "sse" (OpenAI's audio
+	// speech; any other format is the row's binary answer).
+	TriggerStreamFormat
 )
 
 // operation is one row of the table.
@@ -82,6 +108,16 @@ type operation struct {
 	minCap int64
 	// noStream: the operation has no stream (count_tokens).
 	noStream bool
+	// answer is what it answers with when not streaming, media the
+	// media-type prefixes a binary answer may have; trigger the body
+	// field that asks for a stream.
+	answer  Answer
+	media   []string
+	trigger Trigger
+	// features and state are its columns of the server-side features
+	// (features.go) and stored-state (state.go) rules.
+	features featureRule
+	state    stateRule
 	// prompt is how its body reaches the model (prompt.Body): the members
 	// that never do, the members that are the prompt, the members that
 	// bring content the body does not hold. Every other member counts as
@@ -128,31 +164,39 @@ type operation struct {
 }
 
 // operations is the table, one row per Operation.
-var operations = [numOperations]operation{
+var operations = []operation{
 	ChatCompletions: {path: "/v1/chat/completions", api: "Chat Completions", genAI: "chat",
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens, MaxCompletionTokens), capField: MaxCompletionTokens,
-		prompt: chatPrompt, streamOptions: true, deployments: true},
+		prompt: chatPrompt, streamOptions: true, deployments: true,
+		features: featDeclared | featChatTools | featFileIDs, state: stateDeclared | stateRequestID},
 	Completions: {path: "/v1/completions", api: "Completions", genAI: "text_completion",
 		need: HasPrompt, needName: "prompt", caps: capBits(MaxTokens), capField: MaxTokens,
-		prompt: completionsPrompt, streamOptions: true, deployments: true},
+		prompt: completionsPrompt, streamOptions: true, deployments: true,
+		features: featDeclared, state: stateDeclared | stateRequestID},
 	Embeddings: {path: "/v1/embeddings", api: "Embeddings", genAI: "embeddings",
-		need: HasInput, needName: "input", prompt: embeddingsPrompt, noOutput: true, deployments: true},
+		need: HasInput, needName: "input", prompt: embeddingsPrompt, noOutput: true, deployments: true,
+		features: featDeclared, state: stateDeclared | stateRequestID},
 	// input may be absent (a prompt template, a continued response).
 	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
-		prompt: responsesPrompt, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true},
+		prompt: responsesPrompt, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true,
+		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
-		prompt: messagesPrompt, meter: messagesMeter, counter: CountTokens, hasCounter: true},
+		prompt: messagesPrompt, meter: messagesMeter, counter: CountTokens, hasCounter: true,
+		features: featDeclared | featMessagesTools | featFileIDs, state: stateDeclared | stateRequestID},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
-		prompt: messagesPrompt, unbilled: true, noOutput: true, counts: true},
+		prompt: messagesPrompt, unbilled: true, noOutput: true, counts: true,
+		features: featDeclared | featMessagesTools | featFileIDs, state: stateDeclared | stateRequestID},
 	// Compaction has no output cap in its API (no budget cap is written),
 	// and no stream.
 	ResponsesCompact: {path: "/v1/responses/compact", api: "the Responses API's compact", genAI: "chat", shape: ShapeResponses,
-		noStream: true, prompt: responsesPrompt, continues: true, hosted: true},
+		noStream: true, prompt: responsesPrompt, continues: true, hosted: true,
+		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
-		noStream: true, prompt: responsesPrompt, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true},
+		noStream: true, prompt: responsesPrompt, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true,
+		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 }
 
 // The prompt column: what of each API's body reaches the model. A member
@@ -221,20 +265,60 @@ func capBits(fields ...CapField) uint8 {
 	return b
 }
 
-// Operations lists every operation, in table order (an array: no
-// allocation).
-func Operations() [numOperations]Operation {
-	var ops [numOperations]Operation
+// Operations lists every operation, in table order, registered ones
+// last. The list is shared (the request path reads it without
+// allocating): callers must not write to it.
+func Operations() []Operation { return all[:len(all):len(all)] }
+
+// all is Operations' list, grown by Register.
+var all = func() []Operation {
+	ops := make([]Operation, len(operations))
 	for i := range ops {
 		ops[i] = Operation(i)
 	}
 	return ops
+}()
+
+// Spec is an operation defined outside the table, for Register: a
+// test-only operation, as a test-only backend kind is registered from
+// its own file (issue 33). Its fields are the row's columns of the same
+// names; what it leaves zero is the zero row's (JSON in, JSON or a
+// data-only stream out, billed, no caps).
+type Spec struct {
+	Path, API, GenAI string
+	Shape            Shape
+	// Need is the body field it requires (a Has… bit) and NeedName its
+	// name.
+	Need     uint8
+	NeedName string
+	Answer   Answer
+	Media    []string
+	Trigger  Trigger
+	Meter    sse.Meter
+	Prompt   prompt.Body
+	// Unbilled: no budget reserves for it; NoOutput: it generates no
+	// output tokens; Hosted: vLLM does not serve it.
+	Unbilled, NoOutput, Hosted bool
+}
+
+// Register adds an operation to the table and returns it; the server's
+// routes, checks, budgets and relay then read its row as they read the
+// table's. Call it from an init function: the table is read without a
+// lock once requests are served.
+func Register(s Spec) Operation {
+	operations = append(operations, operation{path: s.Path, api: s.API, genAI: s.GenAI, shape: s.Shape,
+		need: s.Need, needName: s.NeedName, answer: s.Answer, media: s.Media, trigger: s.Trigger,
+		meter: s.Meter, prompt: s.Prompt, unbilled: s.Unbilled, noOutput: s.NoOutput, hosted: s.Hosted,
+		features: featDeclared, state: stateDeclared | stateRequestID})
+	op := Operation(len(operations) - 1)
+	all = append(all, op)
+	return op
 }
 
 // DeploymentOperation is the operation an Azure deployment route names
 // after /openai/deployments/{deployment}/ ("chat/completions").
 func DeploymentOperation(suffix string) (Operation, bool) {
-	for o := range numOperations {
+	for o := range Operation(len(operations)) {
 		if o.OnDeployments() && o.Suffix()[1:] == suffix {
 			return o, true
 		}
@@ -289,6 +373,29 @@ func (o Operation) CapRequired() bool { return operations[o].capRequired }
 
 // MinCap is the least output cap op's API accepts (0: any).
 func (o Operation) MinCap() int64 { return operations[o].minCap }
+
+// Answer is the kind of body op answers with when it does not stream.
+func (o Operation) Answer() Answer { return operations[o].answer }
+
+// AnswerMedia reports whether media type mt (lower case, without
+// parameters) is one op's binary answer may have.
+func (o Operation) AnswerMedia(mt string) bool {
+	for _, m := range operations[o].media {
+		if len(mt) >= len(m) && mt[:len(m)] == m {
+			return true
+		}
+	}
+	return false
+}
+
+// AsksStream reports whether body b asks op for an SSE stream, by the
+// row's trigger: "stream": true, or "stream_format": "sse".
+func (o Operation) AsksStream(b *Body) bool {
+	if operations[o].trigger == TriggerStreamFormat {
+		return b.StreamFormat == "sse"
+	}
+	return b.Stream
+}
 
 // Streams reports whether op may be asked to stream.
 func (o Operation) Streams() bool { return !operations[o].noStream }

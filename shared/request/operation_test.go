@@ -118,3 +118,24 @@ func first(s []string) string {
 	}
 	return s[0]
 }
+
+// TestAnswerColumns: every row of the table answers JSON, or an SSE
+// stream asked for by "stream": true; stream_format asks none of them
+// (a registered row's other kinds: shared/server's speech_test.go).
+func TestAnswerColumns(t *testing.T) {
+	t.Parallel()
+	for _, op := range Operations() {
+		if op.Answer() != AnswerJSON || op.AnswerMedia("audio/mpeg") {
+			t.Errorf("%s: answer %d", op, op.Answer())
+		}
+		for _, tc := range []struct {
+			body string
+			want bool
+		}{{`{"model":"m","stream":true}`, true}, {`{"model":"m","stream":false}`, false}, {`{"model":"m","stream_format":"sse"}`, false}} {
+			b, err := ParseBody([]byte(tc.body))
+			if err != nil || op.AsksStream(&b) != tc.want {
+				t.Errorf("%s: %s asks a stream %v (%v)", op, tc.body, !tc.want, err)
+			}
+		}
+	}
+}

@@ -35,21 +35,6 @@ const (
 	stateDeclared
 )
 
-// stateRules is the column, by operation. request_id is refused on every
-// operation: no API the gateway serves defines it, and vLLM reads it on
-// all of its own.
-var stateRules = [numOperations]stateRule{
-	ChatCompletions: stateDeclared | stateRequestID,
-	Completions:     stateDeclared | stateRequestID,
-	Embeddings:      stateDeclared | stateRequestID,
-	Responses:       stateDeclared | stateRequestID | stateInputItems | statePrompt,
-	Messages:        stateDeclared | stateRequestID,
-	CountTokens:     stateDeclared | stateRequestID,
-	// Compaction and input counting take a Responses input (issue 37).
-	ResponsesCompact:     stateDeclared | stateRequestID | stateInputItems | statePrompt,
-	ResponsesInputTokens: stateDeclared | stateRequestID | stateInputItems | statePrompt,
-}
-
 // StateError refuses a body that names backend state without carrying it:
 // the server answers 400 stored_state_not_supported with Param.
 type StateError struct {
@@ -88,7 +73,7 @@ var itemContent = map[string]string{
 // unescaping, and every occurrence of a key is checked, so a duplicate
 // cannot hide one from a first-wins or last-wins decoder.
 func StoredState(b []byte, op Operation) *StateError {
-	rule := stateRules[op]
+	rule := operations[op].state
 	i := jsonscan.SkipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil

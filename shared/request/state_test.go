@@ -6,7 +6,7 @@ import "testing"
 // operation cannot start without one.
 func TestStateRules(t *testing.T) {
 	for _, op := range Operations() {
-		if stateRules[op]&stateDeclared == 0 {
+		if operations[op].state&stateDeclared == 0 {
 			t.Errorf("%s has no stored-state row", op)
 		}
 	}

@@ -313,7 +313,7 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 		ex.detail = fmt.Sprintf("endpoint %s: answer cut off: %v", a.e.Name, err)
 		return answerCut(pool, err), false
 	}
-	if bad := checkJSON(resp, ans); bad != "" {
+	if bad := checkBody(resp, ans, a.op); bad != "" {
 		answerPool.Put(ans)
 		s.bench(a.e)
 		ex.detail = fmt.Sprintf("endpoint %s: %s", a.e.Name, bad)
@@ -494,11 +494,21 @@ func (a *jsonAnswer) readHead(body io.Reader) error {
 	return err
 }
 
-// checkJSON says what is wrong with a successful non-streaming answer
-// ("" = nothing): it must be JSON by its media type (when it names one),
-// and, when it fits the head, one whole JSON object.
-func checkJSON(resp *http.Response, a *jsonAnswer) string {
+// checkBody says what is wrong with a successful non-streaming answer
+// ("" = nothing), by op's answer kind (issue 33): a JSON answer must be
+// JSON by its media type (when it names one) and, when it fits the head,
+// one whole JSON object; a binary answer must name one of the row's
+// media types (a backend answering speech with an HTML page or a JSON
+// error under 200 is a backend failure, never relayed as audio).
+func checkBody(resp *http.Response, a *jsonAnswer, op request.Operation) string {
 	if resp.StatusCode/100 != 2 {
+		return ""
+	}
+	if op.Answer() == request.AnswerBinary {
+		ct := resp.Header.Get("Content-Type")
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || !op.AnswerMedia(mt) {
+			return fmt.Sprintf("answered %s with %q", op.API(), ct)
+		}
 		return ""
 	}
 	if ct := resp.Header.Get("Content-Type"); ct != "" {

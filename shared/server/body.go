@@ -60,6 +60,9 @@ func parseBody(raw []byte, op request.Operation) (request.Body, *apiError) {
 	if err != nil {
 		return b, bodyError(err)
 	}
+	// The row's trigger says which field asks for a stream; from here on
+	// b.Stream is the answer's kind: SSE, or the row's JSON or binary.
+	b.Stream = op.AsksStream(&b)
 	for f := request.MaxTokens; f <= request.MaxOutputTokens; f++ {
 		if b.Sent(f) && !op.HasCap(f) {
 			return b, unsupportedCap(f.String(), op)

@@ -480,6 +480,8 @@ func bodyError(err error) *apiError {
 		return invalidRequest(http.StatusBadRequest, code, ie.Param, ie.Error())
 	case errors.Is(err, request.ErrTierType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "service_tier", err.Error())
+	case errors.Is(err, request.ErrFormatType):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", "stream_format", err.Error())
 	case errors.Is(err, request.ErrThinkingType):
 		return invalidRequest(http.StatusBadRequest, "invalid_type", "thinking", err.Error())
 	case errors.Is(err, request.ErrOptionsType):

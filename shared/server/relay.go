@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/keepalive"
+	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -187,6 +188,10 @@ func (s *Server) relayJSON(w http.ResponseWriter, ex *exchange, resp *http.Respo
 		}
 	}
 	defer answerPool.Put(ans)
+	// A binary answer (the row's answer kind) is bytes: relayed as they
+	// come, nothing in them read. An error answer is JSON whatever the
+	// row.
+	scan := ex.op.Answer() == request.AnswerJSON || resp.StatusCode/100 != 2
 	created := ex.creates && resp.StatusCode/100 == 2
 	if created {
 		s.rememberAnswer(ex, &ans.scan, w.Header())
@@ -206,12 +211,16 @@ func (s *Server) relayJSON(w http.ResponseWriter, ex *exchange, resp *http.Respo
 	ex.bytes += int64(m)
 	ex.clientFirst = s.Now()
 	if !ans.whole {
-		c, err := io.CopyBuffer(struct{ io.Writer }{w}, io.TeeReader(body, &ans.scan), ans.buf[:])
+		src := body
+		if scan {
+			src = io.TeeReader(body, &ans.scan)
+		}
+		c, err := io.CopyBuffer(struct{ io.Writer }{w}, src, ans.buf[:])
 		ex.bytes += c
 		switch {
 		case err != nil:
 			ex.outcome = "upstream_body_error"
-		case resp.StatusCode/100 == 2 && !ans.scan.Complete():
+		case scan && resp.StatusCode/100 == 2 && !ans.scan.Complete():
 			ex.outcome = "upstream_bad_response"
 			err = errors.New("not one whole JSON object")
 		}
@@ -224,7 +233,9 @@ func (s *Server) relayJSON(w http.ResponseWriter, ex *exchange, resp *http.Respo
 			s.rememberAnswer(ex, &ans.scan, nil) // an id past the head
 		}
 	}
-	s.readUsage(ex, &ans.scan)
+	if scan {
+		s.readUsage(ex, &ans.scan)
+	}
 	if resp.StatusCode/100 == 2 {
 		ex.answerBytes = ex.bytes
 	}

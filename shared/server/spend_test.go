@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -489,4 +490,43 @@ func TestSpendView(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), `"levels":[]`) || strings.Contains(strings.Join(spy2.log(), ","), "reserve") {
 		t.Fatalf("status %d: %s (calls %v)", resp.StatusCode, b, spy2.log())
 	}
+}
+
+// countOnce is a limiter whose request bucket never empties and whose
+// count bucket holds one: the spend view takes from the count bucket.
+type countOnce struct{ counts atomic.Int64 }
+
+func (*countOnce) Take(context.Context, string) (ratelimit.Decision, error) {
+	return ratelimit.Decision{Allowed: true, Limit: 10, Remaining: 9, Reset: time.Now().Add(time.Minute)}, nil
+}
+
+func (c *countOnce) TakeCount(context.Context, string) (ratelimit.Decision, error) {
+	return ratelimit.Decision{Allowed: c.counts.Add(1) == 1, Limit: 1, Reset: time.Now().Add(time.Minute)}, nil
+}
+
+// TestSpendViewTakesACount: a tenant polling its spend view spends its
+// prompt-count bucket, not the store: the second poll is refused 429
+// with Retry-After and reads nothing.
+func TestSpendViewTakesACount(t *testing.T) {
+	spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{SpendPerDay: 1000}})
+	g := newTestGatewayWith(t, func(d *Deps) { d.Budgets, d.Prices, d.Limiter = spy, tieredPrices(t), &countOnce{} }, &tierBackend{})
+	for i, want := range []int{200, 429} {
+		resp, err := http.Get(g.srv.URL + "/v1/llmgw/spend")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 429 && resp.Header.Get("Retry-After") == "") {
+			t.Fatalf("poll %d: status %d, want %d: %s", i, resp.StatusCode, want, b)
+		}
+	}
+	if n := strings.Count(strings.Join(spy.log(), ","), "windows"); n != 1 {
+		t.Fatalf("the store was read %d times for two polls, the second refused: want 1 (%v)", n, spy.log())
+	}
+}
+
+func (b *budgetSpy) Windows(ctx context.Context, tenant, id string) (budget.Decision, error) {
+	b.note("windows")
+	return b.Ledger.Windows(ctx, tenant, id)
 }
