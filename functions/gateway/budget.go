@@ -19,12 +19,11 @@ import (
 // process's memory. Either way the ledger puts the limiter's kind of
 // breaker in front of Redis.
 func budgets(cfg *config.Config, store budget.Store, log *slog.Logger) (server.Budgets, error) {
-	tenants, err := assemble.TenantBudgets(cfg.Tenants)
+	bc, tenants, err := assemble.Budgets(cfg)
 	if err != nil || len(tenants) == 0 {
 		return nil, err
 	}
-	bc := assemble.Budget(cfg.Budget).WithDefaults()
-	bc.DialTimeout, bc.Log = assemble.Stores(cfg).DialTimeout, log
+	bc.Log = log
 	l, err := budget.New(bc, tenants, store)
 	if err != nil {
 		return nil, fmt.Errorf("budget: %w", err)

@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -17,6 +19,9 @@ import (
 // alias, and the access log names it. Before, every one got 404. As
 // tailspin (a daily quota smaller than any agent prompt) Claude Code and
 // Codex each report the 429 to their user, and nothing reaches a backend.
+// Claude Code writes, reads and edits a file in one session (finding 9:
+// the stub read Claude Code 2.1's trailing system messages as the user's
+// words and started subagents instead).
 func TestDemoAgents(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{demo: true, stubOpts: stub.Options{Tokens: 8}})
@@ -57,6 +62,30 @@ func TestDemoAgents(t *testing.T) {
 		codexExec(t, g, codexRun{tenant: "contoso", work: t.TempDir(), prompt: "Say hello."})
 		if seen := models("/v1/responses"); !seen["gpt-6.2-sol"] {
 			t.Errorf("Codex's default model not in the access log: %v", seen)
+		}
+	})
+	t.Run("Claude Code writes, reads and edits a file", func(t *testing.T) {
+		// One session (--continue): Write creates the file, Read reads it
+		// (Claude Code edits only a file it has read), Edit changes it.
+		// The stub's calls: file_path "stub", content and old_string
+		// "stub", new_string stub.StubEditText.
+		home := t.TempDir()
+		file := filepath.Join(home, "work", "stub")
+		steps := []struct{ prompt, tool, want string }{
+			{"Use the Write tool to create the file.", "Write", "stub"},
+			{"Use the Read tool on it.", "Read", "stub"},
+			{"Use the Edit tool to change it.", "Edit", stub.StubEditText},
+		}
+		for i, st := range steps {
+			extra := []string{"--allowedTools", st.tool}
+			if i > 0 {
+				extra = append(extra, "--continue")
+			}
+			res, _ := runClaude(t, claudeCode(t), g, "contoso", st.prompt, true, false, home, extra...)
+			b, err := os.ReadFile(file)
+			if res["subtype"] != "success" || err != nil || string(b) != st.want {
+				t.Fatalf("after %s: the file holds %q (%v), want %q; result %v", st.tool, b, err, st.want, res)
+			}
 		}
 	})
 	// tailspin's daily quota (2000 tokens) is smaller than either agent's

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/shared/assemble"
-	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
 )
@@ -45,27 +44,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 
-	log := newLogger(stdout, cfg.LogLevel)
+	host := assemble.HostOf(cfg, getenv)
+	log := newLogger(stdout, host.LogLevel)
 	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
-	for _, d := range cfg.Deprecated {
+	for _, d := range host.Deprecated {
 		log.Warn("deprecated config key: " + d)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := wire(ctx, cfg, getenv, log)
+	gw, err := wire(ctx, cfg, getenv, log, stdout) // the access log's lines beside the log's
 	if err != nil {
 		return err
 	}
 	defer gw.close()
 
 	if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		opts := lambdaurl.Options{DeadlineMargin: cfg.Lambda.DeadlineMargin.D(), ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
+		opts := lambdaurl.Options{DeadlineMargin: host.DeadlineMargin, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
 		if gw.tel != nil {
 			gw.tel.Ready(ctx, "lambda", time.Now())
 			// Lambda freezes the sandbox once the invocation ends: what a
 			// request recorded is exported before its stream ends.
 			opts.AfterResponse = func(ictx context.Context) {
-				fctx, cancel := context.WithTimeout(ictx, cfg.Telemetry.FlushTimeout.D())
+				fctx, cancel := context.WithTimeout(ictx, host.FlushTimeout)
 				defer cancel()
 				flushTelemetry(fctx, gw.tel, log, slog.LevelDebug, "invocation")
 			}
@@ -74,15 +74,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		lambdaurl.Start(gw.handler, opts)
 		return nil
 	}
-	return serveHTTP(ctx, cfg, getenv, gw, log)
+	return serveHTTP(ctx, host, gw, log)
 }
 
-// serveHTTP listens on cfg.ListenAddr (an explicit listen, else $PORT,
+// serveHTTP listens on host.Listen (an explicit listen, else $PORT,
 // else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
 // open streams finish for the grace period.
-func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) string, gw *gateway, log *slog.Logger) (err error) {
-	addr := cfg.ListenAddr(getenv)
-	conns := assemble.Conn(cfg)
+func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.Logger) (err error) {
+	addr := host.Listen
+	conns := host.Conns
 	conns.Log = log
 	fds := raiseFDLimit()
 	want := conns.MaxConns
@@ -108,12 +108,12 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	// streams.
 	srv := &http.Server{
 		Handler:           gw.handler,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout.D(),
-		IdleTimeout:       cfg.IdleTimeout.D(),
+		ReadHeaderTimeout: host.ReadHeaderTimeout,
+		IdleTimeout:       host.IdleTimeout,
 		// Twice the limit: the handler answers a header block between the
 		// limit and this with a logged 431; net/http answers a larger one
 		// itself.
-		MaxHeaderBytes: 2 * cfg.MaxHeaderBytes,
+		MaxHeaderBytes: 2 * host.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	ln.Attach(srv)
@@ -133,7 +133,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	grace := cfg.ShutdownGrace.D()
+	grace := host.ShutdownGrace
 	log.Info("shutting down", "grace", grace.String())
 	end := time.Now().Add(grace)
 	sctx, cancel := context.WithDeadline(context.Background(), end)
@@ -154,7 +154,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		// What the last streams recorded leaves before the process does:
 		// within flush_timeout and what is left of the grace, whichever
 		// ends first.
-		fctx, cancel := context.WithTimeout(sctx, cfg.Telemetry.FlushTimeout.D())
+		fctx, cancel := context.WithTimeout(sctx, host.FlushTimeout)
 		defer cancel()
 		flushTelemetry(fctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}

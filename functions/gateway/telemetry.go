@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
 )
@@ -27,7 +28,7 @@ func newTelemetry(cfg *config.Config, getenv func(string) string, log *slog.Logg
 	if !tc.Enabled() {
 		return nil, nil
 	}
-	tc.TrustTraceparent = cfg.Telemetry.TrustTraceparent
+	tc.TrustTraceparent = assemble.TrustTraceparent(cfg)
 	tc.Start = processStart
 	// The SDK reports a failed export here (process-wide, like the Redis
 	// logger): a warning in the JSON log, never a plain stderr line.

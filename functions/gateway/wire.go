@@ -5,23 +5,23 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
-	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
-	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
 
@@ -51,13 +51,14 @@ func (g *gateway) close() {
 }
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
-// but waits for none of it.
-func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (g *gateway, err error) {
+// but waits for none of it. accessLog takes the access log's lines (stdout,
+// beside the log's own).
+func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger, accessLog io.Writer) (g *gateway, err error) {
 	client, err := newBackendClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	verifier, err := newVerifier(ctx, cfg.Auth, log)
+	verifier, err := newVerifier(ctx, cfg, log)
 	if err != nil {
 		return nil, err
 	}
@@ -74,9 +75,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if g.stores, err = stores.Open(ctx, sc); err != nil {
 		return nil, err
 	}
-	lc := assemble.Limiter(cfg.Store, cfg.Limiter).WithDefaults()
-	lc.Client = g.stores.Limiter
-	if g.limiter, err = newLimiter(ctx, lc, cfg.Tenants, log); err != nil {
+	if g.limiter, err = newLimiter(ctx, cfg, g.stores, log); err != nil {
 		return nil, err
 	}
 	shared := g.stores.Cooldowns // nil: cooldowns per process
@@ -95,37 +94,17 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if g.tel != nil {
 		tel = g.tel
 	}
-	g.handler = server.New(server.Deps{
-		Auth:              verifier,
-		Tenants:           tenant.NewTable(assemble.Tenants(cfg.Tenants)),
-		Limiter:           g.limiter,
-		Router:            router,
-		Targets:           targets,
-		Client:            client,
-		Log:               log,
-		MaxBodyBytes:      cfg.MaxBodyBytes,
-		MaxHeaderBytes:    cfg.MaxHeaderBytes,
-		MaxAttempts:       cfg.Upstream.MaxAttempts,
-		DefaultCooldown:   cfg.Upstream.DefaultCooldown.D(),
-		StreamIdleTimeout: cfg.Upstream.StreamIdleTimeout.D(),
-		BodyReadTimeout:   cfg.BodyReadTimeout.D(),
-		HeaderTimeout:     cfg.Upstream.HeaderTimeout.D(),
-		ResponseTimeout:   cfg.Upstream.ResponseTimeout.D(),
-		Streams:           assemble.Streams(cfg),
-		Affinity:          g.stores.Affinity,
-		Budgets:           bud,
-		BudgetScanner:     assemble.BudgetScanner(cfg.Budget),
-		Prices:            assemble.Catalogue(cfg, problem.At{}),
-		MinRemaining:      assemble.MinRemaining(cfg.Lambda),
-		Telemetry:         tel,
-		Ready:             verifier,
-	})
+	deps := assemble.Server(cfg)
+	deps.Auth, deps.Ready = verifier, verifier
+	deps.Limiter, deps.Router, deps.Targets, deps.Client = g.limiter, router, targets, client
+	deps.Affinity, deps.Budgets, deps.Telemetry, deps.Log, deps.AccessLog = g.stores.Affinity, bud, tel, log, accessLog
+	g.handler = server.New(deps)
 	return g, nil
 }
 
 // newVerifier builds the JWT verifier and starts its background key fetch.
-func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Verifier, error) {
-	v, err := auth.New(assemble.Auth(a), &http.Client{Timeout: 10 * time.Second}, log)
+func newVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger) (*auth.Verifier, error) {
+	v, err := auth.New(assemble.Verifier(cfg), &http.Client{Timeout: 10 * time.Second}, log)
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -137,26 +116,18 @@ func newVerifier(ctx context.Context, a config.Auth, log *slog.Logger) (*auth.Ve
 // secrets from the environment, the Entra login for keyless Redis, and
 // the answer timeout of each part's calls.
 func storeConfig(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (stores.Config, error) {
-	sc := assemble.Stores(cfg)
+	sc, login := assemble.StoreSecrets(cfg, getenv)
 	sc.Log = log
-	s := cfg.Store
-	if sc.Backend != stores.Redis {
+	if login == nil {
 		return sc, nil
 	}
-	sc.URL = getenv(s.RedisURLEnv)
-	if s.RedisPasswordEnv != "" {
-		sc.Password = getenv(s.RedisPasswordEnv)
+	cred, err := newEntra(ctx, login.Entra, log)
+	if err != nil {
+		return sc, fmt.Errorf("%s: %w", login.Field, err)
 	}
-	if e := s.RedisEntra; e != nil {
-		cred, err := newEntra(ctx, assemble.RedisEntra(e), log)
-		if err != nil {
-			return sc, fmt.Errorf("%s: %w", cfg.FieldName("store.redis_entra"), err)
-		}
-		user := e.Username
-		sc.Credentials = func(ctx context.Context) (string, string, error) {
-			tok, err := cred.Token(ctx)
-			return user, tok, err
-		}
+	sc.Credentials = func(ctx context.Context) (string, string, error) {
+		tok, err := cred.Token(ctx)
+		return login.Username, tok, err
 	}
 	return sc, nil
 }
@@ -164,8 +135,10 @@ func storeConfig(ctx context.Context, cfg *config.Config, getenv func(string) st
 // newLimiter builds the request limiter and establishes its store's
 // connections (TLS, AUTH) in the background, so that the first takes find
 // them ready; a take that still waits for one is bounded by the dial budget.
-func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, log *slog.Logger) (*ratelimit.Limiter, error) {
-	lim, err := ratelimit.New(lc, assemble.TenantLimits(ts), log)
+func newLimiter(ctx context.Context, cfg *config.Config, st *stores.Set, log *slog.Logger) (*ratelimit.Limiter, error) {
+	lc, limits := assemble.RequestLimiter(cfg)
+	lc.Client = st.Limiter
+	lim, err := ratelimit.New(lc, limits, log)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)
 	}
@@ -182,23 +155,12 @@ func newLimiter(ctx context.Context, lc ratelimit.Config, ts []config.Tenant, lo
 // shared, when not nil, carries backend-asked cooldowns between replicas;
 // outlier ejections start at the default cooldown.
 func newRouting(ctx context.Context, cfg *config.Config, shared route.Shared, getenv func(string) string, log *slog.Logger) (*route.Router, map[*route.Endpoint]*upstream.Target, error) {
-	specs := make([]route.PoolSpec, 0, len(cfg.Pools))
-	for _, p := range cfg.Pools {
-		ps := route.PoolSpec{Name: p.Name}
-		for m := range p.Models {
-			ps.Models = append(ps.Models, m)
-		}
-		for _, e := range p.Endpoints {
-			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight, Priority: e.Priority})
-		}
-		specs = append(specs, ps)
-	}
-	router := route.New(specs, route.Options{MaxCooldown: cfg.Upstream.MaxCooldown.D(), EjectBase: cfg.Upstream.DefaultCooldown.D(), Shared: shared})
+	router := route.New(assemble.Routing(cfg, shared))
+	endpoints := assemble.Endpoints(cfg)
 	targets := map[*route.Endpoint]*upstream.Target{}
 	for i, pool := range router.Pools() {
-		p := cfg.Pools[i]
 		for j, ep := range pool.Endpoints {
-			t, err := newTarget(ctx, p, p.Endpoints[j], getenv, log)
+			t, err := newTarget(ctx, endpoints[i][j], getenv, log)
 			if err != nil {
 				return nil, nil, fmt.Errorf("pools[%d].endpoints[%d]: %w", i, j, err)
 			}
@@ -210,26 +172,19 @@ func newRouting(ctx context.Context, cfg *config.Config, shared route.Shared, ge
 
 // newTarget builds one endpoint's target: its wire format, its key or
 // Entra credential, and the headers config adds or lets through.
-func newTarget(ctx context.Context, p config.Pool, e config.Endpoint, getenv func(string) string, log *slog.Logger) (*upstream.Target, error) {
-	var cred upstream.Credential
-	if e.Auth == "entra" {
-		c, err := newEntra(ctx, assemble.Entra(e.Entra), log)
+func newTarget(ctx context.Context, e assemble.Endpoint, getenv func(string) string, log *slog.Logger) (*upstream.Target, error) {
+	spec := e.Spec
+	if e.Entra != nil {
+		c, err := newEntra(ctx, *e.Entra, log)
 		if err != nil {
 			return nil, err
 		}
-		cred = c
+		spec.Cred = c
 	}
-	spec := assemble.Target(p, e)
-	spec.Cred, spec.APIKey = cred, apiKey(e, getenv)
+	if e.APIKeyEnv != "" {
+		spec.APIKey = getenv(e.APIKeyEnv)
+	}
 	return upstream.NewTarget(spec)
-}
-
-// apiKey is an endpoint's key from its env var ("" = none).
-func apiKey(e config.Endpoint, getenv func(string) string) string {
-	if e.APIKeyEnv == "" {
-		return ""
-	}
-	return getenv(e.APIKeyEnv)
 }
 
 // backendClient sends each backend request through its endpoint's
@@ -244,12 +199,34 @@ type backendClient struct {
 
 var _ server.Doer = (*backendClient)(nil)
 
-// Do implements server.Doer.
+// Do implements server.Doer with the client's transport's RoundTrip. The
+// gateway follows no redirect and sets neither a client timeout nor
+// cookies, so http.Client.Do added only redirect bookkeeping: a copy of
+// the headers and a rewindable body, 1.6 KB a request (issue 38). Its
+// errors are the client's, an *url.Error naming the method and the URL;
+// a URL with credentials in it goes through the client, which sends
+// them.
 func (b *backendClient) Do(req *http.Request) (*http.Response, error) {
-	if c, ok := b.byHost[req.URL.Host]; ok {
+	c := b.shared
+	if h, ok := b.byHost[req.URL.Host]; ok {
+		c = h
+	}
+	if req.URL.User != nil {
 		return c.Do(req)
 	}
-	return b.shared.Do(req)
+	resp, err := c.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: urlErrorOp(req.Method), URL: req.URL.String(), Err: err}
+	}
+	return resp, nil
+}
+
+// urlErrorOp is the Op of http.Client's *url.Error: "Post" for POST.
+func urlErrorOp(method string) string {
+	if method == "" {
+		return "Get"
+	}
+	return method[:1] + strings.ToLower(method[1:])
 }
 
 // newBackendClient builds the clients for every backend: keep-alive pools
@@ -257,24 +234,25 @@ func (b *backendClient) Do(req *http.Request) (*http.Response, error) {
 // scanned as sent), no redirects (a POST body must not wander). It reads
 // each ca_file once, so a missing or empty file stops the start.
 func newBackendClient(cfg *config.Config) (*backendClient, error) {
-	b := &backendClient{shared: newHTTPClient(cfg.Upstream, nil)}
+	conn := assemble.BackendsOf(cfg)
+	b := &backendClient{shared: newHTTPClient(conn, nil)}
 	byFile := map[string]*http.Client{}
-	for _, p := range cfg.Pools {
-		for j, e := range p.Endpoints {
+	for _, pool := range assemble.Endpoints(cfg) {
+		for j, e := range pool {
 			if e.CAFile == "" {
 				continue
 			}
 			u, err := url.Parse(e.URL)
 			if err != nil {
-				return nil, fmt.Errorf("pools[%s].endpoints[%d]: url: %w", p.Name, j, err)
+				return nil, fmt.Errorf("pools[%s].endpoints[%d]: url: %w", e.Pool, j, err)
 			}
 			c := byFile[e.CAFile]
 			if c == nil {
 				roots, err := rootsWith(e.CAFile)
 				if err != nil {
-					return nil, fmt.Errorf("pools[%s].endpoints[%d]: ca_file: %w", p.Name, j, err)
+					return nil, fmt.Errorf("pools[%s].endpoints[%d]: ca_file: %w", e.Pool, j, err)
 				}
-				c = newHTTPClient(cfg.Upstream, roots)
+				c = newHTTPClient(conn, roots)
 				byFile[e.CAFile] = c
 			}
 			if b.byHost == nil {
@@ -303,15 +281,15 @@ func rootsWith(path string) (*x509.CertPool, error) {
 }
 
 // newHTTPClient is one backend client; roots nil trusts the system's CAs.
-func newHTTPClient(c config.Upstream, roots *x509.CertPool) *http.Client {
+func newHTTPClient(c assemble.Backends, roots *x509.CertPool) *http.Client {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: c.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost,
 		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: c.ConnectTimeout.D(),
+		TLSHandshakeTimeout: c.ConnectTimeout,
 		DisableCompression:  true,
 		// The request is written once per connection use and the buffer is
 		// held for the connection's life (one per open stream): keep it

@@ -277,7 +277,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 // none or its last message carries a tool_result (the tool ran: answer in
 // text), asks for structured output, or is a subagent's (its last text is
 // SubagentPrompt); else the tool whose name the last message's last text
-// names as a word, or the first tool that is not deferred (defer_loading:
+// names as a word (the last message that is not a system message), or the first tool that is not deferred (defer_loading:
 // Anthropic loads those through tool search, they cannot be called
 // directly) and does not start an agent (agentTools). Only
 // the last text counts because Claude Code sends its system reminders,
@@ -286,7 +286,7 @@ func toolToCall(req messagesRequest) *messagesTool {
 	if len(req.Tools) == 0 {
 		return nil
 	}
-	last := req.Messages[len(req.Messages)-1]
+	last := lastTurn(req.Messages)
 	if bytes.Contains(last, []byte(`"tool_result"`)) {
 		return nil
 	}
@@ -307,6 +307,22 @@ func toolToCall(req messagesRequest) *messagesTool {
 		}
 	}
 	return nil
+}
+
+// lastTurn is the conversation's last message that is not a system
+// message: Claude Code 2.1 sends its environment and its agent and tool
+// lists as role "system" messages after the user's words (and after a
+// tool's result), and they name every tool it has.
+func lastTurn(msgs []json.RawMessage) json.RawMessage {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		var m struct {
+			Role string `json:"role"`
+		}
+		if json.Unmarshal(msgs[i], &m) == nil && m.Role != "system" {
+			return msgs[i]
+		}
+	}
+	return msgs[len(msgs)-1]
 }
 
 // lastText is a message's content when it is a string, else the text of

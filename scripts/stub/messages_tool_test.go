@@ -30,6 +30,12 @@ func TestToolToCall(t *testing.T) {
 		{"a task notification (reminders only) is answered in text", claudeTools, `{"role":"user","content":[` + reminder + `]}`, ""},
 		{"an agent tool named is called", claudeTools, `{"role":"user","content":"Use the Agent tool to look around."}`, "Agent"},
 		{"a subagent's conversation is answered in text", claudeTools, `{"role":"user","content":[` + reminder + `,{"type":"text","text":"stub"}]}`, ""},
+		// Claude Code 2.1 sends its environment and agent list as role
+		// "system" messages after the user's words and after a tool's
+		// result: read as the user's, they named Agent, which the stub
+		// then called.
+		{"system messages after the user's words", claudeTools, `{"role":"user","content":[` + reminder + `,{"type":"text","text":"Use the TaskCreate tool"}]},{"role":"system","content":[{"type":"text","text":"Available agent types for the Agent tool"}]}`, "TaskCreate"},
+		{"a system message after a tool's result", claudeTools, `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"stub"}]},{"role":"system","content":"Available agent types for the Agent tool"}`, ""},
 		{"structured output is text", `[{"name":"f"}]`, `{"role":"user","content":"Weather?"}],"output_config":{"format":{"type":"json_schema","schema":{"type":"object"}}},"x":[0`, ""},
 		{"deferred tools are never the default", `[{"name":"d","defer_loading":true},{"name":"f"}]`, `{"role":"user","content":"hi"}`, "f"},
 		{"only deferred tools: text", `[{"name":"d","defer_loading":true}]`, `{"role":"user","content":"hi"}`, ""},

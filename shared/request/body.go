@@ -605,27 +605,17 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 	return append(dst, b[last:]...)
 }
 
-// eachMember calls fn for each member of the object starting at b[i]=='{'.
-// b must be valid JSON.
+// eachMember calls fn for each member of the object starting at b[i]=='{'
+// (jsonscan.Members), until fn returns an error, which it returns. b must
+// be valid JSON.
 func eachMember(b []byte, i int, fn func(key []byte, v span) error) error {
-	i = jsonscan.SkipWS(b, i+1)
-	for i < len(b) && b[i] != '}' {
-		ks := i
-		ke := jsonscan.SkipString(b, i)
-		key := b[ks+1 : ke-1]
-		i = jsonscan.SkipWS(b, ke)
-		i = jsonscan.SkipWS(b, i+1) // ':'
-		vs := i
-		ve := jsonscan.SkipValue(b, i)
-		if err := fn(key, span{vs, ve}); err != nil {
-			return err
+	var err error
+	jsonscan.Members(b, i, func(key []byte, v, end int) {
+		if err == nil {
+			err = fn(key, span{v, end})
 		}
-		i = jsonscan.SkipWS(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = jsonscan.SkipWS(b, i+1)
-		}
-	}
-	return nil
+	})
+	return err
 }
 
 func firstBrace(b []byte) int { return jsonscan.SkipWS(b, 0) }

@@ -24,7 +24,7 @@ func (anthropic) url(base string, op request.Operation, _ string) string {
 	return base + "/v1" + op.Suffix()
 }
 
-func (anthropic) root(string) (string, bool) { return "", false }
+func (anthropic) root(string) string { return "" }
 
 func (anthropic) bodyModel(backend string) string { return backend }
 

@@ -43,7 +43,7 @@ func (azureV1) url(base string, op request.Operation, _ string) string {
 	return base + "/openai/v1" + op.Suffix()
 }
 
-func (azureV1) root(base string) (string, bool) { return base + "/openai/v1", true }
+func (azureV1) root(base string) string { return base + "/openai/v1" }
 
 func (azureV1) keyHeader() string { return "Api-Key" }
 
@@ -61,7 +61,7 @@ func (a azureDeployments) url(base string, op request.Operation, deployment stri
 	return base + "/openai/deployments/" + url.PathEscape(deployment) + op.Suffix() + "?api-version=" + a.apiVersion
 }
 
-func (azureDeployments) root(string) (string, bool) { return "", false }
+func (azureDeployments) root(string) string { return "" }
 
 func (azureDeployments) bodyModel(string) string { return "" }
 

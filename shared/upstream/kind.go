@@ -19,8 +19,10 @@ type kind interface {
 	// no trailing slash).
 	url(base string, op request.Operation, backendModel string) string
 	// root is the API root the Responses API's stored routes live below
-	// ({base}/v1); ok is false on a surface without them.
-	root(base string) (root string, ok bool)
+	// ({base}/v1). It is asked only of a kind that supports
+	// request.Responses: supports alone says whether a kind serves the
+	// Responses API.
+	root(base string) string
 	// bodyModel is the model value to write into the body ("" = unchanged).
 	bodyModel(backendModel string) string
 	// keyHeader is the header an api key goes in ("Authorization" is sent

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llmgw/gateway/shared/request"
@@ -23,7 +24,7 @@ func (c compatible) supports(op request.Operation) bool {
 	return c.openAI.supports(op) && !op.Creates()
 }
 
-func (compatible) root(string) (string, bool) { return "", false }
+func (compatible) root(string) string { return "" }
 
 func init() {
 	kinds = append(kinds, registration{name: "test-compatible", build: func(TargetSpec) kind { return compatible{} }})
@@ -88,5 +89,20 @@ func TestKinds(t *testing.T) {
 	}
 	if _, err := NewTarget(TargetSpec{Kind: "bedrock", URL: "https://backend.example"}); err == nil {
 		t.Error("an unknown kind was built")
+	}
+}
+
+// TestResponsesRootAgrees: a kind that supports the Responses API has an
+// API root for its stored routes, under the endpoint's base; supports
+// alone decides whether it serves them (SupportsResponses).
+func TestResponsesRootAgrees(t *testing.T) {
+	for _, r := range kinds {
+		for _, spec := range []TargetSpec{{Kind: r.name, APIVersion: "2024-10-21"}, {Kind: r.name, AzureAPI: "v1"}} {
+			k := r.build(spec)
+			root := k.root("https://h.example")
+			if k.supports(request.Responses) != strings.HasPrefix(root, "https://h.example/") {
+				t.Errorf("%s %+v: supports the Responses API %v, stored routes' root %q", r.name, spec, k.supports(request.Responses), root)
+			}
+		}
 	}
 }

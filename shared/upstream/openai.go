@@ -17,7 +17,7 @@ func (openAI) url(base string, op request.Operation, _ string) string {
 	return base + "/v1" + op.Suffix()
 }
 
-func (openAI) root(base string) (string, bool) { return base + "/v1", true }
+func (openAI) root(base string) string { return base + "/v1" }
 
 func (openAI) bodyModel(backend string) string { return backend }
 

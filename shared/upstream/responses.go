@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // ErrNoResponsesAPI: the endpoint's surface has no Responses API (Azure
@@ -12,20 +14,16 @@ var ErrNoResponsesAPI = errors.New("this endpoint's API surface has no Responses
 
 // SupportsResponses reports whether the endpoint serves the Responses API
 // and its stored routes.
-func (t *Target) SupportsResponses() bool {
-	_, ok := t.kind.root(t.base)
-	return ok
-}
+func (t *Target) SupportsResponses() bool { return t.kind.supports(request.Responses) }
 
 // NewStoredRequest builds a request about a stored response: path is below
 // the API root ("/responses/{id}", "/responses/{id}/cancel",
 // "/responses/{id}/input_items"), query the client's raw query (paging).
 func (t *Target) NewStoredRequest(ctx context.Context, method, path, query string, in http.Header) (*http.Request, error) {
-	root, ok := t.kind.root(t.base)
-	if !ok {
+	if !t.SupportsResponses() {
 		return nil, ErrNoResponsesAPI
 	}
-	u := root + path
+	u := t.kind.root(t.base) + path
 	if query != "" {
 		u += "?" + query
 	}

@@ -44,10 +44,10 @@ func (k HeaderKey) Apply(_ context.Context, h http.Header) error {
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
 	Cred Credential // nil = no credentials
-	// Kind is the backend kind's name from config (see Kinds).
-	Kind string
 	kind kind
-	base string // the endpoint URL without a trailing slash, built once for every URL
+	// provider is the gen_ai.provider.name (Provider).
+	provider string
+	base     string // the endpoint URL without a trailing slash, built once for every URL
 	// Models maps public model names to the backend's names.
 	Models map[string]string
 	// fixed holds the headers from config sent on every request
@@ -91,7 +91,10 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	if k == nil {
 		return nil, fmt.Errorf("unknown pool kind %q", spec.Kind)
 	}
-	t := &Target{Cred: spec.Cred, Kind: spec.Kind, Models: spec.Models, base: u.String(), kind: k.build(spec)}
+	t := &Target{Cred: spec.Cred, Models: spec.Models, base: u.String(), kind: k.build(spec), provider: spec.Kind}
+	if p, ok := t.kind.(namedProvider); ok {
+		t.provider = p.provider()
+	}
 	if t.Cred == nil && spec.APIKey != "" {
 		t.Cred = HeaderKey{Header: t.kind.keyHeader(), Value: spec.APIKey}
 	}
@@ -126,12 +129,7 @@ func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op
 
 // Provider is the endpoint's gen_ai.provider.name: its kind's config
 // name unless the kind names another (Azure OpenAI's is azure.ai.openai).
-func (t *Target) Provider() string {
-	if p, ok := t.kind.(namedProvider); ok {
-		return p.provider()
-	}
-	return t.Kind
-}
+func (t *Target) Provider() string { return t.provider }
 
 // BackendModel is the backend's name for a public model.
 func (t *Target) BackendModel(public string) string {

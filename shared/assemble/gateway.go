@@ -1,0 +1,191 @@
+package assemble
+
+import (
+	"time"
+
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/stores"
+	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
+)
+
+// This file is what the binary (functions/gateway) takes of the config:
+// each function reads one part's settings from the whole file, so that
+// the binary wires parts and reads no config field itself.
+
+// Host is the binary's own settings: the HTTP host's and the Lambda
+// host's, and its log level.
+type Host struct {
+	// Listen is the address to serve HTTP on (config.Config.ListenAddr).
+	Listen            string
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	MaxHeaderBytes    int
+	ShutdownGrace     time.Duration
+	LogLevel          string
+	// Conns is the listener's connection bounds (Log left to the caller).
+	Conns server.ConnOptions
+	// DeadlineMargin is the Lambda host's margin before an invocation's
+	// deadline.
+	DeadlineMargin time.Duration
+	// FlushTimeout bounds a telemetry flush.
+	FlushTimeout time.Duration
+	// Deprecated is the deprecated keys the file wrote, a line each, for
+	// the log at start.
+	Deprecated []string
+}
+
+// HostOf is c's host settings; getenv supplies $PORT and
+// $CONTAINER_APP_PORT when c names no listen address.
+func HostOf(c *config.Config, getenv func(string) string) Host {
+	return Host{
+		Listen:            c.ListenAddr(getenv),
+		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
+		IdleTimeout:       c.IdleTimeout.D(),
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+		ShutdownGrace:     c.ShutdownGrace.D(),
+		LogLevel:          c.LogLevel,
+		Conns:             Conn(c),
+		DeadlineMargin:    c.Lambda.DeadlineMargin.D(),
+		FlushTimeout:      c.Telemetry.FlushTimeout.D(),
+		Deprecated:        c.Deprecated,
+	}
+}
+
+// Server is what the file decides of the request handler's Deps; the
+// binary adds the parts it builds (verifier, limiter, router and targets,
+// backend client, log, stores, budgets, telemetry).
+func Server(c *config.Config) server.Deps {
+	return server.Deps{
+		Tenants:           tenant.NewTable(Tenants(c.Tenants)),
+		MaxBodyBytes:      c.MaxBodyBytes,
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+		MaxAttempts:       c.Upstream.MaxAttempts,
+		DefaultCooldown:   c.Upstream.DefaultCooldown.D(),
+		StreamIdleTimeout: c.Upstream.StreamIdleTimeout.D(),
+		BodyReadTimeout:   c.BodyReadTimeout.D(),
+		HeaderTimeout:     c.Upstream.HeaderTimeout.D(),
+		ResponseTimeout:   c.Upstream.ResponseTimeout.D(),
+		Streams:           Streams(c),
+		BudgetScanner:     BudgetScanner(c.Budget),
+		Prices:            Catalogue(c, problem.At{}),
+		MinRemaining:      MinRemaining(c.Lambda),
+	}
+}
+
+// Verifier is the JWT verifier's configuration.
+func Verifier(c *config.Config) auth.Config { return Auth(c.Auth) }
+
+// RequestLimiter is the request limiter's configuration (its client left
+// to the caller: the store's, stores.Set.Limiter) and each tenant's
+// bucket.
+func RequestLimiter(c *config.Config) (ratelimit.Config, []ratelimit.TenantLimit) {
+	return Limiter(c.Store, c.Limiter).WithDefaults(), TenantLimits(c.Tenants)
+}
+
+// Budgets is the token budgets' ledger configuration (its Log left to
+// the caller) and the budget of each tenant that has one; no tenants when
+// none has.
+func Budgets(c *config.Config) (budget.Config, []budget.TenantBudget, error) {
+	tenants, err := TenantBudgets(c.Tenants)
+	bc := Budget(c.Budget).WithDefaults()
+	bc.DialTimeout = Stores(c).DialTimeout
+	return bc, tenants, err
+}
+
+// StoreLogin is the keyless Redis login: the credential's
+// configuration, the identity's object id as the username, and the field
+// the file wrote it under (for an error building the credential).
+type StoreLogin struct {
+	Entra    entra.Config
+	Username string
+	Field    string
+}
+
+// StoreSecrets is the shared store's configuration with the secrets the
+// file names resolved by getenv, and its keyless login when the file
+// asks for one (the binary builds the credential).
+func StoreSecrets(c *config.Config, getenv func(string) string) (stores.Config, *StoreLogin) {
+	sc := Stores(c)
+	s := c.Store
+	if sc.Backend != stores.Redis {
+		return sc, nil
+	}
+	sc.URL = getenv(s.RedisURLEnv)
+	if s.RedisPasswordEnv != "" {
+		sc.Password = getenv(s.RedisPasswordEnv)
+	}
+	if e := s.RedisEntra; e != nil {
+		return sc, &StoreLogin{Entra: RedisEntra(e), Username: e.Username, Field: c.FieldName("store.redis_entra")}
+	}
+	return sc, nil
+}
+
+// TrustTraceparent is whether the telemetry continues a caller's trace.
+func TrustTraceparent(c *config.Config) bool { return c.Telemetry.TrustTraceparent }
+
+// Routing is the router's pools, in the config's order, and options;
+// shared, when not nil, carries backend-asked cooldowns between replicas.
+func Routing(c *config.Config, shared route.Shared) ([]route.PoolSpec, route.Options) {
+	specs := make([]route.PoolSpec, 0, len(c.Pools))
+	for _, p := range c.Pools {
+		ps := route.PoolSpec{Name: p.Name}
+		for m := range p.Models {
+			ps.Models = append(ps.Models, m)
+		}
+		for _, e := range p.Endpoints {
+			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight, Priority: e.Priority})
+		}
+		specs = append(specs, ps)
+	}
+	return specs, route.Options{MaxCooldown: c.Upstream.MaxCooldown.D(), EjectBase: c.Upstream.DefaultCooldown.D(), Shared: shared}
+}
+
+// Endpoint is one backend endpoint as the binary builds it.
+type Endpoint struct {
+	// Pool is its pool's name.
+	Pool string
+	// Spec is its target, without its credential and key.
+	Spec upstream.TargetSpec
+	// Entra, when not nil, is its Entra ID credential's configuration.
+	Entra *entra.Config
+	// APIKeyEnv names the env var holding its key ("" none).
+	APIKeyEnv string
+	// URL and CAFile: the endpoint's URL and its extra roots' PEM file
+	// ("" the system's).
+	URL, CAFile string
+}
+
+// Endpoints is every pool's endpoints, by pool in the config's order.
+func Endpoints(c *config.Config) [][]Endpoint {
+	out := make([][]Endpoint, len(c.Pools))
+	for i, p := range c.Pools {
+		for _, e := range p.Endpoints {
+			ep := Endpoint{Pool: p.Name, Spec: Target(p, e), APIKeyEnv: e.APIKeyEnv, URL: e.URL, CAFile: e.CAFile}
+			if e.Auth == "entra" {
+				ec := Entra(e.Entra)
+				ep.Entra = &ec
+			}
+			out[i] = append(out[i], ep)
+		}
+	}
+	return out
+}
+
+// Backends is the backend clients' connection settings.
+type Backends struct {
+	ConnectTimeout      time.Duration
+	MaxIdleConnsPerHost int
+}
+
+// BackendsOf is c's backend clients' connection settings.
+func BackendsOf(c *config.Config) Backends {
+	return Backends{ConnectTimeout: c.Upstream.ConnectTimeout.D(), MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost}
+}
