@@ -23,7 +23,7 @@ func BenchmarkFloorRequest(b *testing.B) {
 	auth := "Bearer " + strings.Repeat("x", 700)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	for _, c := range []struct{ name, body string }{
-		{"chat_stream", `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+		{"chat_stream", `{"model":"llama","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`},
 		{"chat_json", `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`},
 	} {
 		b.Run(c.name, func(b *testing.B) {
