@@ -15,7 +15,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build run test test-short lint fmtcheck lint-bg lint-wait tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
+.PHONY: all build run test test-short lint fmtcheck lint-bg lint-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
 
 all: build
 
@@ -91,7 +91,7 @@ lint-wait:
 # anything (scripts/cmd/racepkgs: their code or tests start goroutines,
 # make channels or use sync) and does not vet again. A failing test pass
 # still waits for staticcheck, so its report is never lost.
-test: fmtcheck otelcol-bg lint-bg deps redis rie build bicepcheck sdktest agents
+test: fmtcheck otelcol-bg lint-bg deps redis rie build deploychecks sdktest agents
 	@rc=0; $(GO) test -tags $(TAGS) -count=1 -vet=all -timeout 20m ./... || rc=$$?; \
 	  $(MAKE) -s lint-wait || rc=1; exit $$rc
 	CGO_ENABLED=1 $(GO) test -tags $(TAGS) -count=1 -race -vet=off -timeout 20m $$($(GO) run ./scripts/cmd/racepkgs ./shared/... ./functions/...)
@@ -207,9 +207,12 @@ bench-nginx:
 # parameter flow on day two and the azd scripts (scripts/azconfig; needs
 # redis-server and jq); and the Dockerfile against `make image` (BuildKit's
 # parser, in a Go module of its own).
-bicepcheck: redis jq scripts/bicepcheck/node_modules/.installed
-	cd scripts/bicepcheck && node --test
+# make test runs the parts outside the main module here (deploychecks) and
+# scripts/azconfig in its own test pass, not twice.
+bicepcheck: deploychecks
 	$(GO) test -tags $(TAGS) -count=1 ./scripts/azconfig
+deploychecks: redis jq scripts/bicepcheck/node_modules/.installed
+	cd scripts/bicepcheck && node --test
 	cd scripts/image/dockerfile && $(GO) test -count=1 ./...
 scripts/bicepcheck/node_modules/.installed: scripts/bicepcheck/package-lock.json
 	cd scripts/bicepcheck && $(NPM_CI)

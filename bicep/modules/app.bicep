@@ -50,9 +50,9 @@ param models object
 @description('The public model names this app\'s pool serves, each a key of models. Empty: all of models.')
 param modelNames array = []
 param enableRedis bool
-@description('rediss://host:port of the shared limiter store (no key); empty without Redis.')
+@description('rediss://host:port of the shared store (no key); empty without Redis.')
 param redisUrl string
-@description('limiter.key_prefix: the app\'s namespace in the shared store.')
+@description('store.key_prefix: the app\'s namespace in the shared store.')
 param keyPrefix string
 @description('The token scopes of Azure OpenAI and Azure Managed Redis in this cloud.')
 param openAiTokenScope string
@@ -120,9 +120,9 @@ module openAiAccess 'openai-access.bicep' = {
 // scripts/azconfig reads these two lines and the vars and parameters they
 // use, fills the same file the same way, and runs the gateway on the result:
 // keep each var on the form its test expects.
-var limiter = enableRedis
+var sharedStore = enableRedis
   ? {
-      store: 'redis'
+      backend: 'redis'
       redis_url_env: 'REDIS_URL'
       key_prefix: keyPrefix
       redis_entra: {
@@ -132,10 +132,10 @@ var limiter = enableRedis
         scope: redisTokenScope
       }
     }
-  : { store: 'memory', key_prefix: keyPrefix }
+  : { backend: 'memory', key_prefix: keyPrefix }
 var poolModels = empty(modelNames) ? models : toObject(modelNames, m => m, m => models[m])
 var configWithText = replace(replace(replace(replace(replace(loadTextContent('gateway-config.json'), '__AUTH_ISSUER__', authIssuer), '__AUTH_JWKS_URL__', authJwksUrl), '__OPENAI_ENDPOINT__', openAiAccess.outputs.endpoint), '__IDENTITY_CLIENT_ID__', identity.properties.clientId), '__OPENAI_TOKEN_SCOPE__', openAiTokenScope)
-var generatedConfig = replace(replace(replace(replace(replace(replace(configWithText, '"__AUTH_AUDIENCES__"', string(authAudiences)), '"__REQUIRED_ROLES__"', string(requiredRoles)), '"__REQUIRED_SCOPES__"', string(requiredScopes)), '"__LIMITER__"', string(limiter)), '"__TENANTS__"', string(tenantRows)), '"__MODELS__"', string(poolModels))
+var generatedConfig = replace(replace(replace(replace(replace(replace(configWithText, '"__AUTH_AUDIENCES__"', string(authAudiences)), '"__REQUIRED_ROLES__"', string(requiredRoles)), '"__REQUIRED_SCOPES__"', string(requiredScopes)), '"__STORE__"', string(sharedStore)), '"__TENANTS__"', string(tenantRows)), '"__MODELS__"', string(poolModels))
 
 // The config reaches the container as a file in a secret volume: from Key
 // Vault when a secret URI is given, else the gatewayConfig parameter, else

@@ -1,7 +1,7 @@
 // Everything the gateways need in their resource group. Shared, once: logs,
 // the Container Apps environment, a registry for azd to push to with one
 // pull identity and its AcrPull grant, and optional Azure Managed Redis (the
-// limiter store). Per app: a user-assigned identity (the one Azure OpenAI,
+// shared store). Per app: a user-assigned identity (the one Azure OpenAI,
 // Key Vault and Redis see for that app), its Redis access, and the app with
 // its role assignments and config (app.bicep). The apps are the shared
 // gateway (the tenant table) and one per isolated tenant.
@@ -180,7 +180,7 @@ var image = !empty(gatewayImage) ? gatewayImage : liveImage.outputs.image
 // Azure Managed Redis (Microsoft.Cache/redisEnterprise; Azure Cache for
 // Redis is being retired) for the shared rate-limit store. Access keys are
 // off: each app's identity logs in with Microsoft Entra ID
-// (limiter.redis_entra). EnterpriseCluster: one endpoint for a client that is
+// (store.redis_entra). EnterpriseCluster: one endpoint for a client that is
 // not cluster-aware.
 resource redis 'Microsoft.Cache/redisEnterprise@2025-04-01' = if (enableRedis) {
   name: 'redis-${token}'

@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -14,48 +16,87 @@ import (
 // rewrite, the backend round trip to the stub and the relay. allocs/op
 // and cpu-us/req count the whole process (client, gateway and stub), so
 // they compare one tree with another, not the gateway alone with nginx
-// (make bench does that). Run before and after a refactor:
+// (make bench does that). The _telemetry cases run the same requests
+// through a second gateway exporting both signals to a collector that
+// discards them. Run before and after a refactor:
 //
 //	go test -tags lambda.norpc -run '^$' -bench GatewayRequest -benchmem ./functions/gateway
 func BenchmarkGatewayRequest(b *testing.B) {
-	g := startGateway(b, options{requests: 1_000_000, interval: "1h"})
-	tok := g.token("contoso")
+	plain := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true})
+	// As Container Apps runs it: both signals to the agent over OTLP/gRPC,
+	// traces sampled by the default sampler (otlp.DefaultSampler; the
+	// benchmark's own OTEL_TRACES_SAMPLER and _ARG, when set, measure
+	// another), metrics exported every minute.
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": discardCollector(b),
+		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+		"OTEL_SERVICE_NAME":           "llmgw-bench",
+	}
+	for _, k := range []string{"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+		if v := os.Getenv(k); v != "" {
+			env[k] = v
+		}
+	}
+	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: env})
 	cases := []struct{ name, path, body string }{
 		{"chat_stream", "/v1/chat/completions", `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"chat_json", "/v1/chat/completions", `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`},
 		{"responses_stream", "/v1/responses", `{"model":"gpt-4o-mini","stream":true,"input":"hi"}`},
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	for _, c := range cases {
-		b.Run(c.name, func(b *testing.B) {
-			do := func() {
-				req, err := http.NewRequest(http.MethodPost, g.URL+c.path, strings.NewReader(c.body))
-				if err != nil {
-					b.Fatal(err)
+	for _, g := range []struct {
+		suffix string
+		gw     *gw
+	}{{"", plain}, {"_telemetry", traced}} {
+		tok := g.gw.token("contoso")
+		for _, c := range cases {
+			b.Run(c.name+g.suffix, func(b *testing.B) {
+				do := func() {
+					req, err := http.NewRequest(http.MethodPost, g.gw.URL+c.path, strings.NewReader(c.body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Authorization", "Bearer "+tok)
+					resp, err := client.Do(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, _ := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK || n == 0 {
+						b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
+					}
 				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer "+tok)
-				resp, err := client.Do(req)
-				if err != nil {
-					b.Fatal(err)
+				do() // warm the connections
+				b.ReportAllocs()
+				cpu0 := processCPU()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					do()
 				}
-				n, _ := io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK || n == 0 {
-					b.Fatalf("status %d, %d bytes", resp.StatusCode, n)
-				}
-			}
-			do() // warm the connections
-			b.ReportAllocs()
-			cpu0 := processCPU()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				do()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/req")
-		})
+				b.StopTimer()
+				b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-us/req")
+			})
+		}
 	}
+}
+
+// discardCollector is an OTLP/gRPC collector on loopback that reads each
+// export and throws it away (a trailers-only OK), so the benchmark counts
+// what the gateway spends on telemetry and next to nothing for a sink.
+func discardCollector(b *testing.B) string {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Status", "0")
+		w.WriteHeader(http.StatusOK)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
 
 // processCPU is the process's user+system CPU time so far.

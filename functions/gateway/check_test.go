@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -161,7 +162,7 @@ func TestAcceptedConfigsWire(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			gw, err := wire(ctx, c, getenv, slog.New(slog.DiscardHandler))
+			gw, err := wire(ctx, c, getenv, slog.New(slog.DiscardHandler), io.Discard)
 			if err != nil {
 				t.Fatalf("-check accepted a config start-up refuses: %v", err)
 			}

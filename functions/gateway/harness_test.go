@@ -69,6 +69,9 @@ type options struct {
 	// issuerDown, when set, makes the dev issuer answer 503 while it
 	// holds true (an issuer outage).
 	issuerDown *atomic.Bool
+	// quietLogs drops the gateway's output once it listens: a benchmark's
+	// log is not kept, so its growth is not counted as the gateway's.
+	quietLogs bool
 }
 
 // demoConfig is scripts/dev/demo.yaml with the stub, issuer and listen
@@ -194,9 +197,10 @@ pools:
 	g.cfgPath, g.env = path, env
 	ctx, cancel := context.WithCancel(context.Background())
 	g.Stop, g.Exited = cancel, make(chan struct{})
+	out := &quieting{w: g.logs}
 	go func() {
 		defer close(g.Exited)
-		g.RunErr = run(ctx, []string{"gateway", "-config", path}, func(k string) string { return env[k] }, g.logs, g.logs)
+		g.RunErr = run(ctx, []string{"gateway", "-config", path}, func(k string) string { return env[k] }, out, out)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -227,6 +231,7 @@ pools:
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	out.quiet.Store(o.quietLogs)
 	return g
 }
 
@@ -363,4 +368,17 @@ func stepEvent(t *testing.T, step chan<- struct{}, r *bufio.Reader, k int, d tim
 		t.Fatalf("event %d not delivered before the stub may emit event %d: something buffers", k, k+1)
 		return ""
 	}
+}
+
+// quieting writes to w until quiet is set, then discards.
+type quieting struct {
+	w     io.Writer
+	quiet atomic.Bool
+}
+
+func (q *quieting) Write(p []byte) (int, error) {
+	if q.quiet.Load() {
+		return len(p), nil
+	}
+	return q.w.Write(p)
 }

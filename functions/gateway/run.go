@@ -52,7 +52,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := wire(ctx, cfg, getenv, log)
+	gw, err := wire(ctx, cfg, getenv, log, stdout) // the access log's lines beside the log's
 	if err != nil {
 		return err
 	}

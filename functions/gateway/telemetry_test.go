@@ -20,6 +20,7 @@ import (
 func otelEnv(col *otelcoltest.Collector) map[string]string {
 	return map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": col.URL,
+		"OTEL_TRACES_SAMPLER":         "parentbased_always_on", // every request's spans, to check them
 		"OTEL_METRIC_EXPORT_INTERVAL": "3600000",
 		"OTEL_SERVICE_NAME":           "llmgw-test",
 		"OTEL_RESOURCE_ATTRIBUTES":    "deployment.environment.name=test",

@@ -160,7 +160,7 @@ var mirroredVars = map[string]map[string]string{
 		"secrets":      `concat([configSecret], redisSecrets, vaultSecrets)`,
 		"configHash":   `uniqueString(string(secrets))`,
 		"redisSecrets": `enableRedis ? [{ name: 'redis-url', value: redisUrl }] : []`,
-		"limiter":      `enableRedis ? { store: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId scope: redisTokenScope } } : { store: 'memory', key_prefix: keyPrefix }`,
+		"sharedStore":  `enableRedis ? { backend: 'redis' redis_url_env: 'REDIS_URL' key_prefix: keyPrefix redis_entra: { credential: 'managed-identity' client_id: identity.properties.clientId username: identity.properties.principalId scope: redisTokenScope } } : { backend: 'memory', key_prefix: keyPrefix }`,
 	},
 	"main.bicep": {
 		"cloudSuffixes": `{ AzureCloud: 'azure.com', AzureUSGovernment: 'azure.us', AzureChinaCloud: 'azure.cn' }`,
@@ -337,13 +337,13 @@ func values(t *testing.T, a app) map[string]string {
 		Username   string `json:"username"`
 		Scope      string `json:"scope"`
 	}
-	var limiter any = struct {
-		Store     string `json:"store"`
+	var sharedStore any = struct {
+		Backend   string `json:"backend"`
 		KeyPrefix string `json:"key_prefix"`
 	}{"memory", a.KeyPrefix}
 	if a.EnableRedis {
-		limiter = struct {
-			Store       string `json:"store"`
+		sharedStore = struct {
+			Backend     string `json:"backend"`
 			RedisURLEnv string `json:"redis_url_env"`
 			KeyPrefix   string `json:"key_prefix"`
 			RedisEntra  entra  `json:"redis_entra"`
@@ -358,7 +358,7 @@ func values(t *testing.T, a app) map[string]string {
 		"string(authAudiences)":         bicepJSON(t, a.Audiences),
 		"string(requiredRoles)":         bicepJSON(t, a.Roles),
 		"string(requiredScopes)":        bicepJSON(t, a.Scopes),
-		"string(limiter)":               bicepJSON(t, limiter),
+		"string(sharedStore)":           bicepJSON(t, sharedStore),
 		"string(tenantRows)":            bicepJSON(t, a.Rows),
 		"string(poolModels)":            bicepJSON(t, a.Models),
 	}

@@ -318,8 +318,8 @@ test('one identity per app: the app runs as it, AZURE_CLIENT_ID is its client id
   // The generated config's entra client_id (backend and Redis) and the Redis
   // username are the same identity.
   assert.equal(configPairs.get('__IDENTITY_CLIENT_ID__'), `${id}.properties.clientId`);
-  assert.match(af.vars.get('limiter').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
-  assert.match(af.vars.get('limiter').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
+  assert.match(af.vars.get('sharedStore').text, new RegExp(`client_id: ${id}\\.properties\\.clientId`));
+  assert.match(af.vars.get('sharedStore').text, new RegExp(`username: ${id}\\.properties\\.principalId`));
   // Key Vault references use it too; registry pulls use the shared pull
   // identity (the next test).
   for (const r of items(at(appProps, 'configuration.registries'))) {
@@ -426,7 +426,7 @@ test('the shared pieces exist once: logs, environment, registry, Redis; every ap
   // One namespace per app in the shared store.
   assert.equal(params(sharedApp).get('keyPrefix').text, "'llmgw:'");
   assert.equal(params(tenantApps).get('keyPrefix').text, `'llmgw:\${${tenantApps.loop.item}.name}:'`);
-  assert.match(af.vars.get('limiter').text, /key_prefix: keyPrefix/);
+  assert.match(af.vars.get('sharedStore').text, /key_prefix: keyPrefix/);
 });
 
 test('tenants are keyed by name, never by position: adding or removing one renames nothing else', () => {
@@ -788,7 +788,7 @@ test('token scopes come from the cloud the deployment runs in, and reach every a
     assert.equal(params(m).get('redisTokenScope').text, 'redisTokenScope');
   }
   assert.equal(JSON.parse(configTemplate).pools[0].endpoints[0].entra.scope, '__OPENAI_TOKEN_SCOPE__');
-  assert.match(af.vars.get('limiter').text, /scope: redisTokenScope/);
+  assert.match(af.vars.get('sharedStore').text, /scope: redisTokenScope/);
 });
 
 // The managed OpenTelemetry agent (issue 25): one parameter, otelDestination

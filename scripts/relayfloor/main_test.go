@@ -17,7 +17,7 @@ import (
 )
 
 // startFloor serves a stub and the floor in front of it on loopback.
-func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
+func startFloor(t testing.TB, opts stub.Options) (*stub.Server, string) {
 	t.Helper()
 	st := stub.New(opts)
 	return st, floorFor(t, st, httptest.NewServer(st), nil)
@@ -25,7 +25,7 @@ func startFloor(t *testing.T, opts stub.Options) (*stub.Server, string) {
 
 // floorFor serves the floor, trusting roots, in front of backend, which
 // serves st, and returns its URL; all three close with the test.
-func floorFor(t *testing.T, st *stub.Server, backend *httptest.Server, roots *x509.CertPool) string {
+func floorFor(t testing.TB, st *stub.Server, backend *httptest.Server, roots *x509.CertPool) string {
 	t.Helper()
 	t.Cleanup(backend.Close)
 	t.Cleanup(st.Close)

@@ -180,6 +180,17 @@ func (v *Verifier) Start(ctx context.Context) { v.keys.start(ctx) }
 // (/readyz) keeps traffic away until it is true.
 func (v *Verifier) Ready() bool { return v.keys.ready() }
 
+// tokenSum is the SHA-256 of tok, the verified-token cache's key. A token
+// of ordinary size is hashed from a copy on the stack: converting it to a
+// []byte cost every request an allocation of the token's size (issue 38).
+func tokenSum(tok string) [32]byte {
+	var buf [2048]byte
+	if len(tok) <= len(buf) {
+		return sha256.Sum256(append(buf[:0], tok...))
+	}
+	return sha256.Sum256([]byte(tok))
+}
+
 // Verify checks the raw Authorization header value ("Bearer <jwt>") and
 // returns the token's principal. Failures wrap ErrInvalidToken, or are
 // ErrKeysUnavailable when no keys could be fetched. A request that arrives
@@ -191,7 +202,7 @@ func (v *Verifier) Verify(ctx context.Context, authorizationHeader string) (Prin
 	}
 	var sum [32]byte
 	if v.cache != nil {
-		sum = sha256.Sum256([]byte(tok))
+		sum = tokenSum(tok)
 		if p, ok := v.cache.get(sum, time.Now()); ok {
 			return p, nil
 		}

@@ -25,7 +25,7 @@ var keepaliveComment = []byte(": keepalive\n\n")
 type Writer struct {
 	mu    sync.Mutex
 	w     http.ResponseWriter
-	rc    *http.ResponseController
+	flush func() error // w's own flush (FlusherOf)
 	every time.Duration
 	now   func() time.Time
 	t     *time.Timer
@@ -42,8 +42,8 @@ type Writer struct {
 
 // Start starts a stream's writer; every = 0 sends no comments
 // (the writer still orders the headers and the relay's writes).
-func Start(w http.ResponseWriter, rc *http.ResponseController, every time.Duration, now func() time.Time) *Writer {
-	k := &Writer{w: w, rc: rc, every: every, now: now, last: now()}
+func Start(w http.ResponseWriter, every time.Duration, now func() time.Time) *Writer {
+	k := &Writer{w: w, flush: FlusherOf(w), every: every, now: now, last: now()}
 	if every > 0 {
 		k.mu.Lock()
 		k.t = time.AfterFunc(every, k.fire)
@@ -78,7 +78,7 @@ func (k *Writer) fire() {
 		k.stopped = true // the client is gone; the request's context ends it
 		return
 	}
-	_ = k.rc.Flush()
+	_ = k.flush()
 	k.sent++
 	if k.first.IsZero() {
 		k.first = now
@@ -109,6 +109,20 @@ func (k *Writer) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteFlush writes one or more whole events and flushes them, under one
+// lock: the relay's one call per read (sse.WriteFlusher). flushed says
+// the flush was made (the write succeeded); err is the write's or the
+// flush's.
+func (k *Writer) WriteFlush(p []byte) (n int, flushed bool, err error) {
+	k.mu.Lock()
+	n, err = k.w.Write(p)
+	if err == nil {
+		err, flushed = k.flush(), true
+	}
+	k.mu.Unlock()
+	return n, flushed, err
+}
+
 // Watch makes the backend's last data (the idle reader's clock) count as
 // activity, so comments fill only real gaps.
 func (k *Writer) Watch(activity *atomic.Int64) {
@@ -123,9 +137,31 @@ func (k *Writer) Watch(activity *atomic.Int64) {
 // Flush flushes what was written, under the same mutex as the comments.
 func (k *Writer) Flush() error {
 	k.mu.Lock()
-	err := k.rc.Flush()
+	err := k.flush()
 	k.mu.Unlock()
 	return err
+}
+
+// FlusherOf is w's flush, found once: its FlushError (net/http's writer
+// and the Lambda adapter's have it, so every flush reaches the adapter),
+// else its Flush, looking through writers that Unwrap as
+// http.ResponseController does. A stream flushes once per event, and the
+// controller's search on every flush is work the floor does not do
+// (issue 38). A writer that cannot flush gets http.ErrNotSupported, as
+// from the controller.
+func FlusherOf(w http.ResponseWriter) func() error {
+	for {
+		switch t := w.(type) {
+		case interface{ FlushError() error }:
+			return t.FlushError
+		case http.Flusher:
+			return func() error { t.Flush(); return nil }
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = t.Unwrap()
+		default:
+			return func() error { return http.ErrNotSupported }
+		}
+	}
 }
 
 // Stop ends the comments; the caller owns the writer again. It reports

@@ -68,7 +68,7 @@ func TestBoundProperty(t *testing.T) {
 		t.Run(op.Path(), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(30, uint64(op)))
-			for range 1500 {
+			for range 800 {
 				checkBound(t, op.Prompt(), randomRowBody(rng, op.Prompt()))
 			}
 		})

@@ -34,10 +34,9 @@ import (
 // after it); any other failure tries the same priority first (the
 // order's own). It never retries once a response is handed back: no
 // content reached the client before that. A non-streaming answer that
-// outlasts ResponseTimeout is a 504 without another attempt. release
-// frees the attempt's context and ends its in-flight count.
+// outlasts ResponseTimeout is a 504 without another attempt.
 func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, in http.Header, pool *route.Pool, op request.Operation,
-	body *request.Body, raw []byte, inject bool) (resp *http.Response, release func(), err error) {
+	body *request.Body, raw []byte, inject bool) (answered, error) {
 	s.Router.Sync(ctx, pool)
 	var key uint64
 	if len(pool.Endpoints) > 1 && ex.pin == "" {
@@ -55,7 +54,7 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 		}
 	}
 	if len(order) == 0 {
-		return nil, nil, upstreamUnavailable(pool.Name, wait)
+		return answered{}, upstreamUnavailable(pool.Name, wait)
 	}
 	var last *apiError
 	for i, tries := 0, 0; i < len(order); i++ {
@@ -70,11 +69,11 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 		a := attempt{ex: ex, w: w, pool: pool, e: e, op: op, body: body, lastTry: tries == s.MaxAttempts || i == len(order)-1}
 		ex.upstreamStatus = 0
 		e.Begin()
-		resp, release, fail, final := s.try(ctx, a, in, raw, inject)
+		resp, cancel, fail, final := s.try(ctx, a, in, raw, inject)
 		if fail == nil {
 			s.Router.Healthy(e)
 			ex.served, ex.priority = e, e.Priority
-			return resp, func() { release(); e.End() }, nil
+			return answered{resp: resp, cancel: cancel, e: e}, nil
 		}
 		e.End()
 		full := ex.upstreamStatus == http.StatusTooManyRequests
@@ -88,7 +87,23 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 			break
 		}
 	}
-	return nil, nil, last
+	return answered{}, last
+}
+
+// answered is the attempt whose answer is relayed: its response, the
+// cancel of its context (a silent backend's idle timer ends the request
+// with it), and its endpoint.
+type answered struct {
+	resp   *http.Response
+	cancel context.CancelCauseFunc
+	e      *route.Endpoint
+}
+
+// release ends the attempt: its context, and its endpoint's in-flight
+// count.
+func (a answered) release() {
+	a.cancel(nil)
+	a.e.End()
 }
 
 // deferPriority moves rest's endpoints of priority p behind the others,
@@ -121,10 +136,11 @@ type attempt struct {
 // "stream_options":{"include_usage":true} and an output cap.
 const rewriteSlack = 144
 
-// try sends the request to one endpoint. On failure it has benched the
-// endpoint as the answer deserves; final says no other endpoint may be
-// tried (the client left, or a JSON answer timed out).
-func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, release func(), fail *apiError, final bool) {
+// try sends the request to one endpoint, under a context of its own that
+// cancel ends (the caller's, once the answer is relayed). On failure it
+// has benched the endpoint as the answer deserves; final says no other
+// endpoint may be tried (the client left, or a JSON answer timed out).
+func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte, inject bool) (resp *http.Response, cancel context.CancelCauseFunc, fail *apiError, final bool) {
 	ex, e, pool := a.ex, a.e, a.pool
 	target := s.Targets[e]
 	ex.endpoint = e.Name
@@ -169,7 +185,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 			cancel(nil)
 			return nil, nil, fail, final
 		}
-		return resp, func() { cancel(nil) }, nil, false
+		return resp, cancel, nil, false
 	}
 	timer.Stop()
 	if a.body.Stream && resp.StatusCode/100 == 2 {
@@ -177,7 +193,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 			return nil, nil, fail, final
 		}
 	}
-	return resp, func() { cancel(nil) }, nil, false
+	return resp, cancel, nil, false
 }
 
 // call is one backend round trip's attempt: its context, what ends it,
@@ -311,7 +327,8 @@ func (s *Server) awaitJSON(ctx, actx context.Context, a attempt, resp *http.Resp
 // keepalive did) but nothing else until the backend's first event: an
 // endpoint that sends none in time, or ends or stalls first, is abandoned
 // for the next (never the last attempt, which only the idle timeout ends).
-// On success the event is put back in front of resp.Body.
+// On success ex.first holds what was read, the event included, for the
+// relay to write first.
 func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.CancelCauseFunc, a attempt, resp *http.Response) (fail *apiError, final bool) {
 	ex := a.ex
 	if !a.op.Creates() {
@@ -322,9 +339,13 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		wait, why = ftt, errFirstToken
 	}
 	timer := time.AfterFunc(wait, func() { cancel(why) })
-	first, err := firstEvent(resp.Body, sse.DefaultMaxEventBytes)
+	// Read into a buffer of the relay's pool: the relay goes on in it
+	// (sse.Options.Pending), so a stream holds one buffer, not two.
+	s.relay.Pending(&ex.first)
+	err := ex.first.ReadFirst(resp.Body, sse.DefaultMaxEventBytes)
 	timer.Stop()
 	if err != nil {
+		ex.first.Release()
 		drain(resp.Body)
 		timedOut := context.Cause(actx)
 		cancel(nil)
@@ -340,7 +361,7 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 		// The owner is recorded from response.created, before the client
 		// gets a byte of the stream, and the headers wait for it so that
 		// a failed record can be told in them.
-		unrecorded := s.remember(ex, first, true)
+		unrecorded := s.remember(ex, ex.first.Bytes(), true)
 		if unrecorded != "" {
 			a.w.Header().Set(HeaderUnrecorded, unrecorded)
 		}
@@ -348,7 +369,6 @@ func (s *Server) awaitFirstEvent(ctx, actx context.Context, cancel context.Cance
 			_, _ = ex.keepalive.Write([]byte(": " + strings.ToLower(HeaderUnrecorded) + "\n\n"))
 		}
 	}
-	resp.Body = &prefixed{prefix: first, ReadCloser: resp.Body}
 	return nil, false
 }
 
@@ -501,75 +521,4 @@ func checkBody(resp *http.Response, a *jsonAnswer, op request.Operation) string 
 		return fmt.Sprintf("sent %d bytes that are not one whole JSON object", a.n)
 	}
 	return ""
-}
-
-var (
-	errNoFirstEvent       = errors.New("the backend ended the stream before its first event")
-	errFirstEventTooLarge = errors.New("the backend's first event is too large")
-)
-
-// firstEvent reads src until it holds a whole event that is not only
-// comments (a backend's own keepalives are not a first token), and returns
-// everything read. max bounds what it holds.
-func firstEvent(src io.Reader, max int) ([]byte, error) {
-	buf := make([]byte, 0, 4<<10)
-	scanned := 0
-	for {
-		if len(buf) == cap(buf) {
-			if len(buf) >= max {
-				return buf, errFirstEventTooLarge
-			}
-			buf = append(buf, make([]byte, len(buf))...)[:len(buf)]
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		for {
-			end, ok := sse.EventEnd(buf[scanned:], false)
-			if !ok {
-				break
-			}
-			ev := buf[scanned : scanned+end]
-			scanned += end
-			if !commentOnly(ev) {
-				return buf, nil
-			}
-		}
-		if err == io.EOF {
-			return buf, errNoFirstEvent
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
-}
-
-// commentOnly reports whether an event holds nothing but comment lines and
-// blank lines.
-func commentOnly(ev []byte) bool {
-	start := 0
-	for i := 0; i <= len(ev); i++ {
-		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
-			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
-				return false
-			}
-			start = i + 1
-		}
-	}
-	return true
-}
-
-// prefixed reads prefix, then r: the first event, read before the stream
-// was committed, followed by the rest.
-type prefixed struct {
-	prefix []byte
-	io.ReadCloser
-}
-
-func (p *prefixed) Read(b []byte) (int, error) {
-	if len(p.prefix) > 0 {
-		n := copy(b, p.prefix)
-		p.prefix = p.prefix[n:]
-		return n, nil
-	}
-	return p.ReadCloser.Read(b)
 }

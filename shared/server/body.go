@@ -25,9 +25,8 @@ func putBody(b *[]byte) {
 }
 
 func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
-	tooLarge := bodyTooLarge(max)
 	if r.ContentLength > max {
-		return buf, tooLarge
+		return buf, bodyTooLarge(max)
 	}
 	lr := io.LimitReader(r.Body, max+1)
 	for {
@@ -37,7 +36,7 @@ func readBody(r *http.Request, max int64, buf []byte) ([]byte, *apiError) {
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if int64(len(buf)) > max {
-			return buf, tooLarge
+			return buf, bodyTooLarge(max)
 		}
 		if err == io.EOF {
 			return buf, nil

@@ -102,24 +102,25 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	// Responses streams carry usage in response.completed: never inject
 	// stream_options there (Azure refuses it).
 	inject := body.Stream && !body.IncludeUsage && op.StreamOptions()
-	upctx, cancel := context.WithCancelCause(ctx) // also ends a stalled stream
-	defer cancel(nil)
 	if body.Stream {
-		ex.keepalive = keepalive.Start(w, rc, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer ex.keepalive.Stop()
 	}
-	resp, release, err := s.send(upctx, ex, w, r.Header, pool, op, &body, raw, inject)
+	ans, err := s.send(ctx, ex, w, r.Header, pool, op, &body, raw, inject)
 	putBody(bufp)
 	held = false
 	if err != nil {
 		return err // after a keepalive's headers, serve sends it as an SSE error event
 	}
-	defer release()
+	resp := ans.resp
+	defer ans.release()
 	defer resp.Body.Close()
+	defer ex.first.Release() // the relay's, unless it never ran
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
-	// A backend that goes silent mid-body is cut off after the idle timeout.
-	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
+	// A backend that goes silent mid-body is cut off after the idle
+	// timeout: its timer ends the attempt's context.
+	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
 	defer idle.t.Stop()
 	ex.keepalive.Watch(&idle.last)
 	if body.Stream && isEventStream(resp.Header) {

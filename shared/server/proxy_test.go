@@ -125,13 +125,14 @@ func gatewayOnTiers(t testing.TB, kind string, tune func(*Deps), priorities []in
 	}
 	router := route.New([]route.PoolSpec{spec}, ro)
 	d := Deps{
-		Auth:    allowAll{},
-		Tenants: tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),
-		Limiter: unlimited{},
-		Router:  router,
-		Targets: endpointTargets(router.Pool("m"), targets),
-		Client:  &http.Client{Transport: &http.Transport{DisableCompression: true}},
-		Log:     slog.New(slog.NewJSONHandler(g.log, nil)),
+		Auth:      allowAll{},
+		Tenants:   tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}}),
+		Limiter:   unlimited{},
+		Router:    router,
+		Targets:   endpointTargets(router.Pool("m"), targets),
+		Client:    &http.Client{Transport: &http.Transport{DisableCompression: true}},
+		Log:       slog.New(slog.NewJSONHandler(g.log, nil)),
+		AccessLog: g.log,
 		// Failover order is random: tests make every endpoint behave the
 		// same way, by call count, where order would matter.
 		HeaderTimeout: 5 * time.Second,

@@ -52,10 +52,13 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	}
 
 	// From the first event on only data resets the idle timer: a backend
-	// that sends nothing but comments is cut after StreamIdleTimeout.
-	body.dataOnly = true
+	// that sends nothing but comments is cut after StreamIdleTimeout. The
+	// relay stores the idle clock itself (Activity), so it reads the body
+	// as it is, with no reader in between; it starts with the first
+	// event, read by the attempt into its buffer (ex.first).
 	meter := ex.op.Meter()
-	res, err := s.relay.Relay(dst, flush, body, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.maxTokenEvents(), Activity: &body.last, Meter: meter})
+	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.maxTokenEvents(),
+		Activity: &body.last, Meter: meter, Pending: &ex.first})
 	if res.AfterDone {
 		ex.detail = "dropped what the backend sent after the terminal event"
 		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", ex.id, "endpoint", ex.endpoint)
@@ -139,14 +142,11 @@ func (s *Server) streamHealth(ex *exchange, done bool) {
 // backend is cut off after d, and a busy stream costs one clock read per
 // read instead of a timer reset per event.
 type idleReader struct {
-	r io.Reader
-	d time.Duration
-	// dataOnly: reads no longer count as activity; the relay stores last
-	// for each event that carries data (sse.Options.Activity).
-	dataOnly bool
-	last     atomic.Int64 // unix nanoseconds of the last read that returned data
-	t        *time.Timer
-	cancel   context.CancelCauseFunc
+	r      io.Reader
+	d      time.Duration
+	last   atomic.Int64 // unix nanoseconds of the last read that returned data (a stream's: of its last data, sse.Options.Activity)
+	t      *time.Timer
+	cancel context.CancelCauseFunc
 }
 
 func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc) *idleReader {
@@ -252,7 +252,7 @@ func (s *Server) readUsage(ex *exchange, scan *sse.AnswerScanner) {
 
 func (i *idleReader) Read(p []byte) (int, error) {
 	n, err := i.r.Read(p)
-	if n > 0 && !i.dataOnly {
+	if n > 0 {
 		i.last.Store(time.Now().UnixNano())
 	}
 	return n, err

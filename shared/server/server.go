@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/llmgw/gateway/shared/affinity"
@@ -57,6 +59,11 @@ type Deps struct {
 	Targets map[*route.Endpoint]*upstream.Target
 	Client  Doer
 	Log     *slog.Logger
+	// AccessLog takes the access log: one JSON line per request, each in
+	// one Write, while Log is enabled at Info; nil: no access log. It must
+	// be safe for concurrent Writes (an *os.File is), and may be Log's
+	// own writer.
+	AccessLog io.Writer
 
 	// MaxHeaderBytes caps the request line and headers (431 beyond, logged).
 	// 0 = only net/http's bound.
@@ -123,6 +130,9 @@ type Server struct {
 	Deps
 	relay  sse.Relayer
 	routes map[string]methods
+	lines  sync.Pool // of *logLine, the access log's
+	// exchanges is a pool of *exchange, a request's state (begin, finish).
+	exchanges sync.Pool
 }
 
 // Defaults for the zero values of Deps, and for two settings whose zero
@@ -191,7 +201,7 @@ func New(d Deps) *Server {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{Deps: d}
+	s := &Server{Deps: d, lines: sync.Pool{New: newLogLine}, exchanges: sync.Pool{New: func() any { return new(exchange) }}}
 	s.routes = s.routeTable()
 	return s
 }

@@ -235,3 +235,23 @@ var (
 		Error: "error", Tokens: []string{"content_block_delta"}, TokenSuffix: ".delta",
 	}
 )
+
+// writeFlusher is a client that writes and flushes in one call, as
+// keepalive.Writer does; its flush func, when the relay is given one,
+// counts separately.
+type writeFlusher struct {
+	recorder
+	writeFlushes int
+	err          error // returned by WriteFlush after the write
+}
+
+func (w *writeFlusher) WriteFlush(p []byte) (int, bool, error) {
+	n, _ := w.Write(p)
+	w.mu.Lock()
+	w.writeFlushes++
+	w.mu.Unlock()
+	if w.err != nil {
+		return n, true, w.err
+	}
+	return n, true, w.Flush()
+}

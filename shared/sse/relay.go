@@ -68,6 +68,20 @@ type Options struct {
 	// events floor its output (Result.Final, Result.FloorEvents); the
 	// zero Meter is a data-only stream's (chat, completions).
 	Meter Meter
+	// Pending, when set, holds what was read from src before Relay (a
+	// stream's first event, Pending.ReadFirst): it is relayed first,
+	// from the buffer it is in, which Relay then owns and returns to
+	// the pool. nil: Relay takes a buffer of its own.
+	Pending *Pending
+}
+
+// WriteFlusher is a client writer that writes and flushes in one call
+// (keepalive.Writer: one lock per read, not one for the write and one for
+// the flush). Relay uses it for its usual one write and flush per read
+// when dst has it; flushed says the flush was made, err is the write's,
+// or the flush's when flushed.
+type WriteFlusher interface {
+	WriteFlush(p []byte) (n int, flushed bool, err error)
 }
 
 // Result describes what one Relay did.
@@ -139,7 +153,8 @@ func (r *Relayer) getBuf() *[]byte {
 // with a single dst.Write of the contiguous range (two when a stripped usage
 // chunk sits between events), followed by one flush, so events reach the
 // client as soon as they are complete and never one write per event when
-// several arrived together. Bytes of an incomplete event wait for the next
+// several arrived together; a dst that is a WriteFlusher gets the one range
+// and its flush in one call. Bytes of an incomplete event wait for the next
 // read. flush may be nil.
 //
 // Relay returns a nil error when src ends cleanly at an event boundary,
@@ -150,18 +165,113 @@ func (r *Relayer) getBuf() *[]byte {
 // write or flush failed; Relay stops at once. Result is valid in every case.
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
 	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity, meter: opt.Meter}
+	rl.wf, _ = dst.(WriteFlusher)
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
-	pooled := r.getBuf()
-	defer r.pool.Put(pooled)
-	err := rl.run(*pooled, src)
+	p := opt.Pending
+	if p == nil || p.pooled == nil {
+		p = &Pending{r: r, pooled: r.getBuf()}
+		p.buf = *p.pooled
+	}
+	defer p.Release()
+	err := rl.run(p.buf, p.n, src)
 	return rl.res, err
+}
+
+// Pending is a stream's first bytes, read before Relay (the server awaits
+// a stream's first event before it commits to the endpoint) into a buffer
+// of the Relayer's pool, so that the relay goes on in the same buffer
+// instead of the stream holding a second one (issue 38). Its zero value
+// holds nothing; Relayer.Pending fills one in.
+type Pending struct {
+	r      *Relayer
+	pooled *[]byte // the pool's buffer, put back by Release
+	buf    []byte  // *pooled, or a larger one for a first event that did not fit
+	n      int     // buf[:n] was read
+}
+
+// Pending takes a buffer of the pool into p, for ReadFirst.
+func (r *Relayer) Pending(p *Pending) {
+	*p = Pending{r: r, pooled: r.getBuf()}
+	p.buf = *p.pooled
+}
+
+var (
+	// ErrNoFirstEvent: the stream ended before its first event.
+	ErrNoFirstEvent = errors.New("the backend ended the stream before its first event")
+	// ErrFirstEventTooLarge: the first event did not end within max bytes.
+	ErrFirstEventTooLarge = errors.New("the backend's first event is too large")
+)
+
+// ReadFirst reads src until p holds a whole event that is not only
+// comments (a backend's own keepalives are not a first token), growing
+// the buffer while it does not fit, up to max bytes. Bytes says what it
+// read, the event and anything after it.
+func (p *Pending) ReadFirst(src io.Reader, max int) error {
+	scanned := 0
+	for {
+		if p.n == len(p.buf) {
+			if p.n >= max {
+				return ErrFirstEventTooLarge
+			}
+			nb := make([]byte, min(2*len(p.buf), max))
+			copy(nb, p.buf[:p.n])
+			p.buf = nb
+		}
+		m, err := src.Read(p.buf[p.n:])
+		p.n += m
+		for {
+			end, ok := EventEnd(p.buf[scanned:p.n], false)
+			if !ok {
+				break
+			}
+			ev := p.buf[scanned : scanned+end]
+			scanned += end
+			if !commentOnly(ev) {
+				return nil
+			}
+		}
+		if err == io.EOF {
+			return ErrNoFirstEvent
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Bytes is what ReadFirst read; valid until Relay or Release.
+func (p *Pending) Bytes() []byte { return p.buf[:p.n] }
+
+// Release returns p's buffer to the pool (Relay does, for a stream it
+// relayed); a Pending released, or never filled in, holds nothing.
+func (p *Pending) Release() {
+	if p.pooled != nil {
+		p.r.pool.Put(p.pooled)
+	}
+	*p = Pending{}
+}
+
+// commentOnly reports whether an event holds nothing but comment lines and
+// blank lines.
+func commentOnly(ev []byte) bool {
+	start := 0
+	for i := 0; i <= len(ev); i++ {
+		if i == len(ev) || ev[i] == '\n' || ev[i] == '\r' {
+			if line := ev[start:i]; len(line) > 0 && line[0] != ':' {
+				return false
+			}
+			start = i + 1
+		}
+	}
+	return true
 }
 
 // relay is the state of one Relay call; it lives on Relay's stack.
 type relay struct {
 	dst   io.Writer
+	wf    WriteFlusher // dst, when it writes and flushes in one call
 	flush func() error
 	strip bool
 	max   int
@@ -181,29 +291,18 @@ type relay struct {
 	lineStart, pos int
 }
 
-func (rl *relay) run(buf []byte, src io.Reader) error {
-	end := 0 // buf[:end] holds the bytes of the pending incomplete event
-	empty := 0
+// run relays src, starting with the end bytes already in buf (read
+// before Relay: Options.Pending), handled as the first read's.
+func (rl *relay) run(buf []byte, end int, src io.Reader) error {
+	n, rerr := end, error(nil)
+	end = 0
+	if n == 0 {
+		var err error
+		if buf, n, rerr, err = rl.read(buf, end, src); err != nil {
+			return err
+		}
+	}
 	for {
-		if end == len(buf) {
-			// One incomplete event fills the buffer: grow. The check after
-			// process keeps end <= max, so the buffer never exceeds max+1,
-			// the one byte more that tells a trailing CR from a CRLF.
-			nb := make([]byte, min(2*len(buf), rl.max+1))
-			copy(nb, buf[:end])
-			buf = nb
-		}
-		n, rerr := src.Read(buf[end:])
-		if n < 0 || n > len(buf)-end {
-			return fmt.Errorf("%w: invalid Read count %d", ErrUpstream, n)
-		}
-		if n == 0 && rerr == nil {
-			if empty++; empty >= maxEmptyReads {
-				return fmt.Errorf("%w: %w", ErrUpstream, io.ErrNoProgress)
-			}
-			continue
-		}
-		empty = 0
 		end += n
 		atEOF := rerr == io.EOF
 		consumed, err := rl.process(buf[:end], atEOF)
@@ -240,6 +339,35 @@ func (rl *relay) run(buf []byte, src io.Reader) error {
 			return nil
 		case rerr != nil:
 			return fmt.Errorf("%w: read: %w", ErrUpstream, rerr)
+		}
+		if buf, n, rerr, err = rl.read(buf, end, src); err != nil {
+			return err
+		}
+	}
+}
+
+// read reads into buf[end:] (growing buf when one incomplete event fills
+// it) until a read returns bytes or an error: n and rerr are that read's.
+// err is a broken Reader's: a count out of range, or no progress.
+func (rl *relay) read(buf []byte, end int, src io.Reader) (_ []byte, n int, rerr, err error) {
+	if end == len(buf) {
+		// One incomplete event fills the buffer: grow. The check after
+		// process keeps end <= max, so the buffer never exceeds max+1,
+		// the one byte more that tells a trailing CR from a CRLF.
+		nb := make([]byte, min(2*len(buf), rl.max+1))
+		copy(nb, buf[:end])
+		buf = nb
+	}
+	for empty := 0; ; {
+		n, rerr = src.Read(buf[end:])
+		switch {
+		case n < 0 || n > len(buf)-end:
+			return buf, 0, nil, fmt.Errorf("%w: invalid Read count %d", ErrUpstream, n)
+		case n > 0 || rerr != nil:
+			return buf, n, rerr, nil
+		}
+		if empty++; empty >= maxEmptyReads {
+			return buf, 0, nil, fmt.Errorf("%w: %w", ErrUpstream, io.ErrNoProgress)
 		}
 	}
 }
@@ -287,9 +415,6 @@ func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
 			return 0, rl.tooLarge()
 		}
 		strip := rl.inspect(buf[start:end])
-		if buf[start] != ':' || bytes.Contains(buf[start:end], lineData) || bytes.Contains(buf[start:end], lineEvent) {
-			rl.data = true
-		}
 		if rl.cut { // the event is not written; the ones before it are
 			if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
 				return 0, err
@@ -315,10 +440,31 @@ func (rl *relay) process(buf []byte, atEOF bool) (int, error) {
 	if start == len(buf) || rl.res.Done {
 		rl.lineStart, rl.pos = 0, 0
 	}
-	if err := rl.write(buf[wstart:start], events, &wrote); err != nil {
-		return 0, err
+	return start, rl.writeFlush(buf[wstart:start], events, wrote)
+}
+
+// writeFlush writes p (holding events) and flushes whatever this read
+// wrote: one WriteFlush when dst has it, the usual case of one range per
+// read.
+func (rl *relay) writeFlush(p []byte, events int64, wrote bool) error {
+	if rl.wf == nil || len(p) == 0 {
+		if err := rl.write(p, events, &wrote); err != nil {
+			return err
+		}
+		return rl.flushIf(wrote)
 	}
-	return start, rl.flushIf(wrote)
+	n, flushed, err := rl.wf.WriteFlush(p)
+	rl.wrote(n)
+	switch {
+	case err != nil && !flushed:
+		return fmt.Errorf("%w: write: %w", ErrClient, err)
+	case err != nil:
+		return fmt.Errorf("%w: flush: %w", ErrClient, err)
+	case n < len(p):
+		return fmt.Errorf("%w: write: %w", ErrClient, io.ErrShortWrite)
+	}
+	rl.res.Events += events
+	return nil
 }
 
 func (rl *relay) write(p []byte, events int64, wrote *bool) error {
@@ -327,10 +473,7 @@ func (rl *relay) write(p []byte, events int64, wrote *bool) error {
 	}
 	n, err := rl.dst.Write(p)
 	if n > 0 {
-		if rl.res.FirstWrite.IsZero() {
-			rl.res.FirstWrite = time.Now()
-		}
-		rl.res.Bytes += int64(n)
+		rl.wrote(n)
 		*wrote = true
 	}
 	if err == nil && n < len(p) {
@@ -341,6 +484,17 @@ func (rl *relay) write(p []byte, events int64, wrote *bool) error {
 	}
 	rl.res.Events += events
 	return nil
+}
+
+// wrote accounts for n bytes written to the client.
+func (rl *relay) wrote(n int) {
+	if n <= 0 {
+		return
+	}
+	if rl.res.FirstWrite.IsZero() {
+		rl.res.FirstWrite = time.Now()
+	}
+	rl.res.Bytes += int64(n)
 }
 
 func (rl *relay) flushIf(wrote bool) error {
@@ -362,9 +516,15 @@ var (
 	markerDone      = []byte("[DONE]")
 )
 
-// inspect records the event's usage and [DONE] and reports whether the
+// inspect records the event's usage and [DONE], and whether it carries
+// data (not only comments: Options.Activity), and reports whether the
 // event is to be stripped.
 func (rl *relay) inspect(ev []byte) (strip bool) {
+	if ev[0] != ':' {
+		rl.data = true
+	} else if !rl.data && (bytes.Contains(ev, lineData) || bytes.Contains(ev, lineEvent)) {
+		rl.data = true // a comment first, then a field
+	}
 	rl.res.EndedWithError = bytes.HasPrefix(ev, prefixErrorData)
 	if bytes.HasPrefix(ev, prefixEvent) { // a named event: the Responses or Messages API
 		name, delta := rl.namedEvent(ev)

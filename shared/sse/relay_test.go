@@ -574,7 +574,98 @@ func FuzzRelay(f *testing.F) {
 		if wantErr != (err != nil) || (err != nil && !errors.Is(err, ErrUpstream)) {
 			t.Fatalf("error %v; want an ErrUpstream: %v", err, wantErr)
 		}
+
+		// The same stream with its first event read first, into the
+		// pool's buffer (the server's way), to a client that writes and
+		// flushes in one call: the same bytes, the same result.
+		src := &chunkReader{src: stream, sizes: sizes}
+		var p Pending
+		r.Pending(&p)
+		if p.ReadFirst(src, DefaultMaxEventBytes) != nil {
+			p.Release()
+			return
+		}
+		opt.Pending = &p
+		var wf writeFlusher
+		res2, err2 := r.Relay(&wf, wf.Flush, src, opt)
+		if got := wf.String(); got != want.String() {
+			t.Fatalf("after ReadFirst, client got %q; want %q", got, want.String())
+		}
+		if res2.Events != res.Events || res2.Bytes != res.Bytes || res2.Done != res.Done || (err2 != nil) != (err != nil) {
+			t.Fatalf("after ReadFirst: %+v, %v; without: %+v, %v", res2, err2, res, err)
+		}
+		if p.pooled != nil || p.n != 0 {
+			t.Fatal("Relay left its Pending holding the buffer")
+		}
 	})
+}
+
+// TestRelayPendingFirstEvent: a stream's first event read before the
+// relay (past the backend's own comments) is written by the relay's first
+// write, before it reads again, and ReadFirst says why a stream has none.
+func TestRelayPendingFirstEvent(t *testing.T) {
+	t.Parallel()
+	var r Relayer
+	stream := ": keepalive\n\n" + chunkContent + chunkContent + chunkDone
+	src := &eventReader{events: [][]byte{[]byte(": keepalive\n\n"), []byte(chunkContent), []byte(chunkContent), []byte(chunkDone)}}
+	var p Pending
+	r.Pending(&p)
+	if err := p.ReadFirst(src, DefaultMaxEventBytes); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(p.Bytes()); got != ": keepalive\n\n"+chunkContent {
+		t.Fatalf("ReadFirst read %q", got)
+	}
+	var out writeFlusher
+	res, err := r.Relay(&out, nil, src, Options{Pending: &p})
+	if err != nil || !res.Done || out.String() != stream {
+		t.Fatalf("Relay: %v, %+v, %q", err, res, out.String())
+	}
+	if string(out.writes[0]) != ": keepalive\n\n"+chunkContent || out.writeFlushes != 3 {
+		t.Errorf("first write %q, %d write-flushes: want the pending bytes alone, then one per read", out.writes[0], out.writeFlushes)
+	}
+
+	for _, c := range []struct {
+		name, in string
+		max      int
+		want     error
+	}{
+		{"comments only", ": a\n\n: b\n\n", DefaultMaxEventBytes, ErrNoFirstEvent},
+		{"cut inside the first event", "data: {", DefaultMaxEventBytes, ErrNoFirstEvent},
+		{"too large", "data: " + strings.Repeat("x", 9000), 8192, ErrFirstEventTooLarge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var p Pending
+			r.Pending(&p)
+			defer p.Release()
+			if err := p.ReadFirst(strings.NewReader(c.in), c.max); !errors.Is(err, c.want) {
+				t.Fatalf("ReadFirst: %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+// TestRelayWriteFlusher: a client with WriteFlush gets one call per read
+// that completes events, and the relay's flush is not called besides; its
+// errors are the client's.
+func TestRelayWriteFlusher(t *testing.T) {
+	t.Parallel()
+	var r Relayer
+	stream := openAIStream(5)
+	events, _ := refEvents(stream)
+	var out writeFlusher
+	flushes := 0
+	res, err := r.Relay(&out, func() error { flushes++; return nil }, &eventReader{events: events}, Options{})
+	if err != nil || out.String() != string(stream) || res.Events != int64(len(events)) {
+		t.Fatalf("Relay: %v, %+v", err, res)
+	}
+	if out.writeFlushes != len(events) || flushes != 0 || out.flushes != len(events) {
+		t.Errorf("%d write-flushes, %d relay flushes, %d client flushes for %d events", out.writeFlushes, flushes, out.flushes, len(events))
+	}
+	bad := writeFlusher{err: errors.New("client gone")}
+	if _, err := r.Relay(&bad, nil, bytes.NewReader(stream), Options{}); !errors.Is(err, ErrClient) || !strings.Contains(err.Error(), "flush") {
+		t.Errorf("a failed flush: %v", err)
+	}
 }
 
 // refTerminal reports whether ev ends a stream: data: [DONE] on a line of

@@ -43,6 +43,10 @@ type Exporter struct {
 	tracer trace.Tracer
 	tc     propagation.TraceContext
 	m      instruments
+	// sets are the attribute sets and span names built so far.
+	sets *sets
+	// serverSpan and clientSpan are the spans' start options.
+	serverSpan, clientSpan trace.SpanStartOption
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
@@ -61,7 +65,8 @@ func New(cfg Config) (*Exporter, error) {
 		cfg.CardinalityLimit = DefaultCardinalityLimit
 	}
 	res := newResource(cfg)
-	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer("")}
+	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(cfg.CardinalityLimit),
+		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
 	var meter metric.Meter
 	if cfg.TracesURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS, cfg.TracesGRPC)
@@ -69,7 +74,8 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
-		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res))
+		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res),
+			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)))
 		e.tracer = e.tp.Tracer(scope)
 	}
 	if cfg.MetricsURL != "" {
@@ -89,6 +95,24 @@ func New(cfg Config) (*Exporter, error) {
 	var err error
 	e.m, err = newInstruments(meter)
 	return e, err
+}
+
+// sampler is the SDK's sampler of that name (FromEnv checked it; ""
+// is DefaultSampler).
+func sampler(name string, ratio float64) sdktrace.Sampler {
+	switch name {
+	case "always_on":
+		return sdktrace.AlwaysSample()
+	case "always_off":
+		return sdktrace.NeverSample()
+	case "traceidratio":
+		return sdktrace.TraceIDRatioBased(ratio)
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample())
+	case "parentbased_traceidratio":
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	}
+	return sdktrace.ParentBased(sdktrace.AlwaysSample())
 }
 
 // scope is the instrumentation scope of every metric and span.
@@ -162,51 +186,60 @@ func (e *Exporter) Ready(ctx context.Context, host string, at time.Time) {
 }
 
 // Begin starts a request's server span, continuing the caller's trace
-// only when configured to trust it.
+// only when configured to trust it. Its attributes are built only when
+// the sampler chose to record it: the sampler sees the span's name and
+// parent, never its attributes (no sampler of the specification's reads
+// them).
 func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Header) context.Context {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route))}
+	if e.tp == nil {
+		// No spans; a trusted caller's trace still reaches the backends
+		// (Attempt's traceparent).
+		if e.cfg.TrustTraceparent {
+			ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
+		}
+		return ctx
+	}
+	var span trace.Span
+	name := e.sets.name(method, route)
 	if e.cfg.TrustTraceparent {
 		ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
+		ctx, span = e.tracer.Start(ctx, name, e.serverSpan)
 	} else {
-		opts = append(opts, trace.WithNewRoot())
+		ctx, span = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
 	}
-	ctx, _ = e.tracer.Start(ctx, method+" "+route, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route))
+	}
 	return ctx
 }
 
 // Attempt starts a backend attempt's client span under the request's and
-// writes its traceparent into req's headers; the returned function ends
-// it with the attempt's result.
+// writes its traceparent into req's headers (a span the sampler passed
+// over too, so the backend is told not to record it); the returned
+// function ends it with the attempt's result.
 func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.Attempt) func(telemetry.Result) {
-	ctx, span := e.tracer.Start(ctx, a.Operation+" "+a.Model, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(
-			attribute.String("gen_ai.operation.name", a.Operation),
-			attribute.String("gen_ai.provider.name", a.Provider),
-			attribute.String("gen_ai.request.model", a.Model),
-			attribute.String("gen_ai.response.model", a.ResponseModel),
-			attribute.String("server.address", a.ServerAddress),
-			attribute.Int("server.port", a.ServerPort),
-			attribute.Int("llmgw.endpoint.priority", a.Priority),
-		))
+	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
+	if span.IsRecording() {
+		var kv [7]attribute.KeyValue
+		span.SetAttributes(append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
+			attribute.Int("llmgw.endpoint.priority", a.Priority))...)
+	}
 	if span.SpanContext().IsValid() {
 		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	return func(r telemetry.Result) {
-		if r.Status != 0 {
-			span.SetAttributes(attribute.Int("http.response.status_code", r.Status))
-		}
-		if r.ErrorType != "" {
-			span.SetAttributes(attribute.String("error.type", r.ErrorType))
-			span.SetStatus(codes.Error, r.ErrorType)
+		if span.IsRecording() {
+			if r.Status != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", r.Status))
+			}
+			if r.ErrorType != "" {
+				span.SetAttributes(attribute.String("error.type", r.ErrorType))
+				span.SetStatus(codes.Error, r.ErrorType)
+			}
 		}
 		span.End()
 		if r.Failover && e.mp != nil {
-			e.m.failovers.Add(ctx, 1, metric.WithAttributes(
-				attribute.String("error.type", r.ErrorType),
-				attribute.String("server.address", a.ServerAddress),
-				attribute.Bool("llmgw.spill", r.Spill),
-				attribute.String("llmgw.tenant.id", a.Tenant)))
+			e.m.failovers.Add(ctx, 1, e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}).add...)
 		}
 	}
 }
@@ -214,76 +247,56 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.A
 // Stream counts a stream opened (+1) or ended (-1) on a pool.
 func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 	if e.mp != nil {
-		e.m.streams.Add(ctx, delta, metric.WithAttributes(attribute.String("llmgw.pool", pool)))
+		e.m.streams.Add(ctx, delta, e.sets.pool(pool).add...)
 	}
 }
 
-// End records a request's metrics and ends its server span.
+// End records a request's metrics and ends its server span. Each
+// metric's attribute set is built once per distinct set of values
+// (sets), not per request.
 func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 	e.endSpan(ctx, r)
 	if e.mp == nil {
 		return
 	}
 	m := &e.m
-	tenant := []attribute.KeyValue{attribute.String("llmgw.tenant.id", r.Tenant), attribute.String("llmgw.tenant.name", r.TenantName)}
-	reqAttrs := append([]attribute.KeyValue{
-		attribute.String("http.route", r.Route),
-		attribute.String("http.request.method", r.Method),
-		attribute.Int("http.response.status_code", r.Status),
-		attribute.String("error.type", r.ErrorType),
-	}, tenant...)
-	m.requests.Add(ctx, 1, metric.WithAttributes(reqAttrs...))
+	tenant := tenantKey{r.Tenant, r.TenantName}
+	m.requests.Add(ctx, 1, e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}).add...)
 	if r.Limit != "" {
-		m.limiter.Add(ctx, 1, metric.WithAttributes(append([]attribute.KeyValue{attribute.String("llmgw.decision", r.Limit)}, tenant...)...))
+		m.limiter.Add(ctx, 1, e.sets.decision(decisionKey{r.Limit, tenant}).add...)
 	}
 	if r.Budget != "" {
-		set := metric.WithAttributes(append([]attribute.KeyValue{attribute.String("llmgw.decision", r.Budget)}, tenant...)...)
-		m.budget.Add(ctx, 1, set)
-		tset := metric.WithAttributes(tenant...)
+		m.budget.Add(ctx, 1, e.sets.decision(decisionKey{r.Budget, tenant}).add...)
+		tset := e.sets.tenant(tenant).add
 		if r.Reserved > 0 {
-			m.reserved.Add(ctx, r.Reserved, tset)
+			m.reserved.Add(ctx, r.Reserved, tset...)
 		}
 		if r.Charged > 0 {
-			m.charged.Add(ctx, r.Charged, tset)
+			m.charged.Add(ctx, r.Charged, tset...)
 		}
 	}
 	if r.Cost > 0 && r.Operation != "" {
 		// Only a tenant of the table has a spend limit, and only a model a
 		// pool serves is priced: every attribute is bounded by config.
-		m.cost.Add(ctx, r.Cost, metric.WithAttributes(append([]attribute.KeyValue{
-			attribute.String("gen_ai.request.model", r.Model),
-			attribute.String("llmgw.service_tier", r.Tier),
-			attribute.String("llmgw.currency", r.Currency)}, tenant...)...))
+		m.cost.Add(ctx, r.Cost, e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}).add...)
 	}
 	if r.Keepalives > 0 {
-		m.keepalives.Add(ctx, int64(r.Keepalives), metric.WithAttributes(attribute.String("llmgw.pool", r.Pool)))
+		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)
 	}
 	if r.Operation == "" {
 		return
 	}
-	genai := append([]attribute.KeyValue{
-		attribute.String("gen_ai.operation.name", r.Operation),
-		attribute.String("gen_ai.provider.name", r.Provider),
-		attribute.String("gen_ai.request.model", r.Model),
-		attribute.String("gen_ai.response.model", r.ResponseModel),
-		attribute.String("server.address", r.ServerAddress),
-		attribute.Int("server.port", r.ServerPort),
-	}, tenant...)
-	if r.ErrorType != "" {
-		genai = append(genai, attribute.String("error.type", r.ErrorType))
-	}
-	m.duration.Record(ctx, r.End.Sub(r.Start).Seconds(), metric.WithAttributes(genai...))
+	genai := e.sets.genAI(genaiKey{operation: r.Operation, provider: r.Provider, model: r.Model, responseModel: r.ResponseModel,
+		address: r.ServerAddress, port: r.ServerPort, tenant: tenant, errorType: r.ErrorType})
+	m.duration.Record(ctx, r.End.Sub(r.Start).Seconds(), genai.all.rec...)
 	if r.Usage {
-		in := append(genai, attribute.String("gen_ai.token.type", "input"))
-		m.tokens.Record(ctx, r.InputTokens, metric.WithAttributes(in...))
-		out := append(genai[:len(genai):len(genai)], attribute.String("gen_ai.token.type", "output"))
-		m.tokens.Record(ctx, r.OutputTokens, metric.WithAttributes(out...))
+		m.tokens.Record(ctx, r.InputTokens, genai.input.rec...)
+		m.tokens.Record(ctx, r.OutputTokens, genai.output.rec...)
 	}
 	if !r.FirstEvent.IsZero() {
-		set := metric.WithAttributes(genai...)
-		m.ttft.Record(ctx, r.FirstEvent.Sub(r.Start).Seconds(), set)
+		m.ttft.Record(ctx, r.FirstEvent.Sub(r.Start).Seconds(), genai.all.rec...)
 		if r.Usage && r.OutputTokens > 1 {
-			m.tpot.Record(ctx, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1), set)
+			m.tpot.Record(ctx, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1), genai.all.rec...)
 		}
 		if !e.cfg.Start.IsZero() && e.firstEvent.CompareAndSwap(false, true) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())
@@ -299,7 +312,7 @@ func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
 		return
 	}
 	if r.Operation != "" && r.Model != "" {
-		span.SetName(r.Operation + " " + r.Model)
+		span.SetName(e.sets.name(r.Operation, r.Model))
 	}
 	span.SetAttributes(
 		attribute.Int("http.response.status_code", r.Status),
