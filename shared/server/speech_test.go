@@ -69,7 +69,7 @@ func TestTestSpeech(t *testing.T) {
 				w.Header().Set("Content-Type", tc.ctype)
 				_, _ = io.WriteString(w, tc.answer)
 			}))
-			resp, b := postPath(t, g, "/v1/test/speech", tc.body)
+			resp, b := postPath(t, g, testSpeech.Path(), tc.body)
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d: %.300q", resp.StatusCode, tc.status, b)
 			}

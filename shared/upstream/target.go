@@ -47,7 +47,7 @@ type Target struct {
 	kind kind
 	// provider is the gen_ai.provider.name (Provider).
 	provider string
-	base string // the endpoint URL without a trailing slash, built once for every URL
+	base     string // the endpoint URL without a trailing slash, built once for every URL
 	// Models maps public model names to the backend's names.
 	Models map[string]string
 	// fixed holds the headers from config sent on every request
