@@ -108,9 +108,11 @@ otelcol-bg:
 # make conformance: the stub's and the gateway's Responses answers held
 # against the Open Responses specification (docs/clients.md). Its own
 # compliance suite is a bun script in its repository, not an npm package,
-# so the test checks what the suite checks; make test runs it too.
-conformance: deps
-	$(GO) test -tags $(TAGS) -count=1 -run 'TestOpenResponsesSchema' ./functions/gateway/
+# so the test checks what the suite checks, and the AI SDK's Open
+# Responses provider (scripts/sdktest) runs through the gateway; make
+# test runs both too.
+conformance: deps sdktest
+	$(GO) test -tags $(TAGS) -count=1 -run 'TestOpenResponsesSchema|TestSDKNodeOpenResponses' ./functions/gateway/
 
 test-short: build
 	$(GO) test -tags $(TAGS) -count=1 -short ./...
