@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 )
 
@@ -219,4 +221,22 @@ func TestEndpointCAFile(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBackendClientDefaults: the backend client's own defaults apply to
+// settings the config leaves out, and given values win.
+func TestBackendClientDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		in          assemble.Backends
+		dial        time.Duration
+		idlePerHost int
+	}{
+		{assemble.Backends{}, defaultConnectTimeout, defaultMaxIdleConnsPerHost},
+		{assemble.Backends{ConnectTimeout: time.Second, MaxIdleConnsPerHost: 7}, time.Second, 7},
+	} {
+		tr := newHTTPClient(tc.in, nil).Transport.(*http.Transport)
+		if tr.TLSHandshakeTimeout != tc.dial || tr.MaxIdleConnsPerHost != tc.idlePerHost {
+			t.Errorf("%+v: handshake timeout %s, idle per host %d; want %s, %d", tc.in, tr.TLSHandshakeTimeout, tr.MaxIdleConnsPerHost, tc.dial, tc.idlePerHost)
+		}
+	}
 }

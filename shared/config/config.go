@@ -37,15 +37,13 @@ import (
 const (
 	// DefaultListen is the listen address when the config names none and
 	// neither $PORT nor $CONTAINER_APP_PORT is set.
-	DefaultListen              = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout   = 10 * time.Second
-	DefaultIdleTimeout         = 60 * time.Second
-	DefaultMaxHeaderBytes      = 32 << 10
-	DefaultShutdownGrace       = 30 * time.Second
-	DefaultLogLevel            = "info"
-	DefaultInterval            = time.Minute
-	DefaultConnectTimeout      = 3 * time.Second
-	DefaultMaxIdleConnsPerHost = 1024
+	DefaultListen            = "127.0.0.1:8080"
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxHeaderBytes    = 32 << 10
+	DefaultShutdownGrace     = 30 * time.Second
+	DefaultLogLevel          = "info"
+	DefaultInterval          = time.Minute
 	// DefaultFlushTimeout bounds a telemetry flush at the end of a Lambda
 	// invocation and after SIGTERM: a collector on loopback (the Lambda
 	// layer, the Container Apps agent) answers in milliseconds, a remote
@@ -278,8 +276,8 @@ type Upstream struct {
 	// is tried (the first may still be working, and paying). Default
 	// server.DefaultResponseTimeout.
 	ResponseTimeout Duration `yaml:"response_timeout" json:"response_timeout"`
-	// ConnectTimeout bounds a TCP/TLS connect. Default
-	// DefaultConnectTimeout.
+	// ConnectTimeout bounds a TCP/TLS connect. Default 3s (the backend
+	// client's, functions/gateway).
 	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
 	// StreamIdleTimeout ends a backend stream that sends nothing for this
 	// long (an SSE error event tells the client). Default
@@ -295,7 +293,7 @@ type Upstream struct {
 	// route.DefaultMaxCooldown.
 	MaxCooldown Duration `yaml:"max_cooldown" json:"max_cooldown"`
 	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default
-	// DefaultMaxIdleConnsPerHost.
+	// 1024 (the backend client's, functions/gateway).
 	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host" json:"max_idle_conns_per_host"`
 	// KeepaliveInterval: a streaming request whose backend has sent no event
 	// for this long gets the response headers and an SSE comment
@@ -781,7 +779,6 @@ func (c *Config) applyDefaults() {
 	// The budget store fails the way the limiter's does unless told
 	// otherwise.
 	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
-	c.Upstream.applyDefaults()
 	defD(&c.Telemetry.FlushTimeout, DefaultFlushTimeout)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, DefaultInterval)
@@ -790,11 +787,6 @@ func (c *Config) applyDefaults() {
 	for i := range c.Pools {
 		c.Pools[i].applyDefaults(c.Upstream)
 	}
-}
-
-func (u *Upstream) applyDefaults() {
-	defD(&u.ConnectTimeout, DefaultConnectTimeout)
-	defN(&u.MaxIdleConnsPerHost, DefaultMaxIdleConnsPerHost)
 }
 
 // applyDefaults: a pool's stream policy is upstream's unless it says
