@@ -99,9 +99,9 @@ type Records interface {
 // caller's path: with Redis it establishes the pools (and loads the
 // budget scripts) in the background, bounded by ctx, and logs a store not
 // reachable yet. Close releases what it built.
-func Open(ctx context.Context, c Config) (s *Set, err error) {
+func Open(ctx context.Context, c Config) (_ *Set, err error) {
 	c = c.WithDefaults()
-	s = &Set{}
+	s := &Set{}
 	switch c.Backend {
 	case Memory:
 		s.Affinity = affinity.NewMemory(0, time.Now)

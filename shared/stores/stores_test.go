@@ -95,3 +95,12 @@ func TestOpenRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenBadURL: a Redis URL the client cannot parse fails Open with an
+// error (and whatever it built is closed), not a panic.
+func TestOpenBadURL(t *testing.T) {
+	s, err := Open(t.Context(), Config{Backend: Redis, URL: "bogus://x"})
+	if err == nil || s != nil {
+		t.Fatalf("got %v, %v; want an error and no set", s, err)
+	}
+}
