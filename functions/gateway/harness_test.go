@@ -62,6 +62,7 @@ type options struct {
 	share       *gw    // reuse this gateway's issuer and stubs: a second replica
 	openStubs   bool   // stubs accept any credential (for Entra tokens)
 	tenants     string // YAML rows appended to tenants:
+	authExtra   string // YAML lines appended to the auth: block
 	// demo runs the gateway on scripts/dev/demo.yaml, `make run`'s
 	// config, with its addresses moved to this test's stub, issuer and
 	// a free port; the other config options are not used then.
@@ -164,7 +165,7 @@ shutdown_grace: 5s
 auth:
   issuer: %s
   audiences: [%s, other-aud]
-tenants:
+%stenants:
   - {id: contoso, models: [gpt-4o, llama, gpt-4o-mini], requests: %d, interval: %s}
   - {id: fabrikam, models: [llama], requests: 1000, interval: 1h}
 %s%s
@@ -181,7 +182,7 @@ pools:
     forward_headers: [X-Stub-Fault, X-Stub-TTFT, X-Stub-Interval, X-Stub-Tokens]
     endpoints:
       - {url: %q, api_key_env: BACKEND_KEY, api_version: "2024-10-21"}
-%s`, g.Issuer.IssuerURL(), testAudience, o.requests, o.interval, o.tenants, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
+%s`, g.Issuer.IssuerURL(), testAudience, o.authExtra, o.requests, o.interval, o.tenants, upstreamCfg, o.limiter, endpoints.String(), g.stubURLs[0], o.extra)
 	if o.demo {
 		cfg = demoConfig(t, g.Issuer.IssuerURL(), g.stubURLs[0])
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/shared/price"
 )
 
@@ -78,5 +79,45 @@ func TestSpendEndToEnd(t *testing.T) {
 			v.Levels[0].Spend[0].Period != "day" || v.Levels[0].Spend[0].Limit != "2.00" || v.Levels[0].Spend[0].Used != line["cost"] {
 			t.Fatalf("spend view %s (cost logged %v)", b, line["cost"])
 		}
+	}
+}
+
+// TestLevelsEndToEnd: the project and user levels come from the signed
+// token's claims (auth.project_claim, auth.user_claim): a project whose
+// limit fits no request refuses its callers naming the project, whatever
+// project the request's headers or body name; another project's token
+// passes; a project claim that is not a string is a 401.
+func TestLevelsEndToEnd(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{
+		authExtra: "  project_claim: project\n",
+		tenants: `  - {id: spender, models: [llama], requests: 1000, interval: 1h, projects: [{name: search, spend_per_month: "0.000001"}],` +
+			` project_default: {spend_per_month: "5.00"}, user_default: {spend_per_day: "1.00"}}` + "\n",
+		extra: `prices: {currency: USD, version: "2026-12-01", models: [{model: llama, input: "1", output: "3"}]}` + "\n",
+	})
+	mint := func(project any) string {
+		tok, err := g.Issuer.Mint(devissuer.Claims{Tenant: "spender", Subject: "user-1", Audience: []string{testAudience}, Extra: map[string]any{"project": project}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	body := `{"model":"llama","max_tokens":50,"user":"other","metadata":{"project":"free"},"messages":[{"role":"user","content":"hello there"}]}`
+	resp := g.post("/v1/chat/completions", mint("search"), body, "OpenAI-Project", "free")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 429 || !strings.Contains(string(b), `project \"search\"`) || !strings.Contains(string(b), "request_too_large_for_budget") {
+		t.Fatalf("search: status %d: %s", resp.StatusCode, b)
+	}
+	resp = g.post("/v1/chat/completions", mint("free"), body)
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Ratelimit-Limit-Spend") != "1.00" {
+		t.Fatalf("free: status %d, limit-spend %q (want the user's 1.00): %s", resp.StatusCode, resp.Header.Get("X-Ratelimit-Limit-Spend"), b)
+	}
+	resp = g.post("/v1/chat/completions", mint([]string{"free", "search"}), body)
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Fatalf("a list as the project claim: status %d, want 401", resp.StatusCode)
 	}
 }

@@ -389,24 +389,24 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 // insufficient_quota for the quota; Retry-After is when the window resets.
 func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency string) *apiError {
 	// The level that refused: the tenant, or a project or user below it.
-	tenantID = d.Label(tenantID, d.RefusedLevel)
+	who := d.Label(tenantID, d.RefusedLevel)
 	win := d.Refusal()
 	retry := max(win.Reset.Sub(now), time.Second)
 	if d.RefusedBy.Money() {
-		return spendRefusal(tenantID, d, win, retry, currency)
+		return spendRefusal(who, d, win, retry, currency)
 	}
 	if d.RefusedBy != budget.LimitNone && d.Requested > win.Limit {
-		return tooLargeForBudget(tenantID, d, win)
+		return tooLargeForBudget(who, d, win)
 	}
 	switch d.RefusedBy {
 	case budget.LimitTPM:
 		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: retry,
 			Message: fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-				tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))}
+				who, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))}
 	case budget.LimitQuota:
 		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
 			Message: fmt.Sprintf("You exceeded your current token quota for %s: Limit %d, Used %d, Requested %d; it resets at %s.",
-				tenantID, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
+				who, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
 	}
 	// An id that was reserved before (request ids are unique: not expected).
 	return budgetFailed("the token budget refused a repeated request id")
@@ -417,7 +417,7 @@ func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency s
 // daily or monthly limit is insufficient_quota, the per-minute one
 // rate_limit_exceeded; Retry-After when the window ends, none when the
 // request's least cost is above the whole limit.
-func spendRefusal(tenantID string, d budget.Decision, win budget.Window, retry time.Duration, currency string) *apiError {
+func spendRefusal(who string, d budget.Decision, win budget.Window, retry time.Duration, currency string) *apiError {
 	typ, code := "insufficient_quota", "insufficient_quota"
 	if d.RefusedBy == budget.LimitSpendMinute {
 		typ, code = "spend", "rate_limit_exceeded"
@@ -425,11 +425,11 @@ func spendRefusal(tenantID string, d budget.Decision, win budget.Window, retry t
 	if d.MoneyRequested > win.Limit {
 		return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
 			Message: fmt.Sprintf("Request too large for %s's spend limit (%s): it costs at least %s %s (its prompt bound and least output at the dearest tier it may be served at) and the limit is %s %s, so it can never run. The input or output tokens must be reduced in order to run successfully.",
-				tenantID, d.RefusedBy, price.Format(d.MoneyRequested), currency, price.Format(win.Limit), currency)}
+				who, d.RefusedBy, price.Format(d.MoneyRequested), currency, price.Format(win.Limit), currency)}
 	}
 	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, RetryAfter: retry,
 		Message: fmt.Sprintf("%s spent %s of %s %s %s; this request needs at least %s. It resets at %s.",
-			tenantID, price.Format(win.Used), price.Format(win.Limit), currency, periodText(d.RefusedBy), price.Format(d.MoneyRequested), win.Reset.UTC().Format(time.RFC3339))}
+			who, price.Format(win.Used), price.Format(win.Limit), currency, periodText(d.RefusedBy), price.Format(d.MoneyRequested), win.Reset.UTC().Format(time.RFC3339))}
 }
 
 // tierNotAllowed refuses a service_tier the tenant may not use.
@@ -444,14 +444,14 @@ func tierNotAllowed(asked string, allowed price.Tiers) *apiError {
 // request once was told to retry at midnight, when it would be refused
 // again). The type stays the window's, so clients classify it as
 // before; the code says that waiting will not help.
-func tooLargeForBudget(tenantID string, d budget.Decision, win budget.Window) *apiError {
+func tooLargeForBudget(who string, d budget.Decision, win budget.Window) *apiError {
 	typ, limit := "tokens", "tokens per min (TPM)"
 	if d.RefusedBy == budget.LimitQuota {
 		typ, limit = "insufficient_quota", "token quota"
 	}
 	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
 		Message: fmt.Sprintf("Request too large for %s's %s: it needs at least %d tokens (its prompt bound and least output) and the limit is %d, so it can never run. The input or output tokens must be reduced in order to run successfully.",
-			tenantID, limit, d.Requested, win.Limit)}
+			who, limit, d.Requested, win.Limit)}
 }
 
 // bodyError maps request.ParseBody's errors to their 400s, naming the
