@@ -87,6 +87,10 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 		}
 		lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, into(&period, f))
 		lim.Check(into(&limits, f))
+		levelLimits(t, into(&p, f))
+		if (len(t.Projects) > 0 || t.ProjectDefault != nil) && c.Auth.ProjectClaim == "" {
+			into(&p, f).Add("projects", "project limits need auth.project_claim: the claim of the verified token that names the caller's project")
+		}
 		p = append(p, period.Merge(limits)...)
 		CheckFeatures(into(&p, f), t)
 		checkSpend(into(&p, f), t, cat)
@@ -170,6 +174,8 @@ func Auth(a config.Auth) auth.Config {
 		JWKSURL:            a.JWKSURL,
 		Audiences:          a.Audiences,
 		TenantClaim:        a.TenantClaim,
+		ProjectClaim:       a.ProjectClaim,
+		UserClaim:          a.UserClaim,
 		RequiredRoles:      a.RequiredRoles,
 		RequiredScopes:     a.RequiredScopes,
 		Algorithms:         a.Algorithms,
@@ -284,6 +290,7 @@ func TenantBudgets(ts []config.Tenant) ([]budget.TenantBudget, error) {
 func tenantLimits(t config.Tenant) (budget.Limits, error) {
 	lim := budget.Limits{TokensPerMinute: t.TokensPerMinute, TokenQuota: t.TokenQuota, MaxOutputTokens: t.MaxOutputTokens}
 	lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, problem.At{})
+	lim.Levels = levelLimits(t, problem.At{})
 	if t.QuotaPeriod == "" {
 		return lim, nil
 	}

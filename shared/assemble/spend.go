@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/problem"
@@ -63,6 +64,59 @@ func ServiceTiers(names []string, at problem.At) price.Tiers {
 // spendLimits reads a tenant's spend_per_* amounts in micro-units,
 // reporting a bad amount under at (the tenant).
 func spendLimits(t config.Tenant, at problem.At) (minute, day, month int64) {
+	return spendAmounts(t.SpendPerMinute, t.SpendPerDay, t.SpendPerMonth, at)
+}
+
+// levelLimits is a tenant's limits below it (nil without), every
+// problem reported under at (the tenant): each level's limits by the
+// tenant's rules, project names present and unique.
+func levelLimits(t config.Tenant, at problem.At) *budget.LevelLimits {
+	if !t.HasLevels() {
+		return nil
+	}
+	ll := &budget.LevelLimits{Projects: make(map[string]budget.Limits, len(t.Projects))}
+	for i, p := range t.Projects {
+		pat := at.Item("projects", i)
+		switch {
+		case p.Name == "":
+			pat.Add("name", "required")
+		default:
+			if _, dup := ll.Projects[p.Name]; dup {
+				pat.Add("name", "duplicate project %q", p.Name)
+			}
+		}
+		ll.Projects[p.Name] = levelOf(p.LevelLimits, pat)
+	}
+	if t.ProjectDefault != nil {
+		ll.ProjectDefault = levelOf(*t.ProjectDefault, at.In("project_default"))
+	}
+	if t.UserDefault != nil {
+		ll.UserDefault = levelOf(*t.UserDefault, at.In("user_default"))
+	}
+	return ll
+}
+
+// levelOf is one level's limits, its problems reported under at.
+func levelOf(l config.LevelLimits, at problem.At) budget.Limits {
+	lim := budget.Limits{TokensPerMinute: l.TokensPerMinute, TokenQuota: l.TokenQuota}
+	lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendAmounts(l.SpendPerMinute, l.SpendPerDay, l.SpendPerMonth, at)
+	if l.QuotaPeriod != "" {
+		p, err := budget.ParsePeriod(l.QuotaPeriod)
+		if err != nil {
+			at.Add("quota_period", "must be day or month, not %q", l.QuotaPeriod)
+		}
+		lim.QuotaPeriod = p
+	}
+	lim.Check(at)
+	if !lim.Enforced() {
+		at.Add("", "limits nothing: set tokens_per_minute, token_quota or a spend_per_* (or leave the level out)")
+	}
+	return lim
+}
+
+// spendAmounts reads spend_per_* amounts in micro-units, reporting a bad
+// amount under at.
+func spendAmounts(minuteS, dayS, monthS string, at problem.At) (minute, day, month int64) {
 	read := func(field, s string) int64 {
 		if s == "" {
 			return 0
@@ -76,7 +130,7 @@ func spendLimits(t config.Tenant, at problem.At) (minute, day, month int64) {
 		}
 		return n
 	}
-	return read("spend_per_minute", t.SpendPerMinute), read("spend_per_day", t.SpendPerDay), read("spend_per_month", t.SpendPerMonth)
+	return read("spend_per_minute", minuteS), read("spend_per_day", dayS), read("spend_per_month", monthS)
 }
 
 // checkSpend reports the rules between a tenant's spend limits, its

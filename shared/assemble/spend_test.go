@@ -71,3 +71,62 @@ aliases: {a1: m1}
 		t.Fatalf("alias a1 not priced as m1")
 	}
 }
+
+// TestLevelConfig: the levels below a tenant (projects, project_default,
+// user_default) are checked at start by the tenant's rules, every
+// problem named by its field at once; a good one reaches the ledger's
+// limits in micro-units.
+func TestLevelConfig(t *testing.T) {
+	const prices = `
+prices:
+  currency: USD
+  version: "2026-12-01"
+  models:
+    - {model: m1, input: "2.50", output: "10"}
+`
+	tenantWith := func(extra string) string {
+		return strings.Replace(minimal, "requests: 10}", "requests: 10, "+extra+"}", 1) + prices
+	}
+	withClaim := func(cfg string) string {
+		return strings.Replace(cfg, "audiences: [gw]}", "audiences: [gw], project_claim: project}", 1)
+	}
+	bad := withClaim(tenantWith(`projects: [{name: search, spend_per_month: "x"}, {name: search, token_quota: 5}, {spend_per_day: "1"}, {name: idle}],` +
+		` project_default: {tokens_per_minute: -1}, user_default: {quota_period: week, token_quota: 3}`))
+	_, err := Parse([]byte(bad), env(nil))
+	if err == nil {
+		t.Fatal("Parse accepted it")
+	}
+	for _, w := range []string{
+		`tenants[0].projects[0].spend_per_month: "x" is not a decimal`,
+		`tenants[0].projects[1].name: duplicate project "search"`,
+		`tenants[0].projects[1].quota_period: required with token_quota`,
+		`tenants[0].projects[2].name: required`,
+		`tenants[0].projects[3]: limits nothing`,
+		`tenants[0].project_default.tokens_per_minute`,
+		`tenants[0].user_default.quota_period: must be day or month, not "week"`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	// Projects without the claim they are read from.
+	if _, err := Parse([]byte(tenantWith(`projects: [{name: search, spend_per_month: "5"}]`)), env(nil)); err == nil ||
+		!strings.Contains(err.Error(), "tenants[0].projects: project limits need auth.project_claim") {
+		t.Fatalf("no project_claim: %v", err)
+	}
+	c, err := Parse([]byte(withClaim(tenantWith(`projects: [{name: search, spend_per_month: "50.00"}], user_default: {spend_per_day: "2", tokens_per_minute: 100}`))), env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := TenantBudgets(c.Tenants)
+	if err != nil || len(tb) != 1 || tb[0].Levels == nil {
+		t.Fatalf("budgets %+v, %v", tb, err)
+	}
+	ll := tb[0].Levels
+	if ll.Projects["search"].SpendPerMonth != 50_000_000 || ll.UserDefault.SpendPerDay != 2_000_000 || ll.UserDefault.TokensPerMinute != 100 || ll.ProjectDefault.Enforced() {
+		t.Fatalf("levels %+v", ll)
+	}
+	if got := Auth(c.Auth); got.ProjectClaim != "project" {
+		t.Fatalf("auth project claim %q", got.ProjectClaim)
+	}
+}

@@ -80,8 +80,10 @@ var (
 	errIssuer     = invalid("issuer not accepted", jwt.ErrTokenInvalidIssuer)
 )
 
-// Principal is who a verified token speaks for.
-type Principal struct{ Tenant, Subject string }
+// Principal is who a verified token speaks for: its tenant, subject, and
+// the project and user claims (Config.ProjectClaim, UserClaim; empty
+// when the token has none).
+type Principal struct{ Tenant, Subject, Project, User string }
 
 // Verifier checks bearer tokens against one issuer. It is safe for
 // concurrent use.
@@ -281,7 +283,31 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 	if err != nil {
 		return Principal{}, invalid(`subject claim "sub" is not a string`, err)
 	}
-	return Principal{Tenant: CanonicalTenant(tenant), Subject: sub}, nil
+	p := Principal{Tenant: CanonicalTenant(tenant), Subject: sub}
+	if p.Project, err = v.stringClaim(claims, v.cfg.ProjectClaim); err != nil {
+		return Principal{}, err
+	}
+	if p.User, err = v.stringClaim(claims, v.cfg.UserClaim); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+// errLevelClaim is a project or user claim that is not a string.
+var errLevelClaim = invalid("the project or user claim is not a string", jwt.ErrInvalidType)
+
+// stringClaim reads claim name ("" when the token has none or name is
+// empty); a claim of another type is an invalid token.
+func (v *Verifier) stringClaim(claims jwt.MapClaims, name string) (string, error) {
+	raw, ok := claims[name]
+	if name == "" || !ok || raw == nil {
+		return "", nil
+	}
+	s, ok := raw.(string)
+	if !ok {
+		return "", errLevelClaim
+	}
+	return s, nil
 }
 
 // CanonicalTenant is the spelling under which a tenant is looked up,

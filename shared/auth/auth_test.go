@@ -15,6 +15,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 const aud = "llm-gateway"
@@ -111,12 +112,51 @@ func TestVerifyAcceptsGoodTokens(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Verify: %v", err)
 					}
-					if want := (auth.Principal{Tenant: "t1", Subject: "alice"}); p != want {
+					if want := (auth.Principal{Tenant: "t1", Subject: "alice", User: "alice"}); p != want {
 						t.Fatalf("principal = %+v, want %+v", p, want)
 					}
 				}
 			})
 		}
+	}
+}
+
+// TestVerifyLevelClaims: the project and user claims (issue 35's levels
+// below a tenant) come from the signed token; a project claim that is
+// not a string is an invalid token, not a project of the caller's
+// choosing; user_claim oid reads the object id.
+func TestVerifyLevelClaims(t *testing.T) {
+	t.Parallel()
+	ti := newTestIssuer(t, devissuer.Options{})
+	v := newVerifier(t, ti, func(c *auth.Config) { c.ProjectClaim, c.UserClaim = "project", "oid" })
+	for _, tc := range []struct {
+		name  string
+		extra map[string]any
+		want  auth.Principal
+		err   bool
+	}{
+		{"both", map[string]any{"project": "search", "oid": "o-1"}, auth.Principal{Tenant: "t1", Subject: "alice", Project: "search", User: "o-1"}, false},
+		{"none", nil, auth.Principal{Tenant: "t1", Subject: "alice"}, false},
+		{"project a list", map[string]any{"project": []string{"search", "free"}, "oid": "o-1"}, auth.Principal{}, true},
+		{"user a number", map[string]any{"project": "search", "oid": 7}, auth.Principal{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := v.Verify(context.Background(), bearer(ti.mint(t, devissuer.Claims{Tenant: "t1", Subject: "alice", Extra: tc.extra})))
+			if tc.err {
+				if !errors.Is(err, auth.ErrInvalidToken) {
+					t.Fatalf("Verify = %+v, %v; want an invalid token", p, err)
+				}
+				return
+			}
+			if err != nil || p != tc.want {
+				t.Fatalf("Verify = %+v, %v; want %+v", p, err, tc.want)
+			}
+		})
+	}
+	var probs []string
+	auth.Config{Issuer: "https://i.example", Audiences: []string{"a"}, UserClaim: "email", ProjectClaim: "tid"}.Check(problem.Into(&probs, "auth"))
+	if got := strings.Join(probs, "; "); !strings.Contains(got, "auth.user_claim") || !strings.Contains(got, "auth.project_claim") {
+		t.Fatalf("config problems %q: want user_claim and project_claim named", got)
 	}
 }
 

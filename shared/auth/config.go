@@ -42,6 +42,13 @@ type Config struct {
 	// TenantClaim names the string claim that carries the tenant. Default
 	// DefaultTenantClaim.
 	TenantClaim string
+	// ProjectClaim names the string claim that carries the caller's
+	// project (Principal.Project); empty: none is read. UserClaim names
+	// the one that carries its user (Principal.User): "sub" or "oid".
+	// Default DefaultUserClaim. Either, when the token has it, must be a
+	// string, else the token is invalid: a level below the tenant comes
+	// from the signed token, never from the request.
+	ProjectClaim, UserClaim string
 	// RequiredRoles and RequiredScopes, when either is set, make a valid
 	// token carry at least one of them: a value of its "roles" claim (an
 	// app role, Entra's client-credentials and assigned-user tokens) in
@@ -90,6 +97,7 @@ type Config struct {
 // Defaults for the zero values of Config.
 const (
 	DefaultTenantClaim        = "tid"
+	DefaultUserClaim          = "sub"
 	DefaultLeeway             = 30 * time.Second
 	DefaultMaxTokenBytes      = 8192
 	DefaultRefreshMin         = 5 * time.Minute
@@ -121,6 +129,9 @@ func (c Config) withDefaults() Config {
 	c.Audiences = append([]string(nil), c.Audiences...)
 	if c.TenantClaim == "" {
 		c.TenantClaim = DefaultTenantClaim
+	}
+	if c.UserClaim == "" {
+		c.UserClaim = DefaultUserClaim
 	}
 	if len(c.Algorithms) == 0 {
 		c.Algorithms = DefaultAlgorithms()
@@ -190,6 +201,12 @@ func (c Config) Check(at problem.At) {
 		if err := CheckScope(s); err != nil {
 			at.Item("required_scopes", i).Add("", "%v", err)
 		}
+	}
+	if c.UserClaim != "sub" && c.UserClaim != "oid" {
+		at.Add("user_claim", `must be "sub" (the subject) or "oid" (the object id), not %q`, c.UserClaim)
+	}
+	if c.ProjectClaim != "" && (c.ProjectClaim == c.TenantClaim || c.ProjectClaim == c.UserClaim) {
+		at.Add("project_claim", "must name a claim of its own, not the tenant's or the user's (%q)", c.ProjectClaim)
 	}
 	if len(c.Audiences) == 0 {
 		at.Add("audiences", "at least one audience is required")

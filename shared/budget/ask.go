@@ -36,6 +36,10 @@ type Ask struct {
 	// the request settles, so such a request can overshoot a strict budget
 	// by its hidden prompt.
 	Unbounded bool
+	// Scope is who below the tenant the request is charged to (its
+	// project and user, from the verified token): the levels of the
+	// tenant's Limits.Levels it reserves at.
+	Scope Scope
 	// Spend prices the request for the tenant's spend limits (issue 35);
 	// its zero value prices the tokens at nothing.
 	Spend Spend

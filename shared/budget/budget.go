@@ -3,6 +3,7 @@ package budget
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -58,20 +59,73 @@ type Limits struct {
 	// price catalogue's currency (issue 35). A store reserves and settles
 	// them in the same atomic operation as the tokens.
 	SpendPerMinute, SpendPerDay, SpendPerMonth int64
+
+	// Levels are the limits below the tenant (nil: none), which a Ledger
+	// turns into a Request's Levels from the request's Scope. The stores
+	// ignore it.
+	Levels *LevelLimits
 }
 
-// Enforced reports whether l limits anything a store keeps.
-func (l Limits) Enforced() bool { return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() }
+// LevelLimits are a tenant's limits below it: per named project, a
+// default for every other project, and a default per user. A zero Limits
+// is no such level.
+type LevelLimits struct {
+	Projects                    map[string]Limits
+	ProjectDefault, UserDefault Limits
+}
 
-// Spends reports whether l limits money.
+// Of is the levels of scope s, the project's before the user's: the
+// accounts a request of s reserves at below the tenant. A user's account
+// is the tenant's, whatever its project.
+func (ll *LevelLimits) Of(s Scope) []Level {
+	if ll == nil {
+		return nil
+	}
+	var out []Level
+	if s.Project != "" {
+		p, ok := ll.Projects[s.Project]
+		if !ok {
+			p = ll.ProjectDefault
+		}
+		if p.Enforced() {
+			out = append(out, Level{Name: "project:" + s.Project, Limits: p})
+		}
+	}
+	if s.User != "" && ll.UserDefault.Enforced() {
+		out = append(out, Level{Name: "user:" + s.User, Limits: ll.UserDefault})
+	}
+	return out
+}
+
+// each calls f with every level's limits.
+func (ll *LevelLimits) each(f func(Limits) bool) bool {
+	if ll == nil {
+		return false
+	}
+	for _, p := range ll.Projects {
+		if f(p) {
+			return true
+		}
+	}
+	return f(ll.ProjectDefault) || f(ll.UserDefault)
+}
+
+// Enforced reports whether l limits anything a store keeps, at its level
+// or below.
+func (l Limits) Enforced() bool {
+	return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() || l.Levels.each(Limits.Enforced)
+}
+
+// Spends reports whether l limits money, at its level or below.
 func (l Limits) Spends() bool {
-	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 || l.Levels.each(Limits.Spends)
 }
 
 // FailsClosed reports whether a reservation the store could not answer is
-// refused whatever the failure policy: a quota or a spend limit is money.
+// refused whatever the failure policy: a quota or a spend limit is money,
+// at any level.
 func (l Limits) FailsClosed() bool {
-	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0
+	return l.TokenQuota > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 || l.Levels.each(Limits.FailsClosed)
 }
 
 // MaxTokens is the largest limit or amount a store accepts: Lua's numbers
@@ -102,6 +156,15 @@ func (k Limit) Code() string {
 		return "insufficient_quota"
 	}
 	return ""
+}
+
+// longer reports whether k refuses for longer than o (LimitNone: never):
+// a quota, then spend per month, day, minute, then tokens per minute.
+// Across levels the longest is named: waiting a minute does not help a
+// month.
+func (k Limit) longer(o Limit) bool {
+	rank := [...]int{LimitNone: 0, LimitTPM: 1, LimitSpendMinute: 2, LimitSpendDay: 3, LimitSpendMonth: 4, LimitQuota: 5}
+	return rank[k] > rank[o]
 }
 
 // Money reports whether k is a spend limit.
@@ -170,6 +233,12 @@ type Decision struct {
 	// operation; Spend the spend limits' (in micro-units), by period.
 	TPM, Quota Window
 	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
+	// RefusedLevel is the level that refused: 0 the tenant, i the
+	// Request's Levels[i-1].
+	RefusedLevel int
+	// Levels are the windows of the Request's Levels after this
+	// operation, in their order (nil without levels).
+	Levels []Windows
 	// Held reports that the request id already had a reservation: a live
 	// one is returned unchanged and nothing new is reserved (an idempotent
 	// retry); an id whose lease has expired is not reserved again (Allowed
@@ -189,18 +258,41 @@ type Decision struct {
 	RewriteCap bool
 }
 
-// Refusal is the window of the limit that refused (zero when allowed).
-func (d Decision) Refusal() Window {
-	switch d.RefusedBy {
+// Windows is one level's windows after an operation (Decision.Levels).
+type Windows struct {
+	// Name is the level's (Level.Name; "" for the tenant).
+	Name       string
+	TPM, Quota Window
+	Spend      [3]Window // SpendMinute, SpendDay, SpendMonth
+}
+
+// Window is the window of limit k (zero for LimitNone).
+func (w Windows) Window(k Limit) Window {
+	switch k {
 	case LimitTPM:
-		return d.TPM
+		return w.TPM
 	case LimitQuota:
-		return d.Quota
+		return w.Quota
 	case LimitSpendMinute, LimitSpendDay, LimitSpendMonth:
-		return d.Spend[d.RefusedBy-LimitSpendMinute]
+		return w.Spend[k-LimitSpendMinute]
 	}
 	return Window{}
 }
+
+// Tenant is the tenant level's windows.
+func (d Decision) Tenant() Windows { return Windows{TPM: d.TPM, Quota: d.Quota, Spend: d.Spend} }
+
+// Level is the windows of level i: 0 the tenant, i Levels[i-1].
+func (d Decision) Level(i int) Windows {
+	if i > 0 && i <= len(d.Levels) {
+		return d.Levels[i-1]
+	}
+	return d.Tenant()
+}
+
+// Refusal is the window of the limit that refused, at the level that
+// refused (zero when allowed).
+func (d Decision) Refusal() Window { return d.Level(d.RefusedLevel).Window(d.RefusedBy) }
 
 // Requests is the least the refusing limit had to have left: Requested,
 // or MoneyRequested for a spend limit.
@@ -246,6 +338,38 @@ type Settlement struct {
 // KeepReserved to charge what was reserved.
 type Charge struct {
 	Tokens, Money int64
+	// Levels are the levels the reservation was made at (Request.Levels;
+	// their limits are not read): every level is settled with the tenant,
+	// in the same operation. A Ledger sets them from Scope.
+	Levels []Level
+	// Scope is who below the tenant the request was charged to, for
+	// Ledger's settles (a Store reads Levels).
+	Scope Scope
+}
+
+// Label names level i of d for people: `tenant "t1"` for 0, else
+// `project "search"` or `user "u1"` from its Name.
+func (d Decision) Label(tenant string, i int) string {
+	if i <= 0 || i > len(d.Levels) {
+		return fmt.Sprintf("tenant %q", tenant)
+	}
+	kind, name, _ := strings.Cut(d.Levels[i-1].Name, ":")
+	return fmt.Sprintf("%s %q", kind, name)
+}
+
+// Level is one account below a tenant (a project, a user): its own
+// windows and records, reserved and settled with the tenant's in one
+// atomic store operation. Name identifies it within the tenant.
+type Level struct {
+	Name   string
+	Limits Limits
+}
+
+// Scope is who a request is charged to below its tenant, from the
+// verified token's claims (never from the request): a project and a user.
+// An empty field is no such level.
+type Scope struct {
+	Project, User string
 }
 
 // Kept is the charge of a request whose usage was never reported: the
@@ -289,6 +413,25 @@ type Request struct {
 	// return (and, after that, how long its expiry record lets a late
 	// Settle charge the actual usage).
 	Lease time.Duration
+	// Levels are accounts below the tenant, reserved in the same atomic
+	// operation: the request passes only if the tenant and every level
+	// have room; the grant is the least any has left, charged to each,
+	// and each keeps its own record of id. A refusal names the first
+	// level without room (Decision.RefusedLevel).
+	Levels []Level
+}
+
+// spends reports whether the tenant or a level limits money.
+func (r Request) spends() bool {
+	if r.Limits.Spends() {
+		return true
+	}
+	for _, l := range r.Levels {
+		if l.Limits.Spends() {
+			return true
+		}
+	}
+	return false
 }
 
 // Validate reports a request a store must not run.

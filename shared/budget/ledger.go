@@ -240,7 +240,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		}
 		return d, nil
 	}
-	req := Request{Limits: lim, Lease: l.cfg.Lease, Min: 1}
+	req := Request{Limits: lim, Lease: l.cfg.Lease, Min: 1, Levels: lim.Levels.Of(ask.Scope)}
 	spends := lim.Spends()
 	if spends {
 		req.MoneyMin = 1
@@ -266,7 +266,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		// The reservation may have landed after the gateway gave up on
 		// it: released (settled at 0) once the store answers, so it does
 		// not hold the tenant's quota until its lease ends (issue 30).
-		l.keep(pendingSettle{tenant: tenant, id: id})
+		l.keep(pendingSettle{tenant: tenant, id: id, actual: Charge{Levels: req.Levels}})
 	}
 	if err != nil {
 		refuse, left := l.guard.Failure(ctx, err)
@@ -317,21 +317,22 @@ func (l *Ledger) reserve(ctx context.Context, tenant, id string, req Request) (d
 	return d, err
 }
 
-// Windows reads tenant's windows, tokens and money, as they stand: a
+// Windows reads tenant's windows and its levels' for scope, tokens and
+// money, as they stand: a
 // reservation of nothing under id (never refused), settled at once at
 // nothing. Two store operations; for the spend view, not the request
 // path. A tenant without limits costs nothing and returns the zero
 // Decision.
-func (l *Ledger) Windows(ctx context.Context, tenant, id string) (Decision, error) {
+func (l *Ledger) Windows(ctx context.Context, tenant string, scope Scope, id string) (Decision, error) {
 	lim := l.tenants[tenant]
 	if !lim.Enforced() {
 		return Decision{}, nil
 	}
-	d, err := l.reserve(ctx, tenant, id, Request{Limits: lim, Lease: l.cfg.Lease})
+	d, err := l.reserve(ctx, tenant, id, Request{Limits: lim, Lease: l.cfg.Lease, Levels: lim.Levels.Of(scope)})
 	if err != nil {
 		return Decision{}, fmt.Errorf("budget: windows: %w", err)
 	}
-	if _, err := l.settle(ctx, tenant, id, Charge{}); err != nil {
+	if _, err := l.settle(ctx, tenant, id, Charge{Scope: scope}); err != nil {
 		return Decision{}, fmt.Errorf("budget: windows: %w", err)
 	}
 	return d, nil
@@ -350,10 +351,11 @@ func (l *Ledger) Settle(ctx context.Context, tenant, id string, actual int64) (S
 }
 
 // SettleCharge is Settle with the money the request cost (micro-units)
-// beside its tokens, both in the one store operation; a negative amount
-// is KeepReserved.
+// beside its tokens, both in the one store operation, at the tenant and
+// the levels of actual.Scope (the Ask's); a negative amount is
+// KeepReserved.
 func (l *Ledger) SettleCharge(ctx context.Context, tenant, id string, actual Charge) (Settlement, error) {
-	return l.settle(ctx, tenant, id, Charge{Tokens: max(actual.Tokens, KeepReserved), Money: max(actual.Money, KeepReserved)})
+	return l.settle(ctx, tenant, id, Charge{Tokens: max(actual.Tokens, KeepReserved), Money: max(actual.Money, KeepReserved), Scope: actual.Scope})
 }
 
 // Keep settles request id charging exactly what was reserved: for a request
@@ -363,8 +365,12 @@ func (l *Ledger) Keep(ctx context.Context, tenant, id string) (Settlement, error
 }
 
 func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (Settlement, error) {
-	if lim := l.tenants[tenant]; !lim.Enforced() {
+	lim := l.tenants[tenant]
+	if !lim.Enforced() {
 		return Settlement{}, nil
+	}
+	if actual.Levels == nil {
+		actual.Levels = lim.Levels.Of(actual.Scope)
 	}
 	var s Settlement
 	var err error

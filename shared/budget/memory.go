@@ -44,6 +44,13 @@ type memTenant struct {
 	tm             int64
 	dw, dm, mw, mm int64
 
+	// levels are the accounts below the tenant (Request.Levels), under
+	// the tenant's mutex; levelsSwept the size at which idle ones are
+	// forgotten at the latest.
+	levels        map[string]*memTenant
+	levelsSwept   int
+	levelsSweptAt int64 // the minute of the last sweep
+
 	recs       map[string]*memRec
 	head, tail *memRec // every record in deadline order (the sweep queue)
 	free       *memRec // recycled records, so steady state does not allocate
@@ -82,7 +89,8 @@ func (m *Memory) tenant(name string) *memTenant {
 	return t
 }
 
-// Reserve implements Store.
+// Reserve implements Store. The tenant and its levels are reserved under
+// the tenant's one mutex: one atomic step across every level.
 func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decision, error) {
 	if err := r.Validate(); err != nil {
 		return Decision{}, err
@@ -91,8 +99,15 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 	t := m.tenant(tenant)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.roll(now, r.Limits.QuotaPeriod, r.Limits.TokenQuota > 0, r.Limits.Spends())
-	t.sweep(now.UnixNano())
+	spends := r.spends()
+	t.open(now, r.Limits, spends)
+	var levels [4]*memTenant // the levels' accounts: no allocation for up to 4
+	accts := levels[:0]
+	for _, l := range r.Levels {
+		a := t.level(l.Name, now)
+		a.open(now, l.Limits, spends)
+		accts = append(accts, a)
+	}
 
 	d := Decision{Requested: r.Min, MoneyRequested: r.MoneyMin}
 	if rec := t.recs[id]; rec != nil {
@@ -102,37 +117,68 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 		if rec.expired {
 			d.Granted, d.MoneyGranted = 0, 0
 		}
-		t.report(&d, r.Limits)
+		t.reportAll(&d, r, accts)
 		return d, nil
 	}
 
-	lim := r.Limits
-	tleft, qleft := left(lim.TokensPerMinute, t.tu), left(lim.TokenQuota, t.qu)
-	mleft, dleft, Mleft := left(lim.SpendPerMinute, t.tm), left(lim.SpendPerDay, t.dm), left(lim.SpendPerMonth, t.mm)
-	switch {
-	case qleft < r.Min:
-		d.RefusedBy = LimitQuota
-	case Mleft < r.MoneyMin:
-		d.RefusedBy = LimitSpendMonth
-	case dleft < r.MoneyMin:
-		d.RefusedBy = LimitSpendDay
-	case mleft < r.MoneyMin:
-		d.RefusedBy = LimitSpendMinute
-	case tleft < r.Min:
-		d.RefusedBy = LimitTPM
+	g, mg := r.Want, r.MoneyWant
+	d.RefusedBy, g, mg = t.refusal(r.Limits, r.Min, r.MoneyMin, g, mg)
+	for i, a := range accts {
+		var by Limit
+		by, g, mg = a.refusal(r.Levels[i].Limits, r.Min, r.MoneyMin, g, mg)
+		if by.longer(d.RefusedBy) {
+			d.RefusedBy, d.RefusedLevel = by, i+1
+		}
 	}
 	if d.RefusedBy != LimitNone {
-		t.report(&d, lim)
+		t.reportAll(&d, r, accts)
 		return d, nil
 	}
-	g := min(r.Want, tleft, qleft)
-	mg := int64(0)
-	if lim.Spends() {
-		mg = min(r.MoneyWant, mleft, dleft, Mleft)
+	if !spends {
+		mg = 0
 	}
+	t.charge(id, r.Limits, g, mg, r.Lease, now)
+	for i, a := range accts {
+		a.charge(id, r.Levels[i].Limits, g, mg, r.Lease, now)
+	}
+	d.Allowed, d.Granted, d.MoneyGranted = true, g, mg
+	t.reportAll(&d, r, accts)
+	return d, nil
+}
+
+// open rolls an account's windows to now and sweeps its records.
+func (t *memTenant) open(now time.Time, lim Limits, spends bool) {
+	t.roll(now, lim.QuotaPeriod, lim.TokenQuota > 0, spends)
+	t.sweep(now.UnixNano())
+}
+
+// refusal is the limit of lim refusing a reservation of at least mn tokens
+// and mmin money (LimitNone: none), and g and mg lowered to what is left.
+func (t *memTenant) refusal(lim Limits, mn, mmin, g, mg int64) (Limit, int64, int64) {
+	tleft, qleft := left(lim.TokensPerMinute, t.tu), left(lim.TokenQuota, t.qu)
+	mleft, dleft, Mleft := left(lim.SpendPerMinute, t.tm), left(lim.SpendPerDay, t.dm), left(lim.SpendPerMonth, t.mm)
+	g, mg = min(g, tleft, qleft), min(mg, mleft, dleft, Mleft)
+	switch {
+	case qleft < mn:
+		return LimitQuota, g, mg
+	case Mleft < mmin:
+		return LimitSpendMonth, g, mg
+	case dleft < mmin:
+		return LimitSpendDay, g, mg
+	case mleft < mmin:
+		return LimitSpendMinute, g, mg
+	case tleft < mn:
+		return LimitTPM, g, mg
+	}
+	return LimitNone, g, mg
+}
+
+// charge records a reservation of g tokens and mg money under id,
+// charged to lim's windows.
+func (t *memTenant) charge(id string, lim Limits, g, mg int64, lease time.Duration, now time.Time) {
 	rec := t.alloc()
-	*rec = memRec{id: id, granted: g, tw: -1, qw: -1, mg: mg, mtw: -1, mdw: -1, mmw: -1, lease: r.Lease,
-		deadline: now.UnixNano() + int64(r.Lease)}
+	*rec = memRec{id: id, granted: g, tw: -1, qw: -1, mg: mg, mtw: -1, mdw: -1, mmw: -1, lease: lease,
+		deadline: now.UnixNano() + int64(lease)}
 	if lim.TokensPerMinute > 0 {
 		t.tu += g
 		rec.tw = t.tw
@@ -155,9 +201,47 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 	}
 	t.recs[id] = rec
 	t.push(rec)
-	d.Allowed, d.Granted, d.MoneyGranted = true, g, mg
-	t.report(&d, lim)
-	return d, nil
+}
+
+// reportAll fills d's windows: the tenant's, and each level's.
+func (t *memTenant) reportAll(d *Decision, r Request, accts []*memTenant) {
+	t.report(d, r.Limits)
+	if len(accts) == 0 {
+		return
+	}
+	d.Levels = make([]Windows, len(accts))
+	for i, a := range accts {
+		var ld Decision
+		a.report(&ld, r.Levels[i].Limits)
+		d.Levels[i] = ld.Tenant()
+		d.Levels[i].Name = r.Levels[i].Name
+	}
+}
+
+// level returns the account of level name (the caller holds t.mu). Idle
+// levels are forgotten when a new one is made in a new minute, or once
+// the map has doubled since the last sweep:
+// an account without records whose windows have all ended holds nothing
+// a roll would not reset, so per-user accounts cost nothing once idle.
+func (t *memTenant) level(name string, now time.Time) *memTenant {
+	if a := t.levels[name]; a != nil {
+		return a
+	}
+	if t.levels == nil {
+		t.levels = make(map[string]*memTenant)
+	}
+	if minute := windowOf(now, PeriodNone); len(t.levels) >= t.levelsSwept || minute != t.levelsSweptAt {
+		t.levelsSweptAt = minute
+		for n, a := range t.levels {
+			if a.head == nil && a.idle(now) {
+				delete(t.levels, n)
+			}
+		}
+		t.levelsSwept = max(2*len(t.levels), 64)
+	}
+	a := &memTenant{tw: -1, qw: -1, dw: -1, mw: -1, recs: make(map[string]*memRec)}
+	t.levels[name] = a
+	return a
 }
 
 // left is what a limit has left after used; no limit (0) leaves all.
@@ -177,15 +261,41 @@ func (m *Memory) Settle(_ context.Context, tenant, id string, actual Charge) (Se
 	fresh := t.tw < 0 // no counter yet: the store never saw the tenant
 	t.roll(now, PeriodNone, false, false)
 	t.sweep(now.UnixNano())
+	for _, l := range actual.Levels {
+		a := t.levels[l.Name]
+		if a == nil {
+			continue
+		}
+		a.roll(now, PeriodNone, false, false)
+		a.sweep(now.UnixNano())
+		if rec := a.recs[id]; rec != nil {
+			a.settle(rec, actual)
+			a.drop(rec)
+		}
+	}
 	rec := t.recs[id]
 	if rec == nil {
 		return Settlement{NoCounter: fresh}, nil
 	}
 	s := t.settle(rec, actual)
-	delete(t.recs, id)
+	t.drop(rec)
+	return s, nil
+}
+
+// idle reports that an account holds nothing a roll to now would keep.
+func (t *memTenant) idle(now time.Time) bool {
+	if t.tu == 0 && t.qu == 0 && t.tm == 0 && t.dm == 0 && t.mm == 0 {
+		return true
+	}
+	return t.tw < windowOf(now, PeriodNone) && t.dw < windowOf(now, PeriodDay) && t.mw < windowOf(now, PeriodMonth) &&
+		(t.qp == PeriodNone || t.qw < windowOf(now, t.qp))
+}
+
+// drop forgets a settled record.
+func (t *memTenant) drop(rec *memRec) {
+	delete(t.recs, rec.id)
 	t.unlink(rec)
 	t.release(rec)
-	return s, nil
 }
 
 // settle applies actual against rec; the caller removes rec.

@@ -175,6 +175,15 @@ type Auth struct {
 	// TenantClaim names the claim holding the tenant. Default
 	// auth.DefaultTenantClaim.
 	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
+	// ProjectClaim names the string claim holding the caller's project,
+	// its level below the tenant for spend and token limits
+	// (tenants[].projects, project_default). Default none: no project
+	// level.
+	ProjectClaim string `yaml:"project_claim" json:"project_claim"`
+	// UserClaim names the string claim holding the caller's user, its
+	// level below the project (tenants[].user_default): "sub" or "oid".
+	// Default auth.DefaultUserClaim.
+	UserClaim string `yaml:"user_claim" json:"user_claim"`
 	// RequiredRoles and RequiredScopes: a token must carry one of these
 	// "roles" values or one of these space-separated "scp" values (any
 	// of either list), else 403. Default none.
@@ -368,6 +377,14 @@ type Tenant struct {
 	SpendPerMinute string `yaml:"spend_per_minute" json:"spend_per_minute"`
 	SpendPerDay    string `yaml:"spend_per_day" json:"spend_per_day"`
 	SpendPerMonth  string `yaml:"spend_per_month" json:"spend_per_month"`
+	// Projects are limits per named project below the tenant (the
+	// auth.project_claim of the caller's token); ProjectDefault the limits
+	// of every other project; UserDefault the limits of each user (the
+	// auth.user_claim) below its project. A request reserves at every
+	// level in one step (docs/spend.md). Default none.
+	Projects       []Project    `yaml:"projects" json:"projects"`
+	ProjectDefault *LevelLimits `yaml:"project_default" json:"project_default"`
+	UserDefault    *LevelLimits `yaml:"user_default" json:"user_default"`
 	// ServiceTiers are the service tiers the tenant may ask for
 	// (standard, flex, priority, scale): another is refused 400, "auto"
 	// (or none) is reserved at the dearest of them. Default standard
@@ -383,6 +400,29 @@ type Tenant struct {
 	// beyond request.DefaultAnthropicBetas; any other value is dropped
 	// from the backend request and logged. Default none.
 	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+}
+
+// LevelLimits are the limits of a level below a tenant: the tenant's
+// token and spend limits, by the same names and rules.
+type LevelLimits struct {
+	TokensPerMinute int64  `yaml:"tokens_per_minute" json:"tokens_per_minute"`
+	TokenQuota      int64  `yaml:"token_quota" json:"token_quota"`
+	QuotaPeriod     string `yaml:"quota_period" json:"quota_period"`
+	SpendPerMinute  string `yaml:"spend_per_minute" json:"spend_per_minute"`
+	SpendPerDay     string `yaml:"spend_per_day" json:"spend_per_day"`
+	SpendPerMonth   string `yaml:"spend_per_month" json:"spend_per_month"`
+}
+
+// Spends reports whether l has a spend limit.
+func (l LevelLimits) Spends() bool {
+	return l.SpendPerMinute != "" || l.SpendPerDay != "" || l.SpendPerMonth != ""
+}
+
+// Project is one named project's limits (Tenant.Projects).
+type Project struct {
+	// Name is the project claim's value.
+	Name        string `yaml:"name" json:"name"`
+	LevelLimits `yaml:",inline"`
 }
 
 // Feature allows a tenant one server-side feature and prices it.
@@ -407,12 +447,26 @@ type Feature struct {
 // HasBudget reports whether the tenant has a token budget, an output cap
 // or a spend limit.
 func (t Tenant) HasBudget() bool {
-	return t.TokensPerMinute > 0 || t.TokenQuota > 0 || t.MaxOutputTokens > 0 || t.Spends()
+	return t.TokensPerMinute > 0 || t.TokenQuota > 0 || t.MaxOutputTokens > 0 || t.Spends() || t.HasLevels()
 }
 
-// Spends reports whether the tenant has a spend limit.
+// HasLevels reports whether the tenant has limits below it.
+func (t Tenant) HasLevels() bool {
+	return len(t.Projects) > 0 || t.ProjectDefault != nil || t.UserDefault != nil
+}
+
+// Spends reports whether the tenant has a spend limit, at its level or
+// below.
 func (t Tenant) Spends() bool {
-	return t.SpendPerMinute != "" || t.SpendPerDay != "" || t.SpendPerMonth != ""
+	if t.SpendPerMinute != "" || t.SpendPerDay != "" || t.SpendPerMonth != "" {
+		return true
+	}
+	for _, p := range t.Projects {
+		if p.Spends() {
+			return true
+		}
+	}
+	return t.ProjectDefault != nil && t.ProjectDefault.Spends() || t.UserDefault != nil && t.UserDefault.Spends()
 }
 
 // Prices is the price catalogue (issue 35): one currency, each public

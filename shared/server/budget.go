@@ -32,7 +32,7 @@ type Budgets interface {
 	// exactly once per id.
 	SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error)
 	// Windows reads a tenant's windows as they stand (the spend view).
-	Windows(ctx context.Context, tenant, id string) (budget.Decision, error)
+	Windows(ctx context.Context, tenant string, scope budget.Scope, id string) (budget.Decision, error)
 	// Keep settles charging the reservation: no usage was reported.
 	Keep(ctx context.Context, tenant, id string) (budget.Settlement, error)
 	// Strict reports strict mode (budget.Ledger.Strict).
@@ -42,6 +42,10 @@ type Budgets interface {
 // reservation is one request's budget state, from Reserve to Settle.
 type reservation struct {
 	tenant string
+	// scope is the levels below the tenant it was reserved at; levels
+	// that there were any.
+	scope  budget.Scope
+	levels bool
 	// held: the store holds a reservation to settle (a tenant with token
 	// limits, and the store answered).
 	held     bool
@@ -84,7 +88,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 		return thinkingOverCap(tb, lim.MaxOutputTokens)
 	}
 	ask := budget.Ask{ClientCap: body.ClientCap(), Choices: body.Choices(), NoOutput: !op.Generates(),
-		Hold: body.Background && op.Creates()}
+		Hold: body.Background && op.Creates(), Scope: ex.scope}
 	switch {
 	case op.MinCap() > 0:
 		// A budget with less left refuses the request (429) rather than
@@ -158,7 +162,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 		// Its output is reserved and charged from its usage.
 		outCap = 0
 	}
-	ex.budget = &reservation{tenant: tenantID, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: ex.features,
+	ex.budget = &reservation{tenant: tenantID, scope: ex.scope, levels: len(d.Levels) > 0, held: lim.Enforced() && !d.Degraded, bound: ask.PromptBound, features: ex.features,
 		granted: d.Granted, cap: outCap, choices: ask.Choices, noOutput: ask.NoOutput, background: ask.Hold}
 	if lim.Spends() {
 		ex.budget.spend = spendState{Spend: ask.Spend, tier: ex.tier, granted: d.MoneyGranted, version: cat.Version}
@@ -264,13 +268,15 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	if ex.wroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
-	if b.background && ex.remembered && !ex.usageFinal && !s.Budgets.Strict() {
+	if b.background && ex.remembered && !ex.usageFinal && !s.Budgets.Strict() && !b.levels {
 		// Estimate mode, a background response recorded with its
 		// reservation's id (Owner.Background): the reservation stays
 		// charged until the response is retrieved complete, whose usage
 		// settles it (settleBackground), or its lease ends (issue 30).
 		// Its money too: the retrieval prices the usage by the record's
-		// model at the tier the answer names (backgroundCost).
+		// model at the tier the answer names (backgroundCost). Not for a
+		// request reserved at levels below its tenant: the record names no
+		// scope, so its reservation (strict: Hold) is charged now.
 		b.deferred, b.charged = true, b.granted
 		return
 	}
@@ -324,7 +330,7 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 			"request_id", ex.id, "tenant", b.tenant, "why", why, "charged", actual, "reserved", b.granted, "counted", counted)
 	}
 	b.spend.cost = money
-	st, err := s.Budgets.SettleCharge(ctx, b.tenant, ex.id, budget.Charge{Tokens: actual, Money: money})
+	st, err := s.Budgets.SettleCharge(ctx, b.tenant, ex.id, budget.Charge{Tokens: actual, Money: money, Scope: b.scope})
 	if err != nil {
 		// The ledger replays the settle when the store answers again;
 		// until then (and if it never does, after its lease) the
@@ -382,14 +388,20 @@ func (s *Server) settleBackground(ex *exchange, id string, o affinity.Owner) {
 
 // setTokenHeaders sets OpenAI's x-ratelimit-*-tokens headers from the
 // limit that refused, or else the configured limit with the least left
-// (tokens per minute on a tie): what decides the next request. Nothing
+// at any level (tokens per minute on a tie, the tenant's before its
+// levels'): what decides the next request. Nothing
 // when the store did not answer (a degraded decision knows no window).
 func setTokenHeaders(h http.Header, d budget.Decision, now time.Time) {
 	win := d.Refusal()
 	if win.Limit == 0 {
-		win = d.TPM
-		if q := d.Quota; q.Limit > 0 && (win.Limit == 0 || q.Remaining < win.Remaining) {
-			win = q
+		// The tightest level: the least left at any level.
+		for i := 0; i <= len(d.Levels); i++ {
+			l := d.Level(i)
+			for _, w := range [2]budget.Window{l.TPM, l.Quota} {
+				if w.Limit > 0 && (win.Limit == 0 || w.Remaining < win.Remaining) {
+					win = w
+				}
+			}
 		}
 	}
 	if win.Limit == 0 {

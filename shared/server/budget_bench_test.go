@@ -38,6 +38,11 @@ func BenchmarkBudgetStep(b *testing.B) {
 	// catalogue, reserved and settled in the same store operation.
 	spend := limits
 	spend.SpendPerMinute, spend.SpendPerDay, spend.SpendPerMonth = 1<<50, 1<<50, 1<<50
+	// levels adds a project and a user below the tenant (issue 35
+	// section 4), each with the spend limits: three accounts in the one
+	// reserve and the one settle.
+	levels := spend
+	levels.Levels = &budget.LevelLimits{Projects: map[string]budget.Limits{"p": spend}, UserDefault: spend}
 	var trips atomic.Int64 // the Redis commands sent: one round trip each
 	std := tierAsk{may: price.Tiers(0).OrStandard(), allowed: price.Tiers(0).OrStandard()}
 	redisStore := func(b *testing.B) budget.Store {
@@ -67,6 +72,8 @@ func BenchmarkBudgetStep(b *testing.B) {
 		{"memory+spend", func(*testing.B) budget.Store { return budget.NewMemory(nil) }, spend},
 		{"redis", redisStore, limits},
 		{"redis+spend", redisStore, spend},
+		{"memory+levels", func(*testing.B) budget.Store { return budget.NewMemory(nil) }, levels},
+		{"redis+levels", redisStore, levels},
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
@@ -87,7 +94,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				ex := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std}
+				ex := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std, scope: budget.Scope{Project: "p", User: strconv.Itoa(i % 50)}}
 				if err := s.reserveBudget(ctx, w, ex, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}

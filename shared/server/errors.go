@@ -388,6 +388,8 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 // rate_limit_exceeded (type tokens) for the per-minute limit,
 // insufficient_quota for the quota; Retry-After is when the window resets.
 func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency string) *apiError {
+	// The level that refused: the tenant, or a project or user below it.
+	tenantID = d.Label(tenantID, d.RefusedLevel)
 	win := d.Refusal()
 	retry := max(win.Reset.Sub(now), time.Second)
 	if d.RefusedBy.Money() {
@@ -399,11 +401,11 @@ func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency s
 	switch d.RefusedBy {
 	case budget.LimitTPM:
 		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: retry,
-			Message: fmt.Sprintf("Rate limit reached for tenant %q on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
+			Message: fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
 				tenantID, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))}
 	case budget.LimitQuota:
 		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
-			Message: fmt.Sprintf("You exceeded your current token quota for tenant %q: Limit %d, Used %d, Requested %d; it resets at %s.",
+			Message: fmt.Sprintf("You exceeded your current token quota for %s: Limit %d, Used %d, Requested %d; it resets at %s.",
 				tenantID, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
 	}
 	// An id that was reserved before (request ids are unique: not expected).
@@ -422,11 +424,11 @@ func spendRefusal(tenantID string, d budget.Decision, win budget.Window, retry t
 	}
 	if d.MoneyRequested > win.Limit {
 		return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
-			Message: fmt.Sprintf("Request too large for tenant %q's spend limit (%s): it costs at least %s %s (its prompt bound and least output at the dearest tier it may be served at) and the limit is %s %s, so it can never run. The input or output tokens must be reduced in order to run successfully.",
+			Message: fmt.Sprintf("Request too large for %s's spend limit (%s): it costs at least %s %s (its prompt bound and least output at the dearest tier it may be served at) and the limit is %s %s, so it can never run. The input or output tokens must be reduced in order to run successfully.",
 				tenantID, d.RefusedBy, price.Format(d.MoneyRequested), currency, price.Format(win.Limit), currency)}
 	}
 	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, RetryAfter: retry,
-		Message: fmt.Sprintf("tenant %q spent %s of %s %s %s; this request needs at least %s. It resets at %s.",
+		Message: fmt.Sprintf("%s spent %s of %s %s %s; this request needs at least %s. It resets at %s.",
 			tenantID, price.Format(win.Used), price.Format(win.Limit), currency, periodText(d.RefusedBy), price.Format(d.MoneyRequested), win.Reset.UTC().Format(time.RFC3339))}
 }
 
@@ -448,7 +450,7 @@ func tooLargeForBudget(tenantID string, d budget.Decision, win budget.Window) *a
 		typ, limit = "insufficient_quota", "token quota"
 	}
 	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
-		Message: fmt.Sprintf("Request too large for tenant %q's %s: it needs at least %d tokens (its prompt bound and least output) and the limit is %d, so it can never run. The input or output tokens must be reduced in order to run successfully.",
+		Message: fmt.Sprintf("Request too large for %s's %s: it needs at least %d tokens (its prompt bound and least output) and the limit is %d, so it can never run. The input or output tokens must be reduced in order to run successfully.",
 			tenantID, limit, d.Requested, win.Limit)}
 }
 

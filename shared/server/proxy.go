@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/llmgw/gateway/shared/budget"
 	"net/http"
 	"time"
 
@@ -151,6 +152,7 @@ func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant,
 		return nil, tenantNotAllowed(p.Tenant)
 	}
 	ex.tenant, ex.subject, ex.tenantName = t.ID, p.Subject, t.Name
+	ex.scope = budget.Scope{Project: p.Project, User: p.User}
 	return t, nil
 }
 

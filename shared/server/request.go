@@ -11,6 +11,7 @@ package server
 
 import (
 	"context"
+	"github.com/llmgw/gateway/shared/budget"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -95,6 +96,9 @@ type exchange struct {
 	keepalive *keepalive.Writer
 	op        request.Operation
 	pin       string // the endpoint a stored response lives on ("" = any)
+	// scope is the caller's project and user from its verified token:
+	// the budget levels below its tenant (never the request's say).
+	scope budget.Scope
 	// served is the endpoint whose answer is relayed (send): a stream it
 	// cuts counts against its health. nil for stored-response routes.
 	served         *route.Endpoint

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/shared/affinity"
@@ -171,7 +172,7 @@ func (b *reservation) priceVersion() string {
 
 // setSpendHeaders sets the spend limit headers beside OpenAI's
 // x-ratelimit-* ones, from the limit that refused or else the one with
-// the least left: x-ratelimit-limit-spend, -remaining-spend (decimal
+// the least left at any level: x-ratelimit-limit-spend, -remaining-spend (decimal
 // amounts of the currency, named in x-ratelimit-spend-currency) and
 // -reset-spend.
 func setSpendHeaders(h http.Header, d budget.Decision, now time.Time, currency string) {
@@ -179,9 +180,12 @@ func setSpendHeaders(h http.Header, d budget.Decision, now time.Time, currency s
 	if d.RefusedBy.Money() {
 		win = d.Refusal()
 	} else {
-		for _, w := range d.Spend {
-			if w.Limit > 0 && (win.Limit == 0 || w.Remaining < win.Remaining) {
-				win = w
+		// The tightest level: the least left at any level.
+		for i := 0; i <= len(d.Levels); i++ {
+			for _, w := range d.Level(i).Spend {
+				if w.Limit > 0 && (win.Limit == 0 || w.Remaining < win.Remaining) {
+					win = w
+				}
 			}
 		}
 	}
@@ -232,14 +236,28 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange)
 	if err := s.take(ctx, w, ex, t.ID, true); err != nil {
 		return err
 	}
-	d, err := s.Budgets.Windows(ctx, t.ID, "spend-view/"+ex.id)
+	d, err := s.Budgets.Windows(ctx, t.ID, ex.scope, "spend-view/"+ex.id)
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
 			return budgetUnavailable()
 		}
 		return budgetFailed("the budget store could not be read")
 	}
-	lv := spendLevel{Level: "tenant", Name: t.ID, Spend: []spendWindow{}, Tokens: []spendWindow{}}
+	v.Levels = append(v.Levels, viewLevel("tenant", t.ID, d.Tenant(), lim.QuotaPeriod))
+	// The levels below the tenant the caller's token names, in the order
+	// they are reserved at (its project, then its user).
+	for i, l := range lim.Levels.Of(ex.scope) {
+		if i < len(d.Levels) {
+			kind, name, _ := strings.Cut(l.Name, ":")
+			v.Levels = append(v.Levels, viewLevel(kind, name, d.Levels[i], l.Limits.QuotaPeriod))
+		}
+	}
+	return writeJSON(w, ex, v)
+}
+
+// viewLevel is one level's windows in the spend view.
+func viewLevel(kind, name string, d budget.Windows, quota budget.Period) spendLevel {
+	lv := spendLevel{Level: kind, Name: name, Spend: []spendWindow{}, Tokens: []spendWindow{}}
 	for i, win := range d.Spend {
 		if win.Limit > 0 {
 			lv.Spend = append(lv.Spend, spendWindow{Period: [3]string{"minute", "day", "month"}[i],
@@ -249,14 +267,13 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange)
 	for _, tw := range []struct {
 		period string
 		win    budget.Window
-	}{{"minute", d.TPM}, {lim.QuotaPeriod.String(), d.Quota}} {
+	}{{"minute", d.TPM}, {quota.String(), d.Quota}} {
 		if tw.win.Limit > 0 {
 			lv.Tokens = append(lv.Tokens, spendWindow{Period: tw.period, Limit: strconv.FormatInt(tw.win.Limit, 10),
 				Used: strconv.FormatInt(tw.win.Used, 10), Remaining: strconv.FormatInt(tw.win.Remaining, 10), Resets: tw.win.Reset.UTC().Format(time.RFC3339)})
 		}
 	}
-	v.Levels = append(v.Levels, lv)
-	return writeJSON(w, ex, v)
+	return lv
 }
 
 // spendReport is GET /v1/llmgw/spend's answer.
@@ -268,7 +285,7 @@ type spendReport struct {
 	Levels       []spendLevel `json:"levels"`
 }
 
-// spendLevel is one level's windows (only "tenant" today): money as
+// spendLevel is one level's windows (tenant, project or user): money as
 // decimal amounts of the currency, tokens as counts.
 type spendLevel struct {
 	Level  string        `json:"level"`

@@ -526,7 +526,7 @@ func TestSpendViewTakesACount(t *testing.T) {
 	}
 }
 
-func (b *budgetSpy) Windows(ctx context.Context, tenant, id string) (budget.Decision, error) {
+func (b *budgetSpy) Windows(ctx context.Context, tenant string, scope budget.Scope, id string) (budget.Decision, error) {
 	b.note("windows")
-	return b.Ledger.Windows(ctx, tenant, id)
+	return b.Ledger.Windows(ctx, tenant, scope, id)
 }

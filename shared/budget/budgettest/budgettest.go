@@ -171,6 +171,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"spend windows follow the UTC calendar", spendWindowsFollowTheUTCCalendar},
 		{"spend lease expiry charges the reservation", spendLeaseExpiryChargesTheReservation},
 		{"concurrent spend never exceeds the limits", concurrentSpendNeverExceedsTheLimits},
+		{"levels grant the least left and name the level", levelsGrantTheLeastLeftAndNameTheLevel},
+		{"levels settle with the tenant, exactly once", levelsSettleWithTheTenantExactlyOnce},
+		{"levels lease expiry and windows", levelsLeaseExpiryAndWindows},
+		{"concurrent levels never exceed any limit", concurrentLevelsNeverExceedAnyLimit},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, newStore) })
 	}
@@ -756,5 +760,199 @@ func concurrentSpendNeverExceedsTheLimits(t *testing.T, newStore NewStore) {
 	}
 	if got := h.spent("p", lim); got[1] != charged.Load() || got[2] != charged.Load() {
 		t.Errorf("spent %v, want day and month %d", got, charged.Load())
+	}
+}
+
+// The levels the level clauses share: a project of 1000 in money per
+// month and its users of 400 each, below a tenant of 100000 tokens a
+// minute.
+var (
+	levelTenant = budget.Limits{TokensPerMinute: 100000}
+	project     = budget.Limits{SpendPerMonth: 1000, TokenQuota: 5000, QuotaPeriod: budget.PeriodMonth}
+	userLimit   = budget.Limits{SpendPerMonth: 400}
+)
+
+func levelsOf(user string) []budget.Level {
+	return []budget.Level{{Name: "project:search", Limits: project}, {Name: "user:" + user, Limits: userLimit}}
+}
+
+// level reserves at the tenant and user's levels.
+func (h *h) level(user, id string, mn, want, mmin, mwant int64) budget.Decision {
+	h.t.Helper()
+	d, err := h.s.Reserve(h.ctx, "a", id, budget.Request{Limits: levelTenant, Min: mn, Want: want, MoneyMin: mmin, MoneyWant: mwant, Lease: lease, Levels: levelsOf(user)})
+	if err != nil {
+		h.t.Fatalf("reserve %s: %v", id, err)
+	}
+	if len(d.Levels) != 2 {
+		h.t.Fatalf("reserve %s: %d levels' windows, want 2", id, len(d.Levels))
+	}
+	return d
+}
+
+func (h *h) settleLevel(user, id string, c budget.Charge) budget.Settlement {
+	h.t.Helper()
+	c.Levels = levelsOf(user)
+	return h.charge("a", id, c)
+}
+
+// levelSpent reads (tenant tokens per minute, project month spend,
+// project quota, user month spend) with a reservation of nothing.
+func (h *h) levelSpent(user string) [4]int64 {
+	h.t.Helper()
+	id := fmt.Sprintf("probe-%d", h.seq.Add(1))
+	d := h.level(user, id, 0, 0, 0, 0)
+	h.settleLevel(user, id, budget.Charge{})
+	return [4]int64{d.TPM.Used, d.Levels[0].Spend[2].Used, d.Levels[0].Quota.Used, d.Levels[1].Spend[2].Used}
+}
+
+func levelsGrantTheLeastLeftAndNameTheLevel(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	// The user's 400 is the least left: granted to all three levels.
+	d := h.level("u1", "1", 10, 100, 100, 700)
+	if !d.Allowed || d.MoneyGranted != 400 || d.Granted != 100 || d.TPM.Used != 100 ||
+		d.Levels[0].Spend[2].Used != 400 || d.Levels[0].Quota.Used != 100 || d.Levels[1].Spend[2].Remaining != 0 {
+		t.Fatalf("first: %+v", d)
+	}
+	// The same user has nothing left: refused by its level, the others
+	// unchanged.
+	d = h.level("u1", "2", 10, 100, 1, 1)
+	if d.Allowed || d.RefusedLevel != 2 || d.RefusedBy != budget.LimitSpendMonth || d.Refusal().Limit != 400 || d.Refusal().Used != 400 {
+		t.Fatalf("second: %+v", d)
+	}
+	if !d.Refusal().Reset.Equal(time.Date(2026, time.April, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("refusal reset %s", d.Refusal().Reset)
+	}
+	// Another user: 400 more; a third finds the project's 200 the least.
+	if d = h.level("u2", "3", 10, 100, 100, 700); !d.Allowed || d.MoneyGranted != 400 {
+		t.Fatalf("third: %+v", d)
+	}
+	if d = h.level("u3", "4", 10, 100, 100, 700); !d.Allowed || d.MoneyGranted != 200 || d.Levels[1].Spend[2].Used != 200 {
+		t.Fatalf("fourth: %+v", d)
+	}
+	d = h.level("u4", "5", 10, 100, 1, 1)
+	if d.Allowed || d.RefusedLevel != 1 || d.RefusedBy != budget.LimitSpendMonth || d.Refusal().Limit != 1000 {
+		t.Fatalf("fifth: %+v", d)
+	}
+	// A refusal holds nothing anywhere.
+	if got, want := h.levelSpent("u4"), [4]int64{300, 1000, 300, 0}; got != want {
+		t.Fatalf("spent %v, want %v", got, want)
+	}
+	// The longest limit refusing is named, whatever its level: the
+	// tenant's minute and the project's month both refuse.
+	h.spend("a", "tpm", levelTenant, 99700, 99700, 0, 0)
+	d = h.level("u5", "6", 10, 100, 1, 1)
+	if d.Allowed || d.RefusedLevel != 1 || d.RefusedBy != budget.LimitSpendMonth {
+		t.Fatalf("sixth: %+v", d)
+	}
+	h.clock.Set(time.Date(2026, time.April, 1, 0, 0, 0, 0, time.UTC))
+	h.charge("a", "tpm", budget.Charge{})
+	if d = h.level("u4", "7", 10, 100, 1, 1); !d.Allowed {
+		t.Fatalf("next month: %+v", d)
+	}
+}
+
+func levelsSettleWithTheTenantExactlyOnce(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	h.level("u1", "1", 10, 100, 100, 300)
+	s := h.settleLevel("u1", "1", budget.Charge{Tokens: 40, Money: 120})
+	if !s.Found || s.Reserved != 100 || s.Actual != 40 || s.MoneyReserved != 300 || s.MoneyActual != 120 {
+		t.Fatalf("settle %+v", s)
+	}
+	if again := h.settleLevel("u1", "1", budget.Charge{}); again.Found {
+		t.Fatalf("second settle %+v", again)
+	}
+	if got, want := h.levelSpent("u1"), [4]int64{40, 120, 40, 120}; got != want {
+		t.Fatalf("spent %v, want %v", got, want)
+	}
+	// An overrun reaches every level; Kept keeps the reservation.
+	h.level("u1", "2", 10, 100, 100, 100)
+	h.settleLevel("u1", "2", budget.Charge{Tokens: 150, Money: 250})
+	h.level("u2", "3", 10, 100, 100, 100)
+	h.settleLevel("u2", "3", budget.Kept)
+	if got, want := h.levelSpent("u1"), [4]int64{290, 470, 290, 370}; got != want {
+		t.Fatalf("spent %v, want %v", got, want)
+	}
+	if got := h.levelSpent("u2"); got[3] != 100 {
+		t.Fatalf("u2 spent %v", got)
+	}
+}
+
+func levelsLeaseExpiryAndWindows(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, time.Date(2026, time.March, 31, 23, 40, 0, 0, time.UTC))
+	h.level("u1", "1", 10, 100, 100, 300)
+	// The lease ends unsettled: every level keeps the reservation.
+	h.clock.Advance(lease + time.Second)
+	if got, want := h.levelSpent("u1"), [4]int64{0, 300, 100, 300}; got != want {
+		t.Fatalf("spent after the lease %v, want %v", got, want)
+	}
+	// A late settle refunds at every level.
+	if s := h.settleLevel("u1", "1", budget.Charge{Tokens: 10, Money: 50}); !s.Found || !s.Expired {
+		t.Fatalf("late settle %+v", s)
+	}
+	if got, want := h.levelSpent("u1"), [4]int64{0, 50, 10, 50}; got != want {
+		t.Fatalf("spent after the settle %v, want %v", got, want)
+	}
+	// April: every level's month restarts.
+	h.clock.Set(time.Date(2026, time.April, 1, 0, 0, 0, 0, time.UTC))
+	if got, want := h.levelSpent("u1"), [4]int64{0, 0, 0, 0}; got != want {
+		t.Fatalf("spent in April %v, want %v", got, want)
+	}
+}
+
+// concurrentLevelsNeverExceedAnyLimit: workers as users of one project
+// reserve and settle at random; no decision reports a level over its
+// limit and, the clock still, every level's total is exact.
+func concurrentLevelsNeverExceedAnyLimit(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	const workers, ops = 8, 60
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	var charged, refused atomic.Int64
+	var users [workers]atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(seed, uint64(w)))
+			user := fmt.Sprintf("u%d", w)
+			for op := range ops {
+				id := fmt.Sprintf("w%d-%d", w, op)
+				mmin := int64(rng.IntN(30) + 1)
+				d, err := h.s.Reserve(h.ctx, "a", id, budget.Request{Limits: levelTenant, Min: 1, Want: 1,
+					MoneyMin: mmin, MoneyWant: mmin + int64(rng.IntN(60)), Lease: lease, Levels: levelsOf(user)})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for _, lw := range d.Levels {
+					if win := lw.Spend[2]; win.Used > win.Limit {
+						t.Errorf("%s: a level over its limit: %+v", id, win)
+					}
+				}
+				if !d.Allowed {
+					refused.Add(1)
+					continue
+				}
+				actual := rng.Int64N(d.MoneyGranted + 1)
+				if _, err := h.s.Settle(h.ctx, "a", id, budget.Charge{Tokens: 1, Money: actual, Levels: levelsOf(user)}); err != nil {
+					t.Error(err)
+				}
+				charged.Add(actual)
+				users[w].Add(actual)
+			}
+		})
+	}
+	wg.Wait()
+	if refused.Load() == 0 {
+		t.Error("no reservation was refused: the limits were never tested")
+	}
+	for w := range workers {
+		got := h.levelSpent(fmt.Sprintf("u%d", w))
+		if got[1] != charged.Load() || got[3] != users[w].Load() {
+			t.Errorf("u%d: spent %v, want project %d, user %d", w, got, charged.Load(), users[w].Load())
+		}
 	}
 }

@@ -82,8 +82,22 @@ func New(client Client, cfg Config) (*Store, error) {
 // Keys returns tenant's keys: windows, records and deadlines (for
 // operators and tests).
 func (s *Store) Keys(tenant string) []string {
+	return s.keys(tenant, nil)
+}
+
+// keys returns the keys of tenant's account, then of each level's: every
+// one under the tenant's hash tag, so Redis Cluster keeps a tenant's
+// levels in its slot and one script touches them together. A level's
+// name ends before ":w", ":r" or ":d", so no two accounts share a key.
+func (s *Store) keys(tenant string, levels []budget.Level) []string {
 	tag := "{" + s.prefix + tenant + "}"
-	return []string{tag + ":w", tag + ":r", tag + ":d"}
+	k := make([]string, 0, 3*(1+len(levels)))
+	k = append(k, tag+":w", tag+":r", tag+":d")
+	for _, l := range levels {
+		a := tag + ":l:" + l.Name
+		k = append(k, a+":w", a+":r", a+":d")
+	}
+	return k
 }
 
 func (s *Store) nowArg() string {
@@ -93,51 +107,77 @@ func (s *Store) nowArg() string {
 	return strconv.FormatInt(s.now().UnixMicro(), 10)
 }
 
-// Reserve implements budget.Store.
-func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request) (budget.Decision, error) {
-	if err := r.Validate(); err != nil {
-		return budget.Decision{}, err
-	}
-	lim := r.Limits
+// limitArgs appends an account's limits to the reserve script's ARGV.
+func limitArgs(args []any, lim budget.Limits) []any {
 	period := 0
 	if lim.TokenQuota > 0 {
 		period = int(lim.QuotaPeriod)
 	}
-	res, err := reserveScript.Run(ctx, s.fast, s.Keys(tenant), s.nowArg(), id,
-		r.Min, r.Want, lim.TokensPerMinute, lim.TokenQuota, period, r.Lease.Microseconds(),
-		r.MoneyMin, r.MoneyWant, lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth).Int64Slice()
+	return append(args, lim.TokensPerMinute, lim.TokenQuota, period, lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth)
+}
+
+// windows reads one account's windows from the reserve script's reply.
+func windows(lim budget.Limits, res []int64) budget.Windows {
+	w := budget.Windows{TPM: budget.NewWindow(lim.TokensPerMinute, res[0], time.Unix(res[2], 0))}
+	if lim.TokenQuota > 0 {
+		w.Quota = budget.NewWindow(lim.TokenQuota, res[1], time.Unix(res[3], 0))
+	}
+	if lim.Spends() {
+		w.Spend[0] = budget.NewWindow(lim.SpendPerMinute, res[4], time.Unix(res[2], 0))
+		w.Spend[1] = budget.NewWindow(lim.SpendPerDay, res[5], time.Unix(res[7], 0))
+		w.Spend[2] = budget.NewWindow(lim.SpendPerMonth, res[6], time.Unix(res[8], 0))
+	}
+	return w
+}
+
+// Reserve implements budget.Store: the tenant and its levels in one
+// script, one round trip.
+func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request) (budget.Decision, error) {
+	if err := r.Validate(); err != nil {
+		return budget.Decision{}, err
+	}
+	n := 1 + len(r.Levels)
+	args := make([]any, 0, 7+6*n)
+	args = append(args, s.nowArg(), id, r.Min, r.Want, r.Lease.Microseconds(), r.MoneyMin, r.MoneyWant)
+	args = limitArgs(args, r.Limits)
+	for _, l := range r.Levels {
+		args = limitArgs(args, l.Limits)
+	}
+	res, err := reserveScript.Run(ctx, s.fast, s.keys(tenant, r.Levels), args...).Int64Slice()
 	if err != nil {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", err)
 	}
-	if len(res) != 13 {
+	if len(res) != 5+9*n {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
 	}
 	status := res[0]
 	d := budget.Decision{
-		Allowed:   status == 1 || status == 2,
-		Held:      status == 2 || status == 3,
-		Granted:   res[1],
-		RefusedBy: budget.Limit(res[2]),
-		Requested: r.Min,
-		TPM:       budget.NewWindow(lim.TokensPerMinute, res[3], time.Unix(res[5], 0)),
+		Allowed:      status == 1 || status == 2,
+		Held:         status == 2 || status == 3,
+		Granted:      res[1],
+		RefusedBy:    budget.Limit(res[2]),
+		RefusedLevel: int(res[3]),
+		Requested:    r.Min,
 
-		MoneyGranted:   res[7],
+		MoneyGranted:   res[4],
 		MoneyRequested: r.MoneyMin,
 	}
-	if lim.TokenQuota > 0 {
-		d.Quota = budget.NewWindow(lim.TokenQuota, res[4], time.Unix(res[6], 0))
-	}
-	if lim.Spends() {
-		d.Spend[0] = budget.NewWindow(lim.SpendPerMinute, res[8], time.Unix(res[5], 0))
-		d.Spend[1] = budget.NewWindow(lim.SpendPerDay, res[9], time.Unix(res[11], 0))
-		d.Spend[2] = budget.NewWindow(lim.SpendPerMonth, res[10], time.Unix(res[12], 0))
+	t := windows(r.Limits, res[5:])
+	d.TPM, d.Quota, d.Spend = t.TPM, t.Quota, t.Spend
+	if len(r.Levels) > 0 {
+		d.Levels = make([]budget.Windows, len(r.Levels))
+		for i, l := range r.Levels {
+			d.Levels[i] = windows(l.Limits, res[5+9*(i+1):])
+			d.Levels[i].Name = l.Name
+		}
 	}
 	return d, nil
 }
 
-// Settle implements budget.Store.
+// Settle implements budget.Store: the tenant and actual.Levels in one
+// script.
 func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
-	res, err := settleScript.Run(ctx, s.client, s.Keys(tenant), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
+	res, err := settleScript.Run(ctx, s.client, s.keys(tenant, actual.Levels), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
 	if err != nil {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
 	}

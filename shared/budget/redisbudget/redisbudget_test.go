@@ -141,6 +141,44 @@ func TestKeys(t *testing.T) {
 	}
 }
 
+// TestLevelKeys: a level's keys carry the tenant's hash tag (one Cluster
+// slot for every level of a tenant) and expire with their windows, so
+// per-user accounts cost nothing once idle.
+func TestLevelKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	s, err := redisbudget.New(client, redisbudget.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lv := []budget.Level{{Name: "user:u1", Limits: budget.Limits{SpendPerDay: 100}}}
+	if _, err := s.Reserve(ctx, "acme", "1", budget.Request{Min: 1, Want: 1, MoneyMin: 1, MoneyWant: 10, Lease: time.Minute, Levels: lv}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := client.Keys(ctx, "*user:u1*").Result()
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("level keys %v, %v", keys, err)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "{llmgw:budget:acme}:l:user:u1:") {
+			t.Errorf("key %q lacks the tenant hash tag", k)
+		}
+		// The day's spend is kept till the month's end at most (the
+		// windows hash outlives the month window it may refund into).
+		if ttl, err := client.PTTL(ctx, k).Result(); err != nil || ttl <= 0 || ttl > 32*24*time.Hour {
+			t.Errorf("key %s: ttl %s, %v", k, ttl, err)
+		}
+	}
+	if st, err := s.Settle(ctx, "acme", "1", budget.Charge{Tokens: 1, Money: 3, Levels: lv}); err != nil || !st.Found {
+		t.Fatalf("settle %+v, %v", st, err)
+	}
+	if n, err := client.Exists(ctx, "{llmgw:budget:acme}:l:user:u1:r", "{llmgw:budget:acme}:l:user:u1:d").Result(); err != nil || n != 0 {
+		t.Errorf("level records left after settle: %d, %v", n, err)
+	}
+}
+
 // TestScriptCacheFlushed: after SCRIPT FLUSH (a restart, a failover) the
 // store falls back to EVAL and goes on.
 func TestScriptCacheFlushed(t *testing.T) {

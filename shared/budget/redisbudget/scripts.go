@@ -30,7 +30,7 @@ import "github.com/redis/go-redis/v9"
 // TIME; Redis >= 5 does this by default and the call is a no-op.
 const prelude = `
 if redis.replicate_commands then redis.replicate_commands() end
-local KW, KR, KD = KEYS[1], KEYS[2], KEYS[3]
+local KW, KR, KD
 local now
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
@@ -82,14 +82,22 @@ local function wend(idx, p)
   return (idx + 1) * 60
 end
 
-local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm')
--- nocounter: the tenant has no windows hash (never seen, or the store lost
--- its data: the hash outlives every record, see save).
-local nocounter = not w[1]
-local tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
-local qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
-local tm, dw, dm, mw, mm = tonumber(w[6]) or 0, tonumber(w[7]) or -1, tonumber(w[8]) or 0, tonumber(w[9]) or -1, tonumber(w[10]) or 0
-local dirty, rolled = false, false
+-- An account is three keys (KEYS[3i-2..3i]): the tenant's first, then
+-- its levels'. open(i) loads account i's windows into the variables the
+-- functions below work on; save writes them back.
+local nocounter, tw, tu, qp, qw, qu, tm, dw, dm, mw, mm
+local dirty, rolled
+local function open(i)
+  KW, KR, KD = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
+  local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm')
+  -- nocounter: the account has no windows hash (never seen, or the store
+  -- lost its data: the hash outlives every record, see save).
+  nocounter = not w[1]
+  tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
+  qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
+  tm, dw, dm, mw, mm = tonumber(w[6]) or 0, tonumber(w[7]) or -1, tonumber(w[8]) or 0, tonumber(w[9]) or -1, tonumber(w[10]) or 0
+  dirty, rolled = false, false
+end
 
 -- roll: move to the windows holding now, never back; a reservation with a
 -- quota of another period restarts the quota window. The spend windows
@@ -195,111 +203,150 @@ local function save()
 end
 `
 
-// reserveScript: ARGV now, id, min, want, tokens per minute, quota, period
-// (0 none, 1 day, 2 month), lease µs, money min, money want, spend per
-// minute, per day, per month. Returns {status, granted, refused by (a
-// budget.Limit), tpm used, quota used, tpm reset s, quota reset s, money
-// granted, minute spent, day spent, month spent, day reset s, month reset
-// s}; status 0 refused, 1 reserved, 2 held (live), 3 held (expired).
+// reserveScript: KEYS the accounts (the tenant's, then its levels'); ARGV
+// now, id, min, want, lease µs, money min, money want, then per account
+// tokens per minute, quota, period (0 none, 1 day, 2 month), spend per
+// minute, per day, per month. The request passes only if every account
+// has room; the grant is the least any has left, charged to each, each
+// keeping its own record of id. Returns {status, granted, refused by (a
+// budget.Limit), refusing account (0 the tenant), money granted}, then
+// per account {tpm used, quota used, tpm reset s, quota reset s, minute
+// spent, day spent, month spent, day reset s, month reset s}; status 0
+// refused, 1 reserved, 2 held (live), 3 held (expired).
 var reserveScript = redis.NewScript(prelude + `
 local id = ARGV[2]
-local mn, want = tonumber(ARGV[3]), tonumber(ARGV[4])
-local tpm, quota, p, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local mmin, mwant = tonumber(ARGV[9]), tonumber(ARGV[10])
-local spm, spd, spM = tonumber(ARGV[11]), tonumber(ARGV[12]), tonumber(ARGV[13])
-local spend = spm > 0 or spd > 0 or spM > 0
-roll(p, quota > 0, spend)
-sweep()
-local function reply(status, g, by, mg)
-  save()
-  local qe, de, me = 0, 0, 0
-  if qp ~= 0 then qe = wend(qw, qp) end
-  if dw >= 0 then de, me = wend(dw, 1), wend(mw, 2) end
-  return {status, g, by, tu, qu, wend(tw, 0), qe, mg, tm, dm, mm, de, me}
-end
-local v = redis.call('HGET', KR, id)
-if v then
-  local st, g, _, _, _, _, mg = dec(v)
-  if st == 'L' then return reply(2, g, 0, mg) end
-  return reply(3, 0, 0, 0)
+local mn, want, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local mmin, mwant = tonumber(ARGV[6]), tonumber(ARGV[7])
+local n = #KEYS / 3
+local lim, spend = {}, false
+for i = 1, n do
+  local o = 7 + 6 * (i - 1)
+  local l = {tpm = tonumber(ARGV[o + 1]), quota = tonumber(ARGV[o + 2]), p = tonumber(ARGV[o + 3]),
+    spm = tonumber(ARGV[o + 4]), spd = tonumber(ARGV[o + 5]), spM = tonumber(ARGV[o + 6])}
+  if l.quota <= 0 then l.p = 0 end
+  if l.spm > 0 or l.spd > 0 or l.spM > 0 then spend = true end
+  lim[i] = l
 end
 local function left(limit, used)
   if limit > 0 then return limit - used end
   return math.huge
 end
-local tl, ql = left(tpm, tu), left(quota, qu)
-local ml, dl, Ml = left(spm, tm), left(spd, dm), left(spM, mm)
-if ql < mn then return reply(0, 0, 2, 0) end
-if Ml < mmin then return reply(0, 0, 5, 0) end
-if dl < mmin then return reply(0, 0, 4, 0) end
-if ml < mmin then return reply(0, 0, 3, 0) end
-if tl < mn then return reply(0, 0, 1, 0) end
-local g = math.min(want, tl, ql)
-local mg = 0
-if spend then mg = math.min(mwant, ml, dl, Ml) end
-local rtw, rqp, rqw, x, y, z = -1, 0, -1, -1, -1, -1
-if tpm > 0 then
-  tu = tu + g
-  rtw = tw
-  dirty = true
+-- rank: the longest limit refusing is named (budget.Limit.longer).
+local rank = {[0] = 0, [1] = 1, [3] = 2, [4] = 3, [5] = 4, [2] = 5}
+local out = {0, 0, 0, 0, 0}
+local function report(i)
+  local qe, de, me = 0, 0, 0
+  if qp ~= 0 then qe = wend(qw, qp) end
+  if dw >= 0 then de, me = wend(dw, 1), wend(mw, 2) end
+  local o = 5 + 9 * (i - 1)
+  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = tu, qu, wend(tw, 0), qe
+  out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = tm, dm, mm, de, me
 end
-if quota > 0 then
-  qu = qu + g
-  rqp, rqw = qp, qw
-  dirty = true
+local g, mg, by, at, held = want, mwant, 0, 0, nil
+for i = 1, n do
+  local l = lim[i]
+  open(i)
+  roll(l.p, l.quota > 0, spend)
+  sweep()
+  if i == 1 then
+    local v = redis.call('HGET', KR, id)
+    if v then
+      local st, rg, _, _, _, _, rmg = dec(v)
+      if st == 'L' then held = {2, rg, rmg} else held = {3, 0, 0} end
+    end
+  end
+  local tl, ql = left(l.tpm, tu), left(l.quota, qu)
+  local ml, dl, Ml = left(l.spm, tm), left(l.spd, dm), left(l.spM, mm)
+  g, mg = math.min(g, tl, ql), math.min(mg, ml, dl, Ml)
+  local b = 0
+  if ql < mn then b = 2
+  elseif Ml < mmin then b = 5
+  elseif dl < mmin then b = 4
+  elseif ml < mmin then b = 3
+  elseif tl < mn then b = 1 end
+  if rank[b] > rank[by] then by, at = b, i - 1 end
+  save()
+  report(i)
 end
-if spm > 0 then tm, x, dirty = tm + mg, tw, true end
-if spd > 0 then dm, y, dirty = dm + mg, dw, true end
-if spM > 0 then mm, z, dirty = mm + mg, mw, true end
-redis.call('HSET', KR, id, enc('L', g, rtw, rqp, rqw, lease, mg, x, y, z))
-redis.call('ZADD', KD, f(now + lease), id)
--- Records outlive every deadline they hold (an expiry record ends at most
--- two leases after its reservation) and every window they may still refund
--- into, so a reservation never settled always returns its tokens. The
--- expiry is max(now + 2 leases, end of the windows) + 1 minute: it only
--- grows from one reservation to the next (unless the lease or the quota
--- period is changed), so it is set without reading the old one.
-local ttl = 2 * math.ceil(lease / 1000)
-ttl = math.max(ttl, wend(tw, 0) * 1000 - floor(now / 1000))
-if qp ~= 0 then ttl = math.max(ttl, wend(qw, qp) * 1000 - floor(now / 1000)) end
-if z >= 0 or y >= 0 then ttl = math.max(ttl, wend(mw, 2) * 1000 - floor(now / 1000)) end
-ttl = ttl + 60000
-redis.call('PEXPIRE', KR, ttl)
-redis.call('PEXPIRE', KD, ttl)
-save()
-if redis.call('PTTL', KW) < ttl then redis.call('PEXPIRE', KW, ttl) end
-return reply(1, g, 0, mg)
+if held then
+  out[1], out[2], out[5] = held[1], held[2], held[3]
+  return out
+end
+if by ~= 0 then
+  out[3], out[4] = by, at
+  return out
+end
+if not spend then mg = 0 end
+for i = 1, n do
+  local l = lim[i]
+  open(i)
+  local rtw, rqp, rqw, x, y, z = -1, 0, -1, -1, -1, -1
+  if l.tpm > 0 then tu, rtw, dirty = tu + g, tw, true end
+  if l.quota > 0 then qu, rqp, rqw, dirty = qu + g, qp, qw, true end
+  if l.spm > 0 then tm, x, dirty = tm + mg, tw, true end
+  if l.spd > 0 then dm, y, dirty = dm + mg, dw, true end
+  if l.spM > 0 then mm, z, dirty = mm + mg, mw, true end
+  redis.call('HSET', KR, id, enc('L', g, rtw, rqp, rqw, lease, mg, x, y, z))
+  redis.call('ZADD', KD, f(now + lease), id)
+  -- Records outlive every deadline they hold (an expiry record ends at
+  -- most two leases after its reservation) and every window they may
+  -- still refund into, so a reservation never settled always returns its
+  -- tokens. The expiry is max(now + 2 leases, end of the windows) + 1
+  -- minute: it only grows from one reservation to the next (unless the
+  -- lease or the quota period is changed), so it is set without reading
+  -- the old one.
+  local ttl = 2 * math.ceil(lease / 1000)
+  ttl = math.max(ttl, wend(tw, 0) * 1000 - floor(now / 1000))
+  if qp ~= 0 then ttl = math.max(ttl, wend(qw, qp) * 1000 - floor(now / 1000)) end
+  if z >= 0 or y >= 0 then ttl = math.max(ttl, wend(mw, 2) * 1000 - floor(now / 1000)) end
+  ttl = ttl + 60000
+  redis.call('PEXPIRE', KR, ttl)
+  redis.call('PEXPIRE', KD, ttl)
+  save()
+  if redis.call('PTTL', KW) < ttl then redis.call('PEXPIRE', KW, ttl) end
+  report(i)
+end
+out[1], out[2], out[5] = 1, g, mg
+return out
 `)
 
-// settleScript: ARGV now, id, actual tokens, actual money (each -1: what
-// was reserved). Returns {0} for no record ({0, 1} when the tenant had no
-// windows hash either: the store lost its data), else {1 live or 2
-// expired, reserved, actual, money reserved, money actual}.
+// settleScript: KEYS the accounts (the tenant's, then its levels'); ARGV
+// now, id, actual tokens, actual money (each -1: what was reserved).
+// Every account's record of id is settled; the reply is the tenant's:
+// {0} for no record ({0, 1} when the tenant had no windows hash either:
+// the store lost its data), else {1 live or 2 expired, reserved, actual,
+// money reserved, money actual}.
 var settleScript = redis.NewScript(prelude + `
 local id = ARGV[2]
-roll(0, false, false)
-sweep()
-local v = redis.call('HGET', KR, id)
-if not v then
+local out = {0}
+for i = 1, #KEYS / 3 do
+  open(i)
+  roll(0, false, false)
+  sweep()
+  local v = redis.call('HGET', KR, id)
+  if not v then
+    if i == 1 and nocounter then out = {0, 1} end
+  else
+    local st, g, a, b, c, _, mg, x, y, z = dec(v)
+    local actual, money = tonumber(ARGV[3]), tonumber(ARGV[4])
+    if actual < 0 then actual = g end
+    if money < 0 then money = mg end
+    apply(actual - g, a, b, c)
+    local md = money - mg
+    if md ~= 0 then
+      tm = applyTo(tm, x, tw, md)
+      dm = applyTo(dm, y, dw, md)
+      mm = applyTo(mm, z, mw, md)
+    end
+    redis.call('HDEL', KR, id)
+    redis.call('ZREM', KD, id)
+    if i == 1 then
+      local status = 1
+      if st == 'X' then status = 2 end
+      out = {status, g, actual, mg, money}
+    end
+  end
   save()
-  if nocounter then return {0, 1} end
-  return {0}
 end
-local st, g, a, b, c, _, mg, x, y, z = dec(v)
-local actual, money = tonumber(ARGV[3]), tonumber(ARGV[4])
-if actual < 0 then actual = g end
-if money < 0 then money = mg end
-apply(actual - g, a, b, c)
-local md = money - mg
-if md ~= 0 then
-  tm = applyTo(tm, x, tw, md)
-  dm = applyTo(dm, y, dw, md)
-  mm = applyTo(mm, z, mw, md)
-end
-redis.call('HDEL', KR, id)
-redis.call('ZREM', KD, id)
-save()
-local status = 1
-if st == 'X' then status = 2 end
-return {status, g, actual, mg, money}
+return out
 `)
