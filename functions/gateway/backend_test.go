@@ -240,3 +240,17 @@ func TestBackendClientDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestHostDefaults: the host's own defaults apply to the timeouts the
+// config leaves out, and given values win.
+func TestHostDefaults(t *testing.T) {
+	got := withHostDefaults(assemble.Host{})
+	if got.ReadHeaderTimeout != defaultReadHeaderTimeout || got.IdleTimeout != defaultIdleTimeout ||
+		got.ShutdownGrace != defaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout {
+		t.Errorf("zero settings: %+v", got)
+	}
+	given := assemble.Host{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3, FlushTimeout: 4}
+	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 || got.FlushTimeout != 4 {
+		t.Errorf("given settings changed: %+v", got)
+	}
+}

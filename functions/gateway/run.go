@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -44,7 +45,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 
-	host := assemble.HostOf(cfg, getenv)
+	host := withHostDefaults(assemble.HostOf(cfg, getenv))
 	log := newLogger(stdout, host.LogLevel)
 	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
 	for _, d := range host.Deprecated {
@@ -167,6 +168,29 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 // access-log line. A quarter of the grace, at most 2 s.
 func shutdownMargin(grace time.Duration) time.Duration {
 	return min(grace/4, 2*time.Second)
+}
+
+// Defaults of the host's own settings, applied to a zero by
+// withHostDefaults.
+const (
+	defaultReadHeaderTimeout = 10 * time.Second // read_header_timeout
+	defaultIdleTimeout       = 60 * time.Second // idle_timeout
+	defaultShutdownGrace     = 30 * time.Second // shutdown_grace
+	// defaultFlushTimeout (telemetry.flush_timeout) bounds a telemetry
+	// flush at the end of a Lambda invocation and after SIGTERM: a
+	// collector on loopback (the Lambda layer, the Container Apps agent)
+	// answers in milliseconds, a remote one in well under a second.
+	defaultFlushTimeout = 2 * time.Second
+)
+
+// withHostDefaults is h with its zero timeouts replaced by the host's
+// defaults.
+func withHostDefaults(h assemble.Host) assemble.Host {
+	h.ReadHeaderTimeout = cmp.Or(h.ReadHeaderTimeout, defaultReadHeaderTimeout)
+	h.IdleTimeout = cmp.Or(h.IdleTimeout, defaultIdleTimeout)
+	h.ShutdownGrace = cmp.Or(h.ShutdownGrace, defaultShutdownGrace)
+	h.FlushTimeout = cmp.Or(h.FlushTimeout, defaultFlushTimeout)
+	return h
 }
 
 // redisLog sends go-redis's own diagnostics (a failed dial, re-AUTH or

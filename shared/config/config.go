@@ -29,26 +29,20 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of the settings only the binary's host uses, or that are the
-// file's own semantics. Every other default belongs to the part that uses
+// Defaults the file's own checks and semantics need (listen and
+// log_level are checked as given or defaulted; a tenant's interval and
+// an endpoint's auth are read by several parts). Every other default
+// belongs to the part that uses
 // the setting (server, auth, ratelimit, budget, entra, lambdaurl,
 // upstream), which applies it to a zero value; where the part's zero means
 // "off", the wiring (shared/assemble) applies it to an absent one.
 const (
 	// DefaultListen is the listen address when the config names none and
 	// neither $PORT nor $CONTAINER_APP_PORT is set.
-	DefaultListen            = "127.0.0.1:8080"
-	DefaultReadHeaderTimeout = 10 * time.Second
-	DefaultIdleTimeout       = 60 * time.Second
-	DefaultMaxHeaderBytes    = 32 << 10
-	DefaultShutdownGrace     = 30 * time.Second
-	DefaultLogLevel          = "info"
-	DefaultInterval          = time.Minute
-	// DefaultFlushTimeout bounds a telemetry flush at the end of a Lambda
-	// invocation and after SIGTERM: a collector on loopback (the Lambda
-	// layer, the Container Apps agent) answers in milliseconds, a remote
-	// one in well under a second.
-	DefaultFlushTimeout = 2 * time.Second
+	DefaultListen         = "127.0.0.1:8080"
+	DefaultMaxHeaderBytes = 32 << 10
+	DefaultLogLevel       = "info"
+	DefaultInterval       = time.Minute
 	// DefaultEndpointAuth is an endpoint's auth when it names none.
 	DefaultEndpointAuth = "key"
 )
@@ -69,10 +63,10 @@ type Config struct {
 	// than that gets 408. Default server.DefaultBodyReadTimeout.
 	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers, from the
-	// connection's first byte. Default DefaultReadHeaderTimeout.
+	// connection's first byte. Default 10s (the host's, functions/gateway).
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection with no request for this
-	// long. Default DefaultIdleTimeout.
+	// long. Default 60s (the host's, functions/gateway).
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default
 	// DefaultMaxHeaderBytes.
@@ -338,8 +332,8 @@ type Telemetry struct {
 	TrustTraceparent bool `yaml:"trust_traceparent" json:"trust_traceparent"`
 	// FlushTimeout bounds the export at the end of each Lambda invocation
 	// and, on SIGTERM, the export after the open streams ended (at least
-	// this long, even when shutdown_grace was spent on them). Default
-	// DefaultFlushTimeout.
+	// this long, even when shutdown_grace was spent on them). Default 2s
+	// (the host's, functions/gateway).
 	FlushTimeout Duration `yaml:"flush_timeout" json:"flush_timeout"`
 }
 
@@ -825,15 +819,11 @@ func Read(path, overlay string) ([]byte, error) {
 func (c *Config) applyDefaults() {
 	c.listenGiven = c.Listen != ""
 	def(&c.Listen, DefaultListen)
-	defD(&c.ShutdownGrace, DefaultShutdownGrace)
-	defD(&c.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	defD(&c.IdleTimeout, DefaultIdleTimeout)
 	defN(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
 	def(&c.LogLevel, DefaultLogLevel)
 	// The budget store fails the way the limiter's does unless told
 	// otherwise.
 	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
-	defD(&c.Telemetry.FlushTimeout, DefaultFlushTimeout)
 	for i := range c.Tenants {
 		defD(&c.Tenants[i].Interval, DefaultInterval)
 		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)

@@ -42,7 +42,8 @@ pools:
 `
 
 // TestDefaults: the file's own defaults. Those of the settings a part
-// takes are that part's, tested there (auth, ratelimit, budget, server).
+// takes are that part's, tested there (auth, ratelimit, budget, server,
+// the binary's host and backend client).
 func TestDefaults(t *testing.T) {
 	c, err := parse([]byte(minimal), env(nil))
 	if err != nil {
@@ -55,8 +56,6 @@ func TestDefaults(t *testing.T) {
 		{"listen", c.Listen == DefaultListen},
 		{"tenant interval", c.Tenants[0].Interval.D() == time.Minute},
 		{"endpoint weight", c.Pools[0].Endpoints[0].Weight == 1},
-		{"read_header_timeout", c.ReadHeaderTimeout.D() == 10*time.Second},
-		{"idle_timeout", c.IdleTimeout.D() == 60*time.Second},
 		{"max_header_bytes", c.MaxHeaderBytes == 32<<10},
 	}
 	for _, ck := range checks {
