@@ -29,13 +29,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults the file's own checks and semantics need (listen and
-// log_level are checked as given or defaulted; a tenant's interval and
-// an endpoint's auth are read by several parts). Every other default
-// belongs to the part that uses
-// the setting (server, auth, ratelimit, budget, entra, lambdaurl,
-// upstream), which applies it to a zero value; where the part's zero means
-// "off", the wiring (shared/assemble) applies it to an absent one.
+// Defaults the file's own checks and semantics need: listen and
+// log_level are checked as given or defaulted; max_header_bytes, a
+// tenant's interval and an endpoint's auth are read by several parts.
+// Every other default belongs to the part that uses the setting (server,
+// auth, ratelimit, budget, entra, lambdaurl, upstream, the binary's host
+// and backend client), which applies it to a zero value; where the
+// part's zero means "off", the wiring (shared/assemble) applies it to an
+// absent one.
 const (
 	// DefaultListen is the listen address when the config names none and
 	// neither $PORT nor $CONTAINER_APP_PORT is set.
