@@ -50,12 +50,19 @@ func Parse(b []byte, getenv func(string) string) (*config.Config, error) {
 		// An Entra directory ID matches the token's tid in any case.
 		c.Tenants[i].ID = auth.CanonicalTenant(c.Tenants[i].ID)
 	}
-	p = p.Merge(c.Validate(getenv)).Merge(c.WrittenAs(check(c, getenv)))
+	p = append(p, c.Decoded(problems(c, getenv))...)
 	if len(p) > 0 {
 		return nil, p
 	}
 	c.ResolveAliases()
 	return c, nil
+}
+
+// problems is every problem with c by the file's rules and the parts',
+// each rule in one place: the file's generic rules skip the settings a
+// part checks (config's check:"part" tag).
+func problems(c *config.Config, getenv func(string) string) config.Problems {
+	return append(c.Validate(getenv), c.WrittenAs(check(c, getenv))...)
 }
 
 // into reports into p under path.
@@ -80,18 +87,22 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	cat := Catalogue(c, into(&p, "prices"))
 	for i, t := range c.Tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
-		var period, limits config.Problems
 		lim, err := tenantLimits(t)
 		if err != nil {
-			into(&period, f).Add("quota_period", "must be day or month, not %q", t.QuotaPeriod)
+			into(&p, f).Add("quota_period", "must be day or month, not %q", t.QuotaPeriod)
+			// Reported once: the rule between token_quota and
+			// quota_period sees a period given where a quota needs one.
+			lim.QuotaPeriod = budget.PeriodNone
+			if t.TokenQuota > 0 {
+				lim.QuotaPeriod = budget.PeriodDay
+			}
 		}
-		lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, into(&period, f))
-		lim.Check(into(&limits, f))
+		lim.SpendPerMinute, lim.SpendPerDay, lim.SpendPerMonth = spendLimits(t, into(&p, f))
+		lim.Check(into(&p, f))
 		levelLimits(t, into(&p, f))
 		if (len(t.Projects) > 0 || t.ProjectDefault != nil) && c.Auth.ProjectClaim == "" {
 			into(&p, f).Add("projects", "project limits need auth.project_claim: the claim of the verified token that names the caller's project")
 		}
-		p = append(p, period.Merge(limits)...)
 		CheckFeatures(into(&p, f), t)
 		checkSpend(into(&p, f), t, cat)
 	}

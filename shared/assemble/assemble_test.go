@@ -162,6 +162,9 @@ func TestProblems(t *testing.T) {
 				"pools[0].endpoints[0].entra.client_id: environment variable AZURE_CLIENT_ID is not set"}},
 		{name: "redis_entra with memory store", cfg: minimal + "limiter: {redis_entra: {credential: managed-identity, username: u}}\n",
 			wants: []string{"limiter.redis_entra: only used with store.backend redis"}},
+		{name: "tenant without id", cfg: strings.Replace(minimal, "id: t1, ", "", 1), wants: []string{"tenants[0].id: required"}},
+		{name: "duplicate tenant", cfg: strings.Replace(minimal, "tenants: [{id: t1, models: [m1], requests: 10}]", "tenants: [{id: t1, models: [m1], requests: 10}, {id: t1, models: [m1], requests: 10}]", 1),
+			wants: []string{`tenants[1].id: duplicate tenant "t1"`}},
 		{name: "duplicate model", cfg: minimal + `  - {name: p2, kind: openai, models: {m1: x}, endpoints: [{url: "http://a.example"}]}` + "\n", wants: []string{`pools[1].models.m1: model is already served by pool "p1"`}},
 		{name: "every problem at once", cfg: strings.Replace(minimal, `issuer: "https://issuer.example", `, "", 1) + "bogus: 1\nlisten: nope\nshutdown_grace: -1s\n",
 			wants: []string{"bogus: unknown field", "auth.issuer: required", "listen: must be host:port", "shutdown_grace: must not be negative"}},
@@ -186,10 +189,15 @@ func TestProblems(t *testing.T) {
 					t.Errorf("error mentions %q:\n%v", n, err)
 				}
 			}
+			seen := map[string]bool{}
 			for _, line := range p {
 				if field, _, ok := strings.Cut(line, ": "); !ok || field == "" || strings.Contains(field, " ") && field != "(top level)" {
 					t.Errorf("problem %q does not start with a field path", line)
 				}
+				if seen[line] {
+					t.Errorf("problem %q reported twice", line)
+				}
+				seen[line] = true
 			}
 		})
 	}

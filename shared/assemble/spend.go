@@ -125,6 +125,7 @@ func spendAmounts(minuteS, dayS, monthS string, at problem.At) (minute, day, mon
 		switch {
 		case err != nil:
 			at.Add(field, "%v", err)
+			return 0 // reported once: no limit for the rules that follow
 		case n == 0:
 			at.Add(field, "must be above 0 (leave it out for no limit)")
 		}

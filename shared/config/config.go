@@ -142,6 +142,9 @@ type Config struct {
 	// that name ("store.key_prefix" → "limiter.key_prefix"), so that a
 	// problem names the key the file holds.
 	writtenAs map[string]string
+	// undecoded holds the fields Decode reported (their values left
+	// zero), whose other problems Decoded drops.
+	undecoded map[string]bool
 
 	// listenGiven records that the config wrote listen: the environment's
 	// port then never replaces it (issue 22: a default compared by value
@@ -194,17 +197,17 @@ type Auth struct {
 	Algorithms []string `yaml:"algorithms" json:"algorithms"`
 	// Leeway is the clock skew allowed on exp, nbf and iat. Default
 	// auth.DefaultLeeway.
-	Leeway Duration `yaml:"leeway" json:"leeway"`
+	Leeway Duration `yaml:"leeway" json:"leeway" check:"part"`
 	// MaxTokenBytes refuses longer tokens unparsed. Default
 	// auth.DefaultMaxTokenBytes.
-	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes"`
+	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes" check:"part"`
 	// JWKSRefreshMin and JWKSRefreshMax clamp the JWKS refresh interval.
 	// Default auth.DefaultRefreshMin and auth.DefaultRefreshMax.
-	JWKSRefreshMin Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min"`
-	JWKSRefreshMax Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max"`
+	JWKSRefreshMin Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min" check:"part"`
+	JWKSRefreshMax Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max" check:"part"`
 	// UnknownKIDInterval allows one JWKS refresh per interval for tokens
 	// with an unknown kid. Default auth.DefaultUnknownKIDInterval.
-	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval"`
+	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval" check:"part"`
 }
 
 // Store is where the state replicas share lives: the limiter's request
@@ -237,7 +240,7 @@ type Redis struct {
 	// top of its timeout, and is not a store failure; a store that cannot
 	// be reached within it is (issue 20). Default
 	// store.DefaultDialTimeout.
-	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout"`
+	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout" check:"part"`
 }
 
 // Limiter configures the per-tenant request buckets' use of the store.
@@ -250,7 +253,7 @@ type Limiter struct {
 	Redis `yaml:",inline"`
 	// Timeout bounds the store's answer to one take. Default
 	// ratelimit.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout"`
+	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
 	// FailurePolicy is open or closed: what happens when the store is
 	// down. Default open.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
@@ -351,7 +354,7 @@ type Tenant struct {
 	// ratelimit.DefaultCountsPerRequest times requests.
 	CountRequests uint64 `yaml:"count_requests" json:"count_requests"`
 	// Interval of the token bucket. Default DefaultInterval.
-	Interval Duration `yaml:"interval" json:"interval"`
+	Interval Duration `yaml:"interval" json:"interval" check:"part"`
 	// MaxConcurrentRequests caps the tenant's requests in flight on one
 	// replica. Default the top-level max_concurrent_requests.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
@@ -360,15 +363,15 @@ type Tenant struct {
 	// completion tokens, and 0 is no limit.
 	//
 	// TokensPerMinute caps the tokens of one UTC calendar minute.
-	TokensPerMinute int64 `yaml:"tokens_per_minute" json:"tokens_per_minute"`
+	TokensPerMinute int64 `yaml:"tokens_per_minute" json:"tokens_per_minute" check:"part"`
 	// TokenQuota caps the tokens of one QuotaPeriod; it always fails
 	// closed when the budget store is down.
-	TokenQuota int64 `yaml:"token_quota" json:"token_quota"`
+	TokenQuota int64 `yaml:"token_quota" json:"token_quota" check:"part"`
 	// QuotaPeriod is day or month (UTC); required with TokenQuota.
 	QuotaPeriod string `yaml:"quota_period" json:"quota_period"`
 	// MaxOutputTokens caps every request's output per choice, whatever
 	// the client asks.
-	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens"`
+	MaxOutputTokens int64 `yaml:"max_output_tokens" json:"max_output_tokens" check:"part"`
 
 	// Spend limits (optional; docs/spend.md): the money the tenant's
 	// requests may cost per UTC calendar minute, day and month, as a
@@ -406,8 +409,8 @@ type Tenant struct {
 // LevelLimits are the limits of a level below a tenant: the tenant's
 // token and spend limits, by the same names and rules.
 type LevelLimits struct {
-	TokensPerMinute int64  `yaml:"tokens_per_minute" json:"tokens_per_minute"`
-	TokenQuota      int64  `yaml:"token_quota" json:"token_quota"`
+	TokensPerMinute int64  `yaml:"tokens_per_minute" json:"tokens_per_minute" check:"part"`
+	TokenQuota      int64  `yaml:"token_quota" json:"token_quota" check:"part"`
 	QuotaPeriod     string `yaml:"quota_period" json:"quota_period"`
 	SpendPerMinute  string `yaml:"spend_per_minute" json:"spend_per_minute"`
 	SpendPerDay     string `yaml:"spend_per_day" json:"spend_per_day"`
@@ -433,10 +436,10 @@ type Feature struct {
 	// CostPerUse is the token-equivalent one use costs: a token budget
 	// reserves it per use before forwarding and charges it with the
 	// tokens. Default 0 (free: the operator says what a use costs).
-	CostPerUse int64 `yaml:"cost_per_use" json:"cost_per_use"`
+	CostPerUse int64 `yaml:"cost_per_use" json:"cost_per_use" check:"part"`
 	// DefaultUses is how many uses are reserved for a request that bounds
 	// none (max_uses, max_tool_calls). Default tenant.DefaultUses.
-	DefaultUses int64 `yaml:"default_uses" json:"default_uses"`
+	DefaultUses int64 `yaml:"default_uses" json:"default_uses" check:"part"`
 	// AccountOwner says the tenant has the backend account to itself. The
 	// features that name account-wide state by id (file_id, container,
 	// file_search's vector stores) need it: the gateway serves no API
@@ -547,23 +550,23 @@ type Budget struct {
 	// Lease is how long a reservation may stay unsettled (a replica
 	// stopped mid-stream) before it is charged as reserved: the longest a request
 	// may live. Whole microseconds. Default budget.DefaultLease.
-	Lease Duration `yaml:"lease" json:"lease"`
+	Lease Duration `yaml:"lease" json:"lease" check:"part"`
 	// DefaultOutputTokens is the output reserved and written as the cap
 	// per choice in strict mode when neither the client nor the tenant caps
 	// it. Default budget.DefaultOutputTokens.
-	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
+	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens" check:"part"`
 	// Timeout bounds one reservation against the store. Default
 	// budget.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout"`
+	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
 	// ImageTokens bounds one image's prompt tokens in the prompt bound.
 	// Default prompt.DefaultImageTokens, the largest per-image charge
 	// OpenAI publishes (gpt-4o-mini, high detail); 1445 covers gpt-4o and
 	// gpt-4.1.
-	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
+	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens" check:"part"`
 	// MediaTokens bounds one audio, video, file or precomputed-embeddings
 	// part's prompt tokens in the prompt bound. Default
 	// prompt.DefaultMediaTokens; set it to the models' context length.
-	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens"`
+	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens" check:"part"`
 	// FailurePolicy is open or closed when the store is down or slow;
 	// default the limiter's. A tenant with a token_quota always fails
 	// closed.
@@ -665,7 +668,7 @@ type Entra struct {
 	// backend, entra.RedisScope for limiter.redis_entra.
 	Scope string `yaml:"scope" json:"scope"`
 	// Timeout bounds one token fetch. Default entra.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout"`
+	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
 }
 
 // Duration is a time.Duration written as "90ms", "5m".
@@ -719,6 +722,11 @@ func Decode(b []byte) (*Config, Problems) {
 	}
 	c.moveAliases(&p)
 	c.applyDefaults()
+	c.undecoded = make(map[string]bool, len(p))
+	for _, s := range p {
+		field, _, _ := strings.Cut(s, ": ")
+		c.undecoded[field] = true
+	}
 	return &c, p
 }
 

@@ -25,24 +25,18 @@ func (p *Problems) add(field, format string, a ...any) {
 	*p = append(*p, field+": "+fmt.Sprintf(format, a...))
 }
 
-// Merge returns p and the problems in q whose field is not at or below a
-// field p already reports: a value that did not decode is left zero, and
-// "required" on top of "cannot unmarshal" would only be noise, as would a
-// second problem with a field (a part's own check of a negative value the
-// file's check reported).
-func (p Problems) Merge(q Problems) Problems {
-	reported := make(map[string]bool, len(p))
+// Decoded returns p less its problems at or below a field whose value
+// did not decode (Decode reported it, and the value is left zero):
+// "required" on top of "cannot unmarshal" would only be noise. A document
+// that is not a mapping leaves nothing to check.
+func (c *Config) Decoded(p Problems) Problems {
+	if c.undecoded[topLevel] {
+		return nil
+	}
+	out := make(Problems, 0, len(p))
 	for _, s := range p {
 		field, _, _ := strings.Cut(s, ": ")
-		reported[field] = true
-	}
-	out := p[:len(p):len(p)]
-	if reported[topLevel] {
-		return out
-	}
-	for _, s := range q {
-		field, _, _ := strings.Cut(s, ": ")
-		if !under(reported, field) {
+		if !under(c.undecoded, field) {
 			out = append(out, s)
 		}
 	}
@@ -107,7 +101,9 @@ func (c *Config) Validate(getenv func(string) string) Problems {
 // validateNonNegative reports every negative duration and signed count,
 // wherever it is: none has a meaning below zero, and each constructor
 // downstream would otherwise refuse it, take its default, or misbehave
-// (a negative connect timeout fails every dial).
+// (a negative connect timeout fails every dial). A field tagged
+// check:"part" is skipped: the part that takes it checks it (its Check,
+// which shared/assemble runs), and one rule has one home.
 func validateNonNegative(ck *checker, v reflect.Value, path string) {
 	switch v.Kind() {
 	case reflect.Pointer:
@@ -115,8 +111,10 @@ func validateNonNegative(ck *checker, v reflect.Value, path string) {
 			validateNonNegative(ck, v.Elem(), path)
 		}
 	case reflect.Struct:
-		eachField(v.Type(), path, func(i int, _ reflect.StructField, p string) {
-			validateNonNegative(ck, v.Field(i), p)
+		eachField(v.Type(), path, func(i int, f reflect.StructField, p string) {
+			if f.Tag.Get("check") != "part" {
+				validateNonNegative(ck, v.Field(i), p)
+			}
 		})
 	case reflect.Slice:
 		for i := range v.Len() {
@@ -331,16 +329,15 @@ func validateCAFile(ck *checker, field, path string) {
 	}
 }
 
-// validateTenants checks the tenant table against the pools' models.
+// validateTenants checks the tenant table against the pools' models. A
+// tenant's id (present, unique) is the limiter's rule (ratelimit's Check).
 func validateTenants(ck *checker, tenants []Tenant, models map[string]string) {
-	ids := map[string]bool{}
 	if len(tenants) == 0 {
 		ck.add("tenants", "at least one tenant is required")
 	}
 	names := map[string]bool{}
 	for i, t := range tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
-		ck.uniqueName(ids, f+".id", t.ID, "tenant")
 		if t.Name != "" {
 			if !isHeaderValue(t.Name) {
 				ck.add(f+".name", "must be printable, without line breaks or surrounding spaces")

@@ -1,0 +1,137 @@
+package assemble
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/shared/config"
+)
+
+// everySection is minimal with every list and optional section holding
+// one element, so that a walk over it reaches every number a file can set.
+const everySection = `
+auth: {issuer: "https://issuer.example", audiences: [gw], project_claim: proj}
+tenants:
+  - id: t1
+    models: [m1]
+    requests: 10
+    token_quota: 100
+    quota_period: day
+    projects: [{name: a}]
+    project_default: {}
+    user_default: {}
+    features: [{name: web_search}]
+pools:
+  - name: p1
+    kind: azure-openai
+    models: {m1: served}
+    keepalive_interval: 1s
+    first_token_timeout: 1s
+    endpoints: [{url: "https://a.example", auth: entra, entra: {credential: managed-identity}}]
+store: {backend: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u}}
+upstream: {keepalive_interval: 1s}
+lambda: {min_remaining: 1s}
+`
+
+// TestOneRulePerNumber sets each signed number of the config, one at a
+// time, below zero and wants exactly one problem naming it: the file's
+// generic rule or the rule of the part that takes the setting, never
+// both and never neither.
+func TestOneRulePerNumber(t *testing.T) {
+	getenv := env(map[string]string{"R": "redis://x"})
+	c, p := config.Decode([]byte(everySection))
+	if len(p) > 0 {
+		t.Fatal(p)
+	}
+	base := problems(c, getenv)
+	n := 0
+	eachNumber(reflect.ValueOf(c).Elem(), "", func(v reflect.Value, field string) {
+		if strings.HasPrefix(field, "limiter.") && strings.Contains(field, "dial_timeout") {
+			return // the deprecated spelling, moved to store by Decode; below
+		}
+		n++
+		old := v.Int()
+		v.SetInt(-1)
+		defer v.SetInt(old)
+		got := count(problems(c, getenv), field) - count(base, field)
+		if got != 1 {
+			t.Errorf("%s: -1 gives %d problems, want 1:\n%v", field, got, problems(c, getenv))
+		}
+	})
+	if n < 40 {
+		t.Fatalf("walked %d numbers; the walk misses sections", n)
+	}
+	// The limiter's deprecated spellings of store settings: the part's
+	// rule, named as the file wrote it, once.
+	for field, section := range map[string]string{
+		"limiter.dial_timeout":        "{store: redis, redis_url_env: R, dial_timeout: -1s}",
+		"limiter.redis_entra.timeout": "{store: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u, timeout: -1s}}",
+	} {
+		cfg := minimal + "limiter: " + section + "\n"
+		_, err := Parse([]byte(cfg), getenv)
+		var p config.Problems
+		if !errors.As(err, &p) || count(p, field) != 1 {
+			t.Errorf("%s: -1s gives %v, want one problem naming it", field, err)
+		}
+	}
+}
+
+// count is how many problems in p name field.
+func count(p config.Problems, field string) int {
+	n := 0
+	for _, s := range p {
+		if strings.HasPrefix(s, field+": ") {
+			n++
+		}
+	}
+	return n
+}
+
+// eachNumber calls fn with every signed integer (count or duration) under
+// v and its field path as the file writes it.
+func eachNumber(v reflect.Value, path string, fn func(reflect.Value, string)) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			eachNumber(v.Elem(), path, fn)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			name, flags, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			switch {
+			case name == "-" || !f.IsExported():
+			case strings.Contains(flags, "inline"):
+				eachNumber(v.Field(i), path, fn)
+			case path == "":
+				eachNumber(v.Field(i), name, fn)
+			default:
+				eachNumber(v.Field(i), path+"."+name, fn)
+			}
+		}
+	case reflect.Slice:
+		for i := range v.Len() {
+			eachNumber(v.Index(i), fmt.Sprintf("%s[%d]", path, i), fn)
+		}
+	case reflect.Int, reflect.Int64:
+		fn(v, path)
+	}
+}
+
+// TestOneProblemPerValue: a tenant's value that does not parse is reported
+// once, not again by the budget's rules on what it would have been.
+func TestOneProblemPerValue(t *testing.T) {
+	for field, row := range map[string]string{
+		"tenants[0].quota_period": "token_quota: 100, quota_period: weekly",
+	} {
+		cfg := strings.Replace(minimal, "requests: 10}", "requests: 10, "+row+"}", 1)
+		_, err := Parse([]byte(cfg), env(nil))
+		var p config.Problems
+		if !errors.As(err, &p) || count(p, field) != 1 {
+			t.Errorf("%s: %v, want one problem naming it", row, err)
+		}
+	}
+}
