@@ -64,8 +64,11 @@ func (b *budgetSpy) Reserve(ctx context.Context, tenant, id string, ask budget.A
 }
 
 func (b *budgetSpy) SettleCharge(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
-	b.note("settle " + strconv.FormatInt(actual.Tokens, 10))
+	// The settle's line and its money are recorded under one lock: a
+	// test that has seen the line (settled) reads the money of the same
+	// settle, never the one before it.
 	b.mu.Lock()
+	b.calls = append(b.calls, "settle "+strconv.FormatInt(actual.Tokens, 10))
 	b.money = append(b.money, actual.Money)
 	b.mu.Unlock()
 	return b.Ledger.SettleCharge(ctx, tenant, id, actual)
