@@ -374,9 +374,12 @@ func TestEntraRedisLimiter(t *testing.T) {
 	if status, code := errorCode(t, g.chat(t, tok, "gpt-4o-mini")); status != http.StatusTooManyRequests || code != "rate_limit_exceeded" {
 		t.Fatalf("third request: %d %s, want 429 rate_limit_exceeded", status, code)
 	}
-	for _, bad := range []string{"failure policy applied", "limiter store not reachable"} {
-		if strings.Contains(g.logs.String(), bad) {
-			t.Fatalf("the limiter could not use Redis (%q):\n%s", bad, g.logs.String())
-		}
+	// No request was decided by the failure policy. The start's warm-up
+	// of the store's pool ("limiter store not reachable yet") may time
+	// out on some of its connections on a busy machine: it is a warning
+	// in the background, not a request the store failed, and the counts
+	// above already prove the bucket is kept in Redis.
+	if strings.Contains(g.logs.String(), "failure policy applied") {
+		t.Fatalf("the limiter could not use Redis:\n%s", g.logs.String())
 	}
 }
