@@ -10,12 +10,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -53,8 +53,11 @@ func Binary() (string, error) {
 }
 
 func build() (string, error) {
-	_, self, _, _ := runtime.Caller(0)
-	src := filepath.Join(filepath.Dir(self), "..", "otelcol")
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(root, "scripts", "otelcol")
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum", "main.go", "jsonfile.go"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
@@ -63,7 +66,7 @@ func build() (string, error) {
 		}
 		h.Write(b)
 	}
-	dir := filepath.Join(filepath.Dir(self), "..", "..", "bin", "otelcol")
+	dir := filepath.Join(root, "bin", "otelcol")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("the collector's folder: %w", err)
 	}
@@ -84,6 +87,27 @@ func build() (string, error) {
 		return "", fmt.Errorf("building the collector: %v\n%s", err, out)
 	}
 	return bin, os.Rename(tmp, bin)
+}
+
+// repoRoot is the folder above the test's working directory (go test
+// runs in the package's folder) that holds scripts/otelcol. It is found
+// from the working directory, not from runtime.Caller: under -trimpath
+// (make test) a caller's file is a module path, not a file.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "scripts", "otelcol", "go.mod")); err == nil {
+			return dir, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", errors.New("otelcoltest: no scripts/otelcol above the working directory")
+		}
+		dir = up
+	}
 }
 
 // Start builds (if needed) and starts a collector on a free loopback port;
