@@ -7,7 +7,8 @@
 // on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
 // TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
+//	go run ./scripts/bench -quick   # make bench: about 14 minutes on 2 cores (6 with -backend plain)
+//	go run ./scripts/bench -quick -phases closed,plain -backend plain  # the interleaved A/B targets alone: about 5 minutes
 //	go run ./scripts/bench -full    # make bench-full
 //	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
