@@ -33,6 +33,15 @@ func openIdle(t *testing.T, g *gw, n int) []net.Conn {
 	return held
 }
 
+// settleIdle waits for the server to record a round of connections as
+// idle. A client reads its answer before the server's goroutine for that
+// connection marks it idle (net/http sets StateIdle after the flush), so
+// on a loaded machine the next round can begin first and the listener's
+// "oldest idle" order, which is the server's, differs from the order the
+// test opened them in: the last of one round then outlives the first of
+// the next. The wait is for scheduling, not for a timer of the gateway.
+func settleIdle() { time.Sleep(300 * time.Millisecond) }
+
 // closedByServer reports whether the server closed c: a read gets EOF or a
 // reset within d instead of timing out.
 func closedByServer(c net.Conn, d time.Duration) bool {
@@ -173,8 +182,10 @@ func TestBusyConnectionsNeverClosed(t *testing.T) {
 		<-started
 	}
 	idle := openIdle(t, g, max-busy)
+	settleIdle()
 	// Each new connection takes an idle one's place.
 	fresh := openIdle(t, g, max-busy)
+	settleIdle()
 	for i, c := range idle {
 		if !closedByServer(c, slack) {
 			t.Errorf("idle connection %d still open after %d new ones", i, max-busy)

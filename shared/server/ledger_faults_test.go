@@ -18,13 +18,18 @@ import (
 	"github.com/llmgw/gateway/shared/store"
 )
 
+// faultTimeout bounds each store call: long enough that a busy machine
+// (the race detector, other tests) is not taken for an outage, short
+// enough that the blackholed settle gives up within the test.
+const faultTimeout = 2 * time.Second
+
 // faultLedger is a strict ledger on a real redis-server reached through
 // a proxy, for one tenant with a daily quota.
 func faultLedger(t *testing.T, quota int64) (*budget.Ledger, *redistest.Server, *redistest.Proxy) {
 	t.Helper()
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr(), 0)
-	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: 300 * time.Millisecond})
+	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: faultTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +38,7 @@ func faultLedger(t *testing.T, quota int64) (*budget.Ledger, *redistest.Server, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := budget.New(budget.Config{Timeout: 300 * time.Millisecond, SettleTimeout: 300 * time.Millisecond, BreakerThreshold: 1000},
+	l, err := budget.New(budget.Config{Timeout: faultTimeout, SettleTimeout: faultTimeout, BreakerThreshold: 1000},
 		[]budget.TenantBudget{{Tenant: "t1", Limits: budget.Limits{TokenQuota: quota, QuotaPeriod: budget.PeriodDay}}}, st)
 	if err != nil {
 		t.Fatal(err)

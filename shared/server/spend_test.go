@@ -86,7 +86,9 @@ func (tb *tierBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // service tiers tiers, priced by cat.
 func spendGateway(t *testing.T, lim budget.Limits, tiers price.Tiers, cat *price.Catalogue, st budget.Store, backend http.Handler) (*testGateway, *budgetSpy) {
 	t.Helper()
-	spy := newBudgetSpy(t, budget.Config{}, st, budget.TenantBudget{Tenant: "t1", Limits: lim})
+	// A remote store's answers are bounded generously: 200 requests at
+	// once under the race detector on a busy machine are not an outage.
+	spy := newBudgetSpy(t, budget.Config{Timeout: 5 * time.Second, SettleTimeout: 5 * time.Second}, st, budget.TenantBudget{Tenant: "t1", Limits: lim})
 	g := newTestGatewayWith(t, func(d *Deps) {
 		d.Budgets, d.Prices = spy, cat
 		d.Tenants = tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}, Tiers: tiers}})
