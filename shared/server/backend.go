@@ -224,7 +224,11 @@ func attemptTimer(timeout time.Duration, cancel context.CancelCauseFunc) *time.T
 // final says no other endpoint may be tried (the client left, or a JSON
 // answer timed out: it would only be slow again elsewhere).
 func (s *Server) roundTrip(ctx context.Context, ex *exchange, req *http.Request, c call) (resp *http.Response, fail *apiError, final bool) {
-	req.Header.Set("X-Request-Id", ex.id)
+	if len(ex.idHeader) == 1 && ex.idHeader[0] == ex.id {
+		req.Header["X-Request-Id"] = ex.idHeader
+	} else {
+		req.Header.Set("X-Request-Id", ex.id)
+	}
 	ex.sent = s.Now()
 	if ex.firstSent.IsZero() {
 		ex.firstSent = ex.sent
@@ -457,6 +461,28 @@ func (g *gunzip) Read(p []byte) (int, error) {
 	return g.zr.Read(p)
 }
 
+// plainJSON reports whether ct is application/json without parameters
+// (any case, spaces around it), which mime.ParseMediaType would accept
+// as JSON: the usual answer's type, told without the parameter map
+// ParseMediaType makes.
+func plainJSON(ct string) bool {
+	const want = "application/json"
+	ct = strings.TrimSpace(ct)
+	if len(ct) != len(want) {
+		return false
+	}
+	for i := 0; i < len(want); i++ { // ASCII only, as ParseMediaType's tokens
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // jsonAnswer is a JSON answer's first bytes and the scanner that reads
 // the whole answer as it is relayed. Pooled: a scanner keeps small copies
 // of the members it reads.
@@ -511,7 +537,7 @@ func checkBody(resp *http.Response, a *jsonAnswer, op request.Operation) string 
 		}
 		return ""
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
+	if ct := resp.Header.Get("Content-Type"); ct != "" && !plainJSON(ct) {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return fmt.Sprintf("answered with %q, not JSON", ct)

@@ -64,7 +64,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 4. Resolve: only the fields the gateway decides on, read once
 	// (request.Body); the model must be the tenant's and routable.
-	body, pool, err := s.resolve(ctx, ex, t, op, raw)
+	// The parsed body lives in the pooled exchange: the steps below take
+	// its address, which would put a fresh one on the heap per request.
+	body := &ex.parsed
+	var pool *route.Pool
+	*body, pool, err = s.resolve(ctx, ex, t, op, raw)
 	if err != nil {
 		return err
 	}
@@ -73,7 +77,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	if err := s.checkFeatures(ex, t, op, raw, r.Header); err != nil {
 		return err
 	}
-	if err := checkTier(ex, t, &body); err != nil {
+	if err := checkTier(ex, t, body); err != nil {
 		return err
 	}
 
@@ -86,7 +90,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
 	// of the request's tokens (prompt bound + output cap), settled once at
 	// the end (serve) from the counted usage.
-	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, &body, raw); err != nil {
+	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, body, raw); err != nil {
 		return err
 	}
 
@@ -98,7 +102,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer ex.keepalive.Stop()
 	}
-	ans, err := s.send(ctx, ex, w, r.Header, pool, op, &body, raw, inject)
+	ans, err := s.send(ctx, ex, w, r.Header, pool, op, body, raw, inject)
 	putBody(bufp)
 	held = false
 	if err != nil {
