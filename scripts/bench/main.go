@@ -7,7 +7,8 @@
 // on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
 // TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
+//	go run ./scripts/bench -quick   # make bench: about 14 minutes on 2 cores (6 with -backend plain)
+//	go run ./scripts/bench -quick -phases closed,plain -backend plain  # the interleaved A/B targets alone: about 5 minutes
 //	go run ./scripts/bench -full    # make bench-full
 //	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
@@ -114,9 +115,9 @@ func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name]
 
 func quickPlan() plan {
 	return plan{
-		name: "quick", levels: []int{100, 300, 500}, reps: 2,
+		name: "quick", levels: []int{100, 300, 500}, reps: minABReps,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
-		fixedRate: 3000, fixedReps: 1, fixedWindow: 2 * time.Second,
+		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 200,
 		gcLevel: 500, gcReps: 1, gcSettings: gcSettings,
@@ -252,6 +253,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer os.RemoveAll(b.tmp)
+	if b.sink, err = startSink(); err != nil {
+		return err
+	}
+	defer b.sink.close()
 	if err := b.startBackends(ctx); err != nil {
 		return err
 	}
@@ -261,6 +266,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	res.elapsed = time.Since(b.began)
 	res.gatewayFrom = b.gatewayFrom
+	res.sampler = samplerName(os.Getenv)
 	rep := newReport(res, root)
 	outPath, plotPath := inRoot(root, *out), inRoot(root, *plots)
 	if err := os.MkdirAll(plotPath, 0o755); err != nil {
@@ -331,6 +337,9 @@ type bench struct {
 	pki         privateca.Files
 	stubClient  *http.Client
 	gatewayFrom string // where the gateway under test came from, for the report
+	// sink is the OTLP collector telemetryKind exports to, in this
+	// process.
+	sink *otlpSink
 	// floodCap is the flood tenant's max_concurrent_requests in the
 	// gateway's config (the neighbour phase); 0: no flood tenant.
 	floodCap int
@@ -466,10 +475,13 @@ func (b *bench) startRelay(ctx context.Context, leg, kind string, conns int, ext
 	var pr *proc
 	var t0 time.Time
 	switch kind {
-	case "gateway":
+	case "gateway", telemetryKind:
 		path, err := b.gatewayConfig(addr, leg)
 		if err != nil {
 			return nil, err
+		}
+		if kind == telemetryKind {
+			env = append(env, gatewayEnv(b.sink.url)...)
 		}
 		pr, t0, err = b.startGateway(env, path)
 		if err != nil {
@@ -673,6 +685,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 					}
 					r := b.measured(pid, func() runResult { return closedLoop(ctx, t, n, p.ramp, p.window, p.tail) })
 					r.mode = legMode(r.mode, v.leg)
+					r.rep = rep
 					res.add(r)
 					b.logf("rep %d %-5s %-7s %5d streams: TTFT p50 %s p99 %s, end p99 %s, %d streams, %d errors, cpu %s/event, rss %s, other load on relay core %.0f%%",
 						rep, v.leg, v.kind, n, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.end.P99), r.done, r.errCount(), us(r.cpuPerEvt), mib(r.rssMax), r.foreign*100)
@@ -715,20 +728,31 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 
+	// The plain phase: every target, and the gateway with telemetry on
+	// right beside the gateway (plainVisits), in each repetition.
 	plainConns := 4096
 	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
-		for _, kind := range b.targets() {
+		res.telemetry = true
+		for _, kind := range plainVisits(b.targets(), rep) {
+			sink0 := b.sink.counts()
 			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
 				r := b.measured(pid, func() runResult {
 					return openLoop(ctx, t, p.fixedRate, false, p.fixedWindow, p.tail, plainConns)
 				})
+				r.rep = rep
 				res.add(r)
-				b.logf("rep %d %-7s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
+				b.logf("rep %d %-17s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
 					rep, kind, p.fixedRate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
 				return nil
 			})
 			if err != nil {
 				return nil, err
+			}
+			if kind == telemetryKind {
+				// After the stop: the gateway's last flush is in.
+				got := b.sink.counts().sub(sink0)
+				res.sink = res.sink.add(got)
+				b.logf("rep %d %s: the sink received %s", rep, kind, describeSink(got))
 			}
 		}
 	}
@@ -903,6 +927,7 @@ func sizes(root, gateway string) (bin, image int64, note string) {
 // temporary folder, written by the kernel from the gateway's own fd, so no
 // copy in the bench process skews the figures.
 func (b *bench) startGateway(env []string, config string) (*proc, time.Time, error) {
+	env = append(gatewayEnv(""), env...) // telemetry off unless env turns it on
 	f, err := os.OpenFile(filepath.Join(b.tmp, "gateway-access.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, time.Time{}, err
