@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"github.com/llmgw/gateway/shared/budget"
+	"io"
 	"net/http"
 	"time"
 
@@ -115,14 +116,20 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle
-	// timeout: its timer ends the attempt's context.
-	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
-	defer idle.t.Stop()
-	ex.keepalive.Watch(&idle.last)
+	// timeout: its timer ends the attempt's context. A JSON answer the
+	// attempt read whole (awaitJSON) is not read again: it needs none.
+	var src io.Reader = resp.Body
+	var idle *idleReader
+	if body.Stream || ex.answer == nil || !ex.answer.whole {
+		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
+		defer idle.t.Stop()
+		ex.keepalive.Watch(&idle.last)
+		src = idle
+	}
 	if body.Stream && isEventStream(resp.Header) {
 		s.streamOpens(ex)
 		s.relayStream(ctx, w, rc, ex, resp, idle, inject)
-	} else if err := s.relayJSON(w, ex, resp, idle); err != nil {
+	} else if err := s.relayJSON(w, ex, resp, src); err != nil {
 		return err
 	}
 	s.rememberUsage(ex)
