@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"github.com/llmgw/gateway/shared/budget"
+	"io"
 	"net/http"
 	"time"
 
@@ -13,15 +14,6 @@ import (
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
-
-// DefaultMaxConcurrentRequests is a tenant's cap on proxied requests in
-// flight on one replica when config names none: a third of the 1,500
-// streams a replica is sized for, so real traffic of one tenant (a
-// replica's share of it: replicas scale out) is not refused, while a
-// runaway client of one tenant leaves two thirds of the replica to its
-// neighbours. A deployment with one tenant, or fewer neighbours to
-// protect, sets its own (issue 22).
-const DefaultMaxConcurrentRequests = 512
 
 // proxy returns the handler for one proxied OpenAI operation. The request
 // path reads top to bottom in serveProxy; each step is a call into the
@@ -124,14 +116,20 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle
-	// timeout: its timer ends the attempt's context.
-	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
-	defer idle.t.Stop()
-	ex.keepalive.Watch(&idle.last)
+	// timeout: its timer ends the attempt's context. A JSON answer the
+	// attempt read whole (awaitJSON) is not read again: it needs none.
+	var src io.Reader = resp.Body
+	var idle *idleReader
+	if body.Stream || ex.answer == nil || !ex.answer.whole {
+		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
+		defer idle.t.Stop()
+		ex.keepalive.Watch(&idle.last)
+		src = idle
+	}
 	if body.Stream && isEventStream(resp.Header) {
 		s.streamOpens(ex)
 		s.relayStream(ctx, w, rc, ex, resp, idle, inject)
-	} else if err := s.relayJSON(w, ex, resp, idle); err != nil {
+	} else if err := s.relayJSON(w, ex, resp, src); err != nil {
 		return err
 	}
 	s.rememberUsage(ex)
