@@ -1,7 +1,6 @@
 package assemble
 
 import (
-	"cmp"
 	"fmt"
 
 	"github.com/llmgw/gateway/shared/budget"
@@ -176,15 +175,21 @@ func spendField(t config.Tenant) string {
 		}
 		return ""
 	}
-	f := first("", config.LevelLimits{SpendPerMinute: t.SpendPerMinute, SpendPerDay: t.SpendPerDay, SpendPerMonth: t.SpendPerMonth})
+	if f := first("", config.LevelLimits{SpendPerMinute: t.SpendPerMinute, SpendPerDay: t.SpendPerDay, SpendPerMonth: t.SpendPerMonth}); f != "" {
+		return f
+	}
 	for i, p := range t.Projects {
-		f = cmp.Or(f, first(fmt.Sprintf("projects[%d].", i), p.LevelLimits))
+		if f := first(fmt.Sprintf("projects[%d].", i), p.LevelLimits); f != "" {
+			return f
+		}
 	}
 	if d := t.ProjectDefault; d != nil {
-		f = cmp.Or(f, first("project_default.", *d))
+		if f := first("project_default.", *d); f != "" {
+			return f
+		}
 	}
 	if d := t.UserDefault; d != nil {
-		f = cmp.Or(f, first("user_default.", *d))
+		return first("user_default.", *d)
 	}
-	return f
+	return ""
 }
