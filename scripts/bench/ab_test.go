@@ -226,6 +226,7 @@ func abResults(reps int, foreign float64) *results {
 		for t, v := range map[string]float64{"gateway": 300 * drift, telemetryKind: 312 * drift, "floor": 280 * drift} {
 			r := abRun(t, rep, v, foreign)
 			r.mode, r.level = "open-plain", p.fixedRate
+			r.requests, r.rate = 6000, float64(p.fixedRate)
 			res.add(r)
 		}
 	}
@@ -277,6 +278,44 @@ func TestABTargets(t *testing.T) {
 				t.Errorf("summary:\n%s", sum)
 			}
 		})
+	}
+}
+
+func TestSaturated(t *testing.T) {
+	t.Parallel()
+	run := func(late, dropped int, rate float64) runResult {
+		return runResult{level: 3000, requests: 6000, late: late, dropped: dropped, rate: rate}
+	}
+	for _, tt := range []struct {
+		name string
+		runs []runResult
+		want int
+	}{
+		{"held", []runResult{run(0, 0, 3000), run(60, 0, 2940)}, 0},
+		{"late", []runResult{run(61, 0, 3000)}, 1},
+		{"dropped", []runResult{run(30, 31, 3000)}, 1},
+		{"rate not reached", []runResult{run(0, 0, 2939)}, 1},
+		{"each run counted", []runResult{run(100, 0, 3000), run(0, 0, 3000), run(0, 0, 1000)}, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := saturated(tt.runs); got != tt.want {
+				t.Fatalf("saturated = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestABTargetsSaturated: a telemetry A/B whose runs fell behind the rate
+// keeps its mark with "(saturated)" and says why.
+func TestABTargetsSaturated(t *testing.T) {
+	t.Parallel()
+	res := abResults(3, 0)
+	res.runs[runKey{telemetryKind, "open-plain", res.plan.fixedRate}][1].late = 500
+	md := newReport(res, ".").markdown(nil, "docs/bench")
+	for _, w := range []string{"1 of 6 runs fell behind the rate", "| **pass** (saturated) |"} {
+		if !strings.Contains(md, w) {
+			t.Errorf("report lacks %q", w)
+		}
 	}
 }
 

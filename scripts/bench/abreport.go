@@ -104,6 +104,23 @@ func otherLoad(runs ...[]runResult) (string, bool) {
 	return fmt.Sprintf("%.0f%% (max %.0f%%)", m, hi), hi > noisyShare*100
 }
 
+// saturated counts the open-loop runs that fell behind their rate: more
+// than 1% of requests late or dropped, or under 98% of the rate
+// achieved. A relay at its core's limit batches its reads and writes
+// (fewer system calls per request), so its CPU per request is not the
+// same measure as an unsaturated run's.
+func saturated(runs ...[]runResult) int {
+	n := 0
+	for _, rs := range runs {
+		for _, x := range rs {
+			if x.late+x.dropped > x.requests/100 || x.rate < 0.98*float64(x.level) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // cpuReq is a run's relay CPU per completed request, in µs.
 func cpuReq(x runResult) float64 { return float64(perRequest(x).Nanoseconds()) / 1000 }
 
@@ -133,6 +150,10 @@ func (r *report) abTargets(allocLink string) []abRow {
 			mark = "n/a"
 		}
 		beside := []string{}
+		if n := saturated(on, off); n > 0 && mark != "n/a" {
+			mark += " (saturated)"
+			beside = append(beside, fmt.Sprintf("%d of %d runs fell behind the rate (more than 1%% of requests late or dropped, or under 98%% of the rate achieved): the core was saturated, so CPU per request is not comparable; -rate 1500 measures below it", n, len(on)+len(off)))
+		}
 		for _, peer := range []string{"floor", "nginx"} {
 			if runs := plainRuns(peer); len(runs) > 0 {
 				beside = append(beside, fmt.Sprintf("%s %s", peer, medOnly(runs, cpuReq, "%.1f µs")))

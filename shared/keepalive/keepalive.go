@@ -40,7 +40,7 @@ type Writer struct {
 	first    time.Time // when the first comment went out
 }
 
-// Start starts a stream's writer; every = 0 sends no comments
+// Start starts a stream's writer; every <= 0 sends no comments
 // (the writer still orders the headers and the relay's writes).
 func Start(w http.ResponseWriter, every time.Duration, now func() time.Time) *Writer {
 	k := &Writer{w: w, flush: FlusherOf(w), every: every, now: now, last: now()}

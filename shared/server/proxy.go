@@ -15,15 +15,6 @@ import (
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
-// DefaultMaxConcurrentRequests is a tenant's cap on proxied requests in
-// flight on one replica when config names none: a third of the 1,500
-// streams a replica is sized for, so real traffic of one tenant (a
-// replica's share of it: replicas scale out) is not refused, while a
-// runaway client of one tenant leaves two thirds of the replica to its
-// neighbours. A deployment with one tenant, or fewer neighbours to
-// protect, sets its own (issue 22).
-const DefaultMaxConcurrentRequests = 512
-
 // proxy returns the handler for one proxied OpenAI operation. The request
 // path reads top to bottom in serveProxy; each step is a call into the
 // package that owns it.
