@@ -123,10 +123,11 @@ func eachNumber(v reflect.Value, path string, fn func(reflect.Value, string)) {
 
 // TestOneProblemPerValue: a value that breaks more than one rule is
 // reported once, by the rule that owns its field: a tenant's value that
-// does not parse, not again by the budget's rules on what it would have
-// been; an organization or project on a kind that does not send it, not
-// again as a header value it would have been (both used to be reported:
-// config's header rule and upstream's kind rule).
+// does not parse, not again by the budget's or the spend rules on what it
+// would have been (a spend amount was also told it "needs prices"); an
+// organization or project on a kind that does not send it, not again as
+// a header value it would have been (both used to be reported: config's
+// header rule and upstream's kind rule).
 func TestOneProblemPerValue(t *testing.T) {
 	tenant := func(row string) string { return strings.Replace(minimal, "requests: 10}", "requests: 10, "+row+"}", 1) }
 	endpoint := func(kind, extra string) string {
@@ -135,6 +136,7 @@ func TestOneProblemPerValue(t *testing.T) {
 	}
 	for _, tc := range []struct{ field, cfg, want string }{
 		{"tenants[0].quota_period", tenant("token_quota: 100, quota_period: weekly"), "must be day or month"},
+		{"tenants[0].spend_per_month", tenant(`spend_per_month: "lots"`), `"lots" is not a decimal amount`},
 		{"pools[0].endpoints[0].organization", endpoint("vllm", `organization: "org\r\nX-Evil: 1"`), "only for openai pools, not vllm"},
 		{"pools[0].endpoints[0].project", endpoint("azure-openai", `project: " proj"`), "only for openai pools, not azure-openai"},
 		{"pools[0].endpoints[0].organization", endpoint("openai", `organization: "org\r\nX-Evil: 1"`), "must be a printable header value"},

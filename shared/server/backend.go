@@ -136,6 +136,24 @@ type attempt struct {
 // "stream_options":{"include_usage":true} and an output cap.
 const rewriteSlack = 144
 
+// rewrite is the attempt's body: raw with c applied (request.Body.RewriteWith).
+// Each attempt gets its own exactly sized copy: the transport may still
+// be reading a failed attempt's body, and a stream holds its body until
+// it ends, so a pooled buffer would pin more memory. A body that fits a
+// pooled buffer is rewritten there first and copied: its copy is then
+// its size, not its size plus rewriteSlack (issue 38).
+func rewrite(body *request.Body, raw []byte, c request.Changes) []byte {
+	need := len(raw) + rewriteSlack
+	scratch := bodyPool.Get().(*[]byte)
+	defer putBody(scratch)
+	if cap(*scratch) < need {
+		return body.RewriteWith(make([]byte, 0, need), raw, c)
+	}
+	tmp := body.RewriteWith((*scratch)[:0], raw, c)
+	*scratch = tmp
+	return append(make([]byte, 0, len(tmp)), tmp...)
+}
+
 // try sends the request to one endpoint, under a context of its own that
 // cancel ends (the caller's, once the answer is relayed). On failure it
 // has benched the endpoint as the answer deserves; final says no other
@@ -145,10 +163,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	target := s.Targets[e]
 	ex.endpoint = e.Name
 	ex.attempts++
-	// Each attempt gets its own exactly sized copy: the transport may still
-	// be reading a failed attempt's body, and a stream holds its body until
-	// it ends, so a pooled buffer would pin more memory.
-	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, request.Changes{
+	out := rewrite(a.body, raw, request.Changes{
 		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: ex.outputCap(), CapField: target.CapField(a.op)})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
