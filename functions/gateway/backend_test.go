@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/server"
 )
 
 const completionJSON = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",` +
@@ -241,16 +242,18 @@ func TestBackendClientDefaults(t *testing.T) {
 	}
 }
 
-// TestHostDefaults: the host's own defaults apply to the timeouts the
+// TestHostDefaults: the host's own defaults apply to the settings the
 // config leaves out, and given values win.
 func TestHostDefaults(t *testing.T) {
 	got := withHostDefaults(assemble.Host{})
 	if got.ReadHeaderTimeout != defaultReadHeaderTimeout || got.IdleTimeout != defaultIdleTimeout ||
-		got.ShutdownGrace != defaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout {
+		got.ShutdownGrace != defaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout ||
+		got.Listen != defaultListen || got.MaxHeaderBytes != server.DefaultMaxHeaderBytes {
 		t.Errorf("zero settings: %+v", got)
 	}
-	given := assemble.Host{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3, FlushTimeout: 4}
-	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 || got.FlushTimeout != 4 {
+	given := assemble.Host{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3, FlushTimeout: 4, Listen: ":9", MaxHeaderBytes: 5}
+	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 || got.FlushTimeout != 4 ||
+		got.Listen != ":9" || got.MaxHeaderBytes != 5 {
 		t.Errorf("given settings changed: %+v", got)
 	}
 }

@@ -14,15 +14,21 @@ import (
 // BenchmarkGatewayRequest measures whole requests through the in-process
 // gateway over loopback HTTP: authentication, tenant, limiter, routing,
 // rewrite, the backend round trip to the stub and the relay. allocs/op
-// and cpu-us/req count the whole process (client, gateway and stub), so
-// they compare one tree with another, not the gateway alone with nginx
-// (make bench does that). The _telemetry cases run the same requests
-// through a second gateway exporting both signals to a collector that
-// discards them. Run before and after a refactor:
+// and cpu-us/req count the benchmark's process: the client, the gateway
+// and its servers. The stub backend runs as a child process built from
+// scripts/cmd/stub (LLMGW_BENCH_STUB: a prebuilt stub binary, or
+// "inprocess" for the stub in this process, whose encoding/json per event
+// was most of a Responses stream's bytes), so the figures are what the
+// gateway allocates and not what the stub does. They compare one tree
+// with another, not the gateway alone with nginx (make bench does that).
+// The _telemetry cases run the same requests through a second gateway
+// exporting both signals to a collector that discards them. Run before
+// and after a refactor:
 //
 //	go test -tags lambda.norpc -run '^$' -bench GatewayRequest -benchmem ./functions/gateway
 func BenchmarkGatewayRequest(b *testing.B) {
-	plain := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true})
+	stubBin := benchStub(b)
+	plain := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, stubProcess: stubBin})
 	// As Container Apps runs it: both signals to the agent over OTLP/gRPC,
 	// traces sampled by the default sampler (otlp.DefaultSampler; the
 	// benchmark's own OTEL_TRACES_SAMPLER and _ARG, when set, measure
@@ -37,7 +43,7 @@ func BenchmarkGatewayRequest(b *testing.B) {
 			env[k] = v
 		}
 	}
-	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: env})
+	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: env, stubProcess: stubBin})
 	cases := []struct{ name, path, body string }{
 		{"chat_stream", "/v1/chat/completions", `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`},
 		{"chat_json", "/v1/chat/completions", `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`},

@@ -73,6 +73,11 @@ type options struct {
 	// quietLogs drops the gateway's output once it listens: a benchmark's
 	// log is not kept, so its growth is not counted as the gateway's.
 	quietLogs bool
+	// stubProcess, when set, is a stub binary (scripts/cmd/stub): the
+	// stubs run as its child processes (startStubProcess), so a
+	// benchmark does not count their allocations as the gateway's. The
+	// stubs' recorded requests (gw.Stubs) are then not available.
+	stubProcess string
 }
 
 // demoConfig is scripts/dev/demo.yaml with the stub, issuer and listen
@@ -146,6 +151,10 @@ func startGateway(t testing.TB, o options) *gw {
 	for i := 0; i < o.stubs && o.share == nil; i++ {
 		so := o.stubOpts
 		so.Name = fmt.Sprintf("stub-%d", i)
+		if o.stubProcess != "" {
+			g.stubURLs = append(g.stubURLs, startStubProcess(t, o.stubProcess, so))
+			continue
+		}
 		s := stub.New(so)
 		srv := httptest.NewServer(s)
 		t.Cleanup(func() { s.Close(); srv.Close() })

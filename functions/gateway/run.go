@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // open streams finish for the grace period.
 func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.Logger) (err error) {
 	addr := host.Listen
-	conns := host.Conns
+	conns := host.Conns.WithDefaults() // MaxConns sized below
 	conns.Log = log
 	fds := raiseFDLimit()
 	want := conns.MaxConns
@@ -173,6 +173,10 @@ func shutdownMargin(grace time.Duration) time.Duration {
 // Defaults of the host's own settings, applied to a zero by
 // withHostDefaults.
 const (
+	// defaultListen (listen) is loopback: a gateway run by hand serves
+	// only this machine until its config says otherwise; a container's
+	// port comes from $PORT or $CONTAINER_APP_PORT (assemble.HostOf).
+	defaultListen            = "127.0.0.1:8080"
 	defaultReadHeaderTimeout = 10 * time.Second // read_header_timeout
 	defaultIdleTimeout       = 60 * time.Second // idle_timeout
 	defaultShutdownGrace     = 30 * time.Second // shutdown_grace
@@ -183,9 +187,13 @@ const (
 	defaultFlushTimeout = 2 * time.Second
 )
 
-// withHostDefaults is h with its zero timeouts replaced by the host's
-// defaults.
+// withHostDefaults is h with its zero settings replaced by the host's
+// defaults (the log level's is the logger's: newLogger).
 func withHostDefaults(h assemble.Host) assemble.Host {
+	h.Listen = cmp.Or(h.Listen, defaultListen)
+	// The handler's cap (server.New applies the same default): the
+	// host's net/http bound is twice it.
+	h.MaxHeaderBytes = cmp.Or(h.MaxHeaderBytes, server.DefaultMaxHeaderBytes)
 	h.ReadHeaderTimeout = cmp.Or(h.ReadHeaderTimeout, defaultReadHeaderTimeout)
 	h.IdleTimeout = cmp.Or(h.IdleTimeout, defaultIdleTimeout)
 	h.ShutdownGrace = cmp.Or(h.ShutdownGrace, defaultShutdownGrace)
@@ -203,7 +211,9 @@ func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	_ = l.UnmarshalText([]byte(level)) // validated by config
+	var l slog.Level // "" (log_level left out): info, slog's zero Level
+	if level != "" {
+		_ = l.UnmarshalText([]byte(level)) // validated by config
+	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }

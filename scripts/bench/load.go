@@ -217,6 +217,7 @@ type runResult struct {
 	target  string
 	mode    string // "closed", "open-stream", "open-plain"
 	level   int    // streams (closed loop) or requests/s (open loop)
+	rep     int    // the repetition it belongs to (closed and plain phases; 0 elsewhere), for paired ratios
 	elapsed time.Duration
 
 	requests int            // started in the measured window

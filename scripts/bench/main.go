@@ -7,7 +7,8 @@
 // on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
 // TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 10 minutes on 2 cores (4 with -backend plain)
+//	go run ./scripts/bench -quick   # make bench: about 14 minutes on 2 cores (6 with -backend plain)
+//	go run ./scripts/bench -quick -phases closed,plain -backend plain  # the interleaved A/B targets alone: about 5 minutes
 //	go run ./scripts/bench -full    # make bench-full
 //	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
@@ -63,7 +64,17 @@ type plan struct {
 	ramp, window time.Duration
 	tail         time.Duration // hard limit for open streams after the window
 
-	fixedRate   int // the published non-streaming rate (3,000 req/s)
+	fixedRate int // the published non-streaming rate (3,000 req/s)
+	// abRate is the rate of the telemetry on/off A/B in the plain phase:
+	// well below the gateway's limit on one core, where CPU per request is
+	// the relay's work and not a saturated core's batching (at 3,000
+	// req/s a quiet machine's gateway used most of its core before issue
+	// 38). Equal to fixedRate, the pair runs once, in the plain table.
+	abRate int
+	// abWindow is each A/B run's measured window: /proc's CPU times tick
+	// at 10 ms, so at 1,500 req/s a 2 s window counts CPU per request in
+	// steps of 3.3 µs (1.5% of the gateway's), a 4 s one in 1.7 µs.
+	abWindow    time.Duration
 	fixedReps   int
 	fixedWindow time.Duration
 
@@ -114,9 +125,9 @@ func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name]
 
 func quickPlan() plan {
 	return plan{
-		name: "quick", levels: []int{100, 300, 500}, reps: 2,
+		name: "quick", levels: []int{100, 300, 500}, reps: minABReps,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
-		fixedRate: 3000, fixedReps: 1, fixedWindow: 2 * time.Second,
+		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 200,
 		gcLevel: 500, gcReps: 1, gcSettings: gcSettings,
@@ -127,7 +138,7 @@ func fullPlan() plan {
 	return plan{
 		name: "full", levels: []int{100, 500, 1000, 1500}, reps: 3,
 		ramp: 1900 * time.Millisecond, window: 8 * time.Second, tail: 15 * time.Second,
-		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second,
+		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
 		ceilingRates:    []int{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000},
 		ceilingWindow:   3 * time.Second,
 		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
@@ -153,6 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
+	abRate := fs.Int("ab-rate", 0, fmt.Sprintf("the non-streaming rate of the telemetry on/off A/B (default %d req/s)", defaultABRate))
 	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on scripts/relayfloor/epollconn (prototype)")
 	backendLegs := fs.String("backend", strings.Join(allLegs, ","), "backend legs the closed-loop and syscall phases measure, comma-separated: "+strings.Join(allLegs, ", ")+" (the other phases run on plain)")
 	gatewayRev := fs.String("gateway-rev", "", "measure the gateway built from this git revision (e.g. a commit before a change), with this bench's code and config")
@@ -191,6 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if *rate > 0 {
 		p.fixedRate = *rate
+	}
+	if *abRate > 0 {
+		p.abRate = *abRate
 	}
 	if *phases != "" {
 		p.phases = map[string]bool{}
@@ -252,6 +267,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	defer os.RemoveAll(b.tmp)
+	if b.sink, err = startSink(); err != nil {
+		return err
+	}
+	defer b.sink.close()
 	if err := b.startBackends(ctx); err != nil {
 		return err
 	}
@@ -261,6 +280,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	res.elapsed = time.Since(b.began)
 	res.gatewayFrom = b.gatewayFrom
+	res.sampler = samplerName(os.Getenv)
 	rep := newReport(res, root)
 	outPath, plotPath := inRoot(root, *out), inRoot(root, *plots)
 	if err := os.MkdirAll(plotPath, 0o755); err != nil {
@@ -331,6 +351,9 @@ type bench struct {
 	pki         privateca.Files
 	stubClient  *http.Client
 	gatewayFrom string // where the gateway under test came from, for the report
+	// sink is the OTLP collector telemetryKind exports to, in this
+	// process.
+	sink *otlpSink
 	// floodCap is the flood tenant's max_concurrent_requests in the
 	// gateway's config (the neighbour phase); 0: no flood tenant.
 	floodCap int
@@ -466,10 +489,13 @@ func (b *bench) startRelay(ctx context.Context, leg, kind string, conns int, ext
 	var pr *proc
 	var t0 time.Time
 	switch kind {
-	case "gateway":
+	case "gateway", telemetryKind:
 		path, err := b.gatewayConfig(addr, leg)
 		if err != nil {
 			return nil, err
+		}
+		if kind == telemetryKind {
+			env = append(env, gatewayEnv(b.sink.url)...)
 		}
 		pr, t0, err = b.startGateway(env, path)
 		if err != nil {
@@ -673,6 +699,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 					}
 					r := b.measured(pid, func() runResult { return closedLoop(ctx, t, n, p.ramp, p.window, p.tail) })
 					r.mode = legMode(r.mode, v.leg)
+					r.rep = rep
 					res.add(r)
 					b.logf("rep %d %-5s %-7s %5d streams: TTFT p50 %s p99 %s, end p99 %s, %d streams, %d errors, cpu %s/event, rss %s, other load on relay core %.0f%%",
 						rep, v.leg, v.kind, n, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.end.P99), r.done, r.errCount(), us(r.cpuPerEvt), mib(r.rssMax), r.foreign*100)
@@ -715,19 +742,22 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 
-	plainConns := 4096
+	// The plain phase: every target at the published rate, then the
+	// gateway with telemetry off and on at abRate (abVisits), in each
+	// repetition.
 	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
-		for _, kind := range b.targets() {
-			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
-				r := b.measured(pid, func() runResult {
-					return openLoop(ctx, t, p.fixedRate, false, p.fixedWindow, p.tail, plainConns)
-				})
-				res.add(r)
-				b.logf("rep %d %-7s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
-					rep, kind, p.fixedRate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
-				return nil
-			})
-			if err != nil {
+		res.telemetry = true
+		visits, pair := plainVisits(b.targets(), rep), []string(nil)
+		if p.abRate != p.fixedRate {
+			visits, pair = b.targets(), abVisits(rep)
+		}
+		for _, kind := range visits {
+			if err := b.plainRun(ctx, res, kind, p.fixedRate, p.fixedWindow, rep); err != nil {
+				return nil, err
+			}
+		}
+		for _, kind := range pair {
+			if err := b.plainRun(ctx, res, kind, p.abRate, p.abWindow, rep); err != nil {
 				return nil, err
 			}
 		}
@@ -780,6 +810,34 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	res.binSize, res.imageSize, res.imageNote = sizes(b.root, b.bins.gateway)
 	res.deps, res.depsErr = binsize.Measure(ctx, b.root, "./functions/gateway")
 	return res, nil
+}
+
+// plainConns bounds the non-streaming phase's connections.
+const plainConns = 4096
+
+// plainRun is one run of the plain phase: kind, fresh, at rate for
+// window. A telemetry-on gateway's exports are counted after it
+// stops, so its last flush is in.
+func (b *bench) plainRun(ctx context.Context, res *results, kind string, rate int, window time.Duration, rep int) error {
+	p := b.plan
+	sink0 := b.sink.counts()
+	err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
+		r := b.measured(pid, func() runResult {
+			return openLoop(ctx, t, rate, false, window, p.tail, plainConns)
+		})
+		r.rep = rep
+		res.add(r)
+		b.logf("rep %d %-17s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
+			rep, kind, rate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
+		return nil
+	})
+	if err != nil || kind != telemetryKind {
+		return err
+	}
+	got := b.sink.counts().sub(sink0)
+	res.sink = res.sink.add(got)
+	b.logf("rep %d %s: the sink received %s", rep, kind, describeSink(got))
+	return nil
 }
 
 // perRequest is the relay's CPU per completed request.
@@ -903,6 +961,7 @@ func sizes(root, gateway string) (bin, image int64, note string) {
 // temporary folder, written by the kernel from the gateway's own fd, so no
 // copy in the bench process skews the figures.
 func (b *bench) startGateway(env []string, config string) (*proc, time.Time, error) {
+	env = append(gatewayEnv(""), env...) // telemetry off unless env turns it on
 	f, err := os.OpenFile(filepath.Join(b.tmp, "gateway-access.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, time.Time{}, err

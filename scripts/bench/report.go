@@ -408,6 +408,9 @@ type mdView struct {
 	FloorEpoll    bool
 	DocDir        string // docs/bench relative to the report: the plots and nginx-gap.md
 	Verdicts      []verdictRow
+	ABTargets     []abRow
+	SinkNote      string // how the telemetry-on gateway ran, "" when it did not
+	MinABReps     int
 	Carry         string
 	Noise         float64 // percent; 0: no warning
 	Closed        *mdTable
@@ -477,6 +480,9 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 		v.Noise = worst * 100
 	}
 	v.FloorEpoll = slices.Contains(res.targets, "floor-epoll")
+	v.ABTargets = r.abTargets(path.Join(plotDir, "../benchmarks.md") + "#allocations-per-request")
+	v.SinkNote = sinkNote(res.sampler, res.sink, res.telemetry)
+	v.MinABReps = minABReps
 	v.Neighbour = neighbourTable(res.neighbours)
 	v.DocDir = plotDir
 
@@ -573,19 +579,14 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 	}
 
 	plain := newTable("relay", "latency p50>", "p90>", "p99>", "p99.9>", "max>", "achieved req/s>", "late>", "errors", "CPU/request>", "RSS max>", "other load on relay core>")
-	for _, t := range res.targets {
+	for _, t := range plainTargets(res.targets, res.telemetry) {
 		runs := res.runs[runKey{t, "open-plain", res.plan.fixedRate}]
 		if len(runs) == 0 {
 			continue
 		}
 		cpu, rss := "—", "—"
 		if t != "direct" {
-			cpu = medOnly(runs, func(x runResult) float64 {
-				if x.done == 0 {
-					return 0
-				}
-				return float64(x.cpu.Nanoseconds()) / 1000 / float64(x.done)
-			}, "%.1f µs")
+			cpu = cell(runs, cpuReq, "%.1f µs")
 			rss = medOnly(runs, rssMiB, "%.1f MiB")
 		}
 		plain.add(t,
@@ -756,6 +757,10 @@ func (r *report) summary() string {
 		fmt.Fprintf(&b, "%-6s %s: %s\n", strings.Trim(passMark(v), "*"), v.target, v.measured)
 	}
 	fmt.Fprintln(&b, r.carry)
+	fmt.Fprintln(&b, "\n== interleaved A/B targets (median of per-repetition ratios) ==")
+	for _, a := range r.abTargets("docs/benchmarks.md#allocations-per-request") {
+		fmt.Fprintf(&b, "%-6s %s: %s; ratios %s → %s; other load on relay core %s\n", strings.ReplaceAll(a.Mark, "*", ""), a.Target, a.Measured, a.Ratios, a.Ratio, a.Other)
+	}
 	if worst := r.worstForeign(); worst > noisyShare {
 		fmt.Fprintf(&b, "NOISE: other processes took up to %.0f%% of the relay core during relay runs; re-run on a quiet machine\n", worst*100)
 	}

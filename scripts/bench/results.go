@@ -34,6 +34,13 @@ type results struct {
 	backendProto map[legKey]string
 	gatewayFrom  string // where the gateway under test came from
 
+	// telemetry: the plain phase measured telemetryKind beside the
+	// gateway; sink is what its exports brought the sink, sampler the
+	// sampler it ran with (samplerName).
+	telemetry bool
+	sink      sinkCounts
+	sampler   string
+
 	syscalls []syscallRun
 	tracer   string // how syscalls were counted
 

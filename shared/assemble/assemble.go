@@ -8,9 +8,7 @@
 package assemble
 
 import (
-	"cmp"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
@@ -76,9 +74,9 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	Conn(c).Check(into(&p, ""))
 	Auth(c.Auth).Check(into(&p, "auth"))
-	var lp config.Problems
-	Limiter(c.Store, c.Limiter).Check(into(&lp, "limiter"), TenantLimits(c.Tenants), into(&lp, "tenants"))
-	p = append(p, storeFields(lp)...)
+	Stores(c).Check(into(&p, "store"))
+	Limiter(c.Store, c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
+	ratelimit.CheckRefill(TenantLimits(c.Tenants), into(&p, "tenants"))
 	if e := c.Store.RedisEntra; e != nil && c.Store.Backend == stores.Redis {
 		RedisEntra(e).Check(into(&p, "store.redis_entra"), getenv)
 	}
@@ -120,23 +118,12 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	return p
 }
 
-// storeFields names the limiter's problems with the settings it takes
-// from the store section (backend, key_prefix, dial_timeout) by the store
-// section's fields.
-func storeFields(p config.Problems) config.Problems {
-	r := strings.NewReplacer("limiter.store", "store.backend", "limiter.key_prefix", "store.key_prefix", "limiter.dial_timeout", "store.dial_timeout")
-	for i := range p {
-		p[i] = r.Replace(p[i])
-	}
-	return p
-}
-
-// Conn is the HTTP host's connection bounds (its Log left to the caller):
-// max_connections left out is server.DefaultMaxConns, since the
-// listener's zero is no cap.
+// Conn is the HTTP host's connection bounds (its Log left to the caller),
+// zero where the file leaves them out: the listener's defaults
+// (server.ConnOptions.WithDefaults).
 func Conn(c *config.Config) server.ConnOptions {
 	return server.ConnOptions{
-		MaxConns:      cmp.Or(c.MaxConnections, server.DefaultMaxConns),
+		MaxConns:      c.MaxConnections,
 		MaxPending:    c.MaxPendingConnections,
 		LingerTime:    c.LingeringTime.D(),
 		LingerTimeout: c.LingeringTimeout.D(),
@@ -145,13 +132,13 @@ func Conn(c *config.Config) server.ConnOptions {
 }
 
 // Tenants is the tenant table's rows: a concurrency cap left out (by the
-// row and the top level) is server.DefaultMaxConcurrentRequests, since the
-// table's zero is no cap.
+// row and the top level) is zero, the table's default
+// (tenant.DefaultMaxConcurrent).
 func Tenants(ts []config.Tenant) []tenant.Row {
 	rows := make([]tenant.Row, 0, len(ts))
 	for _, t := range ts {
 		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
-			MaxConcurrent: cmp.Or(t.MaxConcurrentRequests, server.DefaultMaxConcurrentRequests),
+			MaxConcurrent: t.MaxConcurrentRequests,
 			Grants:        Grants(t.Features), Betas: t.AnthropicBeta,
 			Tiers: ServiceTiers(t.ServiceTiers, problem.At{})})
 	}
@@ -159,23 +146,35 @@ func Tenants(ts []config.Tenant) []tenant.Row {
 }
 
 // Streams is each pool's keepalive and first-token policy, by pool name: a
-// keepalive neither the pool nor upstream names is
-// server.DefaultKeepaliveInterval (zero is off).
+// keepalive neither the pool nor upstream names is zero, the server's
+// default (server.DefaultKeepaliveInterval); one written 0 is off.
 func Streams(c *config.Config) map[string]server.StreamPolicy {
 	m := make(map[string]server.StreamPolicy, len(c.Pools))
 	for _, p := range c.Pools {
 		m[p.Name] = server.StreamPolicy{
-			KeepaliveInterval: p.KeepaliveInterval.Or(server.DefaultKeepaliveInterval),
+			KeepaliveInterval: canBeOff(p.KeepaliveInterval),
 			FirstTokenTimeout: p.FirstTokenTimeout.Or(0),
 		}
 	}
 	return m
 }
 
-// MinRemaining is the least time a Lambda invocation must have left:
-// server.DefaultMinRemaining when the config leaves it out (zero is off).
-func MinRemaining(l config.Lambda) time.Duration {
-	return l.MinRemaining.Or(server.DefaultMinRemaining)
+// MinRemaining is the least time a Lambda invocation must have left: zero
+// when the config leaves it out, the server's default
+// (server.DefaultMinRemaining); one written 0 is off.
+func MinRemaining(l config.Lambda) time.Duration { return canBeOff(l.MinRemaining) }
+
+// canBeOff is an optional duration the file may turn off, as the part
+// that takes it spells it: left out (nil) is zero, the part's default;
+// written 0 (off) is negative, the part's off.
+func canBeOff(d *config.Duration) time.Duration {
+	switch {
+	case d == nil:
+		return 0
+	case *d == 0:
+		return -1
+	}
+	return d.D()
 }
 
 // Auth is the JWT verifier's configuration.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -149,7 +150,7 @@ func TestProblems(t *testing.T) {
 			wants: []string{"limiter.key_prefix: deprecated alias of store.key_prefix, which the file also sets"}},
 		{name: "redis interval finer than a microsecond", cfg: strings.Replace(minimal, "requests: 10}", "requests: 10, interval: 1500ns}", 1) +
 			"limiter: {store: redis, redis_url_env: R}\n", env: map[string]string{"R": "redis://x"},
-			wants: []string{"tenants[0].interval: must be a whole number of microseconds with limiter.store redis"}},
+			wants: []string{"tenants[0].interval: must be a whole number of microseconds with a Redis store"}},
 		{name: "entra on vllm", cfg: endpoint("auth: entra"),
 			wants: []string{"pools[0].endpoints[0].auth: entra is only for azure-openai", "pools[0].endpoints[0].entra.credential"}},
 		{name: "entra settings with key auth", cfg: endpoint("entra: {credential: managed-identity}"),
@@ -162,6 +163,10 @@ func TestProblems(t *testing.T) {
 				"pools[0].endpoints[0].entra.client_id: environment variable AZURE_CLIENT_ID is not set"}},
 		{name: "redis_entra with memory store", cfg: minimal + "limiter: {redis_entra: {credential: managed-identity, username: u}}\n",
 			wants: []string{"limiter.redis_entra: only used with store.backend redis"}},
+		{name: "requests beyond the bucket's refill", cfg: strings.Replace(minimal, "requests: 10}", "requests: 1001, interval: 1ms}", 1),
+			wants: []string{"tenants[0].requests: 1001 per 1ms is more than the token bucket can refill"}},
+		{name: "requests beyond the default interval's refill", cfg: strings.Replace(minimal, "requests: 10}", "requests: 300000}", 1),
+			wants: []string{"tenants[0].requests: 300000 per 1m0s is more than the token bucket can refill"}},
 		{name: "tenant without id", cfg: strings.Replace(minimal, "id: t1, ", "", 1), wants: []string{"tenants[0].id: required"}},
 		{name: "duplicate tenant", cfg: strings.Replace(minimal, "tenants: [{id: t1, models: [m1], requests: 10}]", "tenants: [{id: t1, models: [m1], requests: 10}, {id: t1, models: [m1], requests: 10}]", 1),
 			wants: []string{`tenants[1].id: duplicate tenant "t1"`}},
@@ -203,8 +208,8 @@ func TestProblems(t *testing.T) {
 	}
 }
 
-// FuzzParse: any input either loads or lists problems; it never panics, and
-// an accepted config always has what the gateway needs.
+// FuzzParse: any input either loads or lists problems, each once; it never
+// panics, and an accepted config always has what the gateway needs.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(`{"auth":{"issuer":"https://i"}}`))
@@ -218,6 +223,13 @@ func FuzzParse(f *testing.F) {
 			var p config.Problems
 			if !errors.As(err, &p) || len(p) == 0 {
 				t.Fatalf("error is not a problem list: %v", err)
+			}
+			seen := make(map[string]bool, len(p))
+			for _, line := range p {
+				if seen[line] {
+					t.Fatalf("%q reported twice:\n%v", line, p)
+				}
+				seen[line] = true
 			}
 			return
 		}
@@ -270,16 +282,19 @@ func TestBudget(t *testing.T) {
 }
 
 // TestEdgeLimits: the connection and concurrency caps and the lingering
-// bounds have working defaults, a tenant's cap defaults to the top-level
-// one, and bad values are named by field.
+// bounds have working defaults (the parts'), a tenant's cap defaults to
+// the top-level one, and bad values are named by field.
 func TestEdgeLimits(t *testing.T) {
 	c, err := Parse([]byte(minimal), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The lingering bounds' defaults are the listener's (server's TestDefaults).
-	if n, rows := Conn(c).MaxConns, Tenants(c.Tenants); n != 4096 || rows[0].MaxConcurrent != 512 {
-		t.Fatalf("defaults: max_connections %d tenant cap %d", n, rows[0].MaxConcurrent)
+	// The caps' and the lingering bounds' defaults are the listener's and
+	// the tenant table's (server's and tenant's tests): left out, they
+	// reach them as zero, and the parts apply them.
+	if o, rows := Conn(c), Tenants(c.Tenants); o.MaxConns != 0 || o.WithDefaults().MaxConns != 4096 || rows[0].MaxConcurrent != 0 ||
+		tenant.NewTable(rows).Lookup("t1").MaxConcurrent != 512 {
+		t.Fatalf("defaults: max_connections %d tenant cap %d", o.MaxConns, rows[0].MaxConcurrent)
 	}
 	c, err = Parse([]byte(minimal+"max_concurrent_requests: 7\n"), env(nil))
 	if err != nil || Tenants(c.Tenants)[0].MaxConcurrent != 7 {
@@ -307,8 +322,9 @@ func TestEdgeLimits(t *testing.T) {
 }
 
 // TestStreamPolicies: a pool's keepalive and first-token timeout are
-// upstream's unless it names its own, and a keepalive nobody names is the
-// server's default; 0 is off.
+// upstream's unless it names its own; a keepalive or min_remaining nobody
+// names reaches the server as zero, its default, and one written 0 as
+// off (negative).
 func TestStreamPolicies(t *testing.T) {
 	cfg := strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: 9s", 1) +
 		`  - {name: p2, kind: vllm, models: {m2: ""}, endpoints: [{url: "http://127.0.0.1:8001"}], keepalive_interval: 0s}` + "\n" +
@@ -317,18 +333,19 @@ func TestStreamPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Streams(c)
-	if p := s["p1"]; p.KeepaliveInterval != 15*time.Second || p.FirstTokenTimeout != 9*time.Second {
+	srv := server.New(Server(c))
+	if p := srv.Streams["p1"]; Streams(c)["p1"].KeepaliveInterval != 0 || p.KeepaliveInterval != server.DefaultKeepaliveInterval || p.FirstTokenTimeout != 9*time.Second {
 		t.Errorf("p1 %+v", p)
 	}
-	if p := s["p2"]; p.KeepaliveInterval != 0 || p.FirstTokenTimeout != 4*time.Second {
-		t.Errorf("p2 %+v", p)
+	if p := srv.Streams["p2"]; p.KeepaliveInterval >= 0 || p.FirstTokenTimeout != 4*time.Second {
+		t.Errorf("p2 %+v: keepalive_interval 0s is off", p)
 	}
-	if d := MinRemaining(c.Lambda); d != 0 {
+	if d := srv.MinRemaining; d >= 0 {
 		t.Errorf("min_remaining 0s is off, got %s", d)
 	}
 	c, _ = Parse([]byte(minimal+"upstream: {keepalive_interval: 5s}\n"), env(nil))
-	if d, m := Streams(c)["p1"].KeepaliveInterval, MinRemaining(c.Lambda); d != 5*time.Second || m != 5*time.Second {
+	srv = server.New(Server(c))
+	if d, m := srv.Streams["p1"].KeepaliveInterval, srv.MinRemaining; d != 5*time.Second || MinRemaining(c.Lambda) != 0 || m != server.DefaultMinRemaining {
 		t.Errorf("keepalive %s from upstream, min_remaining %s by default", d, m)
 	}
 }

@@ -23,7 +23,9 @@ import (
 // Host is the binary's own settings: the HTTP host's and the Lambda
 // host's, and its log level.
 type Host struct {
-	// Listen is the address to serve HTTP on (config.Config.ListenAddr).
+	// Listen is the address to serve HTTP on (config.Config.ListenAddr);
+	// "" when neither the file nor the environment names one: the host's
+	// default.
 	Listen            string
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration

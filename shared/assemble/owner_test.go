@@ -121,17 +121,30 @@ func eachNumber(v reflect.Value, path string, fn func(reflect.Value, string)) {
 	}
 }
 
-// TestOneProblemPerValue: a tenant's value that does not parse is reported
-// once, not again by the budget's rules on what it would have been.
+// TestOneProblemPerValue: a value that breaks more than one rule is
+// reported once, by the rule that owns its field: a tenant's value that
+// does not parse, not again by the budget's or the spend rules on what it
+// would have been (a spend amount was also told it "needs prices"); an
+// organization or project on a kind that does not send it, not again as
+// a header value it would have been (both used to be reported: config's
+// header rule and upstream's kind rule).
 func TestOneProblemPerValue(t *testing.T) {
-	for field, row := range map[string]string{
-		"tenants[0].quota_period": "token_quota: 100, quota_period: weekly",
+	tenant := func(row string) string { return strings.Replace(minimal, "requests: 10}", "requests: 10, "+row+"}", 1) }
+	endpoint := func(kind, extra string) string {
+		cfg := strings.Replace(minimal, `{url: "http://127.0.0.1:8000"}`, `{url: "http://127.0.0.1:8000", `+extra+`}`, 1)
+		return strings.Replace(cfg, "kind: vllm", "kind: "+kind, 1)
+	}
+	for _, tc := range []struct{ field, cfg, want string }{
+		{"tenants[0].quota_period", tenant("token_quota: 100, quota_period: weekly"), "must be day or month"},
+		{"tenants[0].spend_per_month", tenant(`spend_per_month: "lots"`), `"lots" is not a decimal amount`},
+		{"pools[0].endpoints[0].organization", endpoint("vllm", `organization: "org\r\nX-Evil: 1"`), "only for openai pools, not vllm"},
+		{"pools[0].endpoints[0].project", endpoint("azure-openai", `project: " proj"`), "only for openai pools, not azure-openai"},
+		{"pools[0].endpoints[0].organization", endpoint("openai", `organization: "org\r\nX-Evil: 1"`), "must be a printable header value"},
 	} {
-		cfg := strings.Replace(minimal, "requests: 10}", "requests: 10, "+row+"}", 1)
-		_, err := Parse([]byte(cfg), env(nil))
+		_, err := Parse([]byte(tc.cfg), env(nil))
 		var p config.Problems
-		if !errors.As(err, &p) || count(p, field) != 1 {
-			t.Errorf("%s: %v, want one problem naming it", row, err)
+		if !errors.As(err, &p) || count(p, tc.field) != 1 || !strings.Contains(err.Error(), tc.field+": "+tc.want) {
+			t.Errorf("%s: %v, want one problem naming it: %q", tc.field, err, tc.want)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package assemble
 
 import (
+	"fmt"
+
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/price"
@@ -135,14 +137,17 @@ func spendAmounts(minuteS, dayS, monthS string, at problem.At) (minute, day, mon
 }
 
 // checkSpend reports the rules between a tenant's spend limits, its
-// models and tiers and the catalogue cat, under at (the tenant).
+// models and tiers and the catalogue cat, under at (the tenant). An
+// amount that does not parse (or is 0) is reported by spendAmounts and
+// is no limit here: one problem on its field.
 func checkSpend(at problem.At, t config.Tenant, cat *price.Catalogue) {
 	tiers := ServiceTiers(t.ServiceTiers, at).OrStandard()
-	if !t.Spends() {
+	field := spendField(t)
+	if field == "" {
 		return
 	}
 	if cat.Empty() {
-		at.Add("spend_per_month", "a spend limit needs prices: the prices section prices no model")
+		at.Add(field, "a spend limit needs prices: the prices section prices no model")
 		return
 	}
 	for j, m := range t.Models {
@@ -152,4 +157,39 @@ func checkSpend(at problem.At, t config.Tenant, cat *price.Catalogue) {
 		}
 		cat.CheckTiers(at.In("service_tiers"), m, tiers)
 	}
+}
+
+// spendField is the field, under the tenant, of the first spend limit t
+// sets that reads as an amount above 0 (the tenant's own, then its
+// levels'), "" for none.
+func spendField(t config.Tenant) string {
+	first := func(path string, l config.LevelLimits) string {
+		minute, day, month := spendAmounts(l.SpendPerMinute, l.SpendPerDay, l.SpendPerMonth, problem.At{})
+		switch {
+		case minute > 0:
+			return path + "spend_per_minute"
+		case day > 0:
+			return path + "spend_per_day"
+		case month > 0:
+			return path + "spend_per_month"
+		}
+		return ""
+	}
+	if f := first("", config.LevelLimits{SpendPerMinute: t.SpendPerMinute, SpendPerDay: t.SpendPerDay, SpendPerMonth: t.SpendPerMonth}); f != "" {
+		return f
+	}
+	for i, p := range t.Projects {
+		if f := first(fmt.Sprintf("projects[%d].", i), p.LevelLimits); f != "" {
+			return f
+		}
+	}
+	if d := t.ProjectDefault; d != nil {
+		if f := first("project_default.", *d); f != "" {
+			return f
+		}
+	}
+	if d := t.UserDefault; d != nil {
+		return first("user_default.", *d)
+	}
+	return ""
 }

@@ -30,7 +30,9 @@ aliases: {a1: m1}
 		{"bad amount", tenantWith(`spend_per_day: "5.0.0"`) + prices, []string{`tenants[0].spend_per_day: "5.0.0" is not a decimal amount`}},
 		{"zero amount", tenantWith(`spend_per_month: "0"`) + prices, []string{"tenants[0].spend_per_month: must be above 0"}},
 		{"too many decimals", tenantWith(`spend_per_minute: "0.0000001"`) + prices, []string{"tenants[0].spend_per_minute: \"0.0000001\" has more than 6 decimal places"}},
-		{"no catalogue", tenantWith(`spend_per_day: "5"`), []string{"tenants[0].spend_per_month: a spend limit needs prices"}},
+		{"no catalogue", tenantWith(`spend_per_day: "5"`), []string{"tenants[0].spend_per_day: a spend limit needs prices"}},
+		{"no catalogue, a project's limit", strings.Replace(tenantWith(`projects: [{name: a, tokens_per_minute: 5}, {name: b, spend_per_month: "2"}]`), "audiences: [gw]", "audiences: [gw], project_claim: proj", 1),
+			[]string{"tenants[0].projects[1].spend_per_month: a spend limit needs prices"}},
 		{"model unpriced", strings.Replace(tenantWith(`spend_per_day: "5"`), "models: [m1]", "models: [m1, m2]", 1) +
 			strings.Replace(prices, "{m1: served}", "{m1: served, m2: x}", 1),
 			[]string{`tenants[0].models[1]: model "m2" has no price`}},

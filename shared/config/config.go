@@ -29,33 +29,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults the file's own checks and semantics need: listen and
-// log_level are checked as given or defaulted; max_header_bytes, a
-// tenant's interval and an endpoint's auth are read by several parts.
-// Every other default belongs to the part that uses the setting (server,
-// auth, ratelimit, budget, entra, lambdaurl, upstream, the binary's host
-// and backend client), which applies it to a zero value; where the
-// part's zero means "off", the wiring (shared/assemble) applies it to an
-// absent one.
-const (
-	// DefaultListen is the listen address when the config names none and
-	// neither $PORT nor $CONTAINER_APP_PORT is set.
-	DefaultListen         = "127.0.0.1:8080"
-	DefaultMaxHeaderBytes = 32 << 10
-	DefaultLogLevel       = "info"
-	DefaultInterval       = time.Minute
-	// DefaultEndpointAuth is an endpoint's auth when it names none.
-	DefaultEndpointAuth = "key"
-)
-
 // Config is the whole gateway configuration. Secrets are never inline: fields
 // ending in _env name the environment variable that holds them.
 type Config struct {
 	// Listen is the host:port to serve HTTP on. An explicit listen always
 	// wins; when it is absent, $PORT, else $CONTAINER_APP_PORT (Azure
 	// Container Apps sets it to the ingress target port), fills it in as
-	// ":PORT" (every interface, as a container needs), else DefaultListen.
-	// See ListenAddr.
+	// ":PORT" (every interface, as a container needs), else the HTTP
+	// host's default, 127.0.0.1:8080 (functions/gateway). See ListenAddr.
 	Listen string `yaml:"listen" json:"listen"`
 	// MaxBodyBytes caps a request body; larger → 413. Default
 	// server.DefaultMaxBodyBytes.
@@ -70,14 +51,14 @@ type Config struct {
 	// long. Default 60s (the host's, functions/gateway).
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default
-	// DefaultMaxHeaderBytes.
+	// server.DefaultMaxHeaderBytes.
 	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
 	// MaxConnections caps the open client connections of the HTTP host
 	// (one replica); at it the least recently used idle connection is
 	// closed to make room, and only when none is idle is a new one
 	// answered 503 too_many_connections and closed, logged. The gateway
 	// lowers it at start to what the open-file limit allows. Default
-	// server.DefaultMaxConns.
+	// server.DefaultMaxConns (the listener's, server.ConnOptions).
 	MaxConnections int `yaml:"max_connections" json:"max_connections"`
 	// MaxPendingConnections caps the connections that have not yet sent
 	// a complete request header (a raw connect, a trickled header); at it
@@ -101,12 +82,13 @@ type Config struct {
 	// Retry-After); a tenant's row may set its own. Per replica, not
 	// shared: exact across replicas would cost a store round trip per
 	// request and a lease per stream. Default
-	// server.DefaultMaxConcurrentRequests.
+	// tenant.DefaultMaxConcurrent.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	// ShutdownGrace is how long open streams may run after SIGTERM.
 	// Default DefaultShutdownGrace.
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
-	// LogLevel is debug, info, warn or error. Default DefaultLogLevel.
+	// LogLevel is debug, info, warn or error. Default info (the log's:
+	// slog's zero level, functions/gateway).
 	LogLevel string `yaml:"log_level" json:"log_level"`
 
 	Auth     Auth     `yaml:"auth" json:"auth"`
@@ -145,17 +127,16 @@ type Config struct {
 	// undecoded holds the fields Decode reported (their values left
 	// zero), whose other problems Decoded drops.
 	undecoded map[string]bool
-
-	// listenGiven records that the config wrote listen: the environment's
-	// port then never replaces it (issue 22: a default compared by value
-	// let $PORT widen an explicit 127.0.0.1:8080 to every interface).
-	listenGiven bool
 }
 
 // ListenAddr is the address to serve HTTP on: listen as written, else
-// ":$PORT", else ":$CONTAINER_APP_PORT", else DefaultListen.
+// ":$PORT", else ":$CONTAINER_APP_PORT", else "" (the HTTP host's
+// default). A listen the file writes is never replaced by the
+// environment's port (issue 22: a default compared by value let $PORT
+// widen an explicit 127.0.0.1:8080 to every interface); the file keeps
+// listen empty when it writes none.
 func (c *Config) ListenAddr(getenv func(string) string) string {
-	if c.listenGiven {
+	if c.Listen != "" {
 		return c.Listen
 	}
 	for _, env := range []string{"PORT", "CONTAINER_APP_PORT"} {
@@ -353,7 +334,7 @@ type Tenant struct {
 	// (count_tokens, input_tokens), apart from Requests. Default
 	// ratelimit.DefaultCountsPerRequest times requests.
 	CountRequests uint64 `yaml:"count_requests" json:"count_requests"`
-	// Interval of the token bucket. Default DefaultInterval.
+	// Interval of the token bucket. Default ratelimit.DefaultInterval.
 	Interval Duration `yaml:"interval" json:"interval" check:"part"`
 	// MaxConcurrentRequests caps the tenant's requests in flight on one
 	// replica. Default the top-level max_concurrent_requests.
@@ -617,7 +598,8 @@ type Endpoint struct {
 	// AzureAPI is deployments (default) or v1: the /openai/v1 surface.
 	AzureAPI string `yaml:"azure_api" json:"azure_api"`
 	// Auth is key or entra (Microsoft Entra ID token, azure-openai).
-	// Default DefaultEndpointAuth.
+	// Default key: empty is key (the endpoint sends api_key_env's key,
+	// or none), so no part needs a default for it.
 	Auth  string `yaml:"auth" json:"auth"`
 	Entra Entra  `yaml:"entra" json:"entra"`
 	// Organization and Project are sent as OpenAI-Organization and
@@ -825,16 +807,19 @@ func Read(path, overlay string) ([]byte, error) {
 	return Overlay(b, []byte(overlay))
 }
 
+// applyDefaults applies the file's own semantics: a setting one section
+// takes from another when it leaves it out (the budget's failure policy
+// from the limiter's, a tenant's concurrency cap from the top level's, a
+// pool's stream policy from upstream's) and an endpoint's weight (an
+// explicit 0 is an error, not a default). Every other setting the file
+// leaves out stays zero here: its default is the part's that takes it
+// (TestDefaults; the binary's TestDefaultsAreTheParts checks that each
+// part applies its own).
 func (c *Config) applyDefaults() {
-	c.listenGiven = c.Listen != ""
-	def(&c.Listen, DefaultListen)
-	defN(&c.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	def(&c.LogLevel, DefaultLogLevel)
 	// The budget store fails the way the limiter's does unless told
 	// otherwise.
 	def(&c.Budget.FailurePolicy, c.Limiter.FailurePolicy)
 	for i := range c.Tenants {
-		defD(&c.Tenants[i].Interval, DefaultInterval)
 		defN(&c.Tenants[i].MaxConcurrentRequests, c.MaxConcurrentRequests)
 	}
 	for i := range c.Pools {
@@ -854,19 +839,12 @@ func (p *Pool) applyDefaults(u Upstream) {
 		if e.Weight == 0 && !e.weightGiven {
 			e.Weight = 1
 		}
-		def(&e.Auth, DefaultEndpointAuth)
 	}
 }
 
 func def(s *string, v string) {
 	if *s == "" {
 		*s = v
-	}
-}
-
-func defD(d *Duration, v time.Duration) {
-	if *d == 0 {
-		*d = Duration(v)
 	}
 }
 

@@ -41,11 +41,13 @@ pools:
     endpoints: [{url: "http://127.0.0.1:8000"}]
 `
 
-// TestDefaults: the file's own defaults. Those of the settings a part
-// takes are that part's, tested there (auth, ratelimit, budget, server,
-// the binary's host and backend client).
+// TestDefaults: the file's own defaults (a setting one section takes
+// from another, an endpoint's weight) are applied, and the settings a
+// part takes stay zero when the file leaves them out: their defaults are
+// the parts' (the binary's TestDefaultsAreTheParts checks each part
+// applies its own).
 func TestDefaults(t *testing.T) {
-	c, err := parse([]byte(minimal), env(nil))
+	c, err := parse([]byte(minimal+"max_concurrent_requests: 7\nlimiter: {failure_policy: closed}\n"), env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,14 +55,18 @@ func TestDefaults(t *testing.T) {
 		name string
 		ok   bool
 	}{
-		{"listen", c.Listen == DefaultListen},
-		{"tenant interval", c.Tenants[0].Interval.D() == time.Minute},
 		{"endpoint weight", c.Pools[0].Endpoints[0].Weight == 1},
-		{"max_header_bytes", c.MaxHeaderBytes == 32<<10},
+		{"tenant concurrency from the top level", c.Tenants[0].MaxConcurrentRequests == 7},
+		{"budget failure policy from the limiter", c.Budget.FailurePolicy == "closed"},
+		{"listen left zero", c.Listen == ""},
+		{"log_level left zero", c.LogLevel == ""},
+		{"max_header_bytes left zero", c.MaxHeaderBytes == 0},
+		{"tenant interval left zero", c.Tenants[0].Interval == 0},
+		{"endpoint auth left zero", c.Pools[0].Endpoints[0].Auth == ""},
 	}
 	for _, ck := range checks {
 		if !ck.ok {
-			t.Errorf("default %s not applied: %+v", ck.name, c)
+			t.Errorf("%s: %+v", ck.name, c)
 		}
 	}
 }
@@ -209,7 +215,7 @@ func TestListenAddr(t *testing.T) {
 		env          map[string]string
 		want         string
 	}{
-		{"absent, no port", "", nil, DefaultListen},
+		{"absent, no port: the host's default", "", nil, ""},
 		{"absent, PORT", "", map[string]string{"PORT": "9000"}, ":9000"},
 		{"absent, CONTAINER_APP_PORT", "", map[string]string{"CONTAINER_APP_PORT": "9001"}, ":9001"},
 		{"absent, both", "", map[string]string{"PORT": "9000", "CONTAINER_APP_PORT": "9001"}, ":9000"},
@@ -229,10 +235,33 @@ func TestListenAddr(t *testing.T) {
 	}
 }
 
+// repeated returns a line p holds more than once.
+func repeated(p Problems) (string, bool) {
+	seen := make(map[string]bool, len(p))
+	for _, line := range p {
+		if seen[line] {
+			return line, true
+		}
+		seen[line] = true
+	}
+	return "", false
+}
+
+// TestMergeCycleReportedOnce: a mapping that merges itself by several
+// routes (through a list, and through another mapping that merges it) is
+// one problem, reported once; it was reported four times.
+func TestMergeCycleReportedOnce(t *testing.T) {
+	_, p := Decode([]byte("auth: &a {<<: [*a, {<<: *a}]}\npools: [&p {<<: [*p]}]"))
+	want := Problems{"auth: << merges a mapping into itself (line 1)", "pools[0]: << merges a mapping into itself (line 2)"}
+	if !reflect.DeepEqual(p, want) {
+		t.Fatalf("problems %q, want %q", p, want)
+	}
+}
+
 // FuzzParse: any input either decodes and passes the file's own rules or
-// lists problems by field path; it never panics, and an accepted config
-// has the pools and tenants the file requires. The parts' rules on top are
-// fuzzed by shared/assemble's FuzzParse.
+// lists problems by field path, each once; it never panics, and an
+// accepted config has the pools and tenants the file requires. The parts'
+// rules on top are fuzzed by shared/assemble's FuzzParse.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte("a: &x {b: 1}\nc: [*x, *x, {<<: *x}]\nauth: {issuer: x, issuer: y}\nlisten: 1"))
@@ -243,6 +272,9 @@ func FuzzParse(f *testing.F) {
 			var p Problems
 			if !errors.As(err, &p) || len(p) == 0 {
 				t.Fatalf("error is not a problem list: %v", err)
+			}
+			if line, twice := repeated(p); twice {
+				t.Fatalf("%q reported twice:\n%v", line, p)
 			}
 			return
 		}

@@ -26,19 +26,31 @@ func checkSchema(doc *yaml.Node) Problems {
 const maxSchemaNodes = 1 << 16
 
 type schemaWalker struct {
-	p       Problems
-	nodes   int
-	merging map[*yaml.Node]bool // mappings being merged, to stop cycles
+	p        Problems
+	reported map[string]bool // each problem once: aliases reach a node by several paths
+	nodes    int
+	merging  map[*yaml.Node]bool // mappings being merged, to stop cycles
 }
 
 // topLevel names the document itself in a problem.
 const topLevel = "(top level)"
 
+// add reports a problem at path, once: a node reached again through an
+// alias or a merge (a mapping that merges itself by two routes) gives the
+// same line again, which says nothing new.
 func (w *schemaWalker) add(path, format string, a ...any) {
 	if path == "" {
 		path = topLevel
 	}
-	w.p.add(path, format, a...)
+	line := path + ": " + fmt.Sprintf(format, a...)
+	if w.reported[line] {
+		return
+	}
+	if w.reported == nil {
+		w.reported = map[string]bool{}
+	}
+	w.reported[line] = true
+	w.p = append(w.p, line)
 }
 
 // spend counts one node against maxSchemaNodes; false when it is spent

@@ -131,19 +131,21 @@ func validateNonNegative(ck *checker, v reflect.Value, path string) {
 	}
 }
 
-// validateServer checks the top-level (HTTP server) fields.
+// validateServer checks the top-level (HTTP server) fields as written: an
+// empty one is the host's default (functions/gateway), never checked here.
 func validateServer(ck *checker, c *Config) {
 	host, port, err := net.SplitHostPort(c.Listen)
 	switch {
+	case c.Listen == "":
 	case err != nil:
-		ck.add("listen", "must be host:port (e.g. %q or \":8080\"), not %q", DefaultListen, c.Listen)
+		ck.add("listen", "must be host:port (e.g. \"127.0.0.1:8080\" or \":8080\"), not %q", c.Listen)
 	case !isPort(port):
 		ck.add("listen", "port must be a number from 0 to 65535, not %q", port)
 	case !isHost(host):
 		ck.add("listen", "host %q is not an IP address or host name", host)
 	}
 	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
+	case "", "debug", "info", "warn", "error":
 	default:
 		ck.add("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
 	}
@@ -237,7 +239,7 @@ func validateAliases(ck *checker, aliases, models map[string]string) {
 }
 
 // validateEndpoint checks one endpoint; what depends on the pool's kind
-// is upstream's (TargetSpec.Check).
+// is upstream's (TargetSpec.Check), organization and project among it.
 func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	validateEndpointURL(ck, f+".url", e.URL)
 	if e.weightGiven && e.Weight == 0 {
@@ -250,7 +252,7 @@ func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	}
 	ck.needEnv(f+".api_key_env", e.APIKeyEnv)
 	switch e.Auth {
-	case "key":
+	case "", "key":
 		if e.Entra != (Entra{}) {
 			ck.add(f+".entra", "only used with auth: entra")
 		}
@@ -260,11 +262,6 @@ func validateEndpoint(ck *checker, f string, e *Endpoint) {
 		}
 	default:
 		ck.add(f+".auth", "must be key or entra, not %q", e.Auth)
-	}
-	for _, h := range []struct{ field, value string }{{"organization", e.Organization}, {"project", e.Project}} {
-		if h.value != "" && !isHeaderValue(h.value) {
-			ck.add(f+"."+h.field, "must be a printable header value without line breaks or surrounding spaces")
-		}
 	}
 	if e.CAFile != "" {
 		validateCAFile(ck, f+".ca_file", e.CAFile)
@@ -330,7 +327,8 @@ func validateCAFile(ck *checker, field, path string) {
 }
 
 // validateTenants checks the tenant table against the pools' models. A
-// tenant's id (present, unique) is the limiter's rule (ratelimit's Check).
+// tenant's id (present, unique) and its requests per interval are the
+// limiter's rules (ratelimit's Check and CheckRefill).
 func validateTenants(ck *checker, tenants []Tenant, models map[string]string) {
 	if len(tenants) == 0 {
 		ck.add("tenants", "at least one tenant is required")
@@ -351,11 +349,6 @@ func validateTenants(ck *checker, tenants []Tenant, models map[string]string) {
 			if _, ok := models[m]; !ok {
 				ck.add(fmt.Sprintf("%s.models[%d]", f, j), "model %q is not served by any pool", m)
 			}
-		}
-		if t.Interval > 0 && float64(t.Requests)*float64(t.Requests) > float64(t.Interval.D().Nanoseconds()) {
-			// go-limiter refills interval/requests per tick; beyond this
-			// bound a tick no longer refills the whole bucket.
-			ck.add(f+".requests", "%d per %s is more than the token bucket can refill; use a shorter interval", t.Requests, t.Interval.D())
 		}
 	}
 }
@@ -384,8 +377,8 @@ func isHost(s string) bool {
 }
 
 // isHeaderValue reports whether s can be sent as an HTTP header value as
-// written (RFC 9110 §5.5: visible characters, inner spaces and tabs), the
-// rule upstream.NewTarget applies.
+// written (RFC 9110 §5.5: visible characters, inner spaces and tabs), as
+// a tenant's name must be.
 func isHeaderValue(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {

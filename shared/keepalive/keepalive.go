@@ -40,7 +40,7 @@ type Writer struct {
 	first    time.Time // when the first comment went out
 }
 
-// Start starts a stream's writer; every = 0 sends no comments
+// Start starts a stream's writer; every <= 0 sends no comments
 // (the writer still orders the headers and the relay's writes).
 func Start(w http.ResponseWriter, every time.Duration, now func() time.Time) *Writer {
 	k := &Writer{w: w, flush: FlusherOf(w), every: every, now: now, last: now()}
@@ -204,7 +204,16 @@ func (k *Writer) Stats() (sent int, first time.Time) {
 // not buffered by a proxy (X-Accel-Buffering), with no Content-Length.
 func SetHeaders(h http.Header) {
 	h.Del("Content-Length")
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	h["Content-Type"] = eventStream
+	h["Cache-Control"] = noCache
+	h["X-Accel-Buffering"] = no
 }
+
+// The values SetHeaders sets, shared by every stream: a header value is
+// never written in place (http.Header.Add appends to a full slice, so
+// it copies), and net/http copies them when the headers are written.
+var (
+	eventStream = []string{"text/event-stream"}
+	noCache     = []string{"no-cache"}
+	no          = []string{"no"}
+)

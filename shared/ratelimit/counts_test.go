@@ -2,10 +2,12 @@ package ratelimit_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 )
 
@@ -50,4 +52,54 @@ func TestCountBucketRefill(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "count_requests") {
 		t.Fatalf("err %v", err)
 	}
+}
+
+// TestDefaultInterval: a limit that names no interval is a bucket of
+// DefaultInterval, applied by New (the gateway's config leaves it zero):
+// once the bucket is spent the next refill is about a minute away, not
+// refused at start as an interval of 0 was.
+func TestDefaultInterval(t *testing.T) {
+	t.Parallel()
+	if got := (ratelimit.TenantLimit{}).WithDefaults().Interval; got != time.Minute || ratelimit.DefaultInterval != time.Minute {
+		t.Fatalf("default interval %s", got)
+	}
+	l := newLimiter(t, ratelimit.Config{}, []ratelimit.TenantLimit{{Tenant: "a", Requests: 1}}, nil)
+	ctx := context.Background()
+	start := time.Now()
+	if d, err := l.Take(ctx, "a"); err != nil || !d.Allowed {
+		t.Fatalf("first take: %+v %v", d, err)
+	}
+	d, err := l.Take(ctx, "a")
+	if err != nil || d.Allowed {
+		t.Fatalf("second take of a bucket of 1: %+v %v", d, err)
+	}
+	if wait := d.Reset.Sub(start); wait < 30*time.Second || wait > time.Minute+time.Second {
+		t.Fatalf("refill in %s, want about a minute", wait)
+	}
+}
+
+// TestCheckRefill: a bucket a tick cannot refill whole is reported by
+// field, its default interval applied; New still takes it (a program's
+// "no limit").
+func TestCheckRefill(t *testing.T) {
+	limits := []ratelimit.TenantLimit{
+		{Tenant: "a", Requests: 1000, Interval: time.Millisecond},
+		{Tenant: "b", Requests: 1001, Interval: time.Millisecond},
+		{Tenant: "c", Requests: 300000},
+		{Tenant: "d"},
+	}
+	var p []string
+	ratelimit.CheckRefill(limits, problem.Into(&p, "tenants"))
+	want := []string{
+		"tenants[1].requests: 1001 per 1ms is more than the token bucket can refill; use a shorter interval",
+		"tenants[2].requests: 300000 per 1m0s is more than the token bucket can refill; use a shorter interval",
+	}
+	if !slices.Equal(p, want) {
+		t.Fatalf("problems %q, want %q", p, want)
+	}
+	l, err := ratelimit.New(ratelimit.Config{}, limits[1:3], nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Close()
 }

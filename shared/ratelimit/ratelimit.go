@@ -31,8 +31,8 @@ type BreakerState = store.BreakerState
 
 // Store names accepted in Config.Store.
 const (
-	StoreMemory = "memory"
-	StoreRedis  = "redis"
+	StoreMemory = store.Memory
+	StoreRedis  = store.Redis
 )
 
 // Failure policies accepted in Config.FailurePolicy (shared/store's).
@@ -62,6 +62,7 @@ var ErrUnknownTenant = errors.New("ratelimit: unknown tenant")
 type TenantLimit struct {
 	Tenant   string
 	Requests uint64
+	// Interval is the bucket's refill period. Default DefaultInterval.
 	Interval time.Duration
 	// Counts is the tenant's prompt counts (count_tokens, input_tokens)
 	// per Interval, in a bucket of their own (TakeCount): a client sends
@@ -69,6 +70,19 @@ type TenantLimit struct {
 	// otherwise spend the request bucket on a view. Default
 	// DefaultCountsPerRequest times Requests.
 	Counts uint64
+}
+
+// DefaultInterval is a tenant bucket's Interval when its limit names
+// none: requests per minute is how operators and providers state a rate.
+const DefaultInterval = time.Minute
+
+// WithDefaults returns tl with its zero Interval replaced by
+// DefaultInterval (New and Config.Check apply it).
+func (tl TenantLimit) WithDefaults() TenantLimit {
+	if tl.Interval == 0 {
+		tl.Interval = DefaultInterval
+	}
+	return tl
 }
 
 // DefaultCountsPerRequest sizes a tenant's count bucket when its limit
@@ -290,6 +304,7 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 		return &tenantBucket{store: st, key: key, tokens: tokens, interval: interval}, nil
 	}
 	for _, tl := range limits {
+		tl = tl.WithDefaults()
 		b, err := bucket(tl.Requests, tl.Interval, bucketKey(tl))
 		if err == nil {
 			l.tenants[tl.Tenant] = b

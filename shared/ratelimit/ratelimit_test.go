@@ -42,8 +42,8 @@ func TestNewValidates(t *testing.T) {
 		{name: "bad limits", limits: []ratelimit.TenantLimit{
 			{Tenant: "", Requests: 1, Interval: time.Second},
 			{Tenant: "a", Requests: 0, Interval: time.Second},
-			{Tenant: "a", Requests: 1, Interval: 0},
-		}, want: []string{"limits[0].id: required", "limits[1].requests: must be at least 1", `limits[2].id: duplicate tenant "a"`, "limits[2].interval: must be positive"}},
+			{Tenant: "a", Requests: 1, Interval: -time.Second},
+		}, want: []string{"limits[0].id: required", "limits[1].requests: must be at least 1", `limits[2].id: duplicate tenant "a"`, "limits[2].interval: must not be negative"}},
 		{name: "unparsable url keeps the secret", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://:hunter2@h/%zz"}, limits: ok,
 			want: []string{"parse Redis URL"}},
 		{name: "redis interval below microsecond", cfg: ratelimit.Config{Store: "redis", RedisURL: "redis://127.0.0.1:1"},

@@ -136,6 +136,24 @@ type attempt struct {
 // "stream_options":{"include_usage":true} and an output cap.
 const rewriteSlack = 144
 
+// rewrite is the attempt's body: raw with c applied (request.Body.RewriteWith).
+// Each attempt gets its own exactly sized copy: the transport may still
+// be reading a failed attempt's body, and a stream holds its body until
+// it ends, so a pooled buffer would pin more memory. A body that fits a
+// pooled buffer is rewritten there first and copied: its copy is then
+// its size, not its size plus rewriteSlack (issue 38).
+func rewrite(body *request.Body, raw []byte, c request.Changes) []byte {
+	need := len(raw) + rewriteSlack
+	scratch := bodyPool.Get().(*[]byte)
+	defer putBody(scratch)
+	if cap(*scratch) < need {
+		return body.RewriteWith(make([]byte, 0, need), raw, c)
+	}
+	tmp := body.RewriteWith((*scratch)[:0], raw, c)
+	*scratch = tmp
+	return append(make([]byte, 0, len(tmp)), tmp...)
+}
+
 // try sends the request to one endpoint, under a context of its own that
 // cancel ends (the caller's, once the answer is relayed). On failure it
 // has benched the endpoint as the answer deserves; final says no other
@@ -145,10 +163,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	target := s.Targets[e]
 	ex.endpoint = e.Name
 	ex.attempts++
-	// Each attempt gets its own exactly sized copy: the transport may still
-	// be reading a failed attempt's body, and a stream holds its body until
-	// it ends, so a pooled buffer would pin more memory.
-	out := a.body.RewriteWith(make([]byte, 0, len(raw)+rewriteSlack), raw, request.Changes{
+	out := rewrite(a.body, raw, request.Changes{
 		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: ex.outputCap(), CapField: target.CapField(a.op)})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
@@ -224,7 +239,11 @@ func attemptTimer(timeout time.Duration, cancel context.CancelCauseFunc) *time.T
 // final says no other endpoint may be tried (the client left, or a JSON
 // answer timed out: it would only be slow again elsewhere).
 func (s *Server) roundTrip(ctx context.Context, ex *exchange, req *http.Request, c call) (resp *http.Response, fail *apiError, final bool) {
-	req.Header.Set("X-Request-Id", ex.id)
+	if len(ex.idHeader) == 1 && ex.idHeader[0] == ex.id {
+		req.Header["X-Request-Id"] = ex.idHeader
+	} else {
+		req.Header.Set("X-Request-Id", ex.id)
+	}
 	ex.sent = s.Now()
 	if ex.firstSent.IsZero() {
 		ex.firstSent = ex.sent
@@ -457,6 +476,28 @@ func (g *gunzip) Read(p []byte) (int, error) {
 	return g.zr.Read(p)
 }
 
+// plainJSON reports whether ct is application/json without parameters
+// (any case, spaces around it), which mime.ParseMediaType would accept
+// as JSON: the usual answer's type, told without the parameter map
+// ParseMediaType makes.
+func plainJSON(ct string) bool {
+	const want = "application/json"
+	ct = strings.TrimSpace(ct)
+	if len(ct) != len(want) {
+		return false
+	}
+	for i := 0; i < len(want); i++ { // ASCII only, as ParseMediaType's tokens
+		c := ct[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != want[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // jsonAnswer is a JSON answer's first bytes and the scanner that reads
 // the whole answer as it is relayed. Pooled: a scanner keeps small copies
 // of the members it reads.
@@ -511,7 +552,7 @@ func checkBody(resp *http.Response, a *jsonAnswer, op request.Operation) string 
 		}
 		return ""
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "" {
+	if ct := resp.Header.Get("Content-Type"); ct != "" && !plainJSON(ct) {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return fmt.Sprintf("answered with %q, not JSON", ct)

@@ -12,8 +12,20 @@ func TestDefaults(t *testing.T) {
 	if s.MaxBodyBytes != 1<<20 || s.MaxAttempts != 3 || s.HeaderTimeout != 2*time.Minute {
 		t.Fatalf("Deps defaults: max body %d, attempts %d, header timeout %s", s.MaxBodyBytes, s.MaxAttempts, s.HeaderTimeout)
 	}
-	o := ConnOptions{}.withDefaults()
-	if o.LingerTime != 30*time.Second || o.LingerTimeout != 5*time.Second || o.LingerBytes != 64<<20 {
+	if s.MaxHeaderBytes != DefaultMaxHeaderBytes || s.MinRemaining != DefaultMinRemaining || s.DefaultStreams.KeepaliveInterval != DefaultKeepaliveInterval {
+		t.Fatalf("Deps defaults: max header bytes %d, min remaining %s, keepalive %s", s.MaxHeaderBytes, s.MinRemaining, s.DefaultStreams.KeepaliveInterval)
+	}
+	// A pool's keepalive left zero is the default; a negative one (and a
+	// negative MinRemaining) is off, and stays so. The caller's map is not
+	// written.
+	given := map[string]StreamPolicy{"a": {FirstTokenTimeout: time.Second}, "off": {KeepaliveInterval: -1}}
+	s = New(Deps{Streams: given, MinRemaining: -1})
+	if a := s.Streams["a"]; a.KeepaliveInterval != DefaultKeepaliveInterval || a.FirstTokenTimeout != time.Second ||
+		s.Streams["off"].KeepaliveInterval >= 0 || s.MinRemaining >= 0 || given["a"].KeepaliveInterval != 0 {
+		t.Fatalf("streams %+v (given %+v), min remaining %s", s.Streams, given, s.MinRemaining)
+	}
+	o := ConnOptions{}.WithDefaults()
+	if o.LingerTime != 30*time.Second || o.LingerTimeout != 5*time.Second || o.LingerBytes != 64<<20 || o.MaxConns != DefaultMaxConns || o.MaxPending != DefaultMaxConns/4 {
 		t.Fatalf("ConnOptions defaults: %+v", o)
 	}
 }

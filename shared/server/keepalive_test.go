@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// keepaliveEvery sets a short keepalive (and first-token timeout) for the
-// test pool "p".
+// keepaliveEvery sets a short keepalive (negative: off) and a first-token
+// timeout for the test pool "p".
 func keepaliveEvery(every, firstToken time.Duration) func(*Deps) {
 	return func(d *Deps) {
 		d.Streams = map[string]StreamPolicy{"p": {KeepaliveInterval: every, FirstTokenTimeout: firstToken}}
@@ -183,7 +183,7 @@ func TestFirstTokenTimeout(t *testing.T) {
 			}
 			sseBackend(w, r)
 		})
-		g := newTestGatewayWith(t, keepaliveEvery(0, 50*time.Millisecond), h, h)
+		g := newTestGatewayWith(t, keepaliveEvery(-1, 50*time.Millisecond), h, h)
 		resp, b := g.post(t, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[]}`)
 		if resp.StatusCode != 200 || string(b) != sseAnswer || calls.Load() != 2 {
 			t.Fatalf("status %d calls %d body %q", resp.StatusCode, calls.Load(), b)

@@ -26,8 +26,8 @@ type ConnOptions struct {
 	// reclaims keep-alive connections when worker_connections run out;
 	// only when none is idle is the new connection answered 503
 	// too_many_connections (Retry-After: 1) and closed, and the refusals
-	// are logged (at most one line a second). 0 = no cap, and none of
-	// the bounds below apply.
+	// are logged (at most one line a second). Default DefaultMaxConns;
+	// negative = no cap, and none of the bounds below apply.
 	MaxConns int
 	// MaxPending caps the connections that have not yet sent a complete
 	// request header (a raw connect, a trickled header); at it the
@@ -58,9 +58,7 @@ type ConnOptions struct {
 	Log *slog.Logger
 }
 
-// Defaults for the zero values of ConnOptions, and DefaultMaxConns for a
-// MaxConns the config leaves out (zero is no cap), which the gateway's
-// wiring (shared/assemble) applies.
+// Defaults for the zero values of ConnOptions (WithDefaults).
 const (
 	DefaultMaxConns            = 4096
 	DefaultLingerTime          = 30 * time.Second
@@ -136,9 +134,14 @@ type Listener struct {
 	evicted  uint64      // connections closed to make room, for the tests and the log
 }
 
-// withDefaults returns o with its zero (or negative) bounds replaced by
-// their defaults.
-func (o ConnOptions) withDefaults() ConnOptions {
+// WithDefaults returns o with its zero (or negative) bounds replaced by
+// their defaults, a zero MaxConns by DefaultMaxConns (a negative one is no
+// cap). NewListener applies it; the HTTP host applies it first to size
+// MaxConns within its open-file limit.
+func (o ConnOptions) WithDefaults() ConnOptions {
+	if o.MaxConns == 0 {
+		o.MaxConns = DefaultMaxConns
+	}
 	if o.LingerTime <= 0 {
 		o.LingerTime = DefaultLingerTime
 	}
@@ -165,10 +168,10 @@ func (o ConnOptions) withDefaults() ConnOptions {
 // max_pending_connections). The gateway's config check calls it;
 // NewListener trusts what it accepts.
 func (o ConnOptions) Check(at problem.At) {
+	o = o.WithDefaults()
 	if o.MaxConns > 0 && o.MaxPending > o.MaxConns {
 		at.Add("max_pending_connections", "must not exceed %s (%d), got %d", at.Name("max_connections"), o.MaxConns, o.MaxPending)
 	}
-	o = o.withDefaults()
 	if o.LingerTimeout > o.LingerTime {
 		at.Add("lingering_timeout", "must not exceed %s (%s), got %s", at.Name("lingering_time"), o.LingerTime, o.LingerTimeout)
 	}
@@ -176,7 +179,7 @@ func (o ConnOptions) Check(at problem.At) {
 
 // NewListener wraps ln; zero fields of o take their defaults.
 func NewListener(ln net.Listener, o ConnOptions) *Listener {
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}

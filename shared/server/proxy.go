@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"github.com/llmgw/gateway/shared/budget"
+	"io"
 	"net/http"
 	"time"
 
@@ -13,15 +14,6 @@ import (
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
-
-// DefaultMaxConcurrentRequests is a tenant's cap on proxied requests in
-// flight on one replica when config names none: a third of the 1,500
-// streams a replica is sized for, so real traffic of one tenant (a
-// replica's share of it: replicas scale out) is not refused, while a
-// runaway client of one tenant leaves two thirds of the replica to its
-// neighbours. A deployment with one tenant, or fewer neighbours to
-// protect, sets its own (issue 22).
-const DefaultMaxConcurrentRequests = 512
 
 // proxy returns the handler for one proxied OpenAI operation. The request
 // path reads top to bottom in serveProxy; each step is a call into the
@@ -73,7 +65,11 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 4. Resolve: only the fields the gateway decides on, read once
 	// (request.Body); the model must be the tenant's and routable.
-	body, pool, err := s.resolve(ctx, ex, t, op, raw)
+	// The parsed body lives in the pooled exchange: the steps below take
+	// its address, which would put a fresh one on the heap per request.
+	body := &ex.parsed
+	var pool *route.Pool
+	*body, pool, err = s.resolve(ctx, ex, t, op, raw)
 	if err != nil {
 		return err
 	}
@@ -82,7 +78,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	if err := s.checkFeatures(ex, t, op, raw, r.Header); err != nil {
 		return err
 	}
-	if err := checkTier(ex, t, &body); err != nil {
+	if err := checkTier(ex, t, body); err != nil {
 		return err
 	}
 
@@ -95,7 +91,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
 	// of the request's tokens (prompt bound + output cap), settled once at
 	// the end (serve) from the counted usage.
-	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, &body, raw); err != nil {
+	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, body, raw); err != nil {
 		return err
 	}
 
@@ -107,7 +103,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer ex.keepalive.Stop()
 	}
-	ans, err := s.send(ctx, ex, w, r.Header, pool, op, &body, raw, inject)
+	ans, err := s.send(ctx, ex, w, r.Header, pool, op, body, raw, inject)
 	putBody(bufp)
 	held = false
 	if err != nil {
@@ -120,14 +116,20 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 
 	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
 	// A backend that goes silent mid-body is cut off after the idle
-	// timeout: its timer ends the attempt's context.
-	idle := newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
-	defer idle.t.Stop()
-	ex.keepalive.Watch(&idle.last)
+	// timeout: its timer ends the attempt's context. A JSON answer the
+	// attempt read whole (awaitJSON) is not read again: it needs none.
+	var src io.Reader = resp.Body
+	var idle *idleReader
+	if body.Stream || ex.answer == nil || !ex.answer.whole {
+		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
+		defer idle.t.Stop()
+		ex.keepalive.Watch(&idle.last)
+		src = idle
+	}
 	if body.Stream && isEventStream(resp.Header) {
 		s.streamOpens(ex)
 		s.relayStream(ctx, w, rc, ex, resp, idle, inject)
-	} else if err := s.relayJSON(w, ex, resp, idle); err != nil {
+	} else if err := s.relayJSON(w, ex, resp, src); err != nil {
 		return err
 	}
 	s.rememberUsage(ex)

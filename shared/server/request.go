@@ -92,10 +92,16 @@ func (e *logEntry) setUsage(u sse.Usage, ok bool) {
 type exchange struct {
 	logEntry
 	wroteHeader bool
+	// idHeader is the response's X-Request-Id value, which every backend
+	// request carries too (roundTrip): one slice for both.
+	idHeader []string
 	// keepalive, when set, owns the stream's writes (keepalive.Writer).
 	keepalive *keepalive.Writer
 	op        request.Operation
-	pin       string // the endpoint a stored response lives on ("" = any)
+	// parsed is the request body's routing fields (request.Body), read
+	// once by resolve.
+	parsed request.Body
+	pin    string // the endpoint a stored response lives on ("" = any)
 	// scope is the caller's project and user from its verified token:
 	// the budget levels below its tenant (never the request's say).
 	scope budget.Scope
@@ -261,7 +267,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 		w.Header()["X-Request-Id"] = id
 	}
 	ex := s.exchanges.Get().(*exchange)
-	*ex = exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}}
+	*ex = exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}, idHeader: id}
 	if anthropicPath(r.URL.Path) {
 		ex.op = request.Messages // its errors in Anthropic's shape
 	}

@@ -148,7 +148,9 @@ func responseID(answer []byte, stream bool) string {
 		}
 		return r.ID
 	}
-	for _, line := range bytes.Split(answer, []byte("\n")) {
+	for rest := answer; len(rest) > 0; { // bytes.Split's lines, without its slice of them
+		line, tail, _ := bytes.Cut(rest, []byte("\n"))
+		rest = tail
 		data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
 		if !ok {
 			continue

@@ -66,7 +66,7 @@ type Deps struct {
 	AccessLog io.Writer
 
 	// MaxHeaderBytes caps the request line and headers (431 beyond, logged).
-	// 0 = only net/http's bound.
+	// Default DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 	// MaxBodyBytes caps a request body (413 beyond). Default
 	// DefaultMaxBodyBytes.
@@ -90,11 +90,13 @@ type Deps struct {
 	// Default DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
 	// Streams is each pool's keepalive and first-token policy, by pool
-	// name; pools not in it get DefaultStreams.
+	// name; pools not in it get DefaultStreams. New applies
+	// StreamPolicy's defaults to each.
 	Streams        map[string]StreamPolicy
 	DefaultStreams StreamPolicy
 	// MinRemaining refuses a request whose context deadline (a Lambda
-	// invocation's) is nearer than this. 0 = off.
+	// invocation's) is nearer than this. Default DefaultMinRemaining;
+	// negative = off.
 	MinRemaining time.Duration
 	// CountTimeout bounds the gateway's own call to a pool's input-token
 	// count, made only when a prompt bound would be refused (count.go);
@@ -135,13 +137,18 @@ type Server struct {
 	exchanges sync.Pool
 }
 
-// Defaults for the zero values of Deps, and for two settings whose zero
-// means off (DefaultKeepaliveInterval, DefaultMinRemaining): the gateway's
-// wiring (shared/assemble) applies those where the config leaves them out.
+// Defaults for the zero values of Deps and StreamPolicy, which New
+// applies. Where a setting can be turned off (MinRemaining, a stream's
+// KeepaliveInterval) a negative value is off, as net.Dialer's KeepAlive.
 const (
-	DefaultMaxBodyBytes = 1 << 20
-	DefaultMaxAttempts  = 3
-	DefaultCooldown     = 5 * time.Second
+	// DefaultMaxHeaderBytes is a header block's cap. The HTTP host
+	// (functions/gateway) reads it too: its net/http bound is twice
+	// the handler's, so that a block between the two is answered 431 by
+	// the handler, logged, and a larger one by net/http itself.
+	DefaultMaxHeaderBytes = 32 << 10
+	DefaultMaxBodyBytes   = 1 << 20
+	DefaultMaxAttempts    = 3
+	DefaultCooldown       = 5 * time.Second
 	// DefaultHeaderTimeout is long because some backends hold a stream's
 	// headers until the first token, which a reasoning model may take
 	// minutes to produce; keepalive comments keep the client's hops open
@@ -165,6 +172,9 @@ const (
 
 // New wires the server. It does no I/O.
 func New(d Deps) *Server {
+	if d.MaxHeaderBytes <= 0 {
+		d.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = DefaultMaxBodyBytes
 	}
@@ -189,6 +199,17 @@ func New(d Deps) *Server {
 	if d.CountTimeout <= 0 {
 		d.CountTimeout = DefaultCountTimeout
 	}
+	if d.MinRemaining == 0 {
+		d.MinRemaining = DefaultMinRemaining
+	}
+	d.DefaultStreams = d.DefaultStreams.withDefaults()
+	if len(d.Streams) > 0 {
+		streams := make(map[string]StreamPolicy, len(d.Streams)) // the caller's map stays as given
+		for name, p := range d.Streams {
+			streams[name] = p.withDefaults()
+		}
+		d.Streams = streams
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -210,10 +231,20 @@ func New(d Deps) *Server {
 type StreamPolicy struct {
 	// KeepaliveInterval: after this long with nothing sent to the client,
 	// the response headers (if not yet sent) and an SSE comment go out, so
-	// no proxy in between cuts the stream for idleness. 0 = off.
+	// no proxy in between cuts the stream for idleness. Default
+	// DefaultKeepaliveInterval; negative = off.
 	KeepaliveInterval time.Duration
 	// FirstTokenTimeout abandons an endpoint that answered a stream's
 	// headers but no event within it, for the next endpoint. It never cuts
 	// the last attempt. 0 = off.
 	FirstTokenTimeout time.Duration
+}
+
+// withDefaults returns p with a zero KeepaliveInterval replaced by
+// DefaultKeepaliveInterval.
+func (p StreamPolicy) withDefaults() StreamPolicy {
+	if p.KeepaliveInterval == 0 {
+		p.KeepaliveInterval = DefaultKeepaliveInterval
+	}
+	return p
 }

@@ -15,7 +15,30 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
+
+// Backends: where the shared state lives (the store section's backend,
+// stores.Config.Backend, ratelimit.Config.Store).
+const (
+	// Memory keeps each part's state in its process.
+	Memory = "memory"
+	// Redis shares it between replicas through one Redis.
+	Redis = "redis"
+)
+
+// CheckShared reports the problems with the settings every part on the
+// shared store takes alike, under at: backend (under backendField) and
+// dial_timeout. The gateway's config check runs it once for the store
+// section (stores.Config.Check); the request limiter's New runs it on a
+// Config built without the config file.
+func CheckShared(at problem.At, backendField, backend string, dialTimeout time.Duration) {
+	if backend != Memory && backend != Redis {
+		at.Add(backendField, "must be %s or %s, not %q", Memory, Redis, backend)
+	}
+	problem.NotNegative(at, "dial_timeout", dialTimeout)
+}
 
 // Failure policies: what a caller does with a call the store could not
 // answer (an error, a timeout or an open breaker).

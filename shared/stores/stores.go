@@ -23,17 +23,18 @@ import (
 	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/route/rediscool"
 	"github.com/llmgw/gateway/shared/store"
 )
 
-// Backends.
+// Backends (store's).
 const (
 	// Memory keeps each part's state in this process.
-	Memory = "memory"
+	Memory = store.Memory
 	// Redis shares it between replicas through one Redis.
-	Redis = "redis"
+	Redis = store.Redis
 )
 
 // DefaultStateTimeout bounds one call for shared state other than a take
@@ -174,6 +175,16 @@ func (s *Set) client(c Config, timeout time.Duration) (*redis.Client, error) {
 	}
 	s.clients = append(s.clients, cl)
 	return cl, nil
+}
+
+// Check reports the problems with the store section's settings (backend,
+// dial_timeout; the answer timeouts are their parts' sections', checked
+// there) under at, defaults applied: the gateway's config check runs it
+// under store, and names a setting the file wrote under its deprecated
+// limiter key by that key (config.Config.WrittenAs).
+func (c Config) Check(at problem.At) {
+	c = c.WithDefaults()
+	store.CheckShared(at, "backend", c.Backend, c.DialTimeout)
 }
 
 // WithDefaults returns c with its zero values replaced by their defaults.

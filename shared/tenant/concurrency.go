@@ -1,7 +1,7 @@
 package tenant
 
 // Acquire takes one of the tenant's concurrent-request slots on this
-// replica; false when all MaxConcurrent are taken (0 = no cap). Every
+// replica; false when all MaxConcurrent are taken (negative: no cap). Every
 // true must be matched by one Release.
 func (t *Tenant) Acquire() bool {
 	if t.MaxConcurrent <= 0 {

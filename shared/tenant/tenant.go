@@ -19,7 +19,8 @@ type Tenant struct {
 	// Models is the sorted allow-list of public model names.
 	Models []string
 	// MaxConcurrent caps the tenant's requests in flight on this replica
-	// (Acquire); 0 = no cap.
+	// (Acquire); negative = no cap (NewTable makes a row's 0
+	// DefaultMaxConcurrent).
 	MaxConcurrent int
 	// Tiers are the service tiers the tenant may ask for (issue 35);
 	// NewTable makes the empty set the standard tier alone.
@@ -70,11 +71,22 @@ type Table struct {
 	byID map[string]*Tenant
 }
 
+// DefaultMaxConcurrent is a tenant's cap on proxied requests in flight
+// on one replica when its row names none: a third of the 1,500 streams a
+// replica is sized for, so real traffic of one tenant (a replica's share
+// of it: replicas scale out) is not refused, while a runaway client of
+// one tenant leaves two thirds of the replica to its neighbours. A
+// deployment with one tenant, or fewer neighbours to protect, sets its
+// own (issue 22).
+const DefaultMaxConcurrent = 512
+
 // Row is the input to NewTable.
 type Row struct {
-	ID            string
-	Name          string
-	Models        []string
+	ID     string
+	Name   string
+	Models []string
+	// MaxConcurrent caps the tenant's requests in flight on one replica.
+	// Default DefaultMaxConcurrent; negative = no cap.
 	MaxConcurrent int
 	// Grants are the server-side features the tenant may use, by name.
 	Grants map[string]Grant
@@ -106,6 +118,9 @@ func NewTable(rows []Row) *Table {
 		betas := make(map[string]struct{}, len(r.Betas))
 		for _, b := range r.Betas {
 			betas[b] = struct{}{}
+		}
+		if r.MaxConcurrent == 0 {
+			r.MaxConcurrent = DefaultMaxConcurrent
 		}
 		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent,
 			Tiers: r.Tiers.OrStandard(), allow: allow, grants: grants, betas: betas}

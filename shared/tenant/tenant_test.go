@@ -43,7 +43,7 @@ func TestTable(t *testing.T) {
 // TestAcquireConcurrent: many goroutines taking and releasing slots never
 // hold more than MaxConcurrent at once, and all are back at the end.
 func TestAcquireConcurrent(t *testing.T) {
-	tn := NewTable([]Row{{ID: "a", MaxConcurrent: 5}, {ID: "b"}})
+	tn := NewTable([]Row{{ID: "a", MaxConcurrent: 5}, {ID: "b", MaxConcurrent: -1}, {ID: "c"}})
 	a, b := tn.Lookup("a"), tn.Lookup("b")
 	var wg sync.WaitGroup
 	var granted, over atomic.Int64
@@ -69,6 +69,13 @@ func TestAcquireConcurrent(t *testing.T) {
 	for range 1000 {
 		if !b.Acquire() {
 			t.Fatal("a tenant without a cap was refused")
+		}
+	}
+	// A row that names no cap has the default.
+	c := tn.Lookup("c")
+	for i := range DefaultMaxConcurrent + 1 {
+		if ok := c.Acquire(); ok != (i < DefaultMaxConcurrent) {
+			t.Fatalf("acquire %d of a row without a cap: %v (default %d)", i+1, ok, DefaultMaxConcurrent)
 		}
 	}
 }

@@ -63,6 +63,8 @@ func (a azureDeployments) url(base string, op request.Operation, deployment stri
 
 func (azureDeployments) root(string) string { return "" }
 
+func (azureDeployments) urlNamesModel() {}
+
 func (azureDeployments) bodyModel(string) string { return "" }
 
 func (azureDeployments) supports(op request.Operation) bool { return op.OnDeployments() }

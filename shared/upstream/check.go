@@ -22,7 +22,7 @@ func CheckPool(at problem.At, kind string, forward []string) {
 }
 
 // Check reports the problems with s's settings that depend on its kind,
-// under at (the endpoint, whose fields are auth, azure_api, organization
+// and with the organization and project it would send as headers, under at (the endpoint, whose fields are auth, azure_api, organization
 // and project); entra says the endpoint authenticates with Entra ID. The
 // rules are the kinds' rows (kind.go); the gateway's config check calls
 // it for each endpoint.
@@ -34,9 +34,15 @@ func (s TargetSpec) Check(at problem.At, entra bool) {
 	if entra && !k.entra {
 		at.Add("auth", "entra is only for %s pools", andList(kindsWhere(func(r registration) bool { return r.entra })))
 	}
+	// One problem a field: a value on a kind that does not send it is
+	// reported as that, whatever it holds.
 	for _, h := range []struct{ field, value string }{{"organization", s.Organization}, {"project", s.Project}} {
-		if h.value != "" && !k.account {
+		switch {
+		case h.value == "":
+		case !k.account:
 			at.Add(h.field, "only for %s pools, not %s", orList(kindsWhere(func(r registration) bool { return r.account })), s.Kind)
+		case !headerValue(h.value):
+			at.Add(h.field, "must be a printable header value without line breaks or surrounding spaces")
 		}
 	}
 	if k.check != nil {
@@ -51,6 +57,19 @@ func (s TargetSpec) WithDefaults() TargetSpec {
 		return k.defaults(s)
 	}
 	return s
+}
+
+// headerValue reports whether s can be sent as an HTTP header value as
+// written (RFC 9110 §5.5: visible characters, inner spaces and tabs):
+// organization and project are sent as OpenAI-Organization and
+// OpenAI-Project.
+func headerValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return s == strings.TrimSpace(s)
 }
 
 // orList writes a, b or c.

@@ -41,6 +41,29 @@ func (k HeaderKey) Apply(_ context.Context, h http.Header) error {
 	return nil
 }
 
+// preset is a HeaderKey with its header value built once, for
+// Target.Cred.
+func (k HeaderKey) preset() presetKey {
+	v := k.Value
+	if k.Header == "Authorization" {
+		v = "Bearer " + v
+	}
+	return presetKey{header: k.Header, value: []string{v}}
+}
+
+// presetKey is a HeaderKey whose value was built once (HeaderKey.preset):
+// every request shares it.
+type presetKey struct {
+	header string
+	value  []string
+}
+
+// Apply implements Credential.
+func (k presetKey) Apply(_ context.Context, h http.Header) error {
+	h[k.header] = k.value
+	return nil
+}
+
 // Target is one endpoint of a pool, ready to build requests.
 type Target struct {
 	Cred Credential // nil = no credentials
@@ -55,7 +78,23 @@ type Target struct {
 	// operator allowed beyond Accept.
 	fixed   http.Header
 	forward []string
+	// post and posts make a POST without building and parsing its URL
+	// (issue 38): post is a request to base (method, protocol, Host),
+	// copied per request and pointed at posts[op], the operation's URL,
+	// parsed once. Nil for a kind whose URL names the model (Azure's
+	// deployments): its URL is built per request.
+	post  *http.Request
+	posts map[request.Operation]*url.URL
 }
+
+// modelURL is a kind whose URL names the model: Target.NewRequest builds
+// its URL per request.
+type modelURL interface{ urlNamesModel() }
+
+// jsonType is the Content-Type of every backend request's body. Header
+// values here are shared by every request, never written in place
+// (http.Header.Add appends to a full slice, so it copies).
+var jsonType = []string{"application/json"}
 
 // TargetSpec describes a Target for NewTarget.
 type TargetSpec struct {
@@ -97,6 +136,14 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 	}
 	if t.Cred == nil && spec.APIKey != "" {
 		t.Cred = HeaderKey{Header: t.kind.keyHeader(), Value: spec.APIKey}
+	}
+	if k, ok := t.Cred.(HeaderKey); ok {
+		t.Cred = k.preset()
+	}
+	if _, ok := t.kind.(modelURL); !ok {
+		if err := t.parsePosts(); err != nil {
+			return nil, fmt.Errorf("endpoint url %q: %w", spec.URL, err)
+		}
 	}
 	if spec.Organization != "" {
 		t.fixed = http.Header{"Openai-Organization": {spec.Organization}}
@@ -164,9 +211,29 @@ func (t *Target) BackendModel(public string) string {
 // Forwarded, Content-Encoding, Expect, hop-by-hop headers, X-Ms-* and any
 // other vendor header.
 func (t *Target) NewRequest(ctx context.Context, op request.Operation, public string, body []byte, in http.Header) (*http.Request, error) {
-	req, err := t.newRequest(ctx, http.MethodPost, t.kind.url(t.base, op, t.BackendModel(public)), body, in)
-	if err != nil {
-		return nil, err
+	var req *http.Request
+	if u := t.posts[op]; u != nil && body != nil {
+		// What http.NewRequestWithContext makes of this URL and body,
+		// with the URL parsed once.
+		req = t.post.WithContext(ctx)
+		req.URL = u
+		req.Header = make(http.Header, 8)
+		req.ContentLength = int64(len(body))
+		if len(body) == 0 {
+			req.Body, req.GetBody = http.NoBody, noBody
+		} else {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		}
+		if err := t.setHeaders(ctx, req.Header, in); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		req, err = t.newRequest(ctx, http.MethodPost, t.kind.url(t.base, op, t.BackendModel(public)), body, in)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if op.Anthropic() {
 		for _, k := range [...]string{"Anthropic-Version", "Anthropic-Beta"} {
@@ -179,6 +246,29 @@ func (t *Target) NewRequest(ctx context.Context, op request.Operation, public st
 	return req, nil
 }
 
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
+
+// parsePosts parses the URL of every operation the kind serves, once
+// (post, posts).
+func (t *Target) parsePosts() error {
+	post, err := http.NewRequest(http.MethodPost, t.base, nil)
+	if err != nil {
+		return err
+	}
+	t.post, t.posts = post, map[request.Operation]*url.URL{}
+	for _, op := range request.Operations() {
+		if !t.kind.supports(op) {
+			continue
+		}
+		u, err := url.Parse(t.kind.url(t.base, op, ""))
+		if err != nil {
+			return err
+		}
+		t.posts[op] = u
+	}
+	return nil
+}
+
 // newRequest builds a backend request with exactly the allowed headers.
 func (t *Target) newRequest(ctx context.Context, method, url string, body []byte, in http.Header) (*http.Request, error) {
 	var rd io.Reader
@@ -189,8 +279,16 @@ func (t *Target) newRequest(ctx context.Context, method, url string, body []byte
 	if err != nil {
 		return nil, fmt.Errorf("build backend request: %w", err)
 	}
-	h := req.Header
-	h["Content-Type"] = []string{"application/json"}
+	if err := t.setHeaders(ctx, req.Header, in); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// setHeaders sets a backend request's headers (h), by allow-list
+// (NewRequest).
+func (t *Target) setHeaders(ctx context.Context, h http.Header, in http.Header) error {
+	h["Content-Type"] = jsonType
 	if v := in["Accept"]; len(v) > 0 {
 		h["Accept"] = v
 	}
@@ -204,10 +302,10 @@ func (t *Target) newRequest(ctx context.Context, method, url string, body []byte
 	}
 	if t.Cred != nil {
 		if err := t.Cred.Apply(ctx, h); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrCredential, err)
+			return fmt.Errorf("%w: %w", ErrCredential, err)
 		}
 	}
-	return req, nil
+	return nil
 }
 
 // BodyModel is the model value the backend's body must carry for public

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/llmgw/gateway/shared/assemble"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/tenant"
+)
+
+// TestDefaultsAreTheParts: each setting the file leaves out stays zero in
+// the loaded config, and the part that takes it applies its own default,
+// declared once in that part (issue 33: one home per default). A default
+// put back into package config fails the first column; a part that stops
+// applying its own fails the second.
+func TestDefaultsAreTheParts(t *testing.T) {
+	noenv := func(string) string { return "" }
+	cfg, err := assemble.Parse([]byte(strings.Replace(checkBase, "listen: 127.0.0.1:0\n", "", 1)), noenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	given := assemble.HostOf(cfg, noenv)
+	host := withHostDefaults(given)
+	srv := server.New(assemble.Server(cfg))
+	_, limits := assemble.RequestLimiter(cfg)
+	log := newLogger(io.Discard, given.LogLevel)
+	ctx := context.Background()
+	backend := newHTTPClient(assemble.BackendsOf(cfg), nil).Transport.(*http.Transport)
+	for _, tc := range []struct {
+		field      string
+		zero, part bool
+	}{
+		{"listen", cfg.Listen == "" && given.Listen == "", host.Listen == defaultListen},
+		{"log_level", cfg.LogLevel == "", log.Enabled(ctx, slog.LevelInfo) && !log.Enabled(ctx, slog.LevelDebug)},
+		{"max_header_bytes", cfg.MaxHeaderBytes == 0 && given.MaxHeaderBytes == 0,
+			srv.MaxHeaderBytes == server.DefaultMaxHeaderBytes && host.MaxHeaderBytes == server.DefaultMaxHeaderBytes},
+		{"tenants[0].interval", cfg.Tenants[0].Interval == 0 && limits[0].Interval == 0,
+			limits[0].WithDefaults().Interval == ratelimit.DefaultInterval},
+		{"pools[0].endpoints[0].auth", cfg.Pools[0].Endpoints[0].Auth == "",
+			assemble.Endpoints(cfg)[0][0].Entra == nil},
+		{"read_header_timeout", cfg.ReadHeaderTimeout == 0, host.ReadHeaderTimeout == defaultReadHeaderTimeout},
+		{"idle_timeout", cfg.IdleTimeout == 0, host.IdleTimeout == defaultIdleTimeout},
+		{"shutdown_grace", cfg.ShutdownGrace == 0, host.ShutdownGrace == defaultShutdownGrace},
+		{"telemetry.flush_timeout", cfg.Telemetry.FlushTimeout == 0, host.FlushTimeout == defaultFlushTimeout},
+		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == defaultConnectTimeout},
+		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == defaultMaxIdleConnsPerHost},
+		{"max_body_bytes", cfg.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},
+		{"max_connections", cfg.MaxConnections == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == server.DefaultMaxConns},
+		{"max_concurrent_requests", cfg.MaxConcurrentRequests == 0 && cfg.Tenants[0].MaxConcurrentRequests == 0,
+			srv.Tenants.Lookup("t1").MaxConcurrent == tenant.DefaultMaxConcurrent},
+		{"upstream.keepalive_interval", cfg.Upstream.KeepaliveInterval == nil && cfg.Pools[0].KeepaliveInterval == nil,
+			srv.Streams["p1"].KeepaliveInterval == server.DefaultKeepaliveInterval},
+		{"lambda.min_remaining", cfg.Lambda.MinRemaining == nil, srv.MinRemaining == server.DefaultMinRemaining},
+		{"body_read_timeout", cfg.BodyReadTimeout == 0, srv.BodyReadTimeout == server.DefaultBodyReadTimeout},
+	} {
+		if !tc.zero {
+			t.Errorf("%s: the loaded config holds a default; the part that takes it owns it", tc.field)
+		}
+		if !tc.part {
+			t.Errorf("%s: the part does not apply its default", tc.field)
+		}
+	}
+}

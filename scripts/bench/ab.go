@@ -1,0 +1,209 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// telemetryKind is the gateway with telemetry on as Container Apps runs
+// it: the same binary and config as "gateway", exporting both signals over
+// OTLP/gRPC to the bench's sink (otlpSink) with the gateway's default
+// sampler. The plain phase measures it beside "gateway", within each
+// repetition, for the telemetry-on ÷ off target (abTargets).
+const telemetryKind = "gateway-telemetry"
+
+// The OTLP/gRPC Export methods the gateway calls (shared/telemetry/otlp):
+// the sink counts exports by signal.
+const (
+	grpcTracesMethod  = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+	grpcMetricsMethod = "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"
+)
+
+// otelVars are the variables the gateway reads to export (otlp.FromEnv)
+// that would send its telemetry elsewhere or turn it off. gatewayEnv sets
+// each of them, so a developer's own OTEL_* environment neither turns
+// telemetry on for the gateway measured without it nor redirects the
+// telemetry-on one. The sampler variables are not among them: the
+// bench's environment may choose another sampler (samplerName).
+var otelVars = []string{
+	"OTEL_SDK_DISABLED",
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+	"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_HEADERS",
+	"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_METRIC_EXPORT_INTERVAL",
+}
+
+// gatewayEnv is the telemetry part of a gateway's environment: every
+// otelVars entry empty (telemetry off), or, with sink set, both signals
+// to sink over OTLP/gRPC as the Container Apps agent takes them (its
+// OTEL_EXPORTER_OTLP_ENDPOINT and _PROTOCOL=grpc, and OTEL_SERVICE_NAME),
+// metrics every minute (the default interval). Later entries win over
+// the bench's own environment (os/exec keeps the last of a name).
+func gatewayEnv(sink string) []string {
+	env := make([]string, 0, len(otelVars)+1)
+	for _, v := range otelVars {
+		val := ""
+		switch {
+		case sink == "":
+		case v == "OTEL_EXPORTER_OTLP_ENDPOINT":
+			val = sink
+		case v == "OTEL_EXPORTER_OTLP_PROTOCOL":
+			val = "grpc"
+		}
+		env = append(env, v+"="+val)
+	}
+	if sink != "" {
+		env = append(env, "OTEL_SERVICE_NAME=llmgw-bench")
+	}
+	return env
+}
+
+// samplerName is the trace sampler the telemetry-on gateway runs with, as
+// the report names it: the gateway's default unless the bench's
+// environment sets OTEL_TRACES_SAMPLER (and _ARG), which the gateway
+// inherits.
+func samplerName(getenv func(string) string) string {
+	s, arg := getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG")
+	switch {
+	case s == "" && arg == "":
+		return "the gateway's default sampler (parentbased_traceidratio, 0.1)"
+	case s == "":
+		return "the gateway's default sampler with OTEL_TRACES_SAMPLER_ARG=" + arg
+	case arg == "":
+		return "OTEL_TRACES_SAMPLER=" + s
+	}
+	return "OTEL_TRACES_SAMPLER=" + s + ", OTEL_TRACES_SAMPLER_ARG=" + arg
+}
+
+// otlpSink is the collector the telemetry-on gateway exports to: OTLP/gRPC
+// over cleartext HTTP/2 on loopback, served by the bench process (so on
+// the load generator's CPUs, never the relay's). It reads each export and
+// answers OK (gRPC's trailers-only form) without decoding it, so the
+// gateway pays for its telemetry and next to nothing waits on the sink; it
+// counts what arrives, so the report can show that the gateway exported.
+type otlpSink struct {
+	srv *http.Server
+	url string
+
+	traces, metrics, other, bytes atomic.Int64
+}
+
+// sinkCounts is what the sink has received.
+type sinkCounts struct {
+	traces, metrics, other, bytes int64
+}
+
+func (c sinkCounts) sub(d sinkCounts) sinkCounts {
+	return sinkCounts{c.traces - d.traces, c.metrics - d.metrics, c.other - d.other, c.bytes - d.bytes}
+}
+
+func (c sinkCounts) add(d sinkCounts) sinkCounts {
+	return sinkCounts{c.traces + d.traces, c.metrics + d.metrics, c.other + d.other, c.bytes + d.bytes}
+}
+
+// startSink listens on a loopback port and serves until close.
+func startSink() (*otlpSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("otlp sink: %w", err)
+	}
+	s := &otlpSink{url: "http://" + ln.Addr().String()}
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), Protocols: &protocols, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, "bench: otlp sink:", err)
+		}
+	}()
+	return s, nil
+}
+
+func (s *otlpSink) serve(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.Copy(io.Discard, r.Body)
+	s.bytes.Add(n)
+	switch r.URL.Path {
+	case grpcTracesMethod:
+		s.traces.Add(1)
+	case grpcMetricsMethod:
+		s.metrics.Add(1)
+	default:
+		s.other.Add(1)
+	}
+	w.Header().Set("Content-Type", "application/grpc")
+	w.Header().Set("Grpc-Status", "0")
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *otlpSink) counts() sinkCounts {
+	return sinkCounts{s.traces.Load(), s.metrics.Load(), s.other.Load(), s.bytes.Load()}
+}
+
+func (s *otlpSink) close() { _ = s.srv.Close() }
+
+// plainVisits is the order in which repetition rep of the plain phase
+// visits targets: telemetryKind right beside "gateway", before it in
+// even repetitions and after it in odd ones, so that neither side of the
+// telemetry A/B always runs first (a drift of the machine within a
+// repetition then favours each side alike).
+func plainVisits(targets []string, rep int) []string {
+	i := slices.Index(targets, "gateway")
+	if i < 0 {
+		return slices.Clone(targets)
+	}
+	pair := []string{"gateway", telemetryKind}
+	if rep%2 == 0 {
+		pair[0], pair[1] = pair[1], pair[0]
+	}
+	out := slices.Clone(targets[:i])
+	out = append(out, pair...)
+	return append(out, targets[i+1:]...)
+}
+
+// defaultABRate is plan.abRate's default: half the published rate.
+const defaultABRate = 1500
+
+// abVisits is the order of the telemetry A/B's pair in repetition rep,
+// alternating as plainVisits does.
+func abVisits(rep int) []string { return plainVisits([]string{"gateway"}, rep) }
+
+// plainTargets is targets in the plain table's order: telemetryKind right
+// after "gateway" when it was measured.
+func plainTargets(targets []string, measured bool) []string {
+	if !measured {
+		return targets
+	}
+	return plainVisits(targets, 1)
+}
+
+// describeSink is what the sink received, in a few words.
+func describeSink(c sinkCounts) string {
+	s := fmt.Sprintf("%d trace and %d metric exports, %.0f KiB", c.traces, c.metrics, float64(c.bytes)/1024)
+	if c.other > 0 {
+		s += fmt.Sprintf(", %d to other paths", c.other)
+	}
+	return s
+}
+
+// sinkNote is the report's sentence on the telemetry-on gateway, "" when
+// it did not run.
+func sinkNote(sampler string, c sinkCounts, measured bool) string {
+	if !measured {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%s* is the same gateway with telemetry on as Container Apps runs it: both signals over OTLP/gRPC (`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, `OTEL_SERVICE_NAME`), metrics every minute, %s, to a sink in the bench process (on the load generator's CPU) that reads each export and discards it. Over the run the sink received %s.",
+		telemetryKind, sampler, describeSink(c))
+	if c.traces == 0 {
+		b.WriteString(" **No trace export arrived: the telemetry-on figures do not measure telemetry.**")
+	}
+	return b.String()
+}
