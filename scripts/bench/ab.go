@@ -168,6 +168,13 @@ func plainVisits(targets []string, rep int) []string {
 	return append(out, targets[i+1:]...)
 }
 
+// defaultABRate is plan.abRate's default: half the published rate.
+const defaultABRate = 1500
+
+// abVisits is the order of the telemetry A/B's pair in repetition rep,
+// alternating as plainVisits does.
+func abVisits(rep int) []string { return plainVisits([]string{"gateway"}, rep) }
+
 // plainTargets is targets in the plain table's order: telemetryKind right
 // after "gateway" when it was measured.
 func plainTargets(targets []string, measured bool) []string {

@@ -224,9 +224,13 @@ func abResults(reps int, foreign float64) *results {
 			}
 		}
 		for t, v := range map[string]float64{"gateway": 300 * drift, telemetryKind: 312 * drift, "floor": 280 * drift} {
+			rate := p.abRate
+			if t == "floor" {
+				rate = p.fixedRate // the plain table's: not the A/B's
+			}
 			r := abRun(t, rep, v, foreign)
-			r.mode, r.level = "open-plain", p.fixedRate
-			r.requests, r.rate = 6000, float64(p.fixedRate)
+			r.mode, r.level = "open-plain", rate
+			r.requests, r.rate = 2*rate, float64(rate)
 			res.add(r)
 		}
 	}
@@ -243,7 +247,7 @@ func TestABTargets(t *testing.T) {
 	}{
 		{"three quiet repetitions", 3, 0.02, []string{
 			"### Interleaved A/B targets",
-			"| CPU per non-streaming request (3000 req/s), telemetry on ÷ off, ≤ 1.05 | on 624.0 µs, off 600.0 µs | 1.04, 1.04, 1.04 | 1.04× | floor 560.0 µs; allocations per request",
+			"| CPU per non-streaming request (1500 req/s), telemetry on ÷ off, ≤ 1.05 | on 624.0 µs, off 600.0 µs | 1.04, 1.04, 1.04 | 1.04× | allocations per request",
 			"the sink received 6 trace and 3 metric exports, 300 KiB | 2% (max 2%) | **pass** |",
 			"| CPU per relayed event at 100 streams, gateway ÷ floor, ≤ 1.05 | gateway 61.2 µs, floor 60.0 µs | 1.02, 1.02, 1.02 | 1.02× | nginx 40.0 µs; gateway ÷ nginx 1.53× (1.53, 1.53, 1.53) | 2% (max 2%) | **pass** |",
 			"| CPU per relayed event at 500 streams, gateway ÷ floor, ≤ 1.05 | gateway 66.0 µs, floor 60.0 µs | 1.10, 1.10, 1.10 | 1.10× |",
@@ -252,7 +256,7 @@ func TestABTargets(t *testing.T) {
 			"| 2% (max 2%) | **quiet** |",
 			"[benchmarks.md](docs/benchmarks.md#allocations-per-request)",
 			"*gateway-telemetry* is the same gateway with telemetry on", "the gateway's default sampler (parentbased_traceidratio, 0.1)",
-			"| gateway-telemetry | ", "| 624.0 µs (312.0 µs–936.0 µs) |",
+			"| floor | ", "| 560.0 µs (280.0 µs–840.0 µs) |",
 		}},
 		{"noisy", 3, 0.30, []string{"| 30% (max 30%) | **pass** (noisy) |", "| 30% (max 30%) | **MISS** (noisy) |", "| 30% (max 30%) | **NOISY** |"}},
 		{"two repetitions", 2, 0.02, []string{"| 1.04, 1.04 | 1.04× (2 of 3 repetitions) |", "| 1.02, 1.02 | 1.02× (2 of 3 repetitions) |", "| n/a |"}},
@@ -310,9 +314,32 @@ func TestSaturated(t *testing.T) {
 func TestABTargetsSaturated(t *testing.T) {
 	t.Parallel()
 	res := abResults(3, 0)
-	res.runs[runKey{telemetryKind, "open-plain", res.plan.fixedRate}][1].late = 500
+	res.runs[runKey{telemetryKind, "open-plain", res.plan.abRate}][1].late = 500
 	md := newReport(res, ".").markdown(nil, "docs/bench")
 	for _, w := range []string{"1 of 6 runs fell behind the rate", "| **pass** (saturated) |"} {
+		if !strings.Contains(md, w) {
+			t.Errorf("report lacks %q", w)
+		}
+	}
+}
+
+// TestABTargetsAtThePublishedRate: with -ab-rate equal to -rate the pair
+// runs once, at the published rate, and the plain table shows the
+// telemetry-on gateway beside the others.
+func TestABTargetsAtThePublishedRate(t *testing.T) {
+	t.Parallel()
+	res := abResults(3, 0)
+	for _, kind := range []string{"gateway", telemetryKind} {
+		for _, x := range res.runs[runKey{kind, "open-plain", res.plan.abRate}] {
+			x.level, x.requests, x.rate = res.plan.fixedRate, 2*res.plan.fixedRate, float64(res.plan.fixedRate)
+			res.add(x)
+		}
+		delete(res.runs, runKey{kind, "open-plain", res.plan.abRate})
+	}
+	res.plan.abRate = res.plan.fixedRate
+	md := newReport(res, ".").markdown(nil, "docs/bench")
+	for _, w := range []string{"| CPU per non-streaming request (3000 req/s), telemetry on ÷ off, ≤ 1.05 | on 624.0 µs, off 600.0 µs | 1.04, 1.04, 1.04 | 1.04× | floor 560.0 µs; allocations",
+		"| gateway | ", "| gateway-telemetry | ", "| 624.0 µs (312.0 µs–936.0 µs) |"} {
 		if !strings.Contains(md, w) {
 			t.Errorf("report lacks %q", w)
 		}

@@ -134,9 +134,9 @@ func (r *report) abTargets(allocLink string) []abRow {
 	var rows []abRow
 	var all [][]runResult
 
-	plainRuns := func(t string) []runResult { return res.runs[runKey{t, "open-plain", res.plan.fixedRate}] }
+	plainRuns := func(t string) []runResult { return res.runs[runKey{t, "open-plain", res.plan.abRate}] }
 	on, off := plainRuns(telemetryKind), plainRuns("gateway")
-	target := fmt.Sprintf("CPU per non-streaming request (%d req/s), telemetry on ÷ off, ≤ %.2f", res.plan.fixedRate, abRatioMax)
+	target := fmt.Sprintf("CPU per non-streaming request (%d req/s), telemetry on ÷ off, ≤ %.2f", res.plan.abRate, abRatioMax)
 	alloc := fmt.Sprintf("allocations per request: not visible from outside the gateway's process; `BenchmarkGatewayRequest` `chat_json` vs `chat_json_telemetry` in [benchmarks.md](%s)", allocLink)
 	switch {
 	case len(on) == 0 || len(off) == 0:
@@ -152,7 +152,7 @@ func (r *report) abTargets(allocLink string) []abRow {
 		beside := []string{}
 		if n := saturated(on, off); n > 0 && mark != "n/a" {
 			mark += " (saturated)"
-			beside = append(beside, fmt.Sprintf("%d of %d runs fell behind the rate (more than 1%% of requests late or dropped, or under 98%% of the rate achieved): the core was saturated, so CPU per request is not comparable; -rate 1500 measures below it", n, len(on)+len(off)))
+			beside = append(beside, fmt.Sprintf("%d of %d runs fell behind the rate (more than 1%% of requests late or dropped, or under 98%% of the rate achieved): the core was saturated, so CPU per request is not comparable; a lower -ab-rate measures below it", n, len(on)+len(off)))
 		}
 		for _, peer := range []string{"floor", "nginx"} {
 			if runs := plainRuns(peer); len(runs) > 0 {

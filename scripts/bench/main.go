@@ -64,7 +64,17 @@ type plan struct {
 	ramp, window time.Duration
 	tail         time.Duration // hard limit for open streams after the window
 
-	fixedRate   int // the published non-streaming rate (3,000 req/s)
+	fixedRate int // the published non-streaming rate (3,000 req/s)
+	// abRate is the rate of the telemetry on/off A/B in the plain phase:
+	// well below the gateway's limit on one core, where CPU per request is
+	// the relay's work and not a saturated core's batching (at 3,000
+	// req/s a quiet machine's gateway used most of its core before issue
+	// 38). Equal to fixedRate, the pair runs once, in the plain table.
+	abRate int
+	// abWindow is each A/B run's measured window: /proc's CPU times tick
+	// at 10 ms, so at 1,500 req/s a 2 s window counts CPU per request in
+	// steps of 3.3 µs (1.5% of the gateway's), a 4 s one in 1.7 µs.
+	abWindow    time.Duration
 	fixedReps   int
 	fixedWindow time.Duration
 
@@ -117,7 +127,7 @@ func quickPlan() plan {
 	return plan{
 		name: "quick", levels: []int{100, 300, 500}, reps: minABReps,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
-		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second,
+		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 200,
 		gcLevel: 500, gcReps: 1, gcSettings: gcSettings,
@@ -128,7 +138,7 @@ func fullPlan() plan {
 	return plan{
 		name: "full", levels: []int{100, 500, 1000, 1500}, reps: 3,
 		ramp: 1900 * time.Millisecond, window: 8 * time.Second, tail: 15 * time.Second,
-		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second,
+		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
 		ceilingRates:    []int{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000},
 		ceilingWindow:   3 * time.Second,
 		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
@@ -154,6 +164,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	gatewayBin := fs.String("gateway", "", "measure this gateway binary as it is (default: build bin/gateway as make build does)")
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
+	abRate := fs.Int("ab-rate", 0, fmt.Sprintf("the non-streaming rate of the telemetry on/off A/B (default %d req/s)", defaultABRate))
 	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on scripts/relayfloor/epollconn (prototype)")
 	backendLegs := fs.String("backend", strings.Join(allLegs, ","), "backend legs the closed-loop and syscall phases measure, comma-separated: "+strings.Join(allLegs, ", ")+" (the other phases run on plain)")
 	gatewayRev := fs.String("gateway-rev", "", "measure the gateway built from this git revision (e.g. a commit before a change), with this bench's code and config")
@@ -192,6 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if *rate > 0 {
 		p.fixedRate = *rate
+	}
+	if *abRate > 0 {
+		p.abRate = *abRate
 	}
 	if *phases != "" {
 		p.phases = map[string]bool{}
@@ -728,31 +742,23 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		}
 	}
 
-	// The plain phase: every target, and the gateway with telemetry on
-	// right beside the gateway (plainVisits), in each repetition.
-	plainConns := 4096
+	// The plain phase: every target at the published rate, then the
+	// gateway with telemetry off and on at abRate (abVisits), in each
+	// repetition.
 	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
 		res.telemetry = true
-		for _, kind := range plainVisits(b.targets(), rep) {
-			sink0 := b.sink.counts()
-			err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
-				r := b.measured(pid, func() runResult {
-					return openLoop(ctx, t, p.fixedRate, false, p.fixedWindow, p.tail, plainConns)
-				})
-				r.rep = rep
-				res.add(r)
-				b.logf("rep %d %-17s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
-					rep, kind, p.fixedRate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
-				return nil
-			})
-			if err != nil {
+		visits, pair := plainVisits(b.targets(), rep), []string(nil)
+		if p.abRate != p.fixedRate {
+			visits, pair = b.targets(), abVisits(rep)
+		}
+		for _, kind := range visits {
+			if err := b.plainRun(ctx, res, kind, p.fixedRate, p.fixedWindow, rep); err != nil {
 				return nil, err
 			}
-			if kind == telemetryKind {
-				// After the stop: the gateway's last flush is in.
-				got := b.sink.counts().sub(sink0)
-				res.sink = res.sink.add(got)
-				b.logf("rep %d %s: the sink received %s", rep, kind, describeSink(got))
+		}
+		for _, kind := range pair {
+			if err := b.plainRun(ctx, res, kind, p.abRate, p.abWindow, rep); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -804,6 +810,34 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	res.binSize, res.imageSize, res.imageNote = sizes(b.root, b.bins.gateway)
 	res.deps, res.depsErr = binsize.Measure(ctx, b.root, "./functions/gateway")
 	return res, nil
+}
+
+// plainConns bounds the non-streaming phase's connections.
+const plainConns = 4096
+
+// plainRun is one run of the plain phase: kind, fresh, at rate for
+// window. A telemetry-on gateway's exports are counted after it
+// stops, so its last flush is in.
+func (b *bench) plainRun(ctx context.Context, res *results, kind string, rate int, window time.Duration, rep int) error {
+	p := b.plan
+	sink0 := b.sink.counts()
+	err := b.withTarget(ctx, kind, plainConns, res, func(t *target, pid int) error {
+		r := b.measured(pid, func() runResult {
+			return openLoop(ctx, t, rate, false, window, p.tail, plainConns)
+		})
+		r.rep = rep
+		res.add(r)
+		b.logf("rep %d %-17s %5d req/s: p50 %s p99 %s p99.9 %s, achieved %.0f/s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
+			rep, kind, rate, ms(r.ttft.P50), ms(r.ttft.P99), ms(r.ttft.P999), r.rate, r.late, r.errCount(), us(perRequest(r)), mib(r.rssMax), r.foreign*100)
+		return nil
+	})
+	if err != nil || kind != telemetryKind {
+		return err
+	}
+	got := b.sink.counts().sub(sink0)
+	res.sink = res.sink.add(got)
+	b.logf("rep %d %s: the sink received %s", rep, kind, describeSink(got))
+	return nil
 }
 
 // perRequest is the relay's CPU per completed request.
