@@ -2,11 +2,11 @@ package server
 
 import (
 	"context"
-	"github.com/llmgw/gateway/shared/budget"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
