@@ -13,11 +13,9 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
-	"github.com/llmgw/gateway/shared/store"
 )
 
 // BenchmarkBudgetStep is the time a token budget adds to one request: the
@@ -47,15 +45,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 	std := tierAsk{may: price.Tiers(0).OrStandard(), allowed: price.Tiers(0).OrStandard()}
 	redisStore := func(b *testing.B) budget.Store {
 		srv := redistest.Start(b)
-		c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: time.Second})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = c.Close() })
-		s, err := redisbudget.New(c, redisbudget.Config{})
-		if err != nil {
-			b.Fatal(err)
-		}
+		s, c := redisBudgetStore(b, srv.URL(), time.Second)
 		if err := s.Warm(context.Background()); err != nil {
 			b.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/store"
+	"github.com/redis/go-redis/v9"
 )
 
 // faultTimeout bounds each store call: long enough that a busy machine
@@ -29,21 +30,30 @@ func faultLedger(t *testing.T, quota int64) (*budget.Ledger, *redistest.Server, 
 	t.Helper()
 	srv := redistest.Start(t)
 	px := redistest.NewProxy(t, srv.Addr(), 0)
-	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: faultTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	st, err := redisbudget.New(c, redisbudget.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := redisBudgetStore(t, px.URL(), faultTimeout)
 	l, err := budget.New(budget.Config{Timeout: faultTimeout, SettleTimeout: faultTimeout, BreakerThreshold: 1000},
 		[]budget.TenantBudget{{Tenant: "t1", Limits: budget.Limits{TokenQuota: quota, QuotaPeriod: budget.PeriodDay}}}, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l, srv, px
+}
+
+// redisBudgetStore is a budget store on the Redis server at url, through
+// a client of its own whose calls time out after timeout; the client is
+// closed when the test ends.
+func redisBudgetStore(tb testing.TB, url string, timeout time.Duration) (*redisbudget.Store, *redis.Client) {
+	tb.Helper()
+	c, err := store.NewClient(store.ClientOptions{URL: url, Timeout: timeout})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Close() })
+	st, err := redisbudget.New(c, redisbudget.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return st, c
 }
 
 // quotaUsed reads the tenant's quota counter with a one-token probe

@@ -16,11 +16,9 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -183,15 +181,7 @@ func TestLevelConcurrencyRedis(t *testing.T) {
 	var gs []*testGateway
 	var ls []*budget.Ledger
 	for range 2 {
-		c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		st, err := redisbudget.New(c, redisbudget.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, _ := redisBudgetStore(t, srv.URL(), 5*time.Second)
 		g, spy := levelGateway(t, levelProofLimits(), st, capBackend(bound))
 		gs, ls = append(gs, g), append(ls, spy.Ledger)
 	}

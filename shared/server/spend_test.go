@@ -14,13 +14,11 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -406,15 +404,7 @@ func TestSpendConcurrencyRedis(t *testing.T) {
 	var gs []*testGateway
 	var ls []*budget.Ledger
 	for range 2 {
-		c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		st, err := redisbudget.New(c, redisbudget.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, _ := redisBudgetStore(t, srv.URL(), 5*time.Second)
 		g, spy := spendGateway(t, proofLimits(t), 0, tieredPrices(t), st, capBackend(bound))
 		gs, ls = append(gs, g), append(ls, spy.Ledger)
 	}
