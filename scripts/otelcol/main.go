@@ -19,7 +19,6 @@ import (
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/receiver/otlpreceiver"
-	"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry"
 )
 
 func components() (otelcol.Factories, error) {
@@ -31,7 +30,7 @@ func components() (otelcol.Factories, error) {
 	if f.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](newJSONFileFactory(), debugexporter.NewFactory()); err != nil {
 		return f, err
 	}
-	f.Telemetry = otelconftelemetry.NewFactory()
+	f.Telemetry = newTelemetryFactory()
 	return f, nil
 }
 

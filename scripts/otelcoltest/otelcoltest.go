@@ -58,9 +58,15 @@ func build() (string, error) {
 		return "", err
 	}
 	src := filepath.Join(root, "scripts", "otelcol")
+	// Every file the build reads: the module's two files and its Go sources.
+	files, err := filepath.Glob(filepath.Join(src, "*.go"))
+	if err != nil {
+		return "", err
+	}
 	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum", "main.go", "jsonfile.go"} {
-		b, err := os.ReadFile(filepath.Join(src, f))
+	for _, f := range append([]string{filepath.Join(src, "go.mod"), filepath.Join(src, "go.sum")}, files...) {
+		h.Write([]byte(filepath.Base(f)))
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", err
 		}
