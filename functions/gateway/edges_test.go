@@ -21,9 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/llmgw/gateway/scripts/stub"
 	"github.com/llmgw/gateway/scripts/testtool"
 )
@@ -532,33 +529,4 @@ func TestStoredResponseRedirect(t *testing.T) {
 		t.Errorf("Location %q reached the client", loc)
 	}
 	openAIError(t, resp, http.StatusBadGateway, "upstream_bad_response")
-}
-
-// TestSDKGoEarlyAnswers: the official Go SDK posting a 3 MB prompt over
-// the default 1 MiB max_body_bytes gets the 413, with a bad token the 401,
-// as *openai.Error on each of three tries, each its first attempt (no
-// retries: a retried connection error would hide the reset).
-func TestSDKGoEarlyAnswers(t *testing.T) {
-	t.Parallel()
-	g := startGateway(t, options{})
-	p := openai.ChatCompletionNewParams{
-		Model:    "llama",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(strings.Repeat("x", 3_000_000))},
-	}
-	for _, tc := range []struct {
-		name, token string
-		status      int
-		code        string
-	}{
-		{"too large", g.token("contoso"), http.StatusRequestEntityTooLarge, "request_too_large"},
-		{"bad token", "not-a-jwt", http.StatusUnauthorized, "invalid_token"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := g.sdkClient(tc.token, option.WithMaxRetries(0))
-			for range 3 {
-				_, err := c.Chat.Completions.New(context.Background(), p)
-				wantAPIError(t, err, tc.status, tc.code)
-			}
-		})
-	}
 }
