@@ -93,8 +93,15 @@ const (
 // write and a short read of what came with the request. The refusals in
 // progress are bounded by a quarter of the cap, at most maxRefusing (each
 // holds a descriptor); beyond it Accept waits for one to end.
+//
+// refusalRead was 100 ms until a fresh make test, its race pass beside
+// the first, starved a client's goroutine between its connect and its
+// write for longer than that: Go's transport calls an answer that comes
+// first "unsolicited" and fails the request. 500 ms still bounds what an
+// idle connection holds: maxRefusing slots refuse 256 connections a
+// second however slowly their clients write.
 const (
-	refusalRead = 100 * time.Millisecond
+	refusalRead = 500 * time.Millisecond
 	refusalTime = time.Second
 	maxRefusing = 128
 )
