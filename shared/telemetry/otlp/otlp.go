@@ -1,9 +1,10 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
 // OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
 // conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. The SDK aggregates and batches; the
-// exporters it feeds are this package's own (wire.go encodes OTLP with
-// protowire alone), because the SDK's OTLP exporters link the generated
+// only package that imports the SDK. The SDK batches spans and collects
+// metrics, those a request records aggregated by this package
+// (aggregation); the exporters it feeds are this package's own (wire.go
+// encodes OTLP with protowire alone), because the SDK's OTLP exporters link the generated
 // OTLP types and, through their service packages, gRPC: 15 MB of binary
 // and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
