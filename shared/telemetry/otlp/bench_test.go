@@ -92,3 +92,33 @@ func processCPU() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkEndMetrics is End's metrics alone (no spans, nothing exported):
+// what the aggregation costs a request, serial and from every core at
+// once (the series one request adds to are every request's of its kind).
+func BenchmarkEndMetrics(b *testing.B) {
+	exp, err := New(Config{MetricsURL: "http://127.0.0.1:9/v1/metrics", Interval: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = exp.mp.Shutdown(context.Background()) })
+	now := time.Now()
+	r := &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Tenant: "t1", TenantName: "One", Limit: telemetry.Allowed,
+		Operation: "chat", Model: "llama", Provider: "vllm", ServerAddress: "backend", ServerPort: 8000, Usage: true, InputTokens: 12, OutputTokens: 30,
+		Start: now.Add(-time.Second), FirstEvent: now.Add(-time.Second / 2), End: now}
+	ctx := context.Background()
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			exp.End(ctx, r)
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				exp.End(ctx, r)
+			}
+		})
+	})
+}

@@ -57,7 +57,8 @@ type Config struct {
 	// for DefaultSampler, 1 (the specification's) for one named.
 	SamplerRatio float64
 	// CardinalityLimit bounds the attribute sets of each metric; beyond it
-	// the SDK folds new sets into one otel.metric.overflow=true series.
+	// new sets fold into one otel.metric.overflow=true series, as the SDK
+	// does (aggregation; the SDK's own for the cold-start gauges).
 	// Default DefaultCardinalityLimit.
 	CardinalityLimit int
 	// Start is the process's start, for the cold-start metrics (zero: not

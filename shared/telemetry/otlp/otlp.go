@@ -1,9 +1,10 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
 // OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
 // conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. The SDK aggregates and batches; the
-// exporters it feeds are this package's own (wire.go encodes OTLP with
-// protowire alone), because the SDK's OTLP exporters link the generated
+// only package that imports the SDK. The SDK batches spans and collects
+// metrics, those a request records aggregated by this package
+// (aggregation); the exporters it feeds are this package's own (wire.go
+// encodes OTLP with protowire alone), because the SDK's OTLP exporters link the generated
 // OTLP types and, through their service packages, gRPC: 15 MB of binary
 // and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
@@ -68,6 +69,7 @@ func New(cfg Config) (*Exporter, error) {
 	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(cfg.CardinalityLimit),
 		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
 	var meter metric.Meter
+	var agg *aggregation
 	if cfg.TracesURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS, cfg.TracesGRPC)
 		if err != nil {
@@ -84,8 +86,10 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, cfg.MetricsGRPC, hc), cfg.Delta)
+		agg = newAggregation(exp.Temporality, cfg.CardinalityLimit)
 		e.mp = sdkmetric.NewMeterProvider(
-			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout))),
+			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout),
+				sdkmetric.WithProducer(agg))),
 			sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
 		meter = e.mp.Meter(scope)
 	}
@@ -93,7 +97,7 @@ func New(cfg Config) (*Exporter, error) {
 		return e, nil
 	}
 	var err error
-	e.m, err = newInstruments(meter)
+	e.m, err = newInstruments(meter, agg)
 	return e, err
 }
 
@@ -239,7 +243,7 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.A
 		}
 		span.End()
 		if r.Failover && e.mp != nil {
-			e.m.failovers.Add(ctx, 1, e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}).add...)
+			e.m.failovers.add(e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}), 1)
 		}
 	}
 }
@@ -247,7 +251,7 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.A
 // Stream counts a stream opened (+1) or ended (-1) on a pool.
 func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 	if e.mp != nil {
-		e.m.streams.Add(ctx, delta, e.sets.pool(pool).add...)
+		e.m.streams.add(e.sets.pool(pool), delta)
 	}
 }
 
@@ -261,42 +265,42 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 	}
 	m := &e.m
 	tenant := tenantKey{r.Tenant, r.TenantName}
-	m.requests.Add(ctx, 1, e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}).add...)
+	m.requests.add(e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}), 1)
 	if r.Limit != "" {
-		m.limiter.Add(ctx, 1, e.sets.decision(decisionKey{r.Limit, tenant}).add...)
+		m.limiter.add(e.sets.decision(decisionKey{r.Limit, tenant}), 1)
 	}
 	if r.Budget != "" {
-		m.budget.Add(ctx, 1, e.sets.decision(decisionKey{r.Budget, tenant}).add...)
-		tset := e.sets.tenant(tenant).add
+		m.budget.add(e.sets.decision(decisionKey{r.Budget, tenant}), 1)
+		tset := e.sets.tenant(tenant)
 		if r.Reserved > 0 {
-			m.reserved.Add(ctx, r.Reserved, tset...)
+			m.reserved.add(tset, r.Reserved)
 		}
 		if r.Charged > 0 {
-			m.charged.Add(ctx, r.Charged, tset...)
+			m.charged.add(tset, r.Charged)
 		}
 	}
 	if r.Cost > 0 && r.Operation != "" {
 		// Only a tenant of the table has a spend limit, and only a model a
 		// pool serves is priced: every attribute is bounded by config.
-		m.cost.Add(ctx, r.Cost, e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}).add...)
+		m.cost.add(e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}), r.Cost)
 	}
 	if r.Keepalives > 0 {
-		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)
+		m.keepalives.add(e.sets.pool(r.Pool), int64(r.Keepalives))
 	}
 	if r.Operation == "" {
 		return
 	}
 	genai := e.sets.genAI(genaiKey{operation: r.Operation, provider: r.Provider, model: r.Model, responseModel: r.ResponseModel,
 		address: r.ServerAddress, port: r.ServerPort, tenant: tenant, errorType: r.ErrorType})
-	m.duration.Record(ctx, r.End.Sub(r.Start).Seconds(), genai.all.rec...)
+	m.duration.record(genai.all, r.End.Sub(r.Start).Seconds())
 	if r.Usage {
-		m.tokens.Record(ctx, r.InputTokens, genai.input.rec...)
-		m.tokens.Record(ctx, r.OutputTokens, genai.output.rec...)
+		m.tokens.record(genai.input, r.InputTokens)
+		m.tokens.record(genai.output, r.OutputTokens)
 	}
 	if !r.FirstEvent.IsZero() {
-		m.ttft.Record(ctx, r.FirstEvent.Sub(r.Start).Seconds(), genai.all.rec...)
+		m.ttft.record(genai.all, r.FirstEvent.Sub(r.Start).Seconds())
 		if r.Usage && r.OutputTokens > 1 {
-			m.tpot.Record(ctx, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1), genai.all.rec...)
+			m.tpot.record(genai.all, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1))
 		}
 		if !e.cfg.Start.IsZero() && e.firstEvent.CompareAndSwap(false, true) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())

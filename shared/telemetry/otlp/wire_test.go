@@ -517,10 +517,11 @@ func wantArray[T any](xs []T, value func(T) attribute.Value) []*commonpb.AnyValu
 // BenchmarkAppendMetrics: one export's encoding (the gateway's metrics
 // of a few tenants), into a reused buffer as the exporter does.
 func BenchmarkAppendMetrics(b *testing.B) {
-	reader := sdkmetric.NewManualReader()
+	agg := newAggregation(sdkmetric.DefaultTemporalitySelector, 0)
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(agg))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(testResource))
-	exp := &Exporter{mp: mp}
-	m, err := newInstruments(mp.Meter(scope))
+	exp := &Exporter{mp: mp, sets: newSets(DefaultCardinalityLimit)}
+	m, err := newInstruments(mp.Meter(scope), agg)
 	if err != nil {
 		b.Fatal(err)
 	}
