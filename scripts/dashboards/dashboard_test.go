@@ -42,6 +42,39 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 			t.Fatal(err)
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			// A metric the gateway aggregates itself is a metricDef
+			// literal: its name, unit and SDK instrument kind.
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				if id, ok := lit.Type.(*ast.Ident); ok && id.Name == "metricDef" {
+					var name, unit, kind string
+					for _, e := range lit.Elts {
+						kv, ok := e.(*ast.KeyValueExpr)
+						if !ok {
+							continue
+						}
+						switch k := kv.Key.(*ast.Ident); {
+						case k == nil:
+						case k.Name == "name" || k.Name == "unit":
+							if v, ok := kv.Value.(*ast.BasicLit); ok && v.Kind == token.STRING {
+								str, _ := strconv.Unquote(v.Value)
+								if k.Name == "name" {
+									name = str
+								} else {
+									unit = str
+								}
+							}
+						case k.Name == "kind":
+							if v, ok := kv.Value.(*ast.SelectorExpr); ok {
+								kind = strings.TrimPrefix(v.Sel.Name, "InstrumentKind")
+							}
+						}
+					}
+					if name != "" && kind != "" {
+						addSeries(series, name, unit, kind)
+					}
+				}
+				return true
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) == 0 {
 				return true
@@ -71,20 +104,7 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 					}
 				}
 			}
-			base := promName(name)
-			if unit == "s" {
-				base += "_seconds"
-			}
-			switch {
-			case strings.HasSuffix(kind, "Histogram"):
-				for _, s := range []string{"_bucket", "_sum", "_count"} {
-					series[base+s] = name
-				}
-			case strings.HasSuffix(kind, "UpDownCounter"), strings.HasSuffix(kind, "Gauge"):
-				series[base] = name
-			case strings.HasSuffix(kind, "Counter"):
-				series[base+"_total"] = name
-			}
+			addSeries(series, name, unit, kind)
 			return true
 		})
 	}
@@ -92,6 +112,26 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 		t.Fatalf("read %d series from %s: the instruments were not found", len(series), otlpDir)
 	}
 	return series, labels
+}
+
+// addSeries adds the Prometheus series a metric of the instrument kind
+// (Int64Counter, Float64Histogram, or the SDK's InstrumentKind name
+// without its prefix) exports as.
+func addSeries(series map[string]string, name, unit, kind string) {
+	base := promName(name)
+	if unit == "s" {
+		base += "_seconds"
+	}
+	switch {
+	case strings.HasSuffix(kind, "Histogram"):
+		for _, s := range []string{"_bucket", "_sum", "_count"} {
+			series[base+s] = name
+		}
+	case strings.HasSuffix(kind, "UpDownCounter"), strings.HasSuffix(kind, "Gauge"):
+		series[base] = name
+	case strings.HasSuffix(kind, "Counter"):
+		series[base+"_total"] = name
+	}
 }
 
 func promName(s string) string { return strings.ReplaceAll(s, ".", "_") }
