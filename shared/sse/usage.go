@@ -63,6 +63,7 @@ var (
 	escapeU    = []byte(`\u`)
 	prefixData = []byte("data:")
 	tailNull   = []byte(`"usage":null}`)
+	litNull    = []byte("null")
 )
 
 // Where says where an answer's usage object is documented to sit.
@@ -101,14 +102,51 @@ func EventUsage(event []byte, where Where) (u Usage, usageOnlyChunk bool, ok boo
 	// No "usage" spelled plainly, and no \u escape that could spell it:
 	// nothing to read (an ordinary vLLM chunk, whose content may well hold
 	// other escapes, costs two byte searches).
-	if !bytes.Contains(event, keyUsage) && !bytes.Contains(event, escapeU) {
-		return Usage{}, false, false
+	if !bytes.Contains(event, escapeU) {
+		if where == TopLevel && allUsageNull(event) || !bytes.Contains(event, keyUsage) {
+			return Usage{}, false, false
+		}
 	}
 	data, ok := dataOf(event)
 	if !ok {
 		return Usage{}, false, false
 	}
 	return ReadUsage(data, where)
+}
+
+// allUsageNull reports whether every "usage" key spelled plainly in event
+// has the value null. In an event with no \u escape, a key that decodes to
+// "usage" is spelled plainly (no other escape spells a letter), so the
+// top-level usage is then null or absent and there is nothing to read:
+// OpenAI's chunks carry "usage":null before other members (obfuscation),
+// and this costs a byte search per occurrence instead of a scan of the
+// whole object. Any other value, or a spelling it is unsure of, says
+// false, and the full scan decides.
+func allUsageNull(event []byte) bool {
+	for b := event; ; {
+		i := bytes.Index(b, keyUsage)
+		if i < 0 {
+			return true
+		}
+		quoted := i > 0 && b[i-1] == '"'
+		b = b[i+len(keyUsage):]
+		if !quoted || len(b) == 0 || b[0] != '"' {
+			continue // part of a longer word or key
+		}
+		j := jsonscan.SkipWS(b, 1)
+		if j >= len(b) || b[j] != ':' {
+			// "usage" as a string value: not a key with a value to read.
+			if j < len(b) && (b[j] == ',' || b[j] == '}' || b[j] == ']') {
+				continue
+			}
+			return false
+		}
+		j = jsonscan.SkipWS(b, j+1)
+		if !bytes.HasPrefix(b[j:], litNull) {
+			return false
+		}
+		b = b[j+len(litNull):]
+	}
 }
 
 // dataOf returns the value of the event's only data line.

@@ -42,6 +42,11 @@ func TestParseUsage(t *testing.T) {
 		{name: "choices with whitespace but not empty", in: `data: {"choices":[ {} ],"usage":{"total_tokens":1}}` + "\n\n", want: Usage{TotalTokens: 1}, ok: true},
 		{name: "anthropic server tool uses", in: "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":5,\"server_tool_use\":{\"web_search_requests\":2,\"web_fetch_requests\":1}}}\n\n", want: Usage{CompletionTokens: 5, ServerTools: ServerToolUse{WebSearches: 2, WebFetches: 1, Reported: true}}, ok: true},
 		{name: "server tool uses that are no count", in: `data: {"usage":{"output_tokens":5,"server_tool_use":{"web_search_requests":"2"}}}` + "\n\n"},
+		{name: "usage null before a later member (openai obfuscation)", in: `data: {"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null,"obfuscation":"x1"}` + "\n\n"},
+		{name: "usage null then usage object", in: `data: {"usage" : null ,"choices":[],"usage":{"prompt_tokens":2}}` + "\n\n", want: Usage{PromptTokens: 2}, usageOnly: true, ok: true},
+		{name: "usage as a string value then the key", in: `data: {"a":"usage","b":["usage"],"usage":{"prompt_tokens":3},"c":null}` + "\n\n", want: Usage{PromptTokens: 3}, ok: true},
+		{name: "usage null with a nested usage object", in: `data: {"x":{"usage":{"prompt_tokens":9}},"usage":null,"y":1}` + "\n\n"},
+		{name: "escaped key beside a plain null", in: `data: {"usage":null,"us\u0061ge":{"prompt_tokens":6},"z":0}` + "\n\n", want: Usage{PromptTokens: 6}, ok: true},
 		{name: "CRLF event", in: "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":4,\"total_tokens\":7}}\r\n\r\n", want: Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}, usageOnly: true, ok: true},
 	}
 	for _, tt := range tests {
@@ -229,7 +234,10 @@ func FuzzParseUsage(f *testing.F) {
 	for _, s := range []string{chunkContent, chunkUsage, chunkAzure, chunkVLLM, chunkDone, `{"usage":{"prompt_tokens":-1,"total_tokens":0}}`, `{"usage":{"a":[{"b":"}"}],"total_tokens":2},"choices":[]}`, `{"usage":{"prompt_tokens":1,"prompt_tokens":2}}`,
 		`{"tools":[{"parameters":{"usage":{"input_tokens":0,"output_tokens":0}}}],"usage":{"input_tokens":9,"output_tokens":9}}`,
 		`{"type":"response.completed","response":{"tools":[{"usage":{"input_tokens":0}}],"usage":{"input_tokens":5,"output_tokens":7,"total_tokens":12}}}`,
-		`{"\u0075sage":{"prompt_tokens":3},"usage":null}`} {
+		`{"\u0075sage":{"prompt_tokens":3},"usage":null}`,
+		`{"choices":[{"delta":{"content":"usage"}}],"usage":null,"obfuscation":"q"}`,
+		`{"usage" :null, "a":"usage", "usage":{"prompt_tokens":1},"b":0}`,
+		`{"usage":nul}`, `{"usage": null}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -322,6 +330,7 @@ func FuzzUsagePlace(f *testing.F) {
 func BenchmarkParseUsage(b *testing.B) {
 	cases := []struct{ name, ev string }{
 		{"usage null", chunkContent},
+		{"usage null, then a member", `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":null,"obfuscation":"Zx9"}` + "\n\n"},
 		{"usage-only chunk", chunkUsage},
 		{"vllm continuous usage", chunkVLLM},
 	}

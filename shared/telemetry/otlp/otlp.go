@@ -48,6 +48,8 @@ type Exporter struct {
 	sets *sets
 	// serverSpan and clientSpan are the spans' start options.
 	serverSpan, clientSpan trace.SpanStartOption
+	// roots decides requests' spans before the SDK does (sampling.go).
+	roots roots
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
@@ -77,8 +79,9 @@ func New(cfg Config) (*Exporter, error) {
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
 		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res),
-			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)))
+			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)), sdktrace.WithIDGenerator(idGenerator{}))
 		e.tracer = e.tp.Tracer(scope)
+		e.roots = newRoots(cfg.Sampler, cfg.SamplerRatio)
 	}
 	if cfg.MetricsURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)
@@ -190,10 +193,11 @@ func (e *Exporter) Ready(ctx context.Context, host string, at time.Time) {
 }
 
 // Begin starts a request's server span, continuing the caller's trace
-// only when configured to trust it. Its attributes are built only when
-// the sampler chose to record it: the sampler sees the span's name and
-// parent, never its attributes (no sampler of the specification's reads
-// them).
+// only when configured to trust it. A new root the sampler passes over
+// is no SDK span, only a span context (roots, sampling.go); a recorded
+// span's attributes are built when it ends (endSpan): the sampler sees a
+// span's name and parent, never its attributes (no sampler of the
+// specification's reads them).
 func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Header) context.Context {
 	if e.tp == nil {
 		// No spans; a trusted caller's trace still reaches the backends
@@ -203,16 +207,24 @@ func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Heade
 		}
 		return ctx
 	}
-	var span trace.Span
-	name := e.sets.name(method, route)
+	root := true
 	if e.cfg.TrustTraceparent {
 		ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
-		ctx, span = e.tracer.Start(ctx, name, e.serverSpan)
-	} else {
-		ctx, span = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
+		root = !trace.SpanContextFromContext(ctx).IsValid()
 	}
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String("http.request.method", method), attribute.String("http.route", route))
+	if root && e.roots.decide {
+		tid := newTraceID()
+		if !e.roots.records(tid) {
+			return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID()}))
+		}
+		ctx = context.WithValue(ctx, drawnTraceID{}, tid)
+	}
+	// The span's attributes are set when it ends (endSpan), in one call.
+	name := e.sets.name(method, route)
+	if root {
+		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
+	} else {
+		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan)
 	}
 	return ctx
 }
@@ -222,29 +234,44 @@ func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Heade
 // over too, so the backend is told not to record it); the returned
 // function ends it with the attempt's result.
 func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.Attempt) func(telemetry.Result) {
-	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
-	if span.IsRecording() {
-		var kv [7]attribute.KeyValue
-		span.SetAttributes(append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
-			attribute.Int("llmgw.endpoint.priority", a.Priority))...)
+	if p := trace.SpanContextFromContext(ctx); e.roots.drops(p) {
+		setTraceparent(req.Header, p.TraceID(), newSpanID(), p.TraceFlags().WithSampled(false))
+		if e.mp == nil {
+			return noAttemptEnd
+		}
+		return func(r telemetry.Result) { e.failedOver(r, &a) }
 	}
+	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
 	if span.SpanContext().IsValid() {
 		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
 	return func(r telemetry.Result) {
 		if span.IsRecording() {
+			// Every attribute in one call: the SDK grows its list on each.
+			var kv [9]attribute.KeyValue
+			attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
+				attribute.Int("llmgw.endpoint.priority", a.Priority))
 			if r.Status != 0 {
-				span.SetAttributes(attribute.Int("http.response.status_code", r.Status))
+				attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
 			}
 			if r.ErrorType != "" {
-				span.SetAttributes(attribute.String("error.type", r.ErrorType))
+				attrs = append(attrs, attribute.String("error.type", r.ErrorType))
 				span.SetStatus(codes.Error, r.ErrorType)
 			}
+			span.SetAttributes(attrs...)
 		}
 		span.End()
-		if r.Failover && e.mp != nil {
-			e.m.failovers.add(e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}), 1)
-		}
+		e.failedOver(r, &a)
+	}
+}
+
+// noAttemptEnd ends an attempt that has neither a span nor metrics.
+func noAttemptEnd(telemetry.Result) {}
+
+// failedOver counts an attempt that failed over to another endpoint.
+func (e *Exporter) failedOver(r telemetry.Result, a *telemetry.Attempt) {
+	if r.Failover && e.mp != nil {
+		e.m.failovers.add(e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}), 1)
 	}
 }
 
@@ -318,14 +345,18 @@ func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
 	if r.Operation != "" && r.Model != "" {
 		span.SetName(e.sets.name(r.Operation, r.Model))
 	}
-	span.SetAttributes(
+	// Every attribute in one call: the SDK grows its list on each.
+	var kv [18]attribute.KeyValue
+	attrs := append(kv[:0],
+		attribute.String("http.request.method", r.Method),
+		attribute.String("http.route", r.Route),
 		attribute.Int("http.response.status_code", r.Status),
 		attribute.String("llmgw.tenant.id", r.Tenant),
 		attribute.String("llmgw.tenant.name", r.TenantName),
 		attribute.Int("llmgw.attempts", r.Attempts),
 	)
 	if r.Operation != "" {
-		span.SetAttributes(
+		attrs = append(attrs,
 			attribute.String("gen_ai.operation.name", r.Operation),
 			attribute.String("gen_ai.provider.name", r.Provider),
 			attribute.String("gen_ai.request.model", r.Model),
@@ -335,12 +366,13 @@ func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
 			attribute.Bool("llmgw.stream", r.Stream),
 		)
 		if r.Usage {
-			span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", r.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", r.OutputTokens))
+			attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", r.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", r.OutputTokens))
 		}
 	}
 	if r.ErrorType != "" {
-		span.SetAttributes(attribute.String("error.type", r.ErrorType))
+		attrs = append(attrs, attribute.String("error.type", r.ErrorType))
 		span.SetStatus(codes.Error, r.ErrorType)
 	}
+	span.SetAttributes(attrs...)
 	span.End(trace.WithTimestamp(r.End))
 }

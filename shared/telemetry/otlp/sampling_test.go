@@ -1,0 +1,157 @@
+package otlp
+
+import (
+	"context"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmgw/gateway/shared/telemetry"
+)
+
+// TestSamplerDecidesAsTheSDK: the exporter decides a request's root span
+// itself (roots); for every sampler, each request is recorded exactly
+// when the SDK's own sampler records a root of the trace ID the backend
+// was told, an unrecorded request tells its backend an unsampled
+// traceparent of its own, and a recorded one exports its server and
+// client spans under that trace ID, the client span being the backend's
+// parent.
+func TestSamplerDecidesAsTheSDK(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sampler string
+		ratio   float64
+		decide  bool
+	}{
+		{"parentbased_traceidratio", 0.3, true},
+		{"traceidratio", 0.3, true},
+		{"parentbased_traceidratio", 0, true},
+		{"parentbased_traceidratio", 1, false},
+		{"always_off", 1, true},
+		{"parentbased_always_off", 1, true},
+		{"always_on", 1, false},
+		{"parentbased_always_on", 1, false},
+	} {
+		t.Run(tc.sampler, func(t *testing.T) {
+			t.Parallel()
+			col := newCollector(t)
+			exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: tc.sampler, SamplerRatio: tc.ratio})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exp.roots.decide != tc.decide {
+				t.Errorf("roots.decide = %v, want %v", exp.roots.decide, tc.decide)
+			}
+			sdk := sampler(tc.sampler, tc.ratio)
+			type sent struct{ tid, sid string }
+			recorded, dropped := map[sent]bool{}, map[string]bool{}
+			for i := range 300 {
+				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{})
+				recording := trace.SpanFromContext(ctx).IsRecording()
+				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
+				exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama"})(telemetry.Result{Status: 200})
+				exp.End(ctx, &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Operation: "chat", Model: "llama", End: time.Now()})
+				sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
+				if !sc.IsValid() {
+					t.Fatalf("request %d: backend got traceparent %q, want a valid one", i, req.Header.Get("Traceparent"))
+				}
+				want := sdk.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: sc.TraceID(), Name: "x"}).Decision == sdktrace.RecordAndSample
+				if sc.IsSampled() != want {
+					t.Fatalf("request %d: traceparent %q sampled %v; the SDK's %s samples a root of that trace: %v", i, req.Header.Get("Traceparent"), sc.IsSampled(), sdk.Description(), want)
+				}
+				if recording != want {
+					t.Fatalf("request %d: server span recording %v, want %v", i, recording, want)
+				}
+				if want {
+					recorded[sent{sc.TraceID().String(), sc.SpanID().String()}] = true
+				} else {
+					if dropped[sc.SpanID().String()] {
+						t.Fatalf("request %d: span ID %s told twice", i, sc.SpanID())
+					}
+					dropped[sc.SpanID().String()] = true
+				}
+			}
+			// About 90 of 300 at 0.3 (a standard deviation of 8): a
+			// decision the SDK remade on another trace ID would record
+			// about 27.
+			if tc.ratio == 0.3 && (len(recorded) < 45 || len(recorded) > 135) {
+				t.Fatalf("ratio 0.3 recorded %d of 300 requests, want about 90", len(recorded))
+			}
+			if _, err := exp.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// Every recorded request exported its two spans under the
+			// trace the backend was told, and nothing else was exported.
+			servers, clients := map[string]bool{}, map[sent]bool{}
+			col.mu.Lock()
+			defer col.mu.Unlock()
+			for _, b := range col.bodies["/v1/traces"] {
+				td := new(tracepb.TracesData)
+				if err := proto.Unmarshal(b, td); err != nil {
+					t.Fatal(err)
+				}
+				for _, rs := range td.ResourceSpans {
+					for _, ss := range rs.ScopeSpans {
+						for _, s := range ss.Spans {
+							tid := hex.EncodeToString(s.TraceId)
+							switch s.Kind {
+							case tracepb.Span_SPAN_KIND_SERVER:
+								servers[tid] = true
+							case tracepb.Span_SPAN_KIND_CLIENT:
+								clients[sent{tid, hex.EncodeToString(s.SpanId)}] = true
+							}
+						}
+					}
+				}
+			}
+			if len(servers) != len(recorded) || len(clients) != len(recorded) {
+				t.Errorf("exported %d server and %d client spans; %d requests recorded", len(servers), len(clients), len(recorded))
+			}
+			for s := range recorded {
+				if !servers[s.tid] || !clients[s] {
+					t.Errorf("recorded trace %s (backend's parent %s): server span exported %v, client span %v", s.tid, s.sid, servers[s.tid], clients[s])
+				}
+			}
+		})
+	}
+}
+
+// TestUnsampledCallerTraceKeepsItsState: a trusted caller's trace that
+// its sampler dropped reaches the backend as the caller's trace, dropped,
+// with its tracestate (the SDK's path: the exporter decides only roots
+// and the children of spans without a state to carry).
+func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
+	t.Parallel()
+	col := newCollector(t)
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: DefaultSampler, SamplerRatio: 1e-9, TrustTraceparent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, tc := range []struct{ flags, state string }{{"00", "vendor=abc"}, {"00", ""}, {"01", "vendor=abc"}} {
+		in := http.Header{"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-" + tc.flags}}
+		if tc.state != "" {
+			in.Set("Tracestate", tc.state)
+		}
+		ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", in)
+		req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
+		exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama"})(telemetry.Result{Status: 200})
+		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
+		if sc.TraceID().String() != traceID || sc.IsSampled() != (tc.flags == "01") || req.Header.Get("Tracestate") != tc.state {
+			t.Errorf("caller %s/%q: backend got traceparent %q tracestate %q; want the caller's trace, sampled %v, its tracestate",
+				tc.flags, tc.state, req.Header.Get("Traceparent"), req.Header.Get("Tracestate"), tc.flags == "01")
+		}
+		if sc.SpanID().String() == "00f067aa0ba902b7" {
+			t.Errorf("caller %s/%q: backend's parent is the caller's span, want the gateway's", tc.flags, tc.state)
+		}
+	}
+}
