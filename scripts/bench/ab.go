@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -206,4 +207,123 @@ func sinkNote(sampler string, c sinkCounts, measured bool) string {
 		b.WriteString(" **No trace export arrived: the telemetry-on figures do not measure telemetry.**")
 	}
 	return b.String()
+}
+
+// abSlices is how many measured windows each side of the telemetry A/B
+// gets in one repetition, the two gateways taking turns.
+const abSlices = 4
+
+// abSettle is how long the A/B leaves both gateways idle before it first
+// reads their CPU and after its last window: longer than the batch span
+// processor's timed export (5 s), so the spans of the warm-up go out
+// before the count and those of the last window within it.
+const abSettle = 5500 * time.Millisecond
+
+// abPair is one repetition of the telemetry A/B: both gateways (telemetry
+// off and on) run side by side on the relay core, each idle while the
+// other takes the load, in abSlices windows each of abWindow/2, in turns
+// (the first side alternating by repetition). Each gateway's CPU is
+// counted from before its first window to after its last, idle time
+// included, so the exports a telemetry-on gateway sends between its
+// windows count against its own requests; a fresh process's first
+// seconds (its heap, its first connections) count for neither. A drift
+// of the machine meets both sides alike, within seconds.
+func (b *bench) abPair(ctx context.Context, res *results, rep int) error {
+	p := b.plan
+	order := abVisits(rep)
+	relays := make([]*relay, len(order))
+	for i, kind := range order {
+		r, err := b.startRelay(ctx, legPlain, kind, plainConns, nil)
+		if err != nil {
+			return err
+		}
+		defer b.stopRelay(r)
+		if err := b.warm(ctx, r.tgt); err != nil {
+			return err
+		}
+		relays[i] = r
+	}
+	sink0 := b.sink.counts()
+	if err := sleepCtx(ctx, abSettle); err != nil {
+		return err
+	}
+	core := b.cpus.relay[0]
+	busy0, busyErr := cpuBusy(core)
+	before := make([]procStat, len(relays))
+	samplers := make([]*sampler, len(relays))
+	for i, r := range relays {
+		before[i], _ = readProc(r.proc.pid())
+		samplers[i] = startSampler(r.proc.pid(), 500*time.Millisecond)
+	}
+	t0 := time.Now()
+	runs := make([]runResult, len(relays))
+	lats := make([][]time.Duration, len(relays))
+	for s := range abSlices * len(relays) {
+		i := s % len(relays)
+		r := openLoop(ctx, relays[i].tgt, p.abRate, false, p.abWindow/2, p.tail, plainConns)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		runs[i] = mergeSlice(runs[i], r)
+		lats[i] = append(lats[i], r.lat...)
+	}
+	if err := sleepCtx(ctx, abSettle); err != nil {
+		return err
+	}
+	busy1, busyErr2 := cpuBusy(core)
+	wall := time.Since(t0)
+	var relayCPU time.Duration
+	for i, r := range relays {
+		after, err := readProc(r.proc.pid())
+		runs[i].rssMax = samplers[i].finish()
+		if err != nil {
+			return fmt.Errorf("%s: %w", order[i], err)
+		}
+		runs[i].cpu, runs[i].sysCPU = after.cpu-before[i].cpu, after.sys-before[i].sys
+		relayCPU += runs[i].cpu
+	}
+	for i := range runs {
+		run := &runs[i]
+		run.rep, run.ttft = rep, summarize(lats[i])
+		if busyErr == nil && busyErr2 == nil {
+			run.foreign = max(float64(busy1-busy0-relayCPU), 0) / float64(wall)
+		}
+		res.add(*run)
+		b.logf("rep %d %-17s %5d req/s, %d windows of %s: p50 %s p99 %s p99.9 %s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
+			rep, order[i], p.abRate, abSlices, p.abWindow/2, ms(run.ttft.P50), ms(run.ttft.P99), ms(run.ttft.P999), run.late, run.errCount(), us(perRequest(*run)), mib(run.rssMax), run.foreign*100)
+	}
+	got := b.sink.counts().sub(sink0)
+	res.sink = res.sink.add(got)
+	b.logf("rep %d %s: the sink received %s", rep, telemetryKind, describeSink(got))
+	return nil
+}
+
+// mergeSlice adds one A/B window to the run so far (latencies apart: the
+// caller keeps them and summarizes them once).
+func mergeSlice(acc, r runResult) runResult {
+	if acc.errors == nil {
+		acc = runResult{target: r.target, mode: r.mode, level: r.level, errors: map[string]int{}}
+	}
+	acc.elapsed += r.elapsed
+	acc.requests += r.requests
+	acc.done += r.done
+	acc.late += r.late
+	acc.dropped += r.dropped
+	for k, v := range r.errors {
+		acc.errors[k] += v
+	}
+	acc.rate = float64(acc.done) / acc.elapsed.Seconds()
+	return acc
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -227,6 +227,9 @@ type runResult struct {
 	dropped  int            // open loop: could not start (every connection busy)
 
 	ttft, end Dist // streams: added time; plain: latency
+	// lat is an open loop's latencies, unsummarized (sorted), for a
+	// caller that merges runs (abPair).
+	lat       []time.Duration
 	perEvent  Dist
 	events    int64   // events received, whole run
 	rate      float64 // completed requests per second in the window
@@ -402,6 +405,7 @@ func openLoop(ctx context.Context, t *target, rate int, stream bool, window, har
 	res.requests = total
 	res.done = len(lat)
 	res.ttft, res.end = summarize(lat), summarize(end)
+	res.lat = lat
 	res.perEvent = histDist(&hist)
 	res.events = events.Load()
 	res.rate = float64(res.done) / window.Seconds()

@@ -71,9 +71,10 @@ type plan struct {
 	// req/s a quiet machine's gateway used most of its core before issue
 	// 38). Equal to fixedRate, the pair runs once, in the plain table.
 	abRate int
-	// abWindow is each A/B run's measured window: /proc's CPU times tick
-	// at 10 ms, so at 1,500 req/s a 2 s window counts CPU per request in
-	// steps of 3.3 µs (1.5% of the gateway's), a 4 s one in 1.7 µs.
+	// abWindow is twice each A/B side's measured load per repetition
+	// (abPair: abSlices windows of abWindow/2): /proc's CPU times tick at
+	// 10 ms, so at 1,500 req/s 8 s of load count CPU per request in steps
+	// of under 1 µs.
 	abWindow    time.Duration
 	fixedReps   int
 	fixedWindow time.Duration
@@ -756,8 +757,8 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 				return nil, err
 			}
 		}
-		for _, kind := range pair {
-			if err := b.plainRun(ctx, res, kind, p.abRate, p.abWindow, rep); err != nil {
+		if pair != nil {
+			if err := b.abPair(ctx, res, rep); err != nil {
 				return nil, err
 			}
 		}
