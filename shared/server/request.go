@@ -138,12 +138,16 @@ type exchange struct {
 	responseID string // the stored response's id, once remembered
 
 	// Telemetry (telemetry.go), all unset without it: ctx carries the
-	// server span; backend is the last attempt and attemptEnd ends its
-	// span; streamOpen: counted in llmgw.streams.open.
+	// server span; backend is the last attempt, attempt the context its
+	// span was begun with (nil: ended), tel what ends it; streamOpen:
+	// counted in llmgw.streams.open; telRequest is the request as
+	// reported (report).
 	ctx        context.Context
 	backend    telemetry.Attempt
-	attemptEnd func(telemetry.Result)
+	attempt    context.Context
+	tel        Telemetry
 	streamOpen bool
+	telRequest telemetry.Request
 }
 
 // context is the context a request's backend calls are made under: the

@@ -266,15 +266,16 @@ type spans struct {
 }
 
 func (s *spans) Begin(ctx context.Context, _, _ string, _ http.Header) context.Context { return ctx }
-func (s *spans) Attempt(_ context.Context, _ *http.Request, a telemetry.Attempt) func(telemetry.Result) {
+func (s *spans) Attempt(ctx context.Context, _ *http.Request, a *telemetry.Attempt) context.Context {
 	s.mu.Lock()
-	s.attempts = append(s.attempts, a)
+	s.attempts = append(s.attempts, *a)
 	s.mu.Unlock()
-	return func(r telemetry.Result) {
-		s.mu.Lock()
-		s.results = append(s.results, r)
-		s.mu.Unlock()
-	}
+	return ctx
+}
+func (s *spans) AttemptEnd(_ context.Context, _ *telemetry.Attempt, r telemetry.Result) {
+	s.mu.Lock()
+	s.results = append(s.results, r)
+	s.mu.Unlock()
 }
 func (s *spans) Stream(context.Context, string, int64)   {}
 func (s *spans) End(context.Context, *telemetry.Request) {}

@@ -17,9 +17,11 @@ type Telemetry interface {
 	// Begin starts a request's server span; backend attempts are made
 	// under the context it returns.
 	Begin(ctx context.Context, method, route string, h http.Header) context.Context
-	// Attempt starts a backend attempt's client span, writes its
-	// traceparent into req, and returns what ends it.
-	Attempt(ctx context.Context, req *http.Request, a telemetry.Attempt) func(telemetry.Result)
+	// Attempt starts a backend attempt's client span and writes its
+	// traceparent into req; AttemptEnd ends it, with the context Attempt
+	// returned and the same a.
+	Attempt(ctx context.Context, req *http.Request, a *telemetry.Attempt) context.Context
+	AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result)
 	// Stream counts streams being relayed, by pool (+1 opened, -1 ended).
 	Stream(ctx context.Context, pool string, delta int64)
 	// End records the request's metrics and ends its span.
@@ -42,15 +44,16 @@ func (s *Server) attemptBegins(ctx context.Context, ex *exchange, req *http.Requ
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
 	ex.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
 		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: ex.tenant, Priority: priority}
-	ex.attemptEnd = s.Telemetry.Attempt(ctx, req, ex.backend)
+	ex.attempt = s.Telemetry.Attempt(ctx, req, &ex.backend)
+	ex.tel = s.Telemetry
 }
 
 // attemptEnds ends the current attempt's span (send calls it for a failed
 // attempt; report for the one that answered).
 func (ex *exchange) attemptEnds(r telemetry.Result) {
-	if ex.attemptEnd != nil {
-		ex.attemptEnd(r)
-		ex.attemptEnd = nil
+	if ex.attempt != nil {
+		ex.tel.AttemptEnd(ex.attempt, &ex.backend, r)
+		ex.attempt = nil
 	}
 }
 
@@ -78,7 +81,10 @@ func (s *Server) report(ex *exchange) {
 		s.Telemetry.Stream(ex.ctx, ex.pool, -1)
 	}
 	keepalives, _ := ex.keepalive.Stats()
-	t := telemetry.Request{
+	// The record lives in the exchange: handed to an interface, a local
+	// would be allocated for every request.
+	t := &ex.telRequest
+	*t = telemetry.Request{
 		Route: routeOf(ex.path), Method: ex.method,
 		Tenant: ex.tenant, TenantName: ex.tenantName,
 		Pool: ex.pool, Stream: ex.stream, Status: ex.status, ErrorType: errType,
@@ -95,7 +101,7 @@ func (s *Server) report(ex *exchange) {
 		t.ResponseModel, t.Provider = ex.backend.ResponseModel, ex.backend.Provider
 		t.ServerAddress, t.ServerPort = ex.backend.ServerAddress, ex.backend.ServerPort
 	}
-	s.Telemetry.End(ex.ctx, &t)
+	s.Telemetry.End(ex.ctx, t)
 }
 
 // routeOf is a path's route template: the http.route attribute, bounded

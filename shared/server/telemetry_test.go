@@ -44,9 +44,11 @@ func (*recordingTelemetry) Begin(ctx context.Context, _, _ string, _ http.Header
 	return ctx
 }
 
-func (*recordingTelemetry) Attempt(context.Context, *http.Request, telemetry.Attempt) func(telemetry.Result) {
-	return func(telemetry.Result) {}
+func (*recordingTelemetry) Attempt(ctx context.Context, _ *http.Request, _ *telemetry.Attempt) context.Context {
+	return ctx
 }
+
+func (*recordingTelemetry) AttemptEnd(context.Context, *telemetry.Attempt, telemetry.Result) {}
 
 func (*recordingTelemetry) Stream(context.Context, string, int64) {}
 

@@ -58,8 +58,7 @@ func BenchmarkRequestTelemetry(b *testing.B) {
 				r.Start = time.Now()
 				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", in)
 				clear(out.Header)
-				end := exp.Attempt(ctx, out, a)
-				end(telemetry.Result{Status: 200})
+				exp.AttemptEnd(exp.Attempt(ctx, out, &a), &a, telemetry.Result{Status: 200})
 				r.End = time.Now()
 				exp.End(ctx, r)
 			}

@@ -231,42 +231,41 @@ func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Heade
 
 // Attempt starts a backend attempt's client span under the request's and
 // writes its traceparent into req's headers (a span the sampler passed
-// over too, so the backend is told not to record it); the returned
-// function ends it with the attempt's result.
-func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a telemetry.Attempt) func(telemetry.Result) {
+// over too, so the backend is told not to record it). AttemptEnd ends it
+// with the context Attempt returns: a dropped attempt's is ctx itself,
+// so that one costs no span, no context and no closure.
+func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.Attempt) context.Context {
 	if p := trace.SpanContextFromContext(ctx); e.roots.drops(p) {
 		setTraceparent(req.Header, p.TraceID(), newSpanID(), p.TraceFlags().WithSampled(false))
-		if e.mp == nil {
-			return noAttemptEnd
-		}
-		return func(r telemetry.Result) { e.failedOver(r, &a) }
+		return ctx
 	}
 	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
 	if span.SpanContext().IsValid() {
 		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
-	return func(r telemetry.Result) {
-		if span.IsRecording() {
-			// Every attribute in one call: the SDK grows its list on each.
-			var kv [9]attribute.KeyValue
-			attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
-				attribute.Int("llmgw.endpoint.priority", a.Priority))
-			if r.Status != 0 {
-				attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
-			}
-			if r.ErrorType != "" {
-				attrs = append(attrs, attribute.String("error.type", r.ErrorType))
-				span.SetStatus(codes.Error, r.ErrorType)
-			}
-			span.SetAttributes(attrs...)
-		}
-		span.End()
-		e.failedOver(r, &a)
-	}
+	return ctx
 }
 
-// noAttemptEnd ends an attempt that has neither a span nor metrics.
-func noAttemptEnd(telemetry.Result) {}
+// AttemptEnd ends the attempt Attempt began (ctx is the context it
+// returned) with its result.
+func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		// Every attribute in one call: the SDK grows its list on each.
+		var kv [9]attribute.KeyValue
+		attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
+			attribute.Int("llmgw.endpoint.priority", a.Priority))
+		if r.Status != 0 {
+			attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
+		}
+		if r.ErrorType != "" {
+			attrs = append(attrs, attribute.String("error.type", r.ErrorType))
+			span.SetStatus(codes.Error, r.ErrorType)
+		}
+		span.SetAttributes(attrs...)
+		span.End()
+	}
+	e.failedOver(r, a)
+}
 
 // failedOver counts an attempt that failed over to another endpoint.
 func (e *Exporter) failedOver(r telemetry.Result, a *telemetry.Attempt) {

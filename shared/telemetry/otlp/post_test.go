@@ -181,7 +181,8 @@ func TestExporterPostsBothSignals(t *testing.T) {
 	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
 	ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{})
 	req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
-	exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama", Provider: "vllm", ServerAddress: "backend", ServerPort: 80})(telemetry.Result{Status: 200})
+	a := &telemetry.Attempt{Operation: "chat", Model: "llama", Provider: "vllm", ServerAddress: "backend", ServerPort: 80}
+	exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
 	now := time.Now()
 	exp.End(ctx, &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Tenant: "t1", Operation: "chat",
 		Model: "llama", Usage: true, InputTokens: 7, OutputTokens: 3, Start: now.Add(-time.Second), FirstEvent: now.Add(-time.Second / 2), End: now})

@@ -57,7 +57,8 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{})
 				recording := trace.SpanFromContext(ctx).IsRecording()
 				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
-				exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama"})(telemetry.Result{Status: 200})
+				a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
+				exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
 				exp.End(ctx, &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Operation: "chat", Model: "llama", End: time.Now()})
 				sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
 				if !sc.IsValid() {
@@ -144,7 +145,8 @@ func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 		}
 		ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", in)
 		req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
-		exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama"})(telemetry.Result{Status: 200})
+		a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
+		exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
 		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
 		if sc.TraceID().String() != traceID || sc.IsSampled() != (tc.flags == "01") || req.Header.Get("Tracestate") != tc.state {
 			t.Errorf("caller %s/%q: backend got traceparent %q tracestate %q; want the caller's trace, sampled %v, its tracestate",

@@ -103,7 +103,8 @@ func TestUnsampledRequestsRecordMetricsNotSpans(t *testing.T) {
 		t.Fatal("always_off recorded the server span")
 	}
 	req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
-	exp.Attempt(ctx, req, telemetry.Attempt{Operation: "chat", Model: "llama"})(telemetry.Result{Status: 200})
+	a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
+	exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
 	exp.End(ctx, &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Tenant: "t1", Operation: "chat", Model: "llama", End: time.Now()})
 	if _, err := exp.Flush(context.Background()); err != nil {
 		t.Fatal(err)
