@@ -2,6 +2,7 @@ package main
 
 import (
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -161,6 +162,20 @@ func TestParseProcFiles(t *testing.T) {
 	}
 	if _, err := parseStatCPU([]byte("garbage")); err == nil {
 		t.Fatal("parseStatCPU accepted garbage")
+	}
+	if ns, err := parseSchedstat([]byte("7158104 905185 2\n")); err != nil || ns != 7158104 {
+		t.Fatalf("parseSchedstat = %v, %v; want 7158104ns", ns, err)
+	}
+	for _, bad := range []string{"", "x 1 2", "-5 1 2"} {
+		if _, err := parseSchedstat([]byte(bad)); err == nil {
+			t.Fatalf("parseSchedstat accepted %q", bad)
+		}
+	}
+	// This process's own: at least what it has spent so far, to the
+	// nanosecond (not in 10 ms steps).
+	own, err := schedRuntime(os.Getpid())
+	if err != nil || own <= 0 {
+		t.Fatalf("schedRuntime(self) = %v, %v", own, err)
 	}
 	status := []byte("Name:\tgateway\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n")
 	if got := statusKB(status, "VmRSS:"); got != 10240 {
