@@ -684,11 +684,18 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	}
 	for rep := 1; rep <= p.reps && p.phase("closed"); rep++ {
 		// The direct run first (it has no backend leg), then every relay
-		// on each leg in turn.
+		// on each leg in turn, in reverse order in even repetitions: a
+		// relay that always ran right after another (or first, on an
+		// idle core) would meet a drift, or the last one's leftovers,
+		// alone.
 		type visit struct{ leg, kind string }
 		visits := []visit{{legPlain, "direct"}}
 		for _, leg := range b.legs {
-			for _, kind := range b.legTargets(leg) {
+			kinds := b.legTargets(leg)
+			if rep%2 == 0 {
+				slices.Reverse(kinds)
+			}
+			for _, kind := range kinds {
 				visits = append(visits, visit{leg, kind})
 			}
 		}
