@@ -72,9 +72,7 @@ type plan struct {
 	// 38). Equal to fixedRate, the pair runs once, in the plain table.
 	abRate int
 	// abWindow is twice each A/B side's measured load per repetition
-	// (abPair: abSlices windows of abWindow/2): /proc's CPU times tick at
-	// 10 ms, so at 1,500 req/s 8 s of load count CPU per request in steps
-	// of under 1 µs.
+	// (abPair: abSlices windows of abWindow/2).
 	abWindow    time.Duration
 	fixedReps   int
 	fixedWindow time.Duration
@@ -751,20 +749,22 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	}
 
 	// The plain phase: every target at the published rate, then the
-	// gateway with telemetry off and on at abRate (abVisits), in each
-	// repetition.
+	// gateway with telemetry off and on at abRate (abPair), in each
+	// repetition; at the published rate itself, the pair runs among the
+	// targets (plainVisits).
+	ab := p.abRate != p.fixedRate
 	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
 		res.telemetry = true
-		visits, pair := plainVisits(b.targets(), rep), []string(nil)
-		if p.abRate != p.fixedRate {
-			visits, pair = b.targets(), abVisits(rep)
+		visits := plainVisits(b.targets(), rep)
+		if ab {
+			visits = b.targets()
 		}
 		for _, kind := range visits {
 			if err := b.plainRun(ctx, res, kind, p.fixedRate, p.fixedWindow, rep); err != nil {
 				return nil, err
 			}
 		}
-		if pair != nil {
+		if ab {
 			if err := b.abPair(ctx, res, rep); err != nil {
 				return nil, err
 			}

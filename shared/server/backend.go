@@ -81,7 +81,7 @@ func (s *Server) send(ctx context.Context, ex *exchange, w http.ResponseWriter, 
 			deferPriority(order[i+1:], e.Priority)
 		}
 		failover := !final && i < len(order)-1 && tries < s.MaxAttempts
-		ex.attemptEnds(telemetry.Result{Status: ex.upstreamStatus, ErrorType: fail.Code, Failover: failover,
+		s.attemptEnds(ex, telemetry.Result{Status: ex.upstreamStatus, ErrorType: fail.Code, Failover: failover,
 			Spill: failover && order[i+1].Priority != e.Priority})
 		if last = fail; final || tries == s.MaxAttempts {
 			break

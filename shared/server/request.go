@@ -139,13 +139,11 @@ type exchange struct {
 
 	// Telemetry (telemetry.go), all unset without it: ctx carries the
 	// server span; backend is the last attempt, attempt the context its
-	// span was begun with (nil: ended), tel what ends it; streamOpen:
-	// counted in llmgw.streams.open; telRequest is the request as
-	// reported (report).
+	// span was begun with (nil: ended); streamOpen: counted in
+	// llmgw.streams.open; telRequest is the request as reported (report).
 	ctx        context.Context
 	backend    telemetry.Attempt
 	attempt    context.Context
-	tel        Telemetry
 	streamOpen bool
 	telRequest telemetry.Request
 }

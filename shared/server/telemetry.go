@@ -45,14 +45,13 @@ func (s *Server) attemptBegins(ctx context.Context, ex *exchange, req *http.Requ
 	ex.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
 		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: ex.tenant, Priority: priority}
 	ex.attempt = s.Telemetry.Attempt(ctx, req, &ex.backend)
-	ex.tel = s.Telemetry
 }
 
 // attemptEnds ends the current attempt's span (send calls it for a failed
 // attempt; report for the one that answered).
-func (ex *exchange) attemptEnds(r telemetry.Result) {
+func (s *Server) attemptEnds(ex *exchange, r telemetry.Result) {
 	if ex.attempt != nil {
-		ex.tel.AttemptEnd(ex.attempt, &ex.backend, r)
+		s.Telemetry.AttemptEnd(ex.attempt, &ex.backend, r)
 		ex.attempt = nil
 	}
 }
@@ -75,7 +74,7 @@ func (s *Server) report(ex *exchange) {
 	if ex.outcome != "ok" {
 		errType = ex.outcome
 	}
-	ex.attemptEnds(telemetry.Result{Status: ex.upstreamStatus, ErrorType: errType})
+	s.attemptEnds(ex, telemetry.Result{Status: ex.upstreamStatus, ErrorType: errType})
 	if ex.streamOpen {
 		ex.streamOpen = false
 		s.Telemetry.Stream(ex.ctx, ex.pool, -1)

@@ -78,10 +78,14 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
-		e.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res),
-			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)), sdktrace.WithIDGenerator(idGenerator{}))
-		e.tracer = e.tp.Tracer(scope)
 		e.roots = newRoots(cfg.Sampler, cfg.SamplerRatio)
+		opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res),
+			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio))}
+		if e.roots.decide { // the SDK's own generator otherwise: no drawn ID to look up
+			opts = append(opts, sdktrace.WithIDGenerator(idGenerator{}))
+		}
+		e.tp = sdktrace.NewTracerProvider(opts...)
+		e.tracer = e.tp.Tracer(scope)
 	}
 	if cfg.MetricsURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)

@@ -17,6 +17,12 @@ import (
 	"github.com/llmgw/gateway/shared/telemetry"
 )
 
+// callerTrace is a caller's sampled traceparent.
+const (
+	callerTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	callerTrace   = "00-" + callerTraceID + "-00f067aa0ba902b7-01"
+)
+
 // TestSamplerDecidesAsTheSDK: the exporter decides a request's root span
 // itself (roots); for every sampler, each request is recorded exactly
 // when the SDK's own sampler records a root of the trace ID the backend
@@ -54,15 +60,17 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			type sent struct{ tid, sid string }
 			recorded, dropped := map[sent]bool{}, map[string]bool{}
 			for i := range 300 {
-				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{})
+				// A caller's own sampled traceparent, not trusted: it
+				// neither forces a trace nor names one.
+				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{"Traceparent": {callerTrace}})
 				recording := trace.SpanFromContext(ctx).IsRecording()
 				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
 				a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
 				exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
 				exp.End(ctx, &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Operation: "chat", Model: "llama", End: time.Now()})
 				sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(req.Header)))
-				if !sc.IsValid() {
-					t.Fatalf("request %d: backend got traceparent %q, want a valid one", i, req.Header.Get("Traceparent"))
+				if !sc.IsValid() || sc.TraceID().String() == callerTraceID {
+					t.Fatalf("request %d: backend got traceparent %q, want a valid one of the gateway's own", i, req.Header.Get("Traceparent"))
 				}
 				want := sdk.ShouldSample(sdktrace.SamplingParameters{ParentContext: context.Background(), TraceID: sc.TraceID(), Name: "x"}).Decision == sdktrace.RecordAndSample
 				if sc.IsSampled() != want {
@@ -137,7 +145,7 @@ func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
-	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	const traceID = callerTraceID
 	for _, tc := range []struct{ flags, state string }{{"00", "vendor=abc"}, {"00", ""}, {"01", "vendor=abc"}} {
 		in := http.Header{"Traceparent": {"00-" + traceID + "-00f067aa0ba902b7-" + tc.flags}}
 		if tc.state != "" {
