@@ -247,14 +247,7 @@ func (b *bench) abPair(ctx context.Context, res *results, rep int) error {
 	if err := sleepCtx(ctx, abSettle); err != nil {
 		return err
 	}
-	core := b.cpus.relay[0]
-	busy0, busyErr := cpuBusy(core)
-	before := make([]procStat, len(relays))
-	samplers := make([]*sampler, len(relays))
-	for i, r := range relays {
-		before[i], _ = readProc(r.proc.pid())
-		samplers[i] = startSampler(r.proc.pid(), 500*time.Millisecond)
-	}
+	count := b.countSideBySide(relays)
 	t0 := time.Now()
 	runs := make([]runResult, len(relays))
 	lats := make([][]time.Duration, len(relays))
@@ -270,24 +263,12 @@ func (b *bench) abPair(ctx context.Context, res *results, rep int) error {
 	if err := sleepCtx(ctx, abSettle); err != nil {
 		return err
 	}
-	busy1, busyErr2 := cpuBusy(core)
-	wall := time.Since(t0)
-	var relayCPU time.Duration
-	for i, r := range relays {
-		after, err := readProc(r.proc.pid())
-		runs[i].rssMax = samplers[i].finish()
-		if err != nil {
-			return fmt.Errorf("%s: %w", order[i], err)
-		}
-		runs[i].cpu, runs[i].sysCPU = after.cpu-before[i].cpu, after.sys-before[i].sys
-		relayCPU += runs[i].cpu
+	if err := count.finish(runs, time.Since(t0)); err != nil {
+		return err
 	}
 	for i := range runs {
 		run := &runs[i]
 		run.rep, run.ttft = rep, summarize(lats[i])
-		if busyErr == nil && busyErr2 == nil {
-			run.foreign = max(float64(busy1-busy0-relayCPU), 0) / float64(wall)
-		}
 		res.add(*run)
 		b.logf("rep %d %-17s %5d req/s, %d windows of %s: p50 %s p99 %s p99.9 %s, %d late, %d errors, cpu %s/request, rss %s, other load on relay core %.0f%%",
 			rep, order[i], p.abRate, abSlices, p.abWindow/2, ms(run.ttft.P50), ms(run.ttft.P99), ms(run.ttft.P999), run.late, run.errCount(), us(perRequest(*run)), mib(run.rssMax), run.foreign*100)
@@ -326,4 +307,47 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// sideBySide counts the CPU of relays running side by side on the relay
+// core (the A/Bs), from countSideBySide to finish.
+type sideBySide struct {
+	relays   []*relay
+	core     int
+	busy0    time.Duration
+	busyErr  error
+	before   []procStat
+	samplers []*sampler
+}
+
+func (b *bench) countSideBySide(relays []*relay) *sideBySide {
+	c := &sideBySide{relays: relays, core: b.cpus.relay[0], before: make([]procStat, len(relays)), samplers: make([]*sampler, len(relays))}
+	c.busy0, c.busyErr = cpuBusy(c.core)
+	for i, r := range relays {
+		c.before[i], _ = readProc(r.proc.pid())
+		c.samplers[i] = startSampler(r.proc.pid(), 500*time.Millisecond)
+	}
+	return c
+}
+
+// finish fills in runs[i] for relays[i]: its CPU, its largest RSS and the
+// other load on the core over wall (what neither relay took).
+func (c *sideBySide) finish(runs []runResult, wall time.Duration) error {
+	busy1, busyErr := cpuBusy(c.core)
+	var relayCPU time.Duration
+	for i, r := range c.relays {
+		after, err := readProc(r.proc.pid())
+		runs[i].rssMax = c.samplers[i].finish()
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.kind, err)
+		}
+		runs[i].cpu, runs[i].sysCPU = after.cpu-c.before[i].cpu, after.sys-c.before[i].sys
+		relayCPU += runs[i].cpu
+	}
+	if c.busyErr == nil && busyErr == nil {
+		for i := range runs {
+			runs[i].foreign = max(float64(busy1-c.busy0-relayCPU), 0) / float64(wall)
+		}
+	}
+	return nil
 }

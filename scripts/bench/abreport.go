@@ -169,21 +169,25 @@ func (r *report) abTargets(allocLink string) []abRow {
 	}
 
 	for _, n := range res.plan.levels {
-		g, f, ng := r.closed("gateway", n), r.closed("floor", n), r.closed("nginx", n)
+		abRuns := func(t string) []runResult { return res.runs[runKey{t, abEventsMode, n}] }
+		g, f := abRuns("gateway"), abRuns("floor")
+		cg, ng := r.closed("gateway", n), r.closed("nginx", n)
 		target := fmt.Sprintf("CPU per relayed event at %d streams, gateway ÷ floor, ≤ %.2f", n, abRatioMax)
 		if len(g) == 0 || len(f) == 0 {
-			rows = append(rows, abRow{Target: target, Measured: "not measured (the closed phase did not run)", Ratios: "—", Ratio: "—", Beside: "—", Other: "—", Mark: "n/a"})
+			rows = append(rows, abRow{Target: target, Measured: "not measured (the ab-events phase did not run)", Ratios: "—", Ratio: "—", Beside: "—", Other: "—", Mark: "n/a"})
 			continue
 		}
-		all = append(all, g, f, ng)
+		all = append(all, g, f)
 		ratios := pairedRatios(g, f, cpuEvt)
-		other, noisy := otherLoad(g, f, ng)
+		other, noisy := otherLoad(g, f)
 		med, mark := ratioVerdict(ratios, abRatioMax, noisy)
 		beside := "nginx not measured"
-		if len(ng) > 0 {
-			nr := pairedRatios(g, ng, cpuEvt)
+		if len(ng) > 0 && len(cg) > 0 {
+			// nginx is not in the A/B: its ratio pairs the closed loop's
+			// runs, one after the other.
+			nr := pairedRatios(cg, ng, cpuEvt)
 			nm, _, _ := median(nr)
-			beside = fmt.Sprintf("nginx %s; gateway ÷ nginx %s (%s)", medOnly(ng, cpuEvt, "%.1f µs"), ratioCell(nm, len(nr)), ratioList(nr))
+			beside = fmt.Sprintf("nginx %s in the closed loop, where the gateway measured %s; gateway ÷ nginx %s (%s, one after the other)", medOnly(ng, cpuEvt, "%.1f µs"), medOnly(cg, cpuEvt, "%.1f µs"), ratioCell(nm, len(nr)), ratioList(nr))
 		}
 		rows = append(rows, abRow{
 			Target:   target,

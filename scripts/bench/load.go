@@ -265,39 +265,21 @@ func closedLoop(ctx context.Context, t *target, n int, ramp, window, hardLimit t
 	start := time.Now()
 	measureFrom, stopAt := start.Add(ramp), start.Add(ramp+window)
 	results := make([][]streamResult, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			delay := time.Duration(int64(ramp) * int64(i) / int64(n))
-			select {
-			case <-time.After(time.Until(start.Add(delay))):
-			case <-ctx.Done():
-				return
+	users(ctx, n, ramp, start, stopAt, func(i int, now time.Time) {
+		measured := !now.Before(measureFrom)
+		var h *Histogram
+		if measured {
+			h = &hist
+		}
+		r := t.doStream(ctx, reqOpts{}, h)
+		events.Add(int64(r.events))
+		if measured || r.err != "" {
+			if !measured {
+				r.start = time.Time{} // an error of the warm-up
 			}
-			var mine []streamResult
-			for ctx.Err() == nil {
-				now := time.Now()
-				if !now.Before(stopAt) {
-					break
-				}
-				measured := !now.Before(measureFrom)
-				var h *Histogram
-				if measured {
-					h = &hist
-				}
-				r := t.doStream(ctx, reqOpts{}, h)
-				events.Add(int64(r.events))
-				if measured || r.err != "" {
-					if !measured {
-						r.start = time.Time{} // an error of the warm-up
-					}
-					mine = append(mine, r)
-				}
-			}
-			results[i] = mine
-		})
-	}
-	wg.Wait()
+			results[i] = append(results[i], r)
+		}
+	})
 	res.elapsed = time.Since(start)
 	var ttft, end []time.Duration
 	for _, rs := range results {
@@ -322,6 +304,32 @@ func closedLoop(ctx context.Context, t *target, n int, ramp, window, hardLimit t
 	res.rate = float64(res.done) / window.Seconds()
 	res.eventRate = float64(res.events) / res.elapsed.Seconds()
 	return res
+}
+
+// users runs a closed loop's n virtual users: user i starts at
+// i/n of the ramp after start and calls next (which opens one stream and
+// returns when it ends) until stopAt or ctx's end; users returns when
+// every user has.
+func users(ctx context.Context, n int, ramp time.Duration, start, stopAt time.Time, next func(i int, now time.Time)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			delay := time.Duration(int64(ramp) * int64(i) / int64(n))
+			select {
+			case <-time.After(time.Until(start.Add(delay))):
+			case <-ctx.Done():
+				return
+			}
+			for ctx.Err() == nil {
+				now := time.Now()
+				if !now.Before(stopAt) {
+					return
+				}
+				next(i, now)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func histDist(h *Histogram) Dist {

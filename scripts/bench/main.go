@@ -8,7 +8,7 @@
 // TLS with h2 offered.
 //
 //	go run ./scripts/bench -quick   # make bench: about 14 minutes on 2 cores (6 with -backend plain)
-//	go run ./scripts/bench -quick -phases closed,plain -backend plain  # the interleaved A/B targets alone: about 5 minutes
+//	go run ./scripts/bench -quick -phases ab-events,plain  # the interleaved A/B targets alone: about 6 minutes
 //	go run ./scripts/bench -full    # make bench-full
 //	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
@@ -77,6 +77,11 @@ type plan struct {
 	fixedReps   int
 	fixedWindow time.Duration
 
+	// The per-event A/B (abEvents): abEventReps repetitions, each level
+	// in abEventSlices windows of abEventWindow per side.
+	abEventReps   int
+	abEventWindow time.Duration
+
 	ceilingRates  []int // non-streaming ladder; nil skips the ceiling search
 	ceilingWindow time.Duration
 
@@ -117,7 +122,7 @@ var gcSettings = []gcSetting{
 }
 
 // allPhases are the phases in the order they run.
-var allPhases = []string{"closed", "syscalls", "gc", "open", "plain", "ceiling", "cold", "neighbour"}
+var allPhases = []string{"closed", abEventsMode, "syscalls", "gc", "open", "plain", "ceiling", "cold", "neighbour"}
 
 // phase reports whether the plan runs the named phase.
 func (p plan) phase(name string) bool { return p.phases == nil || p.phases[name] }
@@ -127,6 +132,7 @@ func quickPlan() plan {
 		name: "quick", levels: []int{100, 300, 500}, reps: minABReps,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
 		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
+		abEventReps: 5, abEventWindow: 3 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 200,
 		gcLevel: 500, gcReps: 1, gcSettings: gcSettings,
@@ -141,6 +147,7 @@ func fullPlan() plan {
 		ceilingRates:    []int{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000},
 		ceilingWindow:   3 * time.Second,
 		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
+		abEventReps: 5, abEventWindow: 4 * time.Second,
 		coldStarts: 15, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 500,
 		gcLevel: 500, gcReps: 3, gcSettings: gcSettings,
@@ -164,6 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	phases := fs.String("phases", "", "run only these phases, comma-separated: "+strings.Join(allPhases, ", ")+" (a partial report)")
 	rate := fs.Int("rate", 0, "override the fixed non-streaming rate (default 3000 req/s)")
 	abRate := fs.Int("ab-rate", 0, fmt.Sprintf("the non-streaming rate of the telemetry on/off A/B (default %d req/s)", defaultABRate))
+	abEventReps := fs.Int("ab-event-reps", 0, "override the repetitions of the per-event gateway/floor A/B (default 5)")
 	epollFloor := fs.Bool("epoll-floor", false, "also measure floor-epoll: the floor with its backend leg on scripts/relayfloor/epollconn (prototype)")
 	backendLegs := fs.String("backend", strings.Join(allLegs, ","), "backend legs the closed-loop and syscall phases measure, comma-separated: "+strings.Join(allLegs, ", ")+" (the other phases run on plain)")
 	gatewayRev := fs.String("gateway-rev", "", "measure the gateway built from this git revision (e.g. a commit before a change), with this bench's code and config")
@@ -205,6 +213,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if *abRate > 0 {
 		p.abRate = *abRate
+	}
+	if *abEventReps > 0 {
+		p.abEventReps = *abEventReps
 	}
 	if *phases != "" {
 		p.phases = map[string]bool{}
@@ -715,6 +726,12 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 			if err != nil {
 				return nil, err
 			}
+		}
+	}
+
+	for rep := 1; rep <= p.abEventReps && p.phase(abEventsMode); rep++ {
+		if err := b.abEvents(ctx, res, rep); err != nil {
+			return nil, err
 		}
 	}
 

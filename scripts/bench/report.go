@@ -411,6 +411,8 @@ type mdView struct {
 	ABTargets     []abRow
 	SinkNote      string // how the telemetry-on gateway ran, "" when it did not
 	MinABReps     int
+	ABEventSlices int    // windows per side per level of the per-event A/B
+	ABEventWindow string // each one's length
 	Carry         string
 	Noise         float64 // percent; 0: no warning
 	Closed        *mdTable
@@ -483,6 +485,7 @@ func (r *report) markdown(pngs []string, plotDir string) string {
 	v.ABTargets = r.abTargets(path.Join(plotDir, "../benchmarks.md") + "#allocations-per-request")
 	v.SinkNote = sinkNote(res.sampler, res.sink, res.telemetry)
 	v.MinABReps = minABReps
+	v.ABEventSlices, v.ABEventWindow = abEventSlices, res.plan.abEventWindow.String()
 	v.Neighbour = neighbourTable(res.neighbours)
 	v.DocDir = plotDir
 

@@ -23,7 +23,11 @@ var keepaliveComment = []byte(": keepalive\n\n")
 // failure is an SSE error event, while the endpoint may still change until
 // the first event (the server's attempts).
 type Writer struct {
-	mu    sync.Mutex
+	mu sync.Mutex
+	// clock is an activity clock beside the lock (Clock): the relay
+	// stores it right after each WriteFlush, on the cache line that call
+	// just took, rather than on one more line per event elsewhere.
+	clock atomic.Int64
 	w     http.ResponseWriter
 	flush func() error // w's own flush (FlusherOf)
 	every time.Duration
@@ -121,6 +125,19 @@ func (k *Writer) WriteFlush(p []byte) (n int, flushed bool, err error) {
 	}
 	k.mu.Unlock()
 	return n, flushed, err
+}
+
+// Clock is an activity clock (Unix nanoseconds) that lives beside the
+// writer's lock, for the stream's idle reader to keep the backend's last
+// data in and Watch to watch: a relay that stores it after each write
+// then touches one line of memory per event for both, not two (issue 38:
+// at 500 streams each was a cache miss, about 0.5% of the CPU per event
+// apiece). nil on a nil Writer.
+func (k *Writer) Clock() *atomic.Int64 {
+	if k == nil {
+		return nil
+	}
+	return &k.clock
 }
 
 // Watch makes the backend's last data (the idle reader's clock) count as

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -84,5 +85,34 @@ func TestWriteFlush(t *testing.T) {
 	}
 	if k.Stop() {
 		t.Error("a writer that never committed says its headers went out")
+	}
+}
+
+// TestClock: the writer's own clock, watched, is the backend's last data:
+// a comment goes out only when it is older than the interval; a nil
+// writer has no clock.
+func TestClock(t *testing.T) {
+	t.Parallel()
+	if (*Writer)(nil).Clock() != nil {
+		t.Fatal("a nil writer has a clock")
+	}
+	start := time.Unix(1_000_000, 0)
+	var at atomic.Int64
+	at.Store(start.UnixNano())
+	now := func() time.Time { return time.Unix(0, at.Load()) }
+	rec := &flushErrorWriter{ResponseRecorder: httptest.NewRecorder()}
+	k := Start(rec, 15*time.Second, now) // the timer's own firing is 15 s away: fire is called by hand
+	defer k.Stop()
+	k.Watch(k.Clock())
+	at.Store(start.Add(20 * time.Second).UnixNano())
+	k.Clock().Store(start.Add(10 * time.Second).UnixNano())
+	k.fire()
+	if rec.Body.Len() != 0 {
+		t.Fatalf("data 10 s ago with a 15 s interval: a comment went out: %q", rec.Body.String())
+	}
+	k.Clock().Store(start.Add(time.Second).UnixNano())
+	k.fire()
+	if got := rec.Body.String(); got != string(keepaliveComment) {
+		t.Fatalf("data 19 s ago: body %q, want one comment", got)
 	}
 }

@@ -121,9 +121,9 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	var src io.Reader = resp.Body
 	var idle *idleReader
 	if body.Stream || ex.answer == nil || !ex.answer.whole {
-		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel)
+		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel, ex.keepalive.Clock())
 		defer idle.t.Stop()
-		ex.keepalive.Watch(&idle.last)
+		ex.keepalive.Watch(idle.last)
 		src = idle
 	}
 	if body.Stream && isEventStream(resp.Header) {

@@ -58,7 +58,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	// event, read by the attempt into its buffer (ex.first).
 	meter := ex.op.Meter()
 	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.maxTokenEvents(),
-		Activity: &body.last, Meter: meter, Pending: &ex.first})
+		Activity: body.last, Meter: meter, Pending: &ex.first})
 	if res.AfterDone {
 		ex.detail = "dropped what the backend sent after the terminal event"
 		s.Log.Warn("backend sent events after the stream's terminal event: dropped", "request_id", ex.id, "endpoint", ex.endpoint)
@@ -142,15 +142,25 @@ func (s *Server) streamHealth(ex *exchange, done bool) {
 // backend is cut off after d, and a busy stream costs one clock read per
 // read instead of a timer reset per event.
 type idleReader struct {
-	r      io.Reader
-	d      time.Duration
-	last   atomic.Int64 // unix nanoseconds of the last read that returned data (a stream's: of its last data, sse.Options.Activity)
+	r io.Reader
+	d time.Duration
+	// last is the unix nanoseconds of the last read that returned data (a
+	// stream's: of its last data, sse.Options.Activity): own, or the
+	// clock newIdleReader was given.
+	last   *atomic.Int64
+	own    atomic.Int64
 	t      *time.Timer
 	cancel context.CancelCauseFunc
 }
 
-func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc) *idleReader {
-	i := &idleReader{r: r, d: d, cancel: cancel}
+// newIdleReader starts r's idle timer. clock, when not nil, is where the
+// reader keeps its clock (a stream's keepalive.Writer.Clock, beside the
+// lock the relay takes per event anyway).
+func newIdleReader(r io.Reader, d time.Duration, cancel context.CancelCauseFunc, clock *atomic.Int64) *idleReader {
+	i := &idleReader{r: r, d: d, cancel: cancel, last: clock}
+	if i.last == nil {
+		i.last = &i.own
+	}
 	i.last.Store(time.Now().UnixNano())
 	i.t = time.AfterFunc(time.Hour, i.check) // armed below: check needs i.t set
 	i.t.Reset(d)

@@ -248,7 +248,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 	if stream && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
 		timer.Stop()
 		decodeBody(resp)
-		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel)
+		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel, ex.keepalive.Clock())
 		defer idle.t.Stop()
 		s.relayStream(ctx, w, http.NewResponseController(w), ex, resp, idle, false)
 		s.settleBackground(ex, id, o)
