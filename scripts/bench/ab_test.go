@@ -25,6 +25,13 @@ func TestPairedRatios(t *testing.T) {
 	bad.errors["status 502"] = 1
 	none := abRun("gateway", 3, 50, 0)
 	none.done = 0
+	// A stream in 3,000 cut short keeps a repetition; four do not.
+	rare := abRun("floor", 1, 10, 0)
+	rare.requests, rare.done, rare.errors["truncated"] = 3000, 2999, 1
+	rare.cpu *= 2999
+	many := abRun("floor", 2, 10, 0)
+	many.requests, many.done, many.errors["truncated"] = 3000, 2996, 4
+	many.cpu *= 2996
 	for _, tt := range []struct {
 		name     string
 		num, den []runResult
@@ -36,6 +43,8 @@ func TestPairedRatios(t *testing.T) {
 			[]runResult{abRun("b", 2, 10, 0)}, []float64{3}},
 		{"errors, nothing done or zero CPU leave a repetition out", []runResult{abRun("a", 1, 20, 0), bad, none},
 			[]runResult{abRun("b", 1, 10, 0), abRun("b", 2, 10, 0), abRun("b", 3, 10, 0), abRun("b", 4, 0, 0)}, []float64{2}},
+		{"errors on at most 0.1% of the requests are borne", []runResult{abRun("a", 1, 20, 0), abRun("a", 2, 20, 0)},
+			[]runResult{rare, many}, []float64{2}},
 		{"zero on the denominator's side", []runResult{abRun("a", 1, 20, 0)}, []runResult{abRun("b", 1, 0, 0)}, nil},
 		{"one pair per repetition", []runResult{abRun("a", 1, 20, 0), abRun("a", 1, 30, 0)}, []runResult{abRun("b", 1, 10, 0)}, []float64{2}},
 		{"nothing", nil, nil, nil},

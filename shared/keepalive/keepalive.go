@@ -140,6 +140,10 @@ func (k *Writer) Clock() *atomic.Int64 {
 	return &k.clock
 }
 
+// Warm loads the line WriteFlush locks (sse.Warmer): the relay calls it
+// when a read returns, ahead of the events' scan.
+func (k *Writer) Warm() int64 { return k.clock.Load() }
+
 // Watch makes the backend's last data (the idle reader's clock) count as
 // activity, so comments fill only real gaps.
 func (k *Writer) Watch(activity *atomic.Int64) {

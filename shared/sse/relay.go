@@ -84,7 +84,22 @@ type WriteFlusher interface {
 	WriteFlush(p []byte) (n int, flushed bool, err error)
 }
 
-// Result describes what one Relay did.
+// Warmer is a WriteFlusher whose WriteFlush takes a lock in memory the
+// relay touches nowhere else: Warm loads that memory as soon as a read
+// returns, so the cache miss it is at hundreds of streams per core
+// overlaps the relay's scan of the events instead of stalling the
+// WriteFlush after it (issue 38: the keepalive writer's lock was 1.6% of
+// the gateway's CPU per event at 500 streams). What it returns is
+// meaningless; it is returned so that the load is kept.
+type Warmer interface {
+	Warm() int64
+}
+
+// Result describes what one Relay did. The fields a relay updates per
+// event come first, so that they share the first cache lines of the
+// relay's state with its own (relay): at hundreds of streams per core,
+// every line of a stream's state an event touches is a likely cache miss
+// (issue 38).
 type Result struct {
 	Events int64 // events written to the client (stripped ones excluded)
 	// TokenEvents counts the events written that may carry generated
@@ -94,31 +109,31 @@ type Result struct {
 	// Messages API's content_block_delta).
 	TokenEvents int64
 	Bytes       int64 // bytes written to the client
-	Usage       Usage // the last usage object seen (usage is cumulative)
-	HasUsage    bool  // a usage object was seen
-	// Final: the usage was read from the stream's bill (Meter), so it is
-	// the backend's count of the whole answer. Without it a usage is at
-	// most the input counts or a running total: a client that leaves
-	// before the bill must not be charged those (issue 30).
-	Final bool
 	// FloorEvents counts the events written that each carry at least
 	// one generated token (Meter.Floor; in a data-only stream the same
 	// events as TokenEvents): Meter.OutputFloor of them bounds the
 	// output a true usage reports.
 	FloorEvents int64
+	FirstWrite  time.Time // when the first byte was written to dst; zero if none
 	// Done: saw data: [DONE] or one of the Meter's End events (the
 	// Responses API's response.completed, .incomplete, .failed, the
 	// Messages API's message_stop). Nothing after it is relayed: the
 	// relay stops there.
 	Done bool
-	// AfterDone: the backend sent bytes after the terminal event; they
-	// were dropped.
-	AfterDone bool
 	// EndedWithError: the last event relayed was an error event (OpenAI's
 	// data: {"error"…, or the Meter's Error event), so the client has
 	// already been told.
 	EndedWithError bool
-	FirstWrite     time.Time // when the first byte was written to dst; zero if none
+	// AfterDone: the backend sent bytes after the terminal event; they
+	// were dropped.
+	AfterDone bool
+	HasUsage  bool // a usage object was seen
+	// Final: the usage was read from the stream's bill (Meter), so it is
+	// the backend's count of the whole answer. Without it a usage is at
+	// most the input counts or a running total: a client that leaves
+	// before the bill must not be charged those (issue 30).
+	Final bool
+	Usage Usage // the last usage object seen (usage is cumulative)
 }
 
 // Relayer relays SSE streams with pooled read buffers. It is safe for
@@ -164,8 +179,9 @@ func (r *Relayer) getBuf() *[]byte {
 // MaxEventBytes (also ErrEventTooLarge). An error wrapping ErrClient means a
 // write or flush failed; Relay stops at once. Result is valid in every case.
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
-	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity, meter: opt.Meter}
+	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity, meter: opt.Meter, named: opt.Meter.Named()}
 	rl.wf, _ = dst.(WriteFlusher)
+	rl.warm, _ = dst.(Warmer)
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
@@ -268,27 +284,32 @@ func commentOnly(ev []byte) bool {
 	return true
 }
 
-// relay is the state of one Relay call; it lives on Relay's stack.
+// relay is the state of one Relay call; it lives on Relay's stack. What
+// an event touches comes first (then Result's own per-event fields), so
+// that an event reads and writes three cache lines of it, not six: the
+// Meter and the usage at the end are read only by the few events that
+// carry usage or a name.
 type relay struct {
-	dst   io.Writer
 	wf    WriteFlusher // dst, when it writes and flushes in one call
+	warm  Warmer       // dst, when it has Warm
+	dst   io.Writer
 	flush func() error
-	strip bool
-	max   int
-	res   Result
-	// maxTok is Options.MaxTokenEvents; cut is set by inspect on the event
-	// that would pass it.
-	maxTok int64
-	cut    bool
 	// activity is Options.Activity; data notes that the current read
 	// completed an event that is not only comments.
 	activity *atomic.Int64
-	data     bool
-	meter    Meter
-
+	max      int
+	// maxTok is Options.MaxTokenEvents; cut is set by inspect on the event
+	// that would pass it.
+	maxTok int64
 	// Where scanning resumes in the pending incomplete event, relative to
 	// its start (see scanEvent).
 	lineStart, pos int
+	strip          bool
+	cut            bool
+	data           bool
+	named          bool // meter.Named()
+	res            Result
+	meter          Meter
 }
 
 // run relays src, starting with the end bytes already in buf (read
@@ -363,7 +384,12 @@ func (rl *relay) read(buf []byte, end int, src io.Reader) (_ []byte, n int, rerr
 		switch {
 		case n < 0 || n > len(buf)-end:
 			return buf, 0, nil, fmt.Errorf("%w: invalid Read count %d", ErrUpstream, n)
-		case n > 0 || rerr != nil:
+		case n > 0:
+			if rl.warm != nil {
+				rl.warm.Warm()
+			}
+			return buf, n, rerr, nil
+		case rerr != nil:
 			return buf, n, rerr, nil
 		}
 		if empty++; empty >= maxEmptyReads {
@@ -548,7 +574,7 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 		rl.res.Done = true
 		// A usage seen before [DONE] is the whole answer's (a backend
 		// that reports it on its finish chunk).
-		rl.res.Final = rl.res.Final || (rl.res.HasUsage && !rl.meter.Named())
+		rl.res.Final = rl.res.Final || (rl.res.HasUsage && !rl.named)
 		return false
 	}
 	u, usageOnly, ok := EventUsage(ev, TopLevel)
@@ -556,7 +582,7 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 		// A chunk with choices, or with running usage beside them (vLLM's
 		// continuous_usage_stats).
 		rl.countToken()
-		if !rl.cut && !rl.meter.Named() {
+		if !rl.cut && !rl.named {
 			rl.res.FloorEvents++
 		}
 	}
@@ -566,7 +592,7 @@ func (rl *relay) inspect(ev []byte) (strip bool) {
 	rl.res.Usage, rl.res.HasUsage = u, true
 	// Only the usage chunk is the bill: a running usage (vLLM's
 	// continuous_usage_stats) is not, until [DONE] ends the stream.
-	rl.res.Final = usageOnly && !rl.meter.Named()
+	rl.res.Final = usageOnly && !rl.named
 	return usageOnly && rl.strip
 }
 
