@@ -7,8 +7,8 @@
 // on each backend leg (legs.go): plain HTTP, TLS behind a private CA, and
 // TLS with h2 offered.
 //
-//	go run ./scripts/bench -quick   # make bench: about 14 minutes on 2 cores (6 with -backend plain)
-//	go run ./scripts/bench -quick -phases ab-events,plain  # the interleaved A/B targets alone: about 6 minutes
+//	go run ./scripts/bench -quick   # make bench: about 23 minutes on 2 cores (15 with -backend plain)
+//	go run ./scripts/bench -quick -phases ab-events,plain  # the interleaved A/B targets alone: about 12 minutes
 //	go run ./scripts/bench -full    # make bench-full
 //	go run ./scripts/bench -quick -gateway-rev 610436a -out bench-out/before.md -plots bench-out/before  # a change's before
 //
@@ -72,8 +72,10 @@ type plan struct {
 	// 38). Equal to fixedRate, the pair runs once, in the plain table.
 	abRate int
 	// abWindow is twice each A/B side's measured load per repetition
-	// (abPair: abSlices windows of abWindow/2).
+	// (abPair: abSlices windows of abWindow/2); abReps is how many
+	// repetitions of the pair run (at least fixedReps).
 	abWindow    time.Duration
+	abReps      int
 	fixedReps   int
 	fixedWindow time.Duration
 
@@ -131,7 +133,7 @@ func quickPlan() plan {
 	return plan{
 		name: "quick", levels: []int{100, 300, 500}, reps: minABReps,
 		ramp: 1900 * time.Millisecond, window: 2500 * time.Millisecond, tail: 10 * time.Second,
-		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
+		fixedRate: 3000, fixedReps: minABReps, fixedWindow: 2 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second, abReps: 5,
 		abEventReps: 5, abEventWindow: 3 * time.Second,
 		coldStarts: 10, cleanP99: 5 * time.Millisecond,
 		sysConc: 100, sysStreams: 200,
@@ -143,7 +145,7 @@ func fullPlan() plan {
 	return plan{
 		name: "full", levels: []int{100, 500, 1000, 1500}, reps: 3,
 		ramp: 1900 * time.Millisecond, window: 8 * time.Second, tail: 15 * time.Second,
-		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second,
+		fixedRate: 3000, fixedReps: 3, fixedWindow: 4 * time.Second, abRate: defaultABRate, abWindow: 4 * time.Second, abReps: 5,
 		ceilingRates:    []int{1000, 2000, 3000, 4000, 5000, 6000, 8000, 10000, 12000, 14000, 16000, 20000, 24000, 28000, 32000},
 		ceilingWindow:   3 * time.Second,
 		openStreamRates: []int{250, 500}, openWindow: 6 * time.Second,
@@ -769,14 +771,24 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	// gateway with telemetry off and on at abRate (abPair), in each
 	// repetition; at the published rate itself, the pair runs among the
 	// targets (plainVisits).
+	// The pair alone runs on to abReps repetitions: its per-repetition
+	// ratios move by ±8% on a quiet machine, about twice what telemetry
+	// costs, so three leave the median to chance.
 	ab := p.abRate != p.fixedRate
-	for rep := 1; rep <= p.fixedReps && p.phase("plain"); rep++ {
+	reps := p.fixedReps
+	if ab {
+		reps = max(reps, p.abReps)
+	}
+	for rep := 1; rep <= reps && p.phase("plain"); rep++ {
 		res.telemetry = true
 		visits := plainVisits(b.targets(), rep)
 		if ab {
 			visits = b.targets()
 		}
 		for _, kind := range visits {
+			if rep > p.fixedReps {
+				break
+			}
 			if err := b.plainRun(ctx, res, kind, p.fixedRate, p.fixedWindow, rep); err != nil {
 				return nil, err
 			}
