@@ -358,7 +358,13 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 			c.list.remove(c)
 		}
 		c.since = time.Now()
-		c.armIdle.Store(l.pressure.Load())
+		// Armed whether or not the pressure is on now: net/http sets the
+		// idle deadline right after this hook, and the regime may begin
+		// in between. Had the arm followed the pressure of this moment,
+		// the watermark's shortened deadline would then be overwritten
+		// by the minute-long one, and the connection kept its slot
+		// (fresh-machine CI caught it: TestListenerHighWater).
+		c.armIdle.Store(true)
 		l.idle.push(c)
 	case http.StateClosed:
 		l.releaseLocked(c)
@@ -424,7 +430,7 @@ type conn struct {
 	since      time.Time    // when it went idle
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool         // its slot is given back
-	armIdle    atomic.Bool  // the next read deadline is the idle one: shorten it
+	armIdle    atomic.Bool  // the next read deadline is the idle one: shortened under pressure
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -448,7 +454,9 @@ func (c *conn) Read(p []byte) (int, error) {
 
 // SetReadDeadline sets the deadline net/http asks for, except the idle
 // one above the high-water mark (net/http sets it right after ConnState
-// reports StateIdle), which it shortens.
+// reports StateIdle), which it shortens: whether the pressure is on is
+// read here, when the deadline is set, so a regime that began after the
+// hook still shortens it.
 func (c *conn) SetReadDeadline(t time.Time) error {
 	if c.armIdle.Load() && c.armIdle.Swap(false) && c.l.pressure.Load() {
 		if short := time.Now().Add(c.l.pressureIdle()); t.IsZero() || short.Before(t) {

@@ -147,3 +147,47 @@ func TestListenerLingeringGivesWay(t *testing.T) {
 		t.Errorf("evicted %d, want the lingering connection", evicted)
 	}
 }
+
+// TestListenerPressureAfterIdleHook: the pressure regime that begins
+// between net/http's StateIdle hook and its idle read deadline still
+// shortens that deadline. Before the fix the arm followed the pressure
+// at the hook, the minute-long deadline overwrote the watermark's short
+// one, and the connection held its slot (TestListenerHighWater failed
+// one fresh-machine run in a few).
+func TestListenerPressureAfterIdleHook(t *testing.T) {
+	t.Parallel()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := NewListener(tcp, ConnOptions{MaxConns: 10, PressureIdleTimeout: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { _ = ln.Close() })
+	client, err := net.Dial("tcp", tcp.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
+	nc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	ln.ConnState(nc, http.StateIdle) // no pressure yet
+	ln.mu.Lock()
+	ln.pressure.Store(true) // the regime begins (the watermark's own pass is beside the point)
+	ln.mu.Unlock()
+	if err := nc.SetReadDeadline(time.Now().Add(time.Minute)); err != nil { // net/http's idle deadline
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := nc.Read(make([]byte, 1)); done <- err }()
+	select {
+	case err := <-done:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read: %v, want the shortened idle deadline's timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the idle deadline set after the regime began was not shortened (still waiting after 10s; the minute-long one stands)")
+	}
+}
