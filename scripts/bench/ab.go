@@ -232,17 +232,10 @@ const abSettle = 5500 * time.Millisecond
 func (b *bench) abPair(ctx context.Context, res *results, rep int) error {
 	p := b.plan
 	order := abVisits(rep)
-	relays := make([]*relay, len(order))
-	for i, kind := range order {
-		r, err := b.startRelay(ctx, legPlain, kind, plainConns, nil)
-		if err != nil {
-			return err
-		}
-		defer b.stopRelay(r)
-		if err := b.warm(ctx, r.tgt); err != nil {
-			return err
-		}
-		relays[i] = r
+	relays, stop, err := b.startSideBySide(ctx, order, plainConns)
+	defer stop()
+	if err != nil {
+		return err
 	}
 	sink0 := b.sink.counts()
 	if err := sleepCtx(ctx, abSettle); err != nil {
@@ -320,6 +313,28 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// startSideBySide starts and warms a relay of each kind on the relay
+// core, in order, for an A/B; stop stops every one started, also when
+// err says one failed.
+func (b *bench) startSideBySide(ctx context.Context, kinds []string, conns int) (relays []*relay, stop func(), err error) {
+	stop = func() {
+		for _, r := range relays {
+			b.stopRelay(r)
+		}
+	}
+	for _, kind := range kinds {
+		r, err := b.startRelay(ctx, legPlain, kind, conns, nil)
+		if err != nil {
+			return relays, stop, err
+		}
+		relays = append(relays, r)
+		if err := b.warm(ctx, r.tgt); err != nil {
+			return relays, stop, err
+		}
+	}
+	return relays, stop, nil
 }
 
 // sideBySide counts the CPU of relays running side by side on the relay

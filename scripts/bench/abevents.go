@@ -47,18 +47,14 @@ func (b *bench) abEvents(ctx context.Context, res *results, rep int) error {
 	for _, l := range p.levels {
 		maxLevel = max(maxLevel, l)
 	}
-	relays := make([]*relay, len(order))
-	tgts := make([]*target, len(order))
-	for i, kind := range order {
-		r, err := b.startRelay(ctx, legPlain, kind, maxLevel, nil)
-		if err != nil {
-			return err
-		}
-		defer b.stopRelay(r)
-		if err := b.warm(ctx, r.tgt); err != nil {
-			return err
-		}
-		relays[i], tgts[i] = r, r.tgt
+	relays, stop, err := b.startSideBySide(ctx, order, maxLevel)
+	defer stop()
+	if err != nil {
+		return err
+	}
+	tgts := make([]*target, len(relays))
+	for i, r := range relays {
+		tgts[i] = r.tgt
 	}
 	for _, n := range p.levels {
 		if err := ctx.Err(); err != nil {

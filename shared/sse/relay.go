@@ -84,7 +84,7 @@ type WriteFlusher interface {
 	WriteFlush(p []byte) (n int, flushed bool, err error)
 }
 
-// Warmer is a WriteFlusher whose WriteFlush takes a lock in memory the
+// Warmer is a client writer (a WriteFlusher) whose WriteFlush takes a lock in memory the
 // relay touches nowhere else: Warm loads that memory as soon as a read
 // returns, so the cache miss it is at hundreds of streams per core
 // overlaps the relay's scan of the events instead of stalling the
