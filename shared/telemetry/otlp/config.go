@@ -56,6 +56,16 @@ type Config struct {
 	// ratio samplers record, from 0 to 1: default DefaultSamplerRatio
 	// for DefaultSampler, 1 (the specification's) for one named.
 	SamplerRatio float64
+	// BatchDelay (OTEL_BSP_SCHEDULE_DELAY) is how long an ended span may
+	// wait to be exported, BatchSize (OTEL_BSP_MAX_EXPORT_BATCH_SIZE) how
+	// many spans make a batch that is exported at once, QueueSize
+	// (OTEL_BSP_MAX_QUEUE_SIZE) how many may wait (more are dropped), and
+	// BatchTimeout (OTEL_BSP_EXPORT_TIMEOUT) bounds a background export.
+	// Defaults DefaultBatchDelay, DefaultBatchSize (at most QueueSize),
+	// DefaultQueueSize and Timeout.
+	BatchDelay           time.Duration
+	BatchSize, QueueSize int
+	BatchTimeout         time.Duration
 	// CardinalityLimit bounds the attribute sets of each metric; beyond it
 	// new sets fold into one otel.metric.overflow=true series, as the SDK
 	// does (aggregation; the SDK's own for the cold-start gauges).
@@ -123,7 +133,8 @@ const (
 // signal), OTEL_TRACES_EXPORTER / OTEL_METRICS_EXPORTER (none turns a
 // signal off), OTEL_METRIC_EXPORT_INTERVAL,
 // OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, OTEL_TRACES_SAMPLER
-// and _ARG, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. With no
+// and _ARG, OTEL_BSP_SCHEDULE_DELAY, _EXPORT_TIMEOUT, _MAX_QUEUE_SIZE and
+// _MAX_EXPORT_BATCH_SIZE, OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES. With no
 // endpoint set, nothing is exported.
 func FromEnv(getenv func(string) string) (Config, error) {
 	var c Config
@@ -199,20 +210,28 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			break
 		}
 	}
-	ms := func(name string, def time.Duration) time.Duration {
+	// count is a positive whole number of unit (def when unset).
+	count := func(name string, def int, unit string) int {
 		v := getenv(name)
 		if v == "" {
 			return def
 		}
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
-			problems = append(problems, fmt.Errorf("%s=%q: want a positive number of milliseconds", name, v))
+			problems = append(problems, fmt.Errorf("%s=%q: want a positive number%s", name, v, unit))
 			return def
 		}
-		return time.Duration(n) * time.Millisecond
+		return n
+	}
+	ms := func(name string, def time.Duration) time.Duration {
+		return time.Duration(count(name, int(def/time.Millisecond), " of milliseconds")) * time.Millisecond
 	}
 	c.Timeout = ms("OTEL_EXPORTER_OTLP_TIMEOUT", DefaultTimeout)
 	c.Interval = ms("OTEL_METRIC_EXPORT_INTERVAL", DefaultInterval)
+	c.BatchDelay = ms("OTEL_BSP_SCHEDULE_DELAY", DefaultBatchDelay)
+	c.BatchTimeout = ms("OTEL_BSP_EXPORT_TIMEOUT", c.Timeout)
+	c.QueueSize = count("OTEL_BSP_MAX_QUEUE_SIZE", DefaultQueueSize, "")
+	c.BatchSize = min(count("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", DefaultBatchSize, ""), c.QueueSize)
 	c.Gzip = getenv("OTEL_EXPORTER_OTLP_COMPRESSION") == "gzip"
 	c.Delta = strings.EqualFold(getenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"), "delta")
 	var err error

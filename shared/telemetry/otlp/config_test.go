@@ -67,6 +67,24 @@ func TestFromEnv(t *testing.T) {
 					t.Errorf("grpc %v %v", c.TracesGRPC, c.MetricsGRPC)
 				}
 			}},
+		{name: "span batching", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "700",
+			"OTEL_BSP_SCHEDULE_DELAY": "250", "OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "500"},
+			traces: "http://a:4318/v1/traces", metrics: "http://a:4318/v1/metrics",
+			check: func(t *testing.T, c Config) {
+				// A batch larger than the queue is the queue (the
+				// specification's rule); the export timeout defaults to
+				// the exporter's.
+				if c.BatchDelay != 250*time.Millisecond || c.QueueSize != 100 || c.BatchSize != 100 || c.BatchTimeout != 700*time.Millisecond {
+					t.Errorf("batching %v %d %d %v", c.BatchDelay, c.QueueSize, c.BatchSize, c.BatchTimeout)
+				}
+			}},
+		{name: "span batching defaults", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_BSP_EXPORT_TIMEOUT": "3000"},
+			traces: "http://a:4318/v1/traces", metrics: "http://a:4318/v1/metrics",
+			check: func(t *testing.T, c Config) {
+				if c.BatchDelay != DefaultBatchDelay || c.QueueSize != DefaultQueueSize || c.BatchSize != DefaultBatchSize || c.BatchTimeout != 3*time.Second {
+					t.Errorf("batching %v %d %d %v", c.BatchDelay, c.QueueSize, c.BatchSize, c.BatchTimeout)
+				}
+			}},
 		{name: "http/json refused", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
 			traces: "http://a:4318/v1/traces", metrics: "http://a:4318/v1/metrics", err: ErrProtocol},
 	} {
@@ -90,12 +108,17 @@ func TestFromEnvBadValues(t *testing.T) {
 	t.Parallel()
 	_, err := FromEnv(func(k string) string {
 		return map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon",
-			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "k.pem"}[k]
+			"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY": "k.pem", "OTEL_BSP_MAX_QUEUE_SIZE": "-1", "OTEL_BSP_SCHEDULE_DELAY": "5s"}[k]
 	})
 	if err == nil {
 		t.Fatal("a URL without a scheme and a bad timeout passed")
 	}
-	if n := len(strings.Split(err.Error(), "\n")); n != 4 {
-		t.Fatalf("%d problems, want 4 (two URLs, timeout, key without certificate):\n%v", n, err)
+	if n := len(strings.Split(err.Error(), "\n")); n != 6 {
+		t.Fatalf("%d problems, want 6 (two URLs, timeout, key without certificate, queue size, delay):\n%v", n, err)
+	}
+	for _, name := range []string{"OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_SCHEDULE_DELAY"} {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%v does not name %s", err, name)
+		}
 	}
 }

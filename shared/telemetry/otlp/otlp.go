@@ -1,12 +1,14 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
 // OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
 // conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. The SDK batches spans and collects
-// metrics, those a request records aggregated by this package
-// (aggregation); the exporters it feeds are this package's own (wire.go
-// encodes OTLP with protowire alone), because the SDK's OTLP exporters link the generated
-// OTLP types and, through their service packages, gRPC: 15 MB of binary
-// and a slower start even with telemetry off. A gateway that scales to zero cannot
+// only package that imports the SDK. The metrics SDK collects metrics,
+// those a request records aggregated by this package (aggregation); spans
+// are this package's own, sampled and batched as the trace SDK would
+// (spans.go), for a recorded request costs a tenth of what the SDK's
+// spans did. The exporters are this package's own too (wire.go encodes
+// OTLP with protowire alone), because the SDK's OTLP exporters link the
+// generated OTLP types and, through their service packages, gRPC: 15 MB
+// of binary and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
 // before the process stops or freezes.
 package otlp
@@ -22,15 +24,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/llmgw/gateway/shared/telemetry"
 )
@@ -38,18 +37,15 @@ import (
 // Exporter records requests and attempts as metrics and spans and pushes
 // them over OTLP/HTTP. Its methods are safe for concurrent use.
 type Exporter struct {
-	cfg    Config
-	tp     *sdktrace.TracerProvider // nil: no traces
-	mp     *sdkmetric.MeterProvider // nil: no metrics
-	tracer trace.Tracer
-	tc     propagation.TraceContext
-	m      instruments
+	cfg   Config
+	spans *batch                   // nil: no traces
+	mp    *sdkmetric.MeterProvider // nil: no metrics
+	tc    propagation.TraceContext
+	m     instruments
 	// sets are the attribute sets and span names built so far.
 	sets *sets
-	// serverSpan and clientSpan are the spans' start options.
-	serverSpan, clientSpan trace.SpanStartOption
-	// roots decides requests' spans before the SDK does (sampling.go).
-	roots roots
+	// sampler decides which spans are recorded (sampling.go).
+	sampler sampler
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
@@ -68,8 +64,7 @@ func New(cfg Config) (*Exporter, error) {
 		cfg.CardinalityLimit = DefaultCardinalityLimit
 	}
 	res := newResource(cfg)
-	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(cfg.CardinalityLimit),
-		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
+	e := &Exporter{cfg: cfg, sets: newSets(cfg.CardinalityLimit)}
 	var meter metric.Meter
 	var agg *aggregation
 	if cfg.TracesURL != "" {
@@ -78,14 +73,8 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
-		e.roots = newRoots(cfg.Sampler, cfg.SamplerRatio)
-		opts := []sdktrace.TracerProviderOption{sdktrace.WithBatcher(exp, sdktrace.WithExportTimeout(cfg.Timeout)), sdktrace.WithResource(res),
-			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio))}
-		if e.roots.decide { // the SDK's own generator otherwise: no drawn ID to look up
-			opts = append(opts, sdktrace.WithIDGenerator(idGenerator{}))
-		}
-		e.tp = sdktrace.NewTracerProvider(opts...)
-		e.tracer = e.tp.Tracer(scope)
+		e.sampler = newSampler(cfg.Sampler, cfg.SamplerRatio)
+		e.spans = newBatch(exp, res, cfg)
 	}
 	if cfg.MetricsURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)
@@ -106,24 +95,6 @@ func New(cfg Config) (*Exporter, error) {
 	var err error
 	e.m, err = newInstruments(meter, agg)
 	return e, err
-}
-
-// sampler is the SDK's sampler of that name (FromEnv checked it; ""
-// is DefaultSampler).
-func sampler(name string, ratio float64) sdktrace.Sampler {
-	switch name {
-	case "always_on":
-		return sdktrace.AlwaysSample()
-	case "always_off":
-		return sdktrace.NeverSample()
-	case "traceidratio":
-		return sdktrace.TraceIDRatioBased(ratio)
-	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
-	case "parentbased_traceidratio":
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
-	}
-	return sdktrace.ParentBased(sdktrace.AlwaysSample())
 }
 
 // scope is the instrumentation scope of every metric and span.
@@ -162,8 +133,8 @@ func (e *Exporter) Flush(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	var terr, merr error
-	if e.tp != nil {
-		wg.Go(func() { terr = e.tp.ForceFlush(ctx) })
+	if e.spans != nil {
+		wg.Go(func() { terr = e.spans.export(ctx) })
 	}
 	if e.mp != nil {
 		wg.Go(func() { merr = e.mp.ForceFlush(ctx) })
@@ -177,8 +148,8 @@ func (e *Exporter) Shutdown(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	var terr, merr error
-	if e.tp != nil {
-		wg.Go(func() { terr = e.tp.Shutdown(ctx) })
+	if e.spans != nil {
+		wg.Go(func() { terr = e.spans.shutdown(ctx) })
 	}
 	if e.mp != nil {
 		wg.Go(func() { merr = e.mp.Shutdown(ctx) })
@@ -197,76 +168,54 @@ func (e *Exporter) Ready(ctx context.Context, host string, at time.Time) {
 }
 
 // Begin starts a request's server span, continuing the caller's trace
-// only when configured to trust it. A new root the sampler passes over
-// is no SDK span, only a span context (roots, sampling.go); a recorded
-// span's attributes are built when it ends (endSpan): the sampler sees a
-// span's name and parent, never its attributes (no sampler of the
-// specification's reads them).
+// only when configured to trust it. A span the sampler passes over is
+// only a span context; a recorded one keeps the request as it ends, its
+// attributes built when its batch is encoded (span).
 func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Header) context.Context {
-	if e.tp == nil {
-		// No spans; a trusted caller's trace still reaches the backends
-		// (Attempt's traceparent).
-		if e.cfg.TrustTraceparent {
-			ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
-		}
-		return ctx
-	}
-	root := true
+	var parent trace.SpanContext
 	if e.cfg.TrustTraceparent {
 		ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
-		root = !trace.SpanContextFromContext(ctx).IsValid()
+		parent = trace.SpanContextFromContext(ctx)
 	}
-	if root && e.roots.decide {
-		tid := newTraceID()
-		if !e.roots.records(tid) {
-			return trace.ContextWithSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID()}))
-		}
-		ctx = context.WithValue(ctx, drawnTraceID{}, tid)
+	if e.spans == nil {
+		// No spans; a trusted caller's trace still reaches the backends
+		// (Attempt).
+		return ctx
 	}
-	// The span's attributes are set when it ends (endSpan), in one call.
-	name := e.sets.name(method, route)
-	if root {
-		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
-	} else {
-		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan)
+	sc, rec := e.newSpan(parent)
+	if !rec {
+		return context.WithValue(ctx, spanKey{}, sc)
 	}
-	return ctx
+	return context.WithValue(ctx, spanKey{}, &span{sc: sc, parent: parent, name: e.sets.name(method, route), start: time.Now()})
 }
 
 // Attempt starts a backend attempt's client span under the request's and
 // writes its traceparent into req's headers (a span the sampler passed
 // over too, so the backend is told not to record it). AttemptEnd ends it
 // with the context Attempt returns: a dropped attempt's is ctx itself,
-// so that one costs no span, no context and no closure.
+// so that one costs no span and no context.
 func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.Attempt) context.Context {
-	if p := trace.SpanContextFromContext(ctx); e.roots.drops(p) {
-		setTraceparent(req.Header, p.TraceID(), newSpanID(), p.TraceFlags().WithSampled(false))
+	parent := parentOf(ctx)
+	if e.spans == nil {
+		if parent.IsValid() {
+			setTraceparent(req.Header, parent)
+		}
 		return ctx
 	}
-	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
-	if span.SpanContext().IsValid() {
-		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	sc, rec := e.newSpan(parent)
+	setTraceparent(req.Header, sc)
+	if !rec {
+		return ctx
 	}
-	return ctx
+	return context.WithValue(ctx, spanKey{}, &span{sc: sc, parent: parent, client: true, name: e.sets.name(a.Operation, a.Model), start: time.Now()})
 }
 
 // AttemptEnd ends the attempt Attempt began (ctx is the context it
 // returned) with its result.
 func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		// Every attribute in one call: the SDK grows its list on each.
-		var kv [9]attribute.KeyValue
-		attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
-			attribute.Int("llmgw.endpoint.priority", a.Priority))
-		if r.Status != 0 {
-			attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
-		}
-		if r.ErrorType != "" {
-			attrs = append(attrs, attribute.String("error.type", r.ErrorType))
-			span.SetStatus(codes.Error, r.ErrorType)
-		}
-		span.SetAttributes(attrs...)
-		span.End()
+	if s := recorded(ctx); s != nil && s.client && s.ended.CompareAndSwap(false, true) {
+		s.att, s.res, s.end = *a, r, time.Now()
+		e.spans.add(s)
 	}
 	e.failedOver(r, a)
 }
@@ -289,7 +238,18 @@ func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 // metric's attribute set is built once per distinct set of values
 // (sets), not per request.
 func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
-	e.endSpan(ctx, r)
+	if s := recorded(ctx); s != nil && !s.client && s.ended.CompareAndSwap(false, true) {
+		// Named for what it was: GenAI's "{operation} {model}" for a
+		// model call.
+		if r.Operation != "" && r.Model != "" {
+			s.name = e.sets.name(r.Operation, r.Model)
+		}
+		s.req, s.end = *r, r.End
+		if s.end.IsZero() {
+			s.end = time.Now()
+		}
+		e.spans.add(s)
+	}
 	if e.mp == nil {
 		return
 	}
@@ -336,46 +296,4 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())
 		}
 	}
-}
-
-// endSpan names the server span for what it was (GenAI's "{operation}
-// {model}" for a model call), sets its attributes, and ends it at r.End.
-func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return
-	}
-	if r.Operation != "" && r.Model != "" {
-		span.SetName(e.sets.name(r.Operation, r.Model))
-	}
-	// Every attribute in one call: the SDK grows its list on each.
-	var kv [18]attribute.KeyValue
-	attrs := append(kv[:0],
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", r.Route),
-		attribute.Int("http.response.status_code", r.Status),
-		attribute.String("llmgw.tenant.id", r.Tenant),
-		attribute.String("llmgw.tenant.name", r.TenantName),
-		attribute.Int("llmgw.attempts", r.Attempts),
-	)
-	if r.Operation != "" {
-		attrs = append(attrs,
-			attribute.String("gen_ai.operation.name", r.Operation),
-			attribute.String("gen_ai.provider.name", r.Provider),
-			attribute.String("gen_ai.request.model", r.Model),
-			attribute.String("gen_ai.response.model", r.ResponseModel),
-			attribute.String("server.address", r.ServerAddress),
-			attribute.String("llmgw.pool", r.Pool),
-			attribute.Bool("llmgw.stream", r.Stream),
-		)
-		if r.Usage {
-			attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", r.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", r.OutputTokens))
-		}
-	}
-	if r.ErrorType != "" {
-		attrs = append(attrs, attribute.String("error.type", r.ErrorType))
-		span.SetStatus(codes.Error, r.ErrorType)
-	}
-	span.SetAttributes(attrs...)
-	span.End(trace.WithTimestamp(r.End))
 }

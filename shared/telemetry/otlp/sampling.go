@@ -1,86 +1,78 @@
 package otlp
 
 import (
-	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"math/rand/v2"
-	"net/http"
 
 	"go.opentelemetry.io/otel/trace"
 )
 
-// roots is the sampler's decision for a request's own (root) span, made
-// by the exporter before the SDK sees the span: most requests are not
-// recorded (DefaultSampler records one in ten), and a request the
-// sampler passes over then costs two random numbers and a span context
-// in its context, not an SDK span, its options and sampler call for the
-// request and again for each backend attempt.
+// sampler decides which spans are recorded, exactly as the SDK's sampler
+// of the same name (OTEL_TRACES_SAMPLER) decides them: most requests are
+// not recorded (DefaultSampler records one in ten), and a request the
+// sampler passes over costs two random numbers and a span context in its
+// context, and a traceparent for each backend attempt.
 //
-// It decides exactly as the SDK's TraceIDRatioBased does, on a trace ID
-// the exporter draws; a root it records is started by the SDK with that
-// same trace ID (idGenerator), so the SDK's sampler decides it the same
-// way and a recorded trace's ID is one a ratio sampler downstream also
-// records.
-type roots struct {
-	// decide: the exporter decides roots and drops their children
-	// (the samplers below); false: every span goes to the SDK
-	// (always_on, parentbased_always_on, a ratio of 1).
-	decide bool
-	// bound: a root is recorded when its trace ID's last 8 bytes, read
-	// big-endian and shifted right once, are below it (the SDK's rule).
+// The ratio samplers decide as the SDK's TraceIDRatioBased does, on the
+// trace ID, so a trace this gateway records is one a ratio sampler
+// downstream records too; the parent-based ones follow a valid parent's
+// sampled flag (a trusted caller's, or the request's for an attempt).
+type sampler struct {
+	// parentBased: a span with a valid parent is recorded when its parent
+	// was sampled; roots decides the others.
+	parentBased bool
+	roots       rootRule
+	// bound: for ratioRoots, a trace is recorded when its ID's last 8
+	// bytes, read big-endian and shifted right once, are below it (the
+	// SDK's rule).
 	bound uint64
 }
 
-// newRoots is the exporter's part of the named sampler (FromEnv checked
-// the name; "" is not passed).
-func newRoots(name string, ratio float64) roots {
+// rootRule is what a sampler does with a span it decides by itself.
+type rootRule uint8
+
+const (
+	noRoots rootRule = iota
+	allRoots
+	ratioRoots
+)
+
+// newSampler is the named sampler (FromEnv checked the name; "" is
+// DefaultSampler's parent-based always_on, ratio aside).
+func newSampler(name string, ratio float64) sampler {
+	s := sampler{parentBased: name == "" || name == "parentbased_always_on" || name == "parentbased_always_off" || name == "parentbased_traceidratio"}
 	switch name {
 	case "always_off", "parentbased_always_off":
-		return roots{decide: true}
+		s.roots = noRoots
 	case "traceidratio", "parentbased_traceidratio":
 		switch {
 		case ratio >= 1:
-			return roots{}
+			s.roots = allRoots
 		case ratio <= 0:
-			return roots{decide: true}
+			s.roots = noRoots
+		default:
+			s.roots, s.bound = ratioRoots, uint64(ratio*(1<<63))
 		}
-		return roots{decide: true, bound: uint64(ratio * (1 << 63))}
+	default:
+		s.roots = allRoots
 	}
-	return roots{}
+	return s
 }
 
-// records reports whether the sampler records a root span of trace tid.
-func (r roots) records(tid trace.TraceID) bool {
-	return binary.BigEndian.Uint64(tid[8:16])>>1 < r.bound
-}
-
-// drops reports whether the sampler drops a new span whose parent is
-// parent, which the exporter then starts without the SDK: a local parent
-// it did not record (ParentBased drops the children of a dropped local
-// parent; traceidratio decides a child on its trace ID, as it decided
-// the root; always_off drops everything). A remote parent, or one with
-// a tracestate to carry, goes to the SDK.
-func (r roots) drops(parent trace.SpanContext) bool {
-	return r.decide && parent.IsValid() && !parent.IsSampled() && !parent.IsRemote() && parent.TraceState().Len() == 0
-}
-
-// drawnTraceID carries the trace ID the exporter drew for a root it
-// records, to idGenerator.
-type drawnTraceID struct{}
-
-// idGenerator is the SDK's ID generator, with the trace ID of a root the
-// exporter decided to record.
-type idGenerator struct{}
-
-func (idGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	if tid, ok := ctx.Value(drawnTraceID{}).(trace.TraceID); ok {
-		return tid, newSpanID()
+// records reports whether a new span of trace tid under parent (invalid:
+// a root) is recorded.
+func (s sampler) records(parent trace.SpanContext, tid trace.TraceID) bool {
+	if s.parentBased && parent.IsValid() {
+		return parent.IsSampled()
 	}
-	return newTraceID(), newSpanID()
+	switch s.roots {
+	case allRoots:
+		return true
+	case ratioRoots:
+		return binary.BigEndian.Uint64(tid[8:16])>>1 < s.bound
+	}
+	return false
 }
-
-func (idGenerator) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
 
 // newTraceID and newSpanID draw valid (non-zero) IDs, as the SDK's own
 // generator does (math/rand/v2's per-thread source: no lock).
@@ -99,17 +91,4 @@ func newSpanID() trace.SpanID {
 		binary.NativeEndian.PutUint64(sid[:], rand.Uint64())
 	}
 	return sid
-}
-
-// setTraceparent writes a W3C traceparent (version 00) into h, as the
-// propagator would for a span context without a tracestate.
-func setTraceparent(h http.Header, tid trace.TraceID, sid trace.SpanID, flags trace.TraceFlags) {
-	var b [55]byte
-	copy(b[:], "00-")
-	hex.Encode(b[3:35], tid[:])
-	b[35] = '-'
-	hex.Encode(b[36:52], sid[:])
-	b[52] = '-'
-	hex.Encode(b[53:55], []byte{byte(flags)})
-	h["Traceparent"] = []string{string(b[:])}
 }

@@ -12,7 +12,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/llmgw/gateway/shared/telemetry"
 )
@@ -23,8 +22,7 @@ const (
 	callerTrace   = "00-" + callerTraceID + "-00f067aa0ba902b7-01"
 )
 
-// TestSamplerDecidesAsTheSDK: the exporter decides a request's root span
-// itself (roots); for every sampler, each request is recorded exactly
+// TestSamplerDecidesAsTheSDK: for every sampler, each request is recorded exactly
 // when the SDK's own sampler records a root of the trace ID the backend
 // was told, an unrecorded request tells its backend an unsampled
 // traceparent of its own, and a recorded one exports its server and
@@ -35,16 +33,15 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 	for _, tc := range []struct {
 		sampler string
 		ratio   float64
-		decide  bool
 	}{
-		{"parentbased_traceidratio", 0.3, true},
-		{"traceidratio", 0.3, true},
-		{"parentbased_traceidratio", 0, true},
-		{"parentbased_traceidratio", 1, false},
-		{"always_off", 1, true},
-		{"parentbased_always_off", 1, true},
-		{"always_on", 1, false},
-		{"parentbased_always_on", 1, false},
+		{"parentbased_traceidratio", 0.3},
+		{"traceidratio", 0.3},
+		{"parentbased_traceidratio", 0},
+		{"parentbased_traceidratio", 1},
+		{"always_off", 1},
+		{"parentbased_always_off", 1},
+		{"always_on", 1},
+		{"parentbased_always_on", 1},
 	} {
 		t.Run(tc.sampler, func(t *testing.T) {
 			t.Parallel()
@@ -53,17 +50,14 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if exp.roots.decide != tc.decide {
-				t.Errorf("roots.decide = %v, want %v", exp.roots.decide, tc.decide)
-			}
-			sdk := sampler(tc.sampler, tc.ratio)
+			sdk := sdkSampler(tc.sampler, tc.ratio)
 			type sent struct{ tid, sid string }
 			recorded, dropped := map[sent]bool{}, map[string]bool{}
 			for i := range 300 {
 				// A caller's own sampled traceparent, not trusted: it
 				// neither forces a trace nor names one.
 				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{"Traceparent": {callerTrace}})
-				recording := trace.SpanFromContext(ctx).IsRecording()
+				_, recording := ctx.Value(spanKey{}).(*span)
 				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
 				a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
 				exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
@@ -100,25 +94,13 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			// Every recorded request exported its two spans under the
 			// trace the backend was told, and nothing else was exported.
 			servers, clients := map[string]bool{}, map[sent]bool{}
-			col.mu.Lock()
-			defer col.mu.Unlock()
-			for _, b := range col.bodies["/v1/traces"] {
-				td := new(tracepb.TracesData)
-				if err := proto.Unmarshal(b, td); err != nil {
-					t.Fatal(err)
-				}
-				for _, rs := range td.ResourceSpans {
-					for _, ss := range rs.ScopeSpans {
-						for _, s := range ss.Spans {
-							tid := hex.EncodeToString(s.TraceId)
-							switch s.Kind {
-							case tracepb.Span_SPAN_KIND_SERVER:
-								servers[tid] = true
-							case tracepb.Span_SPAN_KIND_CLIENT:
-								clients[sent{tid, hex.EncodeToString(s.SpanId)}] = true
-							}
-						}
-					}
+			for _, s := range exported(t, col) {
+				tid := hex.EncodeToString(s.TraceId)
+				switch s.Kind {
+				case tracepb.Span_SPAN_KIND_SERVER:
+					servers[tid] = true
+				case tracepb.Span_SPAN_KIND_CLIENT:
+					clients[sent{tid, hex.EncodeToString(s.SpanId)}] = true
 				}
 			}
 			if len(servers) != len(recorded) || len(clients) != len(recorded) {
@@ -135,8 +117,7 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 
 // TestUnsampledCallerTraceKeepsItsState: a trusted caller's trace that
 // its sampler dropped reaches the backend as the caller's trace, dropped,
-// with its tracestate (the SDK's path: the exporter decides only roots
-// and the children of spans without a state to carry).
+// with its tracestate.
 func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
@@ -162,6 +143,53 @@ func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 		}
 		if sc.SpanID().String() == "00f067aa0ba902b7" {
 			t.Errorf("caller %s/%q: backend's parent is the caller's span, want the gateway's", tc.flags, tc.state)
+		}
+	}
+}
+
+// sdkSampler is the SDK's sampler of that name, the one the gateway's
+// decides as.
+func sdkSampler(name string, ratio float64) sdktrace.Sampler {
+	switch name {
+	case "always_on":
+		return sdktrace.AlwaysSample()
+	case "always_off":
+		return sdktrace.NeverSample()
+	case "traceidratio":
+		return sdktrace.TraceIDRatioBased(ratio)
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample())
+	case "parentbased_traceidratio":
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	}
+	return sdktrace.ParentBased(sdktrace.AlwaysSample())
+}
+
+// TestSamplerIsTheSDKs: every sampler decides every span as the SDK's
+// of the same name: a root, and a child of a remote or local parent,
+// sampled or not, over trace IDs drawn at random.
+func TestSamplerIsTheSDKs(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"} {
+		for _, ratio := range []float64{0, 1e-9, 0.1, 0.5, 0.999, 1, 2} {
+			ours, sdk := newSampler(name, ratio), sdkSampler(name, ratio)
+			for i := range 400 {
+				tid := newTraceID()
+				parents := []trace.SpanContext{{}}
+				for _, remote := range []bool{false, true} {
+					for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled} {
+						parents = append(parents, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, Remote: remote}))
+					}
+				}
+				for _, p := range parents {
+					ctx := trace.ContextWithSpanContext(context.Background(), p)
+					want := sdk.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: tid, Name: "x"}).Decision == sdktrace.RecordAndSample
+					if got := ours.records(p, tid); got != want {
+						t.Fatalf("%q %v, trace %d %s, parent %v (remote %v, sampled %v): records %v, the SDK's %v",
+							name, ratio, i, tid, p.IsValid(), p.IsRemote(), p.IsSampled(), got, want)
+					}
+				}
+			}
 		}
 	}
 }

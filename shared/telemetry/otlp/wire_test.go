@@ -1,15 +1,19 @@
 package otlp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
@@ -232,72 +236,132 @@ func TestMetricsLeavesOutWhatItCannotEncode(t *testing.T) {
 	}
 }
 
+// TestSpansDecodeAsOTLP: the spans of a request that failed over, under
+// a trusted caller's trace with a tracestate, decode as the SDK's spans
+// of the same IDs, times and attributes would, encoded by the SDK
+// exporters' rules (wantSpans); the attributes are those the gateway set
+// on the SDK's spans before its spans were its own.
 func TestSpansDecodeAsOTLP(t *testing.T) {
 	t.Parallel()
-	rec := tracetest.NewSpanRecorder()
-	other := resource.NewSchemaless(attribute.String("service.name", "other"))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(testResource),
-		sdktrace.WithRawSpanLimits(sdktrace.SpanLimits{AttributeCountLimit: 30, EventCountLimit: 2, LinkCountLimit: 1,
-			AttributePerEventCountLimit: 1, AttributePerLinkCountLimit: 2, AttributeValueLengthLimit: -1}))
-	tp2 := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithResource(other))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = tp2.Shutdown(context.Background()) })
-
-	tr := tp.Tracer("scope", trace.WithInstrumentationVersion("1.0"), trace.WithSchemaURL("https://example.com/t"),
-		trace.WithInstrumentationAttributes(attribute.Bool("lib", true)))
+	col := newCollector(t)
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "parentbased_always_on", TrustTraceparent: true,
+		ServiceName: "llmgw", Resource: map[string]string{"service.instance.id": "abc"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+	in := http.Header{"Traceparent": {callerTrace}, "Tracestate": {"vendor=v1,other=o"}}
+	ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", in)
+	attempts := []struct {
+		a telemetry.Attempt
+		r telemetry.Result
+	}{
+		{telemetry.Attempt{Operation: "chat", Model: "llama", ResponseModel: "meta/llama", Provider: "vllm", ServerAddress: "b1", ServerPort: 8000, Tenant: "t1"},
+			telemetry.Result{Status: 429, ErrorType: "upstream_rate_limited", Failover: true, Spill: true}},
+		{telemetry.Attempt{Operation: "chat", Model: "llama", ResponseModel: "meta/llama", Provider: "azure.ai.openai", ServerAddress: "b2", ServerPort: 443, Tenant: "t1", Priority: 1},
+			telemetry.Result{Status: 200}},
+	}
+	for _, at := range attempts {
+		req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
+		exp.AttemptEnd(exp.Attempt(ctx, req, &at.a), &at.a, at.r)
+	}
+	end := time.Unix(1700000000, 123456789)
+	r := &telemetry.Request{Route: "/v1/chat/completions", Method: "POST", Status: 200, Tenant: "t1", TenantName: "One", Operation: "chat",
+		Model: "llama", ResponseModel: "meta/llama", Pool: "p", Provider: "azure.ai.openai", ServerAddress: "b2", ServerPort: 443, Stream: true,
+		Usage: true, InputTokens: 12, OutputTokens: 30, Attempts: 2, End: end}
+	exp.End(ctx, r)
+	// A request that failed, in a trace of its own.
+	ctx2 := exp.Begin(context.Background(), "GET", "/v1/models", http.Header{})
+	exp.End(ctx2, &telemetry.Request{Route: "/v1/models", Method: "GET", Status: 401, ErrorType: "invalid_token", End: end})
+	if _, err := exp.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	col.mu.Lock()
+	bodies := col.bodies["/v1/traces"]
+	col.mu.Unlock()
+	if len(bodies) != 1 {
+		t.Fatalf("%d exports, want 1", len(bodies))
+	}
+	got := new(tracepb.TracesData)
+	if err := proto.Unmarshal(bodies[0], got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.ResourceSpans) != 1 || len(got.ResourceSpans[0].ScopeSpans) != 1 || len(got.ResourceSpans[0].ScopeSpans[0].Spans) != 4 {
+		t.Fatalf("exported %v, want 4 spans of one resource and scope", got)
+	}
+	spans := got.ResourceSpans[0].ScopeSpans[0].Spans
 	ts, err := trace.ParseTraceState("vendor=v1,other=o")
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote := trace.NewSpanContext(trace.SpanContextConfig{TraceID: [16]byte{9, 9}, SpanID: [8]byte{8, 8},
-		TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true})
-	start := time.Unix(1700000000, 123456789)
-	ctx, server := tr.Start(trace.ContextWithRemoteSpanContext(context.Background(), remote), "chat llama",
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start), trace.WithAttributes(every...),
-		trace.WithLinks(trace.Link{SpanContext: remote, Attributes: []attribute.KeyValue{attribute.String("a", "b")}},
-			trace.Link{SpanContext: remote}))
-	server.AddEvent("dropped")
-	server.AddEvent("kept")
-	server.AddEvent("one attribute kept", trace.WithTimestamp(start.Add(time.Millisecond)), trace.WithAttributes(attribute.Int("n", 1), attribute.Int("m", 2)))
-	_, client := tr.Start(ctx, "chat llama", trace.WithSpanKind(trace.SpanKindClient))
-	client.SetStatus(codes.Error, "upstream_timeout")
-	client.End()
-	_, ok := tp.Tracer("").Start(ctx, "ok", trace.WithSpanKind(trace.SpanKindInternal))
-	ok.SetStatus(codes.Ok, "")
-	ok.End()
-	_, p := tp2.Tracer("scope2").Start(context.Background(), "elsewhere", trace.WithSpanKind(trace.SpanKindProducer))
-	p.End()
-	_, p = tp.Tracer("scope3").Start(context.Background(), "third scope", trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer))
-	p.End()
-	server.End(trace.WithTimestamp(start.Add(time.Second)))
-
-	spans := rec.Ended()
-	if len(spans) != 5 || spans[4].DroppedEvents() != 1 || spans[4].DroppedLinks() != 1 {
-		t.Fatalf("the SDK recorded %d spans", len(spans))
-	}
-	b := appendSpans(nil, spans)
-	got := new(tracepb.TracesData)
-	if err := proto.Unmarshal(b, got); err != nil {
+	tid, err := trace.TraceIDFromHex(callerTraceID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	same(t, got, wantSpans(spans))
-
+	caller := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: [8]byte{0, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled, TraceState: ts, Remote: true})
+	ids := func(s *tracepb.Span, state trace.TraceState) trace.SpanContext {
+		return trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID(s.TraceId), SpanID: trace.SpanID(s.SpanId), TraceFlags: trace.FlagsSampled, TraceState: state})
+	}
+	server := ids(spans[2], ts)
+	at := func(s *tracepb.Span) (time.Time, time.Time) {
+		return time.Unix(0, int64(s.StartTimeUnixNano)), time.Unix(0, int64(s.EndTimeUnixNano))
+	}
+	stub := func(s *tracepb.Span, sc, parent trace.SpanContext, kind trace.SpanKind, status sdktrace.Status, kv ...attribute.KeyValue) tracetest.SpanStub {
+		start, stop := at(s)
+		return tracetest.SpanStub{Name: s.Name, SpanContext: sc, Parent: parent, SpanKind: kind, StartTime: start, EndTime: stop,
+			Attributes: kv, Status: status, Resource: exp.spans.res, InstrumentationScope: instrumentation.Scope{Name: scope}}
+	}
+	ok := sdktrace.Status{}
+	want := tracetest.SpanStubs{
+		stub(spans[0], ids(spans[0], ts), server, trace.SpanKindClient, sdktrace.Status{Code: codes.Error, Description: "upstream_rate_limited"},
+			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", "vllm"),
+			attribute.String("gen_ai.request.model", "llama"), attribute.String("gen_ai.response.model", "meta/llama"),
+			attribute.String("server.address", "b1"), attribute.Int("server.port", 8000), attribute.Int("llmgw.endpoint.priority", 0),
+			attribute.Int("http.response.status_code", 429), attribute.String("error.type", "upstream_rate_limited")),
+		stub(spans[1], ids(spans[1], ts), server, trace.SpanKindClient, ok,
+			attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", "azure.ai.openai"),
+			attribute.String("gen_ai.request.model", "llama"), attribute.String("gen_ai.response.model", "meta/llama"),
+			attribute.String("server.address", "b2"), attribute.Int("server.port", 443), attribute.Int("llmgw.endpoint.priority", 1),
+			attribute.Int("http.response.status_code", 200)),
+		stub(spans[2], server, caller, trace.SpanKindServer, ok,
+			attribute.String("http.request.method", "POST"), attribute.String("http.route", "/v1/chat/completions"),
+			attribute.Int("http.response.status_code", 200), attribute.String("llmgw.tenant.id", "t1"), attribute.String("llmgw.tenant.name", "One"),
+			attribute.Int("llmgw.attempts", 2), attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", "azure.ai.openai"),
+			attribute.String("gen_ai.request.model", "llama"), attribute.String("gen_ai.response.model", "meta/llama"),
+			attribute.String("server.address", "b2"), attribute.String("llmgw.pool", "p"), attribute.Bool("llmgw.stream", true),
+			attribute.Int64("gen_ai.usage.input_tokens", 12), attribute.Int64("gen_ai.usage.output_tokens", 30)),
+		stub(spans[3], ids(spans[3], trace.TraceState{}), trace.SpanContext{}, trace.SpanKindServer, sdktrace.Status{Code: codes.Error, Description: "invalid_token"},
+			attribute.String("http.request.method", "GET"), attribute.String("http.route", "/v1/models"),
+			attribute.Int("http.response.status_code", 401), attribute.String("llmgw.tenant.id", ""), attribute.String("llmgw.tenant.name", ""),
+			attribute.Int("llmgw.attempts", 0), attribute.String("error.type", "invalid_token")),
+	}
+	same(t, got, wantSpans(want.Snapshots()))
 	// Spot checks that do not go through wantSpans.
-	if n := len(got.ResourceSpans); n != 2 {
-		t.Fatalf("%d resources, want 2", n)
+	if s := spans[2]; s.Name != "chat llama" || s.Flags != 0x301 || s.EndTimeUnixNano != uint64(end.UnixNano()) || s.TraceState != "vendor=v1,other=o" {
+		t.Errorf("server span %v", s)
 	}
-	if n := len(got.ResourceSpans[0].ScopeSpans); n != 3 {
-		t.Fatalf("%d scopes, want 3 (scope, the empty one, scope3)", n)
+	if s := spans[3]; s.Name != "GET /v1/models" || len(s.ParentSpanId) != 0 || s.Flags != 0x101 || bytes.Equal(s.TraceId, spans[2].TraceId) {
+		t.Errorf("a request's own trace: %v", s)
 	}
-	var s *tracepb.Span
-	for _, x := range got.ResourceSpans[0].ScopeSpans[0].Spans {
-		if x.Kind == tracepb.Span_SPAN_KIND_SERVER {
-			s = x
-		}
+}
+
+// spanKind is Span.SpanKind: INTERNAL = 1, SERVER = 2, CLIENT = 3,
+// PRODUCER = 4, CONSUMER = 5, else UNSPECIFIED = 0.
+func spanKind(k trace.SpanKind) uint64 {
+	switch k {
+	case trace.SpanKindInternal:
+		return 1
+	case trace.SpanKindServer:
+		return 2
+	case trace.SpanKindClient:
+		return 3
+	case trace.SpanKindProducer:
+		return 4
+	case trace.SpanKindConsumer:
+		return 5
 	}
-	if s == nil || s.TraceState != "vendor=v1,other=o" || s.Flags != 0x301 || s.ParentSpanId[0] != 8 ||
-		s.StartTimeUnixNano != uint64(start.UnixNano()) || len(s.Events) != 2 || s.Events[1].DroppedAttributesCount != 1 || s.DroppedEventsCount != 1 {
-		t.Fatalf("server span %v", s)
-	}
+	return 0
 }
 
 // same fails t with both messages when they differ.
