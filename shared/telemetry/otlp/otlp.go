@@ -184,9 +184,9 @@ func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Heade
 	}
 	sc, rec := e.newSpan(parent)
 	if !rec {
-		return context.WithValue(ctx, spanKey{}, sc)
+		return withSpan(ctx, sc, nil)
 	}
-	return context.WithValue(ctx, spanKey{}, &span{sc: sc, parent: parent, name: e.sets.name(method, route), start: time.Now()})
+	return withSpan(ctx, sc, &span{sc: sc, parent: parent, name: e.sets.name(method, route), start: time.Now()})
 }
 
 // Attempt starts a backend attempt's client span under the request's and
@@ -207,7 +207,7 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.
 	if !rec {
 		return ctx
 	}
-	return context.WithValue(ctx, spanKey{}, &span{sc: sc, parent: parent, client: true, name: e.sets.name(a.Operation, a.Model), start: time.Now()})
+	return withSpan(ctx, sc, &span{sc: sc, parent: parent, client: true, name: e.sets.name(a.Operation, a.Model), start: time.Now()})
 }
 
 // AttemptEnd ends the attempt Attempt began (ctx is the context it

@@ -52,12 +52,12 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			}
 			sdk := sdkSampler(tc.sampler, tc.ratio)
 			type sent struct{ tid, sid string }
-			recorded, dropped := map[sent]bool{}, map[string]bool{}
+			records, dropped := map[sent]bool{}, map[string]bool{}
 			for i := range 300 {
 				// A caller's own sampled traceparent, not trusted: it
 				// neither forces a trace nor names one.
 				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{"Traceparent": {callerTrace}})
-				_, recording := ctx.Value(spanKey{}).(*span)
+				recording := recorded(ctx) != nil
 				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
 				a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
 				exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
@@ -74,7 +74,7 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 					t.Fatalf("request %d: server span recording %v, want %v", i, recording, want)
 				}
 				if want {
-					recorded[sent{sc.TraceID().String(), sc.SpanID().String()}] = true
+					records[sent{sc.TraceID().String(), sc.SpanID().String()}] = true
 				} else {
 					if dropped[sc.SpanID().String()] {
 						t.Fatalf("request %d: span ID %s told twice", i, sc.SpanID())
@@ -85,8 +85,8 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			// About 90 of 300 at 0.3 (a standard deviation of 8): a
 			// decision the SDK remade on another trace ID would record
 			// about 27.
-			if tc.ratio == 0.3 && (len(recorded) < 45 || len(recorded) > 135) {
-				t.Fatalf("ratio 0.3 recorded %d of 300 requests, want about 90", len(recorded))
+			if tc.ratio == 0.3 && (len(records) < 45 || len(records) > 135) {
+				t.Fatalf("ratio 0.3 recorded %d of 300 requests, want about 90", len(records))
 			}
 			if _, err := exp.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
@@ -103,10 +103,10 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 					clients[sent{tid, hex.EncodeToString(s.SpanId)}] = true
 				}
 			}
-			if len(servers) != len(recorded) || len(clients) != len(recorded) {
-				t.Errorf("exported %d server and %d client spans; %d requests recorded", len(servers), len(clients), len(recorded))
+			if len(servers) != len(records) || len(clients) != len(records) {
+				t.Errorf("exported %d server and %d client spans; %d requests recorded", len(servers), len(clients), len(records))
 			}
-			for s := range recorded {
+			for s := range records {
 				if !servers[s.tid] || !clients[s] {
 					t.Errorf("recorded trace %s (backend's parent %s): server span exported %v, client span %v", s.tid, s.sid, servers[s.tid], clients[s])
 				}

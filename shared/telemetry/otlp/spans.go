@@ -44,28 +44,47 @@ type span struct {
 	res        telemetry.Result  // and how it ended
 }
 
-// spanKey is the context key of a request's or attempt's span: a *span
-// recorded, or the trace.SpanContext of one the sampler passed over
-// (which costs no span, only its context, so that the backend is told the
-// trace).
+// spanCtx is a context with a request's or attempt's span: the span's
+// context, and the span itself when it is recorded (one the sampler
+// passed over costs no span, only its context, so that the backend is
+// told the trace). One allocation, where context.WithValue would box
+// the span context in a second.
+type spanCtx struct {
+	context.Context
+	sc  trace.SpanContext
+	rec *span // nil: not recorded
+}
+
+// spanKey is the key under which a spanCtx finds itself.
 type spanKey struct{}
+
+func (c *spanCtx) Value(key any) any {
+	if key == (spanKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// withSpan is ctx with the span of context sc (rec: recorded).
+func withSpan(ctx context.Context, sc trace.SpanContext, rec *span) context.Context {
+	return &spanCtx{Context: ctx, sc: sc, rec: rec}
+}
 
 // parentOf is the span context a new span in ctx is the child of: the
 // exporter's own, or a caller's that Begin extracted.
 func parentOf(ctx context.Context) trace.SpanContext {
-	switch v := ctx.Value(spanKey{}).(type) {
-	case *span:
-		return v.sc
-	case trace.SpanContext:
-		return v
+	if c, ok := ctx.Value(spanKey{}).(*spanCtx); ok {
+		return c.sc
 	}
 	return trace.SpanContextFromContext(ctx)
 }
 
 // recorded is ctx's span when the exporter records it.
 func recorded(ctx context.Context) *span {
-	s, _ := ctx.Value(spanKey{}).(*span)
-	return s
+	if c, ok := ctx.Value(spanKey{}).(*spanCtx); ok {
+		return c.rec
+	}
+	return nil
 }
 
 // newSpan decides a new span under parent: its span context, and whether
