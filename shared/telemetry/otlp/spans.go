@@ -199,13 +199,18 @@ type batch struct {
 	shut    bool
 
 	kick chan struct{} // a batch is full
+	// one holds the export running (cap 1): a Flush waits for the
+	// background export in flight, whose spans left the queue already,
+	// as the SDK's ForceFlush does (on Lambda the sandbox may freeze as
+	// soon as the flush returns).
+	one  chan struct{}
 	stop chan struct{} // closed at Shutdown
 	done chan struct{} // closed when the loop returned
 }
 
 func newBatch(out *spanExporter, res *resource.Resource, cfg Config) *batch {
 	b := &batch{out: out, res: res, size: cfg.BatchSize, max: cfg.QueueSize, delay: cfg.BatchDelay, timeout: cfg.BatchTimeout,
-		onError: otel.Handle, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		onError: otel.Handle, kick: make(chan struct{}, 1), one: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if b.max <= 0 {
 		b.max = DefaultQueueSize
 	}
@@ -272,9 +277,15 @@ func (b *batch) loop() {
 }
 
 // export sends every span queued when it is called or while it runs, a
-// batch at a time, until ctx ends; the spans of a failed batch are lost,
-// as the SDK's are.
+// batch at a time, until ctx ends, after the export in flight, if any;
+// the spans of a failed batch are lost, as the SDK's are.
 func (b *batch) export(ctx context.Context) error {
+	select {
+	case b.one <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-b.one }()
 	var errs error
 	for ctx.Err() == nil {
 		b.mu.Lock()

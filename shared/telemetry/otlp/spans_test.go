@@ -55,6 +55,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// held is a gate a collector's answer waits on, and what opens it, once:
+// a test also opens it in a cleanup registered after the exporter's and
+// the collector's (cleanups run last first: they wait for that answer).
+func held() (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(c) }) }
+	return c, let
+}
+
 // TestFullBatchExportsAtOnce: a full batch goes out without waiting for
 // the schedule delay; the rest waits for it, or for Flush.
 func TestFullBatchExportsAtOnce(t *testing.T) {
@@ -85,13 +95,14 @@ func TestFullBatchExportsAtOnce(t *testing.T) {
 // says how many; nothing queued is lost.
 func TestFullQueueDropsAndSays(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
+	release, let := held()
 	col := newCollector(t, func(w http.ResponseWriter) { <-release })
 	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on", BatchSize: 2, QueueSize: 4, BatchDelay: time.Hour, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+	t.Cleanup(let)
 	// The background export, not Flush, may be the one to say.
 	var mu sync.Mutex
 	var said []error
@@ -108,7 +119,7 @@ func TestFullQueueDropsAndSays(t *testing.T) {
 	if n := exp.spans.pending(); n != 4 {
 		t.Fatalf("%d spans pending, want the queue's 4", n)
 	}
-	close(release)
+	let()
 	_, err = exp.Flush(context.Background())
 	waitFor(t, "every export", func() bool { return col.n.Load() == 3 })
 	waitFor(t, "the 2 dropped spans reported", func() bool {
@@ -119,6 +130,40 @@ func TestFullQueueDropsAndSays(t *testing.T) {
 	})
 	if got := exported(t, col); len(got) != 6 {
 		t.Fatalf("%d spans exported, want 6", len(got))
+	}
+}
+
+// TestFlushWaitsForTheExportInFlight: a Flush returns only once the
+// batch the background export took off the queue is sent (on Lambda the
+// sandbox may freeze when the flush returns).
+func TestFlushWaitsForTheExportInFlight(t *testing.T) {
+	t.Parallel()
+	release, let := held()
+	col := newCollector(t, func(w http.ResponseWriter) { <-release })
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on", BatchSize: 2, BatchDelay: time.Hour, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+	t.Cleanup(let)
+	request(exp) // a batch: the loop takes it and its export hangs
+	waitFor(t, "the background export", func() bool { return col.n.Load() == 1 && exp.spans.pending() == 0 })
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := exp.Flush(context.Background())
+		flushed <- err
+	}()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with a batch still on its way", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	let()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got := exported(t, col); len(got) != 2 {
+		t.Fatalf("%d spans exported when Flush returned, want 2", len(got))
 	}
 }
 
