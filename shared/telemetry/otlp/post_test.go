@@ -173,7 +173,7 @@ func TestExporterPostsBothSignals(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
 	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", MetricsURL: col.URL + "/v1/metrics", Gzip: true,
-		MetricsHeaders: map[string]string{"Authorization": "Bearer m"}, Start: time.Now().Add(-time.Second)})
+		MetricsHeaders: map[string]string{"Authorization": "Bearer m"}, Start: time.Now().Add(-time.Second), BatchDelay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestFlushWaitsForTheExportInFlight(t *testing.T) {
 func TestSpansEndOnce(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
-	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on"})
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on", BatchDelay: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
