@@ -91,8 +91,8 @@ const DefaultCardinalityLimit = 2000
 // DefaultSampler and DefaultSamplerRatio record one request's trace in
 // ten (a trusted caller's sampled flag decides its own). Not the
 // specification's parentbased_always_on: a recorded trace costs a
-// request about 2–4 KB and 5 µs of CPU (its spans, their batching and
-// export), where its metrics cost about 0.2 KB and 0.7 µs (issue 38;
+// request about 2 KB and 5 µs of CPU (its spans, their batching and
+// export), where its metrics cost about 0.2 KB and 0.6 µs (issue 38;
 // docs/telemetry.md has the figures). Every request is still in the
 // access log and the metrics.
 const (

@@ -214,7 +214,8 @@ func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.
 // returned) with its result.
 func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result) {
 	if s := recorded(ctx); s != nil && s.client && s.ended.CompareAndSwap(false, true) {
-		s.att, s.res, s.end = *a, r, time.Now()
+		s.endAttempt(a, r)
+		s.end = time.Now()
 		e.spans.add(s)
 	}
 	e.failedOver(r, a)
@@ -244,7 +245,8 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 		if r.Operation != "" && r.Model != "" {
 			s.name = e.sets.name(r.Operation, r.Model)
 		}
-		s.req, s.end = *r, r.End
+		s.endRequest(r)
+		s.end = r.End
 		if s.end.IsZero() {
 			s.end = time.Now()
 		}

@@ -62,7 +62,7 @@ func (e *enc) span(s *span, attrs []attribute.KeyValue) {
 	e.attrs(9, attrs)
 	// Status{message = 2, code = 3}; code UNSET = 0, ERROR = 2.
 	st := e.open(15)
-	if t := s.errorType(); t != "" {
+	if t := s.errorType; t != "" {
 		e.str(2, t)
 		e.varint(3, 2)
 	}
