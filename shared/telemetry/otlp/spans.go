@@ -26,8 +26,8 @@ import (
 // four allocations (two spans and their contexts), about 1.1 KB, where
 // the SDK's spans cost it about 6 KB and 16: attributes built and copied
 // on the request's path, a snapshot at End, a channel send, and the batch
-// processor's own goroutine hand-off (issue 38). What it records is what the SDK's spans recorded
-// (wire_test.go compares the two on the wire).
+// processor's own goroutine hand-off (issue 38). What it records is what
+// the SDK's spans recorded (wire_test.go compares the two on the wire).
 type span struct {
 	sc trace.SpanContext
 	// parent is the span's parent: invalid for a root, the caller's
