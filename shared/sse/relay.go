@@ -84,9 +84,9 @@ type WriteFlusher interface {
 	WriteFlush(p []byte) (n int, flushed bool, err error)
 }
 
-// Warmer is a client writer (a WriteFlusher) whose WriteFlush takes a lock in memory the
-// relay touches nowhere else: Warm loads that memory as soon as a read
-// returns, so the cache miss it is at hundreds of streams per core
+// Warmer is a client writer (a WriteFlusher) whose WriteFlush takes a
+// lock in memory the relay touches nowhere else: Warm loads that memory
+// as soon as a read returns, so the cache miss it is at hundreds of streams per core
 // overlaps the relay's scan of the events instead of stalling the
 // WriteFlush after it (issue 38: the keepalive writer's lock was 1.6% of
 // the gateway's CPU per event at 500 streams). What it returns is

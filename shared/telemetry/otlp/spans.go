@@ -237,11 +237,14 @@ func newBatch(out *spanExporter, res *resource.Resource, cfg Config) *batch {
 	return b
 }
 
-// add queues an ended span.
+// add queues an ended span (after shutdown, none: nothing would send
+// it, and it was not dropped for a full queue).
 func (b *batch) add(s *span) {
 	b.mu.Lock()
 	if b.shut || len(b.queue) >= b.max {
-		b.dropped++
+		if !b.shut {
+			b.dropped++
+		}
 		b.mu.Unlock()
 		return
 	}

@@ -207,6 +207,11 @@ func TestSpansEndOnce(t *testing.T) {
 	if n := exp.spans.pending(); n != 0 {
 		t.Errorf("%d spans queued after shutdown", n)
 	}
+	exp.spans.mu.Lock()
+	if n := exp.spans.dropped; n != 0 {
+		t.Errorf("%d spans counted as dropped for a full queue after shutdown", n)
+	}
+	exp.spans.mu.Unlock()
 	if n := col.n.Load(); n != 1 {
 		t.Errorf("%d exports, want 1", n)
 	}
