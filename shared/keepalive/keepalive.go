@@ -29,7 +29,10 @@ type Writer struct {
 	// just took, rather than on one more line per event elsewhere.
 	clock atomic.Int64
 	w     http.ResponseWriter
-	flush func() error // w's own flush (FlusherOf)
+	// flush is w's own flush (FlusherOf): an interface, called as one,
+	// where a method value would be a closure object of its own, one
+	// more line of memory each event loads (issue 38).
+	flush ErrorFlusher
 	every time.Duration
 	now   func() time.Time
 	t     *time.Timer
@@ -82,7 +85,7 @@ func (k *Writer) fire() {
 		k.stopped = true // the client is gone; the request's context ends it
 		return
 	}
-	_ = k.flush()
+	_ = k.flush.FlushError()
 	k.sent++
 	if k.first.IsZero() {
 		k.first = now
@@ -121,7 +124,7 @@ func (k *Writer) WriteFlush(p []byte) (n int, flushed bool, err error) {
 	k.mu.Lock()
 	n, err = k.w.Write(p)
 	if err == nil {
-		err, flushed = k.flush(), true
+		err, flushed = k.flush.FlushError(), true
 	}
 	k.mu.Unlock()
 	return n, flushed, err
@@ -158,10 +161,14 @@ func (k *Writer) Watch(activity *atomic.Int64) {
 // Flush flushes what was written, under the same mutex as the comments.
 func (k *Writer) Flush() error {
 	k.mu.Lock()
-	err := k.flush()
+	err := k.flush.FlushError()
 	k.mu.Unlock()
 	return err
 }
+
+// ErrorFlusher flushes and says whether it could (net/http's
+// FlushError).
+type ErrorFlusher interface{ FlushError() error }
 
 // FlusherOf is w's flush, found once: its FlushError (net/http's writer
 // and the Lambda adapter's have it, so every flush reaches the adapter),
@@ -170,20 +177,30 @@ func (k *Writer) Flush() error {
 // controller's search on every flush is work the floor does not do
 // (issue 38). A writer that cannot flush gets http.ErrNotSupported, as
 // from the controller.
-func FlusherOf(w http.ResponseWriter) func() error {
+func FlusherOf(w http.ResponseWriter) ErrorFlusher {
 	for {
 		switch t := w.(type) {
-		case interface{ FlushError() error }:
-			return t.FlushError
+		case ErrorFlusher:
+			return t
 		case http.Flusher:
-			return func() error { t.Flush(); return nil }
+			return flushOnly{t}
 		case interface{ Unwrap() http.ResponseWriter }:
 			w = t.Unwrap()
 		default:
-			return func() error { return http.ErrNotSupported }
+			return cannotFlush{}
 		}
 	}
 }
+
+// flushOnly is an http.Flusher's flush, which cannot fail.
+type flushOnly struct{ http.Flusher }
+
+func (f flushOnly) FlushError() error { f.Flush(); return nil }
+
+// cannotFlush is the flush of a writer that has none.
+type cannotFlush struct{}
+
+func (cannotFlush) FlushError() error { return http.ErrNotSupported }
 
 // Stop ends the comments; the caller owns the writer again. It reports
 // whether the headers were sent, and is safe on a nil keepalive.

@@ -52,7 +52,7 @@ func TestFlusherOf(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := c.flushes()
-			if err := FlusherOf(c.w)(); !errors.Is(err, c.want) {
+			if err := FlusherOf(c.w).FlushError(); !errors.Is(err, c.want) {
 				t.Fatalf("flush: %v, want %v", err, c.want)
 			}
 			if c.want != http.ErrNotSupported && c.flushes() != before+1 {

@@ -225,7 +225,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.mu.Lock()
 			l.open++
 			l.mu.Unlock()
-			return &conn{Conn: c, l: l}, nil
+			return newConn(c, l), nil
 		}
 		// Closing a victim under the lock is one close(2): cheaper than
 		// collecting them.
@@ -239,7 +239,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		full := l.open >= l.opt.MaxConns
 		var lc *conn
 		if !full {
-			lc = &conn{Conn: c, l: l}
+			lc = newConn(c, l)
 			l.open++
 			l.pending.push(lc)
 			l.watermarkLocked()
@@ -422,6 +422,10 @@ type connKey struct{}
 // since belong to l.mu.
 type conn struct {
 	net.Conn
+	// tcp is a copy of Conn's handle when Conn is a *net.TCPConn (isTCP),
+	// for Write: see newConn.
+	tcp        net.TCPConn
+	isTCP      bool
 	l          *Listener
 	linger     atomic.Bool // an early answer: linger on close
 	closed     atomic.Bool
@@ -431,6 +435,28 @@ type conn struct {
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool         // its slot is given back
 	armIdle    atomic.Bool  // the next read deadline is the idle one: shortened under pressure
+}
+
+// newConn wraps c for l. A TCP connection's handle (a TCPConn is one
+// pointer, to the socket) is copied into the wrapper, so that a write, one
+// per relayed event, goes from the wrapper to the socket as the floor's
+// goes from its TCPConn, not through the TCPConn the listener allocated
+// as well: at hundreds of streams per core each is a likely cache miss
+// (issue 38). Close, deadlines and reads still go through Conn.
+func newConn(c net.Conn, l *Listener) *conn {
+	lc := &conn{Conn: c, l: l}
+	if tc, ok := c.(*net.TCPConn); ok {
+		lc.tcp, lc.isTCP = *tc, true
+	}
+	return lc
+}
+
+// Write writes to the socket (see newConn).
+func (c *conn) Write(p []byte) (int, error) {
+	if c.isTCP {
+		return c.tcp.Write(p)
+	}
+	return c.Conn.Write(p)
 }
 
 type closeWriter interface{ CloseWrite() error }

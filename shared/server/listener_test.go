@@ -191,3 +191,78 @@ func TestListenerPressureAfterIdleHook(t *testing.T) {
 		t.Fatal("the idle deadline set after the regime began was not shortened (still waiting after 10s; the minute-long one stands)")
 	}
 }
+
+// pipeListener hands out the server ends of in-memory pipes: connections
+// that are not TCP.
+type pipeListener struct{ conns chan net.Conn }
+
+func (p pipeListener) Accept() (net.Conn, error) {
+	c, ok := <-p.conns
+	if !ok {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+func (p pipeListener) Close() error   { return nil }
+func (p pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// TestListenerConnWrites: the wrapper writes a TCP connection's bytes
+// through its copy of the socket's handle (newConn) and any other
+// connection's through the connection itself; either way the answer
+// arrives whole, and once the connection is closed a write fails instead
+// of reaching a socket that is gone.
+func TestListenerConnWrites(t *testing.T) {
+	t.Parallel()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	pipes := pipeListener{conns: make(chan net.Conn, 1)}
+	for _, c := range []struct {
+		name  string
+		ln    net.Listener
+		dial  func() net.Conn
+		isTCP bool
+	}{
+		{"tcp", tcp, func() net.Conn {
+			c, err := net.Dial("tcp", tcp.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}, true},
+		{"pipe", pipes, func() net.Conn {
+			server, client := net.Pipe()
+			pipes.conns <- server
+			return client
+		}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ln := NewListener(c.ln, ConnOptions{MaxConns: 8})
+			client := c.dial()
+			defer client.Close()
+			got, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := got.(*conn)
+			if lc.isTCP != c.isTCP {
+				t.Fatalf("isTCP %v, want %v", lc.isTCP, c.isTCP)
+			}
+			const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+			go func() { _, _ = io.WriteString(lc, answer) }()
+			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
+			buf := make([]byte, len(answer))
+			if _, err := io.ReadFull(client, buf); err != nil || string(buf) != answer {
+				t.Fatalf("client read %q, %v; want %q", buf, err, answer)
+			}
+			if err := lc.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lc.Write([]byte("late")); err == nil {
+				t.Fatal("a write after Close succeeded")
+			}
+		})
+	}
+}
