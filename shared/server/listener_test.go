@@ -206,10 +206,12 @@ func (p pipeListener) Accept() (net.Conn, error) {
 func (p pipeListener) Close() error   { return nil }
 func (p pipeListener) Addr() net.Addr { return &net.TCPAddr{} }
 
-// TestListenerConnWrites: the wrapper writes a TCP connection's bytes
-// through its copy of the socket's handle (newConn) and any other
-// connection's through the connection itself; either way the answer
-// arrives whole, and once the connection is closed a write fails instead
+// TestListenerConnWrites: net/http gets a TCP connection as a tcpConn,
+// which writes through its copy of the socket's handle, and any other
+// connection as the wrapper itself; either way the answer arrives whole,
+// the hooks find the wrapper, the methods are net.Conn's and CloseWrite
+// (no ReadFrom of the TCPConn's to bypass the wrapper), and once the
+// connection is closed its slot is given back and a write fails instead
 // of reaching a socket that is gone.
 func TestListenerConnWrites(t *testing.T) {
 	t.Parallel()
@@ -246,21 +248,36 @@ func TestListenerConnWrites(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lc := got.(*conn)
-			if lc.isTCP != c.isTCP {
-				t.Fatalf("isTCP %v, want %v", lc.isTCP, c.isTCP)
+			if _, isTCP := got.(*tcpConn); isTCP != c.isTCP {
+				t.Fatalf("%T: a tcpConn %v, want %v", got, isTCP, c.isTCP)
+			}
+			lc, ok := wrapperOf(got)
+			if !ok || lc.l != ln {
+				t.Fatalf("wrapperOf(%T) = %v, %v", got, lc, ok)
+			}
+			if _, ok := got.(closeWriter); !ok {
+				t.Fatalf("%T has no CloseWrite", got)
+			}
+			if _, ok := got.(io.ReaderFrom); ok {
+				t.Fatalf("%T has a ReadFrom", got)
 			}
 			const answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
-			go func() { _, _ = io.WriteString(lc, answer) }()
+			go func() { _, _ = io.WriteString(got, answer) }()
 			_ = client.SetReadDeadline(time.Now().Add(10 * time.Second))
 			buf := make([]byte, len(answer))
 			if _, err := io.ReadFull(client, buf); err != nil || string(buf) != answer {
 				t.Fatalf("client read %q, %v; want %q", buf, err, answer)
 			}
-			if err := lc.Close(); err != nil {
+			if open, _, _, _ := ln.Counts(); open != 1 {
+				t.Fatalf("%d connections open, want 1", open)
+			}
+			if err := got.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := lc.Write([]byte("late")); err == nil {
+			if open, _, _, _ := ln.Counts(); open != 0 {
+				t.Fatalf("%d connections open after Close, want 0", open)
+			}
+			if _, err := got.Write([]byte("late")); err == nil {
 				t.Fatal("a write after Close succeeded")
 			}
 		})
