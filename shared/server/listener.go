@@ -225,7 +225,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.mu.Lock()
 			l.open++
 			l.mu.Unlock()
-			return (&conn{Conn: c, l: l}).handle(), nil
+			return &conn{Conn: c, l: l}, nil
 		}
 		// Closing a victim under the lock is one close(2): cheaper than
 		// collecting them.
@@ -249,7 +249,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			l.refuse(c)
 			continue
 		}
-		return lc.handle(), nil
+		return lc, nil
 	}
 }
 
@@ -339,7 +339,7 @@ func (l *Listener) lingerTime() time.Duration {
 // is idle, and so may give way, from the end of one request to the
 // start of the next.
 func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
-	c, ok := wrapperOf(nc)
+	c, ok := nc.(*conn)
 	if !ok {
 		return
 	}
@@ -410,7 +410,7 @@ func (l *Listener) refuse(c net.Conn) {
 // ConnContext puts the connection in its requests' contexts, for
 // an early answer's lingering close (http.Server.ConnContext).
 func (l *Listener) ConnContext(ctx context.Context, c net.Conn) context.Context {
-	if lc, ok := wrapperOf(c); ok {
+	if lc, ok := c.(*conn); ok {
 		return context.WithValue(ctx, connKey{}, lc)
 	}
 	return ctx
@@ -431,51 +431,6 @@ type conn struct {
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool         // its slot is given back
 	armIdle    atomic.Bool  // the next read deadline is the idle one: shortened under pressure
-}
-
-// handle is what net/http holds of c: c itself, or for a TCP connection
-// a tcpConn.
-func (c *conn) handle() net.Conn {
-	if tc, ok := c.Conn.(*net.TCPConn); ok {
-		return &tcpConn{tcp: *tc, c: c}
-	}
-	return c
-}
-
-// tcpConn is what net/http holds of a TCP connection: a copy of the
-// socket's handle (a net.TCPConn is one pointer) and the wrapper. Writes,
-// one per relayed event, go from it to the socket, as the floor's go from
-// its TCPConn: a 16-byte object, four to a line of memory like the
-// TCPConns the floor's writes load, where the wrapper (over 100 bytes) is
-// a line of its own for each connection and, at hundreds of streams per
-// core, a cache miss per event (issue 38: 0.8% of the gateway's CPU per
-// event at 300 streams). Everything else goes through the wrapper; the
-// methods are net.Conn's and CloseWrite, as the wrapper's.
-type tcpConn struct {
-	tcp net.TCPConn
-	c   *conn
-}
-
-func (t *tcpConn) Write(p []byte) (int, error)        { return t.tcp.Write(p) }
-func (t *tcpConn) Read(p []byte) (int, error)         { return t.c.Read(p) }
-func (t *tcpConn) Close() error                       { return t.c.Close() }
-func (t *tcpConn) CloseWrite() error                  { return t.c.CloseWrite() }
-func (t *tcpConn) SetReadDeadline(d time.Time) error  { return t.c.SetReadDeadline(d) }
-func (t *tcpConn) SetDeadline(d time.Time) error      { return t.c.SetDeadline(d) }
-func (t *tcpConn) SetWriteDeadline(d time.Time) error { return t.c.SetWriteDeadline(d) }
-func (t *tcpConn) LocalAddr() net.Addr                { return t.c.LocalAddr() }
-func (t *tcpConn) RemoteAddr() net.Addr               { return t.c.RemoteAddr() }
-
-// wrapperOf is the wrapper of a connection the Listener accepted: nil, false
-// for any other.
-func wrapperOf(nc net.Conn) (*conn, bool) {
-	switch c := nc.(type) {
-	case *tcpConn:
-		return c.c, true
-	case *conn:
-		return c, true
-	}
-	return nil, false
 }
 
 type closeWriter interface{ CloseWrite() error }
