@@ -19,6 +19,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/rawconn"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
@@ -295,8 +296,10 @@ func newHTTPClient(c assemble.Backends, roots *x509.CertPool) *http.Client {
 	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
 	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, defaultMaxIdleConnsPerHost)
 	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: http.ProxyFromEnvironment,
+		// Raw reads and writes (package rawconn): a stream's reads then
+		// do not wake the runtime's sysmon on one core (issue 38).
+		DialContext:         rawconn.DialContext(&net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}),
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost,

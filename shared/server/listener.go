@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/rawconn"
 )
 
 // ConnOptions bounds the client connections of an HTTP host.
@@ -221,6 +222,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Reads and writes as raw system calls: on one core they would
+		// otherwise wake the runtime's sysmon after every idle spell
+		// (package rawconn; issue 38).
+		c = rawconn.Wrap(c)
 		if l.opt.MaxConns <= 0 {
 			l.mu.Lock()
 			l.open++
