@@ -10,11 +10,20 @@
 // the P from a call that spans two of its polls and handing it to
 // another thread. At 300 streams on one core sysmon's thread took 9% of
 // the gateway's CPU (817 of 8,941 ms in one A/B run; the zero-logic Go
-// relay's took as much), and 3% with this package (226 of 8,185 ms),
-// the P's work then staying on one thread (issue 38). A socket here is
-// non-blocking, so a read or write returns in microseconds and never
-// blocks in the kernel: nothing needs sysmon to hand the P off during
-// one.
+// relay's took as much), and 3% with this package (256 of 8,353 ms),
+// the P's work then staying on two threads, not five (issue 38). A
+// socket here is non-blocking, so a read or write returns in
+// microseconds and never blocks in the kernel: nothing needs sysmon to
+// hand the P off during one.
+//
+// What it gives up: sysmon also preempts a goroutine that has run for
+// 10 ms without blocking. Asleep, it does so only once it wakes, at the
+// timer that was next due when it went to sleep or at the next system
+// call made through the runtime (an accept, a connect, the access log's
+// write): a goroutine that computes for long right after an idle spell
+// of the P can hold it for longer than 10 ms. The gateway's work per
+// request is bounded (the body cap, the event cap), and a stream's work
+// per event is microseconds.
 //
 // What stays the runtime's: readiness (the netpoller parks a reader or
 // writer on EAGAIN, through syscall.RawConn), deadlines, Close (the
