@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/sse"
 )
 
@@ -30,9 +31,9 @@ func slogAccessLog(w *bytes.Buffer, ex *exchange, end time.Time) {
 		slog.Int("status", ex.status), slog.Int("upstream_status", ex.upstreamStatus), slog.String("outcome", ex.outcome),
 		slog.String("error", ex.detail), slog.Int64("bytes", ex.bytes), slog.Int64("events", ex.events),
 		slog.Int64("prompt_tokens", ex.usage.PromptTokens), slog.Int64("completion_tokens", ex.usage.CompletionTokens),
-		slog.Int64("budget_reserved", ex.budget.reserved()), slog.Int64("budget_charged", ex.budget.chargedTokens()),
-		slog.String("budget_settle", ex.budget.settleState()), slog.String("cost", ex.budget.costText()),
-		slog.String("price_version", ex.budget.priceVersion()), slog.Int64("output_cap", ex.outputCap()),
+		slog.Int64("budget_reserved", ex.budget.Reserved()), slog.Int64("budget_charged", ex.budget.ChargedTokens()),
+		slog.String("budget_settle", ex.budget.SettleState()), slog.String("cost", ex.budget.CostText()),
+		slog.String("price_version", ex.budget.PriceVersion()), slog.Int64("output_cap", ex.budget.OutputCap()),
 		slog.Float64("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(ex.start, clientFirst)),
 		slog.Float64("client_first_event_ms", ms(ex.start, ex.clientFirstEvent)),
@@ -108,7 +109,7 @@ func TestAccessLogLineAsSlogWroteIt(t *testing.T) {
 		firstSent: at(1234 * time.Microsecond), sent: at(3 * time.Millisecond), upstreamHeaders: at(7*time.Millisecond + 1),
 		upstreamFirst: at(9 * time.Millisecond), clientFirst: at(8 * time.Millisecond), clientFirstEvent: at(9*time.Millisecond + 77*time.Microsecond),
 	},
-		budget: &reservation{held: true, granted: 4096, charged: 146, cap: 1000}}
+		budget: &billing.Reservation{Held: true, Granted: 4096, Charged: 146, Cap: 1000}}
 	refused := &exchange{logEntry: logEntry{id: "fedcba9876543210", start: start, method: "GET", path: "/nope", tenant: UnknownTenant, status: 401, outcome: "invalid_token"}}
 	tiny := &exchange{logEntry: logEntry{id: "x", start: start, method: "POST", path: "/v1/responses", streamKnown: true, status: 200, outcome: "ok",
 		clientFirst: start.Add(time.Microsecond), firstSent: start.Add(time.Microsecond)}}

@@ -164,7 +164,7 @@ func (s *Server) try(ctx context.Context, a attempt, in http.Header, raw []byte,
 	ex.endpoint = e.Name
 	ex.attempts++
 	out := rewrite(a.body, raw, request.Changes{
-		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: ex.outputCap(), CapField: target.CapField(a.op)})
+		Model: target.BodyModel(a.body.Model), InjectUsage: inject, OutputCap: ex.budget.OutputCap(), CapField: target.CapField(a.op)})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, a.op, a.body.Model, out, in)
 	if err != nil {

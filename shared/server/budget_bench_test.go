@@ -12,10 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
+	"github.com/llmgw/gateway/shared/tenant"
 )
 
 // BenchmarkBudgetStep is the time a token budget adds to one request: the
@@ -42,7 +43,8 @@ func BenchmarkBudgetStep(b *testing.B) {
 	levels := spend
 	levels.Levels = &budget.LevelLimits{Projects: map[string]budget.Limits{"p": spend}, UserDefault: spend}
 	var trips atomic.Int64 // the Redis commands sent: one round trip each
-	std := tierAsk{may: price.Tiers(0).OrStandard(), allowed: price.Tiers(0).OrStandard()}
+	// "auto" for a tenant of the standard tier.
+	std, _ := billing.CheckTier(&tenant.Tenant{}, "")
 	redisStore := func(b *testing.B) budget.Store {
 		srv := redistest.Start(b)
 		s, c := redisBudgetStore(b, srv.URL(), time.Second)
@@ -91,8 +93,8 @@ func BenchmarkBudgetStep(b *testing.B) {
 				ex.setUsage(sseUsage(300, 120), true)
 				ex.usageFinal = true // the answer's bill
 				s.settleBudget(w, ex)
-				if st.lim.Enforced() && ex.budget.charged != 420 {
-					b.Fatalf("charged %d", ex.budget.charged)
+				if st.lim.Enforced() && ex.budget.Charged != 420 {
+					b.Fatalf("charged %d", ex.budget.Charged)
 				}
 			}
 		})

@@ -26,7 +26,13 @@
 //     attempt, so a page or a cut body fails over).
 //   - relay.go relays SSE and JSON (a stream's writes go through
 //     keepalive.Writer, which sends the comments).
-//   - budget.go reserves and settles token budgets; responses.go the
+//   - budget.go makes billing's store calls (reserve, settle), writes the
+//     x-ratelimit-*-tokens and -spend headers and logs what billing
+//     decided; package billing decides (the features and service tiers a
+//     tenant may use, what a request reserves, what it is charged) and
+//     returns typed refusals, which errors.go renders (refusalError).
+//     spend.go answers the spend view; count.go asks a pool for a
+//     prompt's exact count when its bound is refused. responses.go: the
 //     stored-response routes and affinity.
 //   - listener.go: the HTTP host's connections (the cap, and the lingering
 //     close an early answer asks for through the request's context).

@@ -11,8 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
@@ -95,13 +94,35 @@ func serverError(status int, code, msg string) *apiError {
 	return &apiError{Status: status, Type: "server_error", Code: code, Message: msg}
 }
 
-// asAPIError returns err as an apiError, or a 500 that hides the detail.
+// asAPIError returns err as an apiError (a billing refusal rendered by
+// refusalError), or a 500 that hides the detail.
 func asAPIError(err error) *apiError {
 	var ae *apiError
 	if errors.As(err, &ae) {
 		return ae
 	}
+	var br *billing.Refusal
+	if errors.As(err, &br) {
+		return refusalError(br)
+	}
 	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
+}
+
+// refusalError renders a billing refusal (a feature or service tier the
+// tenant may not use, a budget or spend limit with no room, a thinking
+// budget over the output cap…; package billing words each): its Kind
+// decides the status, and the type where the refusal names none.
+func refusalError(r *billing.Refusal) *apiError {
+	e := &apiError{Type: r.Type, Code: r.Code, Param: r.Param, Message: r.Message, RetryAfter: r.RetryAfter}
+	switch r.Kind {
+	case billing.Invalid:
+		e.Status, e.Type = http.StatusBadRequest, "invalid_request_error"
+	case billing.OverBudget:
+		e.Status = http.StatusTooManyRequests
+	default:
+		e.Status, e.Type = http.StatusInternalServerError, "server_error"
+	}
+	return e
 }
 
 // fail answers with e unless the response has started, in which case the
@@ -384,76 +405,6 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 		fmt.Sprintf("model %q is served on a surface without %s", model, op.API()))
 }
 
-// budgetRefusal is the 429 for a refused reservation, in OpenAI's words:
-// rate_limit_exceeded (type tokens) for the per-minute limit,
-// insufficient_quota for the quota; Retry-After is when the window resets.
-func budgetRefusal(tenantID string, d budget.Decision, now time.Time, currency string) *apiError {
-	// The level that refused: the tenant, or a project or user below it.
-	who := d.Label(tenantID, d.RefusedLevel)
-	win := d.Refusal()
-	retry := max(win.Reset.Sub(now), time.Second)
-	if d.RefusedBy.Money() {
-		return spendRefusal(who, d, win, retry, currency)
-	}
-	if d.RefusedBy != budget.LimitNone && d.Requested > win.Limit {
-		return tooLargeForBudget(who, d, win)
-	}
-	switch d.RefusedBy {
-	case budget.LimitTPM:
-		return &apiError{Status: http.StatusTooManyRequests, Type: "tokens", Code: "rate_limit_exceeded", RetryAfter: retry,
-			Message: fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-				who, win.Limit, win.Used, d.Requested, retry.Round(time.Millisecond))}
-	case budget.LimitQuota:
-		return &apiError{Status: http.StatusTooManyRequests, Type: "insufficient_quota", Code: "insufficient_quota", RetryAfter: retry,
-			Message: fmt.Sprintf("You exceeded your current token quota for %s: Limit %d, Used %d, Requested %d; it resets at %s.",
-				who, win.Limit, win.Used, d.Requested, win.Reset.UTC().Format(time.RFC3339))}
-	}
-	// An id that was reserved before (request ids are unique: not expected).
-	return budgetFailed("the token budget refused a repeated request id")
-}
-
-// spendRefusal refuses a request a spend limit has no room for (issue
-// 35), naming the limit, what was spent and the limit in the currency: a
-// daily or monthly limit is insufficient_quota, the per-minute one
-// rate_limit_exceeded; Retry-After when the window ends, none when the
-// request's least cost is above the whole limit.
-func spendRefusal(who string, d budget.Decision, win budget.Window, retry time.Duration, currency string) *apiError {
-	typ, code := "insufficient_quota", "insufficient_quota"
-	if d.RefusedBy == budget.LimitSpendMinute {
-		typ, code = "spend", "rate_limit_exceeded"
-	}
-	if d.MoneyRequested > win.Limit {
-		return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
-			Message: fmt.Sprintf("Request too large for %s's spend limit (%s): it costs at least %s %s (its prompt bound and least output at the dearest tier it may be served at) and the limit is %s %s, so it can never run. The input or output tokens must be reduced in order to run successfully.",
-				who, d.RefusedBy, price.Format(d.MoneyRequested), currency, price.Format(win.Limit), currency)}
-	}
-	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: code, RetryAfter: retry,
-		Message: fmt.Sprintf("%s spent %s of %s %s %s; this request needs at least %s. It resets at %s.",
-			who, price.Format(win.Used), price.Format(win.Limit), currency, periodText(d.RefusedBy), price.Format(d.MoneyRequested), win.Reset.UTC().Format(time.RFC3339))}
-}
-
-// tierNotAllowed refuses a service_tier the tenant may not use.
-func tierNotAllowed(asked string, allowed price.Tiers) *apiError {
-	return invalidRequest(http.StatusBadRequest, "service_tier_not_allowed", "service_tier",
-		fmt.Sprintf("service_tier %q is not available to this tenant: it may use %s (or auto). The operator allows tiers with tenants[].service_tiers.", asked, allowed))
-}
-
-// tooLargeForBudget refuses a request whose least reservation (its prompt
-// bound and least output) is above the whole limit that refused it: it
-// can never run, so no Retry-After is sent (issue 30: a Claude Code
-// request once was told to retry at midnight, when it would be refused
-// again). The type stays the window's, so clients classify it as
-// before; the code says that waiting will not help.
-func tooLargeForBudget(who string, d budget.Decision, win budget.Window) *apiError {
-	typ, limit := "tokens", "tokens per min (TPM)"
-	if d.RefusedBy == budget.LimitQuota {
-		typ, limit = "insufficient_quota", "token quota"
-	}
-	return &apiError{Status: http.StatusTooManyRequests, Type: typ, Code: "request_too_large_for_budget",
-		Message: fmt.Sprintf("Request too large for %s's %s: it needs at least %d tokens (its prompt bound and least output) and the limit is %d, so it can never run. The input or output tokens must be reduced in order to run successfully.",
-			who, limit, d.Requested, win.Limit)}
-}
-
 // bodyError maps request.ParseBody's errors to their 400s, naming the
 // parameter at fault.
 func bodyError(err error) *apiError {
@@ -511,13 +462,6 @@ func unsupportedCap(field string, op request.Operation) *apiError {
 		"Unsupported parameter: '"+field+"' is not an output cap of this endpoint"+use+".")
 }
 
-// thinkingOverCap: the Messages API's thinking.budget_tokens does not fit
-// below the output cap of the tenant's token budget.
-func thinkingOverCap(budgetTokens, maxOutput int64) *apiError {
-	return invalidRequest(http.StatusBadRequest, "thinking_budget_over_cap", "thinking.budget_tokens",
-		fmt.Sprintf("thinking.budget_tokens %d must be below max_tokens, which this tenant's token budget caps at %d", budgetTokens, maxOutput))
-}
-
 // unsupportedStream: count_tokens answers one JSON object.
 func unsupportedStream(op request.Operation) *apiError {
 	return invalidRequest(http.StatusBadRequest, "unsupported_parameter", "stream",
@@ -528,27 +472,6 @@ func unsupportedStream(op request.Operation) *apiError {
 // does not record (issues 21 and 31: request.StoredState).
 func storedStateRefused(param, msg string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
-}
-
-// featureNotEnabled: the body asks for a server-side feature the tenant's
-// config does not allow (issue 31).
-func featureNotEnabled(param, feature string) *apiError {
-	return invalidRequest(http.StatusBadRequest, "feature_not_enabled", param,
-		fmt.Sprintf("'%s' asks for the server-side feature %s, which is off for this tenant: it runs, stores or bills outside tokens on the backend account every tenant shares. The operator enables it with tenants[].features (name: %s).", param, feature, feature))
-}
-
-// unboundedUses: a priced server tool without max_uses, for a tenant
-// with a token budget.
-func unboundedUses(param, feature string) *apiError {
-	return invalidRequest(http.StatusBadRequest, "missing_required_parameter", param,
-		fmt.Sprintf("'%s' is required: each use of %s is charged to this tenant's token budget, and without max_uses the backend may run it without bound. Set max_uses on the tool.", param, feature))
-}
-
-// unknownTool: a tool type the gateway does not know may be a server tool,
-// so it is refused (fails closed).
-func unknownTool(param string) *apiError {
-	return invalidRequest(http.StatusBadRequest, "unsupported_tool", param,
-		fmt.Sprintf("'%s' is a tool type the gateway does not know: it may run on the backend account every tenant shares, so it is not served. Use a function tool, or a server tool the operator enabled with tenants[].features.", param))
 }
 
 func bodyTooLarge(max int64) *apiError {

@@ -6,11 +6,14 @@ import (
 	"go/token"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/billing"
 )
 
 // statusNames maps the net/http constants errors.go uses to their values.
@@ -24,16 +27,40 @@ var statusNames = map[string]int{
 	"StatusServiceUnavailable": http.StatusServiceUnavailable, "StatusGatewayTimeout": http.StatusGatewayTimeout,
 }
 
+// refusalKinds maps the billing.Kind constants billing's refusals use to
+// their values.
+var refusalKinds = map[string]billing.Kind{"Invalid": billing.Invalid, "OverBudget": billing.OverBudget, "Failed": billing.Failed}
+
 // errorsGoCodes reads every "status code" pair errors.go can answer:
 // the calls of invalidRequest, serverError and serverErrorRetry, and the
-// apiError literals. 499 (nobody is listening: nothing is written) is left
-// out.
+// apiError literals; and those of package billing's Refusal literals,
+// each at the status refusalError gives its Kind. 499 (nobody is
+// listening: nothing is written) is left out.
 func errorsGoCodes(t *testing.T) map[string]bool {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "errors.go", nil, 0)
+	files := []string{"errors.go"}
+	billingFiles, err := filepath.Glob("../billing/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, name := range billingFiles {
+		if !strings.HasSuffix(name, "_test.go") {
+			files = append(files, name)
+		}
+	}
+	got := map[string]bool{}
+	for _, name := range files {
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fileCodes(t, f, got)
+	}
+	return got
+}
+
+// fileCodes adds to got the "status code" pairs of one file.
+func fileCodes(t *testing.T, f *ast.File, got map[string]bool) {
 	status := func(e ast.Expr) int {
 		switch v := e.(type) {
 		case *ast.SelectorExpr:
@@ -48,7 +75,14 @@ func errorsGoCodes(t *testing.T) map[string]bool {
 		}
 		return 0
 	}
-	got := map[string]bool{}
+	kindStatus := func(e ast.Expr) int {
+		id, ok := e.(*ast.Ident)
+		k, known := refusalKinds[id.Name]
+		if !ok || !known {
+			t.Fatalf("a billing refusal has the kind %s: add it to refusalKinds", id.Name)
+		}
+		return refusalError(&billing.Refusal{Kind: k}).Status
+	}
 	add := func(st int, codes []string) {
 		for _, code := range codes {
 			if st != 0 && st != 499 && code != "" {
@@ -98,7 +132,8 @@ func errorsGoCodes(t *testing.T) map[string]bool {
 					}
 				}
 			case *ast.CompositeLit:
-				if id, ok := v.Type.(*ast.Ident); !ok || id.Name != "apiError" {
+				id, ok := v.Type.(*ast.Ident)
+				if !ok || (id.Name != "apiError" && id.Name != "Refusal") {
 					return true
 				}
 				var st int
@@ -111,6 +146,8 @@ func errorsGoCodes(t *testing.T) map[string]bool {
 					switch kv.Key.(*ast.Ident).Name {
 					case "Status":
 						st = status(kv.Value)
+					case "Kind":
+						st = kindStatus(kv.Value)
 					case "Code":
 						codes = strs(kv.Value)
 					}
@@ -120,7 +157,6 @@ func errorsGoCodes(t *testing.T) map[string]bool {
 			return true
 		})
 	}
-	return got
 }
 
 var (
@@ -155,7 +191,7 @@ func docCodes(t *testing.T) map[string]bool {
 }
 
 // TestErrorsDocTable: the error table of docs/errors.md lists exactly the
-// statuses and codes errors.go answers (issue 22: six were missing).
+// statuses and codes errors.go and billing's refusals answer (issue 22: six were missing).
 func TestErrorsDocTable(t *testing.T) {
 	code, doc := errorsGoCodes(t), docCodes(t)
 	if len(code) < 20 {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/ratelimit"
@@ -78,7 +79,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	if err := s.checkFeatures(ex, t, op, raw, r.Header); err != nil {
 		return err
 	}
-	if err := checkTier(ex, t, body); err != nil {
+	if ex.tier, err = billing.CheckTier(t, body.ServiceTier); err != nil {
 		return err
 	}
 

@@ -57,7 +57,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	// as it is, with no reader in between; it starts with the first
 	// event, read by the attempt into its buffer (ex.first).
 	meter := ex.op.Meter()
-	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.maxTokenEvents(),
+	res, err := s.relay.Relay(dst, flush, body.r, sse.Options{StripUsageChunk: stripUsage, MaxTokenEvents: ex.budget.MaxTokenEvents(),
 		Activity: body.last, Meter: meter, Pending: &ex.first})
 	if res.AfterDone {
 		ex.detail = "dropped what the backend sent after the terminal event"
@@ -66,7 +66,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	ex.keepalive.Stop()
 	ex.bytes += res.Bytes
 	ex.events, ex.tokenEvents = res.Events, res.TokenEvents
-	ex.outputFloor = meter.OutputFloor(res.FloorEvents, ex.budget.choiceCount())
+	ex.outputFloor = meter.OutputFloor(res.FloorEvents, ex.budget.ChoiceCount())
 	ex.setUsage(res.Usage, res.HasUsage)
 	ex.usageFinal = res.Final
 	if !res.FirstWrite.IsZero() {
@@ -94,7 +94,7 @@ func (s *Server) relayStream(ctx context.Context, w http.ResponseWriter, rc *htt
 	case errors.Is(err, sse.ErrTokenLimit):
 		// The backend ignored the output cap written into the request:
 		// the stream ends at its reservation, and is charged what was sent.
-		ex.budget.cut = true
+		ex.budget.Cut = true
 		ae = budgetExceeded()
 	case res.EndedWithError:
 		// The backend's own error event already reached the client: one

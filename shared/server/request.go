@@ -11,12 +11,13 @@ package server
 
 import (
 	"context"
-	"github.com/llmgw/gateway/shared/budget"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/billing"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
@@ -108,17 +109,17 @@ type exchange struct {
 	// served is the endpoint whose answer is relayed (send): a stream it
 	// cuts counts against its health. nil for stored-response routes.
 	served         *route.Endpoint
-	previousTokens int64        // the continued response's recorded total tokens (0 = none known)
-	budget         *reservation // the request's token budget; nil without one
+	previousTokens int64                // the continued response's recorded total tokens (0 = none known)
+	budget         *billing.Reservation // the request's token budget; nil without one
 	// tier is the service tier the request asked for and the tiers it
-	// may be served at (checkTier).
-	tier tierAsk
+	// may be served at (billing.CheckTier).
+	tier billing.TierAsk
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
 	// features is the token-equivalent of the server-side features the
-	// request may use (checkFeatures): reserved with its prompt, charged
-	// with its usage.
-	features priced
+	// request may use (billing.Features): reserved with its prompt,
+	// charged with its usage.
+	features billing.Priced
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody

@@ -113,7 +113,7 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint}
-	if b := ex.budget; b != nil && b.background && b.held {
+	if b := ex.budget; b != nil && b.Background && b.Held {
 		// Its reservation waits for the response's usage (settleBackground).
 		o.Background = ex.id
 	}

@@ -90,10 +90,10 @@ func (s *Server) report(ex *exchange) {
 		Start: ex.start, End: s.Now(), FirstEvent: ex.clientFirstEvent,
 		InputTokens: ex.usage.PromptTokens, OutputTokens: ex.usage.CompletionTokens, Usage: ex.hasUsage,
 		Attempts: ex.attempts, Keepalives: keepalives,
-		Limit: ex.limit, Budget: ex.budgetDecision, Reserved: ex.budget.reserved(), Charged: ex.budget.chargedTokens(),
+		Limit: ex.limit, Budget: ex.budgetDecision, Reserved: ex.budget.Reserved(), Charged: ex.budget.ChargedTokens(),
 	}
-	if b := ex.budget; b != nil && b.spend.Model != nil && b.held && !b.unsettled {
-		t.Cost, t.Tier, t.Currency = b.spend.cost, b.spend.billed.String(), s.Prices.Currency
+	if b := ex.budget; b != nil && b.Spend.Model != nil && b.Held && !b.Unsettled {
+		t.Cost, t.Tier, t.Currency = b.Spend.Cost, b.Spend.Billed.String(), s.Prices.Currency
 	}
 	if ex.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = ex.op.GenAIName(), ex.model

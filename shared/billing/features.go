@@ -1,0 +1,141 @@
+package billing
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/tenant"
+)
+
+// Server-side features: what a backend runs, stores or connects to beyond
+// generating tokens, under the one account every tenant shares, is the
+// operator's allow-list per tenant. Features runs after the body is
+// resolved and before any backend call: a feature the tenant's config
+// does not list is refused, with the param that asks for it; one it
+// lists adds its cost per use to the request's reservation (Plan) and
+// its charge (Reservation.Settle): by the backend's count of uses where
+// it reports one. Anthropic-Beta values pass only from the default list
+// or the tenant's (Betas).
+
+// Priced is what a request's server-side features were reserved at.
+type Priced struct {
+	// total is the token-equivalent reserved for every feature asked;
+	// money the same in money (micro-units, prices.features).
+	total, money int64
+	// search and fetch are the features whose uses the backend counts
+	// (Anthropic's usage.server_tool_use): their share of total and
+	// price, so the charge follows the count.
+	search, fetch pricedUse
+}
+
+type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
+
+// Features refuses the server-side features of raw the tenant may not use
+// (unknown tool types too: they may be server tools) and prices the
+// rest, per use, from the tenant's grants (tokens) and prices (money;
+// nil prices them at nothing). budgeted says whether the tenant's token
+// budget is enforced (asked only of a priced use without a bound, which
+// is then refused: the backend may repeat it without bound).
+func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func() bool, prices *price.Catalogue) (Priced, error) {
+	u := request.FeaturesOf(raw, op)
+	if !u.Any() {
+		return Priced{}, nil
+	}
+	if u.Unknown != "" {
+		return Priced{}, unknownTool(u.Unknown)
+	}
+	var p Priced
+	for _, f := range request.Features() {
+		if !u.Asked(f) {
+			continue
+		}
+		name := f.String()
+		g, ok := t.Grant(name)
+		if !ok {
+			return Priced{}, featureNotEnabled(u.Param[f], name)
+		}
+		if u.Unbounded[f] != "" && g.CostPerUse > 0 && budgeted() {
+			// A priced use the backend may repeat without bound would
+			// overshoot a budget: the tool must say how many it may run.
+			return Priced{}, unboundedUses(u.Unbounded[f], name)
+		}
+		uses := u.Bound(f)
+		if uses <= 0 {
+			uses = g.DefaultUses
+		}
+		reserved := mulTokens(uses, g.CostPerUse)
+		p.total = min(p.total+reserved, budget.MaxTokens)
+		// In money: the catalogue's price per use (prices.features).
+		per := prices.Feature(name)
+		money := price.MulUses(uses, per)
+		p.money = min(p.money+money, price.MaxMicros)
+		switch f {
+		case request.WebSearch:
+			p.search = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
+		case request.WebFetch:
+			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
+		}
+	}
+	return p, nil
+}
+
+// charge is what the features cost, given the usage's count of server
+// tool uses: each counted feature at its price per use counted (more than
+// reserved when the backend ran more), the rest as reserved.
+func (p Priced) charge(u Usage) int64 {
+	if !u.ToolsReported {
+		return p.total
+	}
+	c := p.total - p.search.reserved - p.fetch.reserved
+	c += mulTokens(u.WebSearches, p.search.perUse) + mulTokens(u.WebFetches, p.fetch.perUse)
+	return min(c, budget.MaxTokens)
+}
+
+// chargeMoney is charge in money.
+func (p Priced) chargeMoney(u Usage) int64 {
+	if !u.ToolsReported {
+		return p.money
+	}
+	c := p.money - p.search.money - p.fetch.money
+	c += price.MulUses(u.WebSearches, p.search.moneyPerUse) + price.MulUses(u.WebFetches, p.fetch.moneyPerUse)
+	return min(c, price.MaxMicros)
+}
+
+// mulTokens is a×b for counts of at most budget.MaxTokens, at most
+// budget.MaxTokens.
+func mulTokens(a, b int64) int64 {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > budget.MaxTokens/b {
+		return budget.MaxTokens
+	}
+	return a * b
+}
+
+// Betas splits a request's Anthropic-Beta header values (each a comma
+// list) into those that pass, on request.DefaultAnthropicBetas or the
+// tenant's anthropic_beta, and those dropped: a beta may switch on
+// account state (files-api, mcp-client, code-execution) or another
+// price (context-1m). Both are nil when nothing is dropped.
+func Betas(t *tenant.Tenant, values []string) (kept, dropped []string) {
+	for _, v := range values {
+		for _, b := range strings.Split(v, ",") {
+			b = strings.TrimSpace(b)
+			switch {
+			case b == "":
+			case slices.Contains(request.DefaultAnthropicBetas, b) || t.AllowsBeta(b):
+				kept = append(kept, b)
+			default:
+				dropped = append(dropped, b)
+			}
+		}
+	}
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	return kept, dropped
+}

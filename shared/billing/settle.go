@@ -1,0 +1,175 @@
+package billing
+
+import (
+	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/tenant"
+)
+
+// Usage is the backend's bill as the relay read it (sse.Usage), in the
+// counts settling prices.
+type Usage struct {
+	// Tokens is the tokens billed: prompt plus completion, or the total
+	// when larger; Trusted is false when a count cannot be true (negative,
+	// or above what a store keeps exactly), and Tokens is then 0.
+	Tokens  int64
+	Trusted bool
+	// Prompt and Completion are the input and output tokens; Cached,
+	// CacheWrite and CacheWrite1h the prompt's shares read from and
+	// written to a cache (the last for an hour), priced apart.
+	Prompt, Completion               int64
+	Cached, CacheWrite, CacheWrite1h int64
+	// Tier is the service tier the answer says it was served at, when
+	// TierReported.
+	Tier         price.Tier
+	TierReported bool
+	// WebSearches and WebFetches are the server tools' uses the backend
+	// counted (Anthropic's usage.server_tool_use), when ToolsReported.
+	WebSearches, WebFetches int64
+	ToolsReported           bool
+}
+
+// Observed is what the request path saw of a request by its end.
+type Observed struct {
+	// Usage is the answer's usage, when HasUsage; Final when it was read
+	// from the answer's bill (a JSON answer's top-level usage, a stream's
+	// last), not from a stream's input counts or running total.
+	Usage           Usage
+	HasUsage, Final bool
+	// OutputFloor is the least output a true usage of the stream reports
+	// (one token for each token event of the operation's meter).
+	OutputFloor int64
+	// TokenEvents is the events relayed that may carry generated tokens;
+	// AnswerBytes a whole successful JSON answer's size.
+	TokenEvents, AnswerBytes int64
+	// Remembered: the request's stored response was recorded (with the
+	// reservation's id, for a background response).
+	Remembered bool
+	// Strict is the ledger's mode (budget.Ledger.Strict).
+	Strict bool
+}
+
+// Settlement is how a reservation settles.
+type Settlement struct {
+	// Charge is what the store is to charge, once (SettleCharge), unless
+	// Deferred.
+	Charge budget.Charge
+	// Deferred: a background response's reservation stays charged until
+	// the response is retrieved; nothing is settled now.
+	Deferred bool
+	// Why says why the backend's usage is not the bill ("" when it is):
+	// Charge is then the larger of the reservation and Counted, what the
+	// gateway counted itself (in money, at the worst case).
+	Why     string
+	Counted int64
+	// Bill is the usage's tokens priced, for a tenant with a spend limit
+	// whose usage is the bill.
+	Bill Bill
+}
+
+// Settle decides what the request is charged from what was observed, and
+// records its money (Spend.Cost, Spend.Billed) and, for a deferred
+// settle, its tokens (Charged): with the usage the relay read; with what
+// was sent when the stream was cut at its reservation; with nothing when
+// no backend can have spent anything; else (usage never reported, or not
+// to be believed) with the larger of the reservation and what the gateway
+// counted. Call it once, for a Held reservation, and record the store's
+// answer with Settled.
+//
+// In estimate mode a background response recorded with its
+// reservation's id is deferred: the reservation stays charged until the
+// response is retrieved complete, whose usage settles it (Background),
+// or its lease ends. Not for a request reserved at levels below its
+// tenant: the record names no scope, so its reservation is charged now.
+func (r *Reservation) Settle(o Observed) Settlement {
+	if r.Background && o.Remembered && !o.Final && !o.Strict && !r.Levels {
+		r.Deferred, r.Charged = true, r.Granted
+		return Settlement{Deferred: true}
+	}
+	// counted is what the gateway saw itself: the prompt bound, and one
+	// token per token event relayed (a JSON answer's text is at most one
+	// token per byte). Charged, with at least the reservation, whenever
+	// the backend's own count is missing or cannot be true.
+	s := Settlement{Counted: r.Bound + o.TokenEvents}
+	if !r.NoOutput && o.AnswerBytes > 0 {
+		s.Counted = r.Bound + o.AnswerBytes
+	}
+	actual, money := int64(0), int64(0)
+	switch {
+	case o.HasUsage && o.Final:
+		switch {
+		case !o.Usage.Trusted:
+			s.Why = "usage holds a count that cannot be true"
+		case o.Usage.Completion < o.OutputFloor:
+			// Every floor event of the operation's meter carries at least
+			// one token (sse.Meter.OutputFloor).
+			s.Why = "usage reports fewer output tokens than the token events relayed"
+		}
+		// Server tools' uses by the backend's count where it reports one
+		// (usage.server_tool_use), else as reserved.
+		actual = min(o.Usage.Tokens+r.Features.charge(o.Usage), budget.MaxTokens)
+		if s.Why == "" && r.Spend.Model != nil {
+			s.Bill = bill(o.Usage, o.OutputFloor, r.Spend.Model, r.Spend.Tier, r.Bound)
+			r.Spend.Billed = s.Bill.Tier
+			money = min(s.Bill.Money+r.Features.chargeMoney(o.Usage), price.MaxMicros)
+		}
+	case o.HasUsage:
+		// Input counts (message_start) or a running total: the stream
+		// ended before the event that carries its bill.
+		s.Why = "the stream ended before the event that carries its usage"
+	case r.Cut:
+		// The backend ignored the cap and reported nothing.
+		s.Why = "the stream was cut at its reservation without usage"
+	case !r.MaySpend:
+	default:
+		s.Why = "the backend reported no usage"
+	}
+	if s.Why != "" {
+		actual = max(r.Granted, s.Counted)
+		if r.Spend.Model != nil {
+			// The same in money: the reservation, or what the gateway
+			// counted priced at the worst case.
+			money = max(r.Spend.Granted, r.Spend.Worst(r.Bound, max(0, s.Counted-r.Bound)))
+		}
+	}
+	r.Spend.Cost = money
+	s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope}
+	return s
+}
+
+// Settled records the store's answer to the settle: until the store
+// confirms it (err nil), nothing counts as charged; the ledger replays
+// it meanwhile.
+func (r *Reservation) Settled(st budget.Settlement, err error) {
+	if err != nil {
+		r.Unsettled = true
+		return
+	}
+	r.Charged = st.Actual
+}
+
+// Background is what a background response's usage settles once the
+// response is retrieved complete (its usage is the bill): its tokens as
+// billed, and its money at the tier its answer names, its model priced
+// by m; its creating request's tier is not kept, so "auto" at the
+// tenant's tiers (t nil: standard). m nil (the model has no price: a
+// tenant without a spend limit reserved no money) charges the money
+// reserved. ok is false when the usage cannot be true or reports fewer
+// output tokens than the token events relayed: the reservation stays
+// charged.
+func Background(o Observed, m *price.Model, t *tenant.Tenant) (c budget.Charge, b Bill, ok bool) {
+	if !o.Usage.Trusted || o.Usage.Completion < o.OutputFloor {
+		return budget.Charge{}, Bill{}, false
+	}
+	c = budget.Charge{Tokens: o.Usage.Tokens, Money: budget.KeepReserved}
+	if m == nil {
+		return c, Bill{}, true
+	}
+	tiers := price.Tiers(0).OrStandard()
+	if t != nil {
+		tiers = t.Tiers.OrStandard()
+	}
+	b = bill(o.Usage, o.OutputFloor, m, TierAsk{may: tiers, allowed: tiers}, 0)
+	c.Money = b.Money
+	return c, b, true
+}
