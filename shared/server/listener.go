@@ -438,15 +438,6 @@ type conn struct {
 	armIdle    atomic.Bool  // the next read deadline is the idle one: shortened under pressure
 }
 
-// Warm loads the line a write to c loads first, its connection's
-// interface (keepalive.Writer.Peer).
-func (c *conn) Warm() int64 {
-	if c.Conn != nil {
-		return 1
-	}
-	return 0
-}
-
 type closeWriter interface{ CloseWrite() error }
 
 // CloseWrite shuts the write side (net/http calls it before closing a

@@ -191,23 +191,3 @@ func TestListenerPressureAfterIdleHook(t *testing.T) {
 		t.Fatal("the idle deadline set after the regime began was not shortened (still waiting after 10s; the minute-long one stands)")
 	}
 }
-
-// TestListenerConnWarm: a request's connection, as its handler finds it
-// (connOf), warms the memory a write loads (its keepalive writer's peer),
-// and a wrapper holds a connection as long as the request runs.
-func TestListenerConnWarm(t *testing.T) {
-	t.Parallel()
-	warmed := make(chan int64, 1)
-	addr, _, _ := serveListener(t, ConnOptions{MaxConns: 4}, time.Minute,
-		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			v := int64(-1)
-			if c := connOf(r); c != nil {
-				v = c.Warm()
-			}
-			warmed <- v
-		}))
-	_ = keptAlive(t, addr)
-	if v := <-warmed; v != 1 {
-		t.Fatalf("the request's connection warmed %d, want 1 (-1: none found)", v)
-	}
-}

@@ -103,9 +103,6 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	if body.Stream {
 		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer ex.keepalive.Stop()
-		if c := connOf(r); c != nil {
-			ex.keepalive.Peer(c)
-		}
 	}
 	ans, err := s.send(ctx, ex, w, r.Header, pool, op, body, raw, inject)
 	putBody(bufp)
