@@ -33,9 +33,6 @@ type Writer struct {
 	// where a method value would be a closure object of its own, one
 	// more line of memory each event loads (issue 38).
 	flush ErrorFlusher
-	// peer is the client connection's memory a write loads (Peer), warmed
-	// with the writer's own line.
-	peer  Warmer
 	every time.Duration
 	now   func() time.Time
 	t     *time.Timer
@@ -144,31 +141,6 @@ func (k *Writer) Clock() *atomic.Int64 {
 		return nil
 	}
 	return &k.clock
-}
-
-// Warm loads the line WriteFlush locks (sse.Warmer), and the peer's
-// (Peer): the relay calls it when a read returns, ahead of the events'
-// scan.
-func (k *Writer) Warm() int64 {
-	v := k.clock.Load()
-	if k.peer != nil {
-		v += k.peer.Warm()
-	}
-	return v
-}
-
-// Warmer loads memory that a write is about to need (sse.Warmer).
-type Warmer interface{ Warm() int64 }
-
-// Peer has Warm load p's memory too: the client connection's, which each
-// write loads deep in net/http, after the event's scan; at hundreds of
-// streams per core it is a cache miss per event, which a load as the read
-// returns overlaps with the scan instead (issue 38). Call it before the
-// relay starts, from the goroutine that relays.
-func (k *Writer) Peer(p Warmer) {
-	if k != nil {
-		k.peer = p
-	}
 }
 
 // Watch makes the backend's last data (the idle reader's clock) count as

@@ -116,27 +116,3 @@ func TestClock(t *testing.T) {
 		t.Fatalf("data 19 s ago: body %q, want one comment", got)
 	}
 }
-
-// countingPeer counts its warms.
-type countingPeer struct{ n int }
-
-func (p *countingPeer) Warm() int64 { p.n++; return 1 }
-
-// TestWarmPeer: Warm loads the writer's clock and, once Peer has set
-// one, the peer's memory (each read's one call warms both); a nil
-// writer takes Peer without failing.
-func TestWarmPeer(t *testing.T) {
-	t.Parallel()
-	(*Writer)(nil).Peer(&countingPeer{})
-	k := Start(httptest.NewRecorder(), 0, time.Now)
-	defer k.Stop()
-	k.Clock().Store(41)
-	if got := k.Warm(); got != 41 {
-		t.Fatalf("Warm without a peer = %d, want the clock's 41", got)
-	}
-	p := &countingPeer{}
-	k.Peer(p)
-	if got := k.Warm(); got != 42 || p.n != 1 {
-		t.Fatalf("Warm with a peer = %d (peer warmed %d times), want 42 (once)", got, p.n)
-	}
-}

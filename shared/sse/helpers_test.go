@@ -242,15 +242,7 @@ var (
 type writeFlusher struct {
 	recorder
 	writeFlushes int
-	warms        int   // Warm calls (Warmer)
 	err          error // returned by WriteFlush after the write
-}
-
-func (w *writeFlusher) Warm() int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.warms++
-	return int64(w.warms)
 }
 
 func (w *writeFlusher) WriteFlush(p []byte) (int, bool, error) {

@@ -84,17 +84,6 @@ type WriteFlusher interface {
 	WriteFlush(p []byte) (n int, flushed bool, err error)
 }
 
-// Warmer is a client writer (a WriteFlusher) whose WriteFlush takes a
-// lock in memory the relay touches nowhere else: Warm loads that memory
-// as soon as a read returns, so the cache miss it is at hundreds of streams per core
-// overlaps the relay's scan of the events instead of stalling the
-// WriteFlush after it (issue 38: the keepalive writer's lock was 1.6% of
-// the gateway's CPU per event at 500 streams). What it returns is
-// meaningless; it is returned so that the load is kept.
-type Warmer interface {
-	Warm() int64
-}
-
 // Result describes what one Relay did. The fields a relay updates per
 // event come first, so that they share the first cache lines of the
 // relay's state with its own (relay): at hundreds of streams per core,
@@ -181,7 +170,6 @@ func (r *Relayer) getBuf() *[]byte {
 func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Options) (Result, error) {
 	rl := relay{dst: dst, flush: flush, strip: opt.StripUsageChunk, max: opt.MaxEventBytes, maxTok: opt.MaxTokenEvents, activity: opt.Activity, meter: opt.Meter, named: opt.Meter.Named()}
 	rl.wf, _ = dst.(WriteFlusher)
-	rl.warm, _ = dst.(Warmer)
 	if rl.max <= 0 {
 		rl.max = DefaultMaxEventBytes
 	}
@@ -291,7 +279,6 @@ func commentOnly(ev []byte) bool {
 // carry usage or a name.
 type relay struct {
 	wf    WriteFlusher // dst, when it writes and flushes in one call
-	warm  Warmer       // dst, when it has Warm
 	dst   io.Writer
 	flush func() error
 	// activity is Options.Activity; data notes that the current read
@@ -384,12 +371,7 @@ func (rl *relay) read(buf []byte, end int, src io.Reader) (_ []byte, n int, rerr
 		switch {
 		case n < 0 || n > len(buf)-end:
 			return buf, 0, nil, fmt.Errorf("%w: invalid Read count %d", ErrUpstream, n)
-		case n > 0:
-			if rl.warm != nil {
-				rl.warm.Warm()
-			}
-			return buf, n, rerr, nil
-		case rerr != nil:
+		case n > 0 || rerr != nil:
 			return buf, n, rerr, nil
 		}
 		if empty++; empty >= maxEmptyReads {
