@@ -58,6 +58,8 @@ func TestDefaultsAreTheParts(t *testing.T) {
 			srv.Streams["p1"].KeepaliveInterval == server.DefaultKeepaliveInterval},
 		{"lambda.min_remaining", cfg.Lambda.MinRemaining == nil, srv.MinRemaining == server.DefaultMinRemaining},
 		{"body_read_timeout", cfg.BodyReadTimeout == 0, srv.BodyReadTimeout == server.DefaultBodyReadTimeout},
+		{"raw_syscalls", cfg.RawSyscalls == nil && !given.Conns.PlainConns && !assemble.BackendsOf(cfg).PlainConns,
+			!host.Conns.WithDefaults().PlainConns},
 	} {
 		if !tc.zero {
 			t.Errorf("%s: the loaded config holds a default; the part that takes it owns it", tc.field)

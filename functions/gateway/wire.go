@@ -295,11 +295,16 @@ const (
 func newHTTPClient(c assemble.Backends, roots *x509.CertPool) *http.Client {
 	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
 	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, defaultMaxIdleConnsPerHost)
-	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
+	d := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
+	dial := d.DialContext
+	if !c.PlainConns {
 		// Raw reads and writes (package rawconn): a stream's reads then
-		// do not wake the runtime's sysmon on one core (issue 38).
-		DialContext:         rawconn.DialContext(&net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}),
+		// do not wake the runtime's sysmon on one core.
+		dial = rawconn.DialContext(d)
+	}
+	tr := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dial,
 		ForceAttemptHTTP2:   true,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: c.MaxIdleConnsPerHost,

@@ -128,8 +128,14 @@ func Conn(c *config.Config) server.ConnOptions {
 		LingerTime:    c.LingeringTime.D(),
 		LingerTimeout: c.LingeringTimeout.D(),
 		LingerBytes:   c.LingeringMaxBytes,
+		PlainConns:    plainConns(c),
 	}
 }
+
+// plainConns is raw_syscalls written false: the client's and the
+// backends' connections then read and write through net, not package
+// rawconn.
+func plainConns(c *config.Config) bool { return c.RawSyscalls != nil && !*c.RawSyscalls }
 
 // Tenants is the tenant table's rows: a concurrency cap left out (by the
 // row and the top level) is zero, the table's default

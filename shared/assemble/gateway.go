@@ -185,9 +185,14 @@ func Endpoints(c *config.Config) [][]Endpoint {
 type Backends struct {
 	ConnectTimeout      time.Duration
 	MaxIdleConnsPerHost int
+	// PlainConns leaves the backend connections' reads and writes to
+	// net rather than raw system calls (package rawconn). Default
+	// false: raw.
+	PlainConns bool
 }
 
 // BackendsOf is c's backend clients' connection settings.
 func BackendsOf(c *config.Config) Backends {
-	return Backends{ConnectTimeout: c.Upstream.ConnectTimeout.D(), MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost}
+	return Backends{ConnectTimeout: c.Upstream.ConnectTimeout.D(), MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost,
+		PlainConns: plainConns(c)}
 }

@@ -77,6 +77,15 @@ type Config struct {
 	// LingeringMaxBytes bounds what is discarded after an early answer.
 	// Default server.DefaultLingerBytes.
 	LingeringMaxBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
+	// RawSyscalls has the client's and the backends' TCP connections
+	// read and write with raw system calls (package rawconn), so that a
+	// gateway on one core does not wake the Go runtime's sysmon after
+	// each idle spell. false keeps net's own reads and writes: go tool
+	// trace then shows them as system calls, and sysmon preempts a
+	// goroutine that runs long right after an idle spell on time.
+	// Default true (server.ConnOptions.PlainConns and
+	// assemble.Backends.PlainConns false).
+	RawSyscalls *bool `yaml:"raw_syscalls" json:"raw_syscalls"`
 	// MaxConcurrentRequests caps each tenant's proxied requests in flight
 	// on one replica (429 too_many_concurrent_requests beyond, with
 	// Retry-After); a tenant's row may set its own. Per replica, not

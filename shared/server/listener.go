@@ -54,6 +54,10 @@ type ConnOptions struct {
 	LingerTimeout time.Duration
 	// LingerBytes bounds how much is discarded. Default DefaultLingerBytes.
 	LingerBytes int64
+	// PlainConns leaves each accepted connection's reads and writes to
+	// net, as the runtime makes them, rather than raw system calls
+	// (package rawconn says what those give up). Default false: raw.
+	PlainConns bool
 	// Log receives the refusals and the high-water transitions (default:
 	// none).
 	Log *slog.Logger
@@ -224,8 +228,10 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		// Reads and writes as raw system calls: on one core they would
 		// otherwise wake the runtime's sysmon after every idle spell
-		// (package rawconn; issue 38).
-		c = rawconn.Wrap(c)
+		// (package rawconn).
+		if !l.opt.PlainConns {
+			c = rawconn.Wrap(c)
+		}
 		if l.opt.MaxConns <= 0 {
 			l.mu.Lock()
 			l.open++

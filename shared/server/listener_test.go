@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,43 @@ func TestListenerPressureAfterIdleHook(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the idle deadline set after the regime began was not shortened (still waiting after 10s; the minute-long one stands)")
+	}
+}
+
+// TestListenerPlainConns: the listener's connections read and write with
+// raw system calls (package rawconn, Linux's) unless PlainConns keeps
+// net's own *net.TCPConn, with a cap and without, and either way they
+// serve.
+func TestListenerPlainConns(t *testing.T) {
+	t.Parallel()
+	raw := runtime.GOOS == "linux"
+	for _, c := range []struct {
+		name      string
+		o         ConnOptions
+		wantPlain bool
+	}{
+		{"raw", ConnOptions{MaxConns: 4}, !raw},
+		{"raw without a cap", ConnOptions{MaxConns: -1}, !raw},
+		{"plain", ConnOptions{MaxConns: 4, PlainConns: true}, true},
+		{"plain without a cap", ConnOptions{MaxConns: -1, PlainConns: true}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			plain := make(chan bool, 1)
+			addr, _, _ := serveListener(t, c.o, time.Minute,
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					conn := connOf(r)
+					if conn == nil {
+						t.Error("the request's connection is not the listener's")
+						return
+					}
+					_, ok := conn.Conn.(*net.TCPConn)
+					plain <- ok
+				}))
+			_ = keptAlive(t, addr)
+			if got := <-plain; got != c.wantPlain {
+				t.Fatalf("net's own connection: %v, want %v", got, c.wantPlain)
+			}
+		})
 	}
 }
