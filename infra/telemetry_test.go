@@ -3,6 +3,8 @@ package infra
 import (
 	"reflect"
 	"testing"
+
+	"github.com/llmgw/gateway/shared/telemetry/otlp"
 )
 
 // TestTelemetrySecretAndLayer (issue 34, item 7): telemetry to an endpoint
@@ -43,5 +45,36 @@ func TestTelemetrySecretAndLayer(t *testing.T) {
 		if patternAllows(t, "CollectorLayerArm64", bad) {
 			t.Errorf("CollectorLayerArm64 allows %q", bad)
 		}
+	}
+}
+
+// TestDeploySampler: with telemetry on, the function records one trace
+// in ten (parentbased_traceidratio, 0.1), as the gateway reads it; the
+// gateway's own default, the specification's, records every trace.
+// Telemetry off sets neither variable.
+func TestDeploySampler(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		params map[string]any
+		on     bool
+	}{
+		{"off", nil, false},
+		{"on", map[string]any{"OtlpEndpoint": "https://otlp.example.com"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vars := function(t, must(open(t, tc.params))).Environment.Variables
+			for _, k := range []string{"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+				if _, ok := vars[k]; ok != tc.on {
+					t.Errorf("%s set %v, want %v", k, ok, tc.on)
+				}
+			}
+			if !tc.on {
+				return
+			}
+			c, err := otlp.FromEnv(func(k string) string { return vars[k] })
+			if err != nil || c.Sampler != "parentbased_traceidratio" || c.SamplerRatio != 0.1 {
+				t.Errorf("the gateway reads sampler %s ratio %v (%v), want parentbased_traceidratio 0.1", c.Sampler, c.SamplerRatio, err)
+			}
+		})
 	}
 }

@@ -150,11 +150,14 @@ var redisEnv = enableRedis ? [{ name: 'REDIS_URL', secretRef: 'redis-url' }] : [
 
 // With the environment's OpenTelemetry agent on, Container Apps sets the
 // exporter's endpoint and protocol; the app names itself (service.name, so
-// the shared gateway and each tenant's are told apart), and exports no
-// metrics to an Application Insights agent, which takes none. Off: nothing.
+// the shared gateway and each tenant's are told apart), records one trace
+// in ten (a recorded trace costs a request about ten times what its
+// metrics do; the gateway's own default, the specification's, records
+// every trace), and exports no metrics to an Application Insights agent,
+// which takes none. Off: nothing.
 var otelEnv = empty(otelDestination)
   ? []
-  : concat([{ name: 'OTEL_SERVICE_NAME', value: appName }], otelDestination == 'appinsights' ? [{ name: 'OTEL_METRICS_EXPORTER', value: 'none' }] : [])
+  : concat([{ name: 'OTEL_SERVICE_NAME', value: appName }, { name: 'OTEL_TRACES_SAMPLER', value: 'parentbased_traceidratio' }, { name: 'OTEL_TRACES_SAMPLER_ARG', value: '0.1' }], otelDestination == 'appinsights' ? [{ name: 'OTEL_METRICS_EXPORTER', value: 'none' }] : [])
 
 var vaultSecrets = [for (e, i) in keyVaultEnv: { name: 'kv-${i}', keyVaultUrl: e.secretUri, identity: identity.id }]
 var vaultEnv = [for (e, i) in keyVaultEnv: { name: e.env, secretRef: 'kv-${i}' }]

@@ -847,13 +847,16 @@ test('OpenTelemetry: the agent\'s configuration for each destination, and nothin
   }
 
   // The apps: the platform injects the endpoint and protocol (grpc), which
-  // the gateway reads; the app names itself and, for Application Insights,
-  // exports no metrics. Nothing when off.
+  // the gateway reads; the app names itself, records one trace in ten (the
+  // gateway's own default records every trace) and, for Application
+  // Insights, exports no metrics. Nothing when off.
   for (const m of [sharedApp, tenantApps]) assert.equal(params(m).get('otelDestination').text, 'otelDestination', `${m.name} gets the destination`);
   assert.match(prop(container, 'env').text, /, otelEnv\)$/);
   const otelEnv = af.vars.get('otelEnv').text;
   assert.match(otelEnv, /^empty\(otelDestination\)\s*\? \[\]/);
   assert.match(otelEnv, /name: 'OTEL_SERVICE_NAME', value: appName/);
+  assert.match(otelEnv, /name: 'OTEL_TRACES_SAMPLER', value: 'parentbased_traceidratio'/);
+  assert.match(otelEnv, /name: 'OTEL_TRACES_SAMPLER_ARG', value: '0\.1'/);
   assert.match(otelEnv, /otelDestination == 'appinsights' \? \[\{ name: 'OTEL_METRICS_EXPORTER', value: 'none' \}\]/);
   assert.doesNotMatch(otelEnv, /OTEL_EXPORTER_OTLP_(ENDPOINT|PROTOCOL)/, 'the platform sets these: a value here would override the agent\'s');
   const configGo = fs.readFileSync(path.join(root, 'shared/telemetry/otlp/config.go'), 'utf8');
