@@ -30,18 +30,22 @@ func BenchmarkGatewayRequest(b *testing.B) {
 	stubBin := benchStub(b)
 	plain := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, stubProcess: stubBin})
 	// As Container Apps runs it: both signals to the agent over OTLP/gRPC,
-	// traces sampled by the default sampler (otlp.DefaultSampler; the
-	// benchmark's own OTEL_TRACES_SAMPLER and _ARG, when set, measure
-	// another), metrics exported every minute.
+	// traces sampled as the deploys set it, one in ten (the benchmark's
+	// own OTEL_TRACES_SAMPLER and _ARG, when set, measure another),
+	// metrics exported every minute.
 	env := map[string]string{
 		"OTEL_EXPORTER_OTLP_ENDPOINT": discardCollector(b),
 		"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
 		"OTEL_SERVICE_NAME":           "llmgw-bench",
+		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":     "0.1",
 	}
-	for _, k := range []string{"OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
-		if v := os.Getenv(k); v != "" {
-			env[k] = v
-		}
+	if v := os.Getenv("OTEL_TRACES_SAMPLER"); v != "" {
+		env["OTEL_TRACES_SAMPLER"] = v
+		delete(env, "OTEL_TRACES_SAMPLER_ARG") // the deploys' ratio is their sampler's
+	}
+	if v := os.Getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
+		env["OTEL_TRACES_SAMPLER_ARG"] = v
 	}
 	traced := startGateway(b, options{requests: 1_000_000, interval: "1h", quietLogs: true, env: env, stubProcess: stubBin})
 	cases := []struct{ name, path, body string }{

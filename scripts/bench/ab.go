@@ -33,7 +33,7 @@ const (
 // each of them, so a developer's own OTEL_* environment neither turns
 // telemetry on for the gateway measured without it nor redirects the
 // telemetry-on one. The sampler variables are not among them: the
-// bench's environment may choose another sampler (samplerName).
+// bench's environment may choose another sampler (samplerEnv).
 var otelVars = []string{
 	"OTEL_SDK_DISABLED",
 	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
@@ -67,17 +67,39 @@ func gatewayEnv(sink string) []string {
 	return env
 }
 
-// samplerName is the trace sampler the telemetry-on gateway runs with, as
-// the report names it: the gateway's default unless the bench's
-// environment sets OTEL_TRACES_SAMPLER (and _ARG), which the gateway
-// inherits.
+// The trace sampler the deploys set (bicep's container app, SAM's
+// function): one trace in ten, where the gateway's own default is the
+// specification's, every trace.
+const (
+	deploySampler      = "parentbased_traceidratio"
+	deploySamplerRatio = "0.1"
+)
+
+// samplerEnv is the sampler part of the telemetry-on gateway's
+// environment: the deploys' sampler, as Container Apps runs it, unless
+// the bench's environment names a sampler (the gateway inherits it);
+// an OTEL_TRACES_SAMPLER_ARG of its own alone sets the deploys' sampler's
+// ratio.
+func samplerEnv(getenv func(string) string) []string {
+	if getenv("OTEL_TRACES_SAMPLER") != "" {
+		return nil
+	}
+	env := []string{"OTEL_TRACES_SAMPLER=" + deploySampler}
+	if getenv("OTEL_TRACES_SAMPLER_ARG") == "" {
+		env = append(env, "OTEL_TRACES_SAMPLER_ARG="+deploySamplerRatio)
+	}
+	return env
+}
+
+// samplerName is the trace sampler the telemetry-on gateway runs with
+// (samplerEnv), as the report names it.
 func samplerName(getenv func(string) string) string {
 	s, arg := getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG")
 	switch {
 	case s == "" && arg == "":
-		return "the gateway's default sampler (parentbased_traceidratio, 0.1)"
+		return "the deploys' sampler (" + deploySampler + ", " + deploySamplerRatio + ")"
 	case s == "":
-		return "the gateway's default sampler with OTEL_TRACES_SAMPLER_ARG=" + arg
+		return "the deploys' sampler with OTEL_TRACES_SAMPLER_ARG=" + arg
 	case arg == "":
 		return "OTEL_TRACES_SAMPLER=" + s
 	}

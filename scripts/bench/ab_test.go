@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -117,7 +118,8 @@ func TestPlainVisits(t *testing.T) {
 // TestGatewayEnv reads the environment the bench gives a gateway as the
 // gateway does (otlp.FromEnv), over a developer's own OTEL_* settings:
 // off exports nothing wherever the developer points, on exports both
-// signals over gRPC to the sink with the default sampler and interval.
+// signals over gRPC to the sink with the deploys' sampler (samplerEnv)
+// and the default interval.
 func TestGatewayEnv(t *testing.T) {
 	t.Parallel()
 	developer := []string{
@@ -143,31 +145,51 @@ func TestGatewayEnv(t *testing.T) {
 		t.Fatalf("telemetry off exports: %+v", off)
 	}
 	const sink = "http://127.0.0.1:4317"
-	on, err := otlp.FromEnv(getenv(append(slices.Clone(developer), gatewayEnv(sink)...)))
+	on, err := otlp.FromEnv(getenv(slices.Concat(developer, gatewayEnv(sink), samplerEnv(func(string) string { return "" }))))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if on.TracesURL != sink+grpcTracesMethod || on.MetricsURL != sink+grpcMetricsMethod || !on.TracesGRPC || !on.MetricsGRPC {
 		t.Errorf("not both signals to the sink over gRPC: traces %q (grpc %v), metrics %q (grpc %v)", on.TracesURL, on.TracesGRPC, on.MetricsURL, on.MetricsGRPC)
 	}
-	if on.Interval != otlp.DefaultInterval || on.Sampler != otlp.DefaultSampler || on.SamplerRatio != otlp.DefaultSamplerRatio || on.ServiceName != "llmgw-bench" {
+	if on.Interval != otlp.DefaultInterval || on.Sampler != "parentbased_traceidratio" || on.SamplerRatio != 0.1 || on.ServiceName != "llmgw-bench" {
 		t.Errorf("interval %s, sampler %s %v, service %q: not as Container Apps runs it", on.Interval, on.Sampler, on.SamplerRatio, on.ServiceName)
 	}
 }
 
+// TestSamplerName: the telemetry-on gateway runs with the deploys'
+// sampler unless the bench's environment names its own (samplerEnv),
+// and the report names the sampler it ran with.
 func TestSamplerName(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
-		env  map[string]string
-		want string
+		env     map[string]string
+		want    string
+		sampler string
+		ratio   float64
 	}{
-		{nil, "the gateway's default sampler (parentbased_traceidratio, 0.1)"},
-		{map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}, "OTEL_TRACES_SAMPLER=always_on"},
-		{map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.5"}, "the gateway's default sampler with OTEL_TRACES_SAMPLER_ARG=0.5"},
-		{map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1"}, "OTEL_TRACES_SAMPLER=traceidratio, OTEL_TRACES_SAMPLER_ARG=1"},
+		{nil, "the deploys' sampler (parentbased_traceidratio, 0.1)", "parentbased_traceidratio", 0.1},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "always_on"}, "OTEL_TRACES_SAMPLER=always_on", "always_on", 1},
+		{map[string]string{"OTEL_TRACES_SAMPLER_ARG": "0.5"}, "the deploys' sampler with OTEL_TRACES_SAMPLER_ARG=0.5", "parentbased_traceidratio", 0.5},
+		{map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "1"}, "OTEL_TRACES_SAMPLER=traceidratio, OTEL_TRACES_SAMPLER_ARG=1", "traceidratio", 1},
 	} {
-		if got := samplerName(func(k string) string { return tt.env[k] }); got != tt.want {
+		bench := func(k string) string { return tt.env[k] }
+		if got := samplerName(bench); got != tt.want {
 			t.Errorf("samplerName(%v) = %q, want %q", tt.env, got, tt.want)
+		}
+		// The gateway's environment: the bench's, then samplerEnv's
+		// entries, the last of a name winning.
+		gw := maps.Clone(tt.env)
+		if gw == nil {
+			gw = map[string]string{}
+		}
+		for _, kv := range samplerEnv(bench) {
+			k, v, _ := strings.Cut(kv, "=")
+			gw[k] = v
+		}
+		c, err := otlp.FromEnv(func(k string) string { return gw[k] })
+		if err != nil || c.Sampler != tt.sampler || c.SamplerRatio != tt.ratio {
+			t.Errorf("%v: the gateway runs %s %v (%v), want %s %v", tt.env, c.Sampler, c.SamplerRatio, err, tt.sampler, tt.ratio)
 		}
 	}
 }
@@ -271,7 +293,7 @@ func TestABTargets(t *testing.T) {
 			"| machine noise: other load on the relay core ≤ 10% in every run above | 18 runs |",
 			"| 2% (max 2%) | **quiet** |",
 			"[benchmarks.md](docs/benchmarks.md#allocations-per-request)",
-			"*gateway-telemetry* is the same gateway with telemetry on", "the gateway's default sampler (parentbased_traceidratio, 0.1)",
+			"*gateway-telemetry* is the same gateway with telemetry on", "the deploys' sampler (parentbased_traceidratio, 0.1)",
 			"| floor | ", "| 560.0 µs (280.0 µs–840.0 µs) |",
 		}},
 		{"noisy", 3, 0.30, []string{"| 30% (max 30%) | **pass** (noisy) |", "| 30% (max 30%) | **MISS** (noisy) |", "| 30% (max 30%) | **NOISY** |"}},

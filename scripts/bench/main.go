@@ -508,6 +508,7 @@ func (b *bench) startRelay(ctx context.Context, leg, kind string, conns int, ext
 		}
 		if kind == telemetryKind {
 			env = append(env, gatewayEnv(b.sink.url)...)
+			env = append(env, samplerEnv(os.Getenv)...)
 		}
 		pr, t0, err = b.startGateway(env, path)
 		if err != nil {

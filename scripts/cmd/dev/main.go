@@ -77,9 +77,6 @@ func run() error {
 		}
 		defer func() { _ = col.Process.Kill(); _ = col.Wait() }()
 		cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+otelAddr, "OTEL_METRIC_EXPORT_INTERVAL=10000", "OTEL_SERVICE_NAME=llmgw-dev")
-		if os.Getenv("OTEL_TRACES_SAMPLER") == "" {
-			cmd.Env = append(cmd.Env, "OTEL_TRACES_SAMPLER=parentbased_always_on") // every request's trace, not production's one in ten
-		}
 		otelNote = fmt.Sprintf(`
 Telemetry goes to the collector on %[1]s (metrics every 10 s, spans as
 they end). Each batch is one line of OTLP JSON in %[2]s/otlp.jsonl, e.g.

@@ -53,8 +53,8 @@ type Config struct {
 	// next to nothing in spans; its metrics are recorded all the same.
 	Sampler string
 	// SamplerRatio is OTEL_TRACES_SAMPLER_ARG, the share of traces the
-	// ratio samplers record, from 0 to 1: default DefaultSamplerRatio
-	// for DefaultSampler, 1 (the specification's) for one named.
+	// ratio samplers record, from 0 to 1. Default 1 (the
+	// specification's).
 	SamplerRatio float64
 	// BatchDelay (OTEL_BSP_SCHEDULE_DELAY) is how long an ended span may
 	// wait to be exported, BatchSize (OTEL_BSP_MAX_EXPORT_BATCH_SIZE) how
@@ -88,17 +88,16 @@ type TLSFiles struct {
 // config).
 const DefaultCardinalityLimit = 2000
 
-// DefaultSampler and DefaultSamplerRatio record one request's trace in
-// ten (a trusted caller's sampled flag decides its own). Not the
-// specification's parentbased_always_on: a recorded trace costs a
+// DefaultSampler is the OpenTelemetry specification's default,
+// parentbased_always_on: every request's trace is recorded (a trusted
+// caller's sampled flag decides its own). A recorded trace costs a
 // request about 2 KB and 5 µs of CPU (its spans, their batching and
-// export), where its metrics cost about 0.2 KB and 0.6 µs (issue 38;
-// docs/telemetry.md has the figures). Every request is still in the
-// access log and the metrics.
-const (
-	DefaultSampler      = "parentbased_traceidratio"
-	DefaultSamplerRatio = 0.1
-)
+// export), where its metrics cost about 0.2 KB and 0.6 µs
+// (docs/telemetry.md has the figures), so the deploys (bicep, SAM) set
+// OTEL_TRACES_SAMPLER=parentbased_traceidratio and
+// OTEL_TRACES_SAMPLER_ARG=0.1: one trace in ten. Every request is in
+// the access log and the metrics either way.
+const DefaultSampler = "parentbased_always_on"
 
 // ErrSampler is an OTEL_TRACES_SAMPLER the gateway does not know, or an
 // OTEL_TRACES_SAMPLER_ARG that is not a ratio.
@@ -249,15 +248,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	return c, errors.Join(problems...)
 }
 
-// parseSampler reads OTEL_TRACES_SAMPLER and its argument: a ratio from
-// 0 to 1 for the ratio samplers (default 1, and DefaultSamplerRatio for
-// DefaultSampler when no sampler is named), ignored by the others.
+// parseSampler reads OTEL_TRACES_SAMPLER (default DefaultSampler) and
+// its argument: a ratio from 0 to 1 for the ratio samplers (default 1),
+// ignored by the others, as the specification has it.
 func parseSampler(name, arg string) (string, float64, error) {
 	if name == "" {
 		name = DefaultSampler
-		if arg == "" {
-			return name, DefaultSamplerRatio, nil
-		}
 	}
 	switch name {
 	case "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":

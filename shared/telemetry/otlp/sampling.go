@@ -8,10 +8,10 @@ import (
 )
 
 // sampler decides which spans are recorded, exactly as the SDK's sampler
-// of the same name (OTEL_TRACES_SAMPLER) decides them: most requests are
-// not recorded (DefaultSampler records one in ten), and a request the
-// sampler passes over costs two random numbers and a span context in its
-// context, and a traceparent for each backend attempt.
+// of the same name (OTEL_TRACES_SAMPLER) decides them. A request the
+// sampler passes over (the deploys' ratio sampler records one in ten)
+// costs two random numbers and a span context in its context, and a
+// traceparent for each backend attempt.
 //
 // The ratio samplers decide as the SDK's TraceIDRatioBased does, on the
 // trace ID, so a trace this gateway records is one a ratio sampler
@@ -38,7 +38,7 @@ const (
 )
 
 // newSampler is the named sampler (FromEnv checked the name; "" is
-// DefaultSampler's parent-based always_on, ratio aside).
+// DefaultSampler, parent-based always_on).
 func newSampler(name string, ratio float64) sampler {
 	s := sampler{parentBased: name == "" || name == "parentbased_always_on" || name == "parentbased_always_off" || name == "parentbased_traceidratio"}
 	switch name {

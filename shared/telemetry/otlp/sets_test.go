@@ -67,8 +67,8 @@ func TestParseSampler(t *testing.T) {
 		ratio     float64
 		err       bool
 	}{
-		{"", "", DefaultSampler, DefaultSamplerRatio, false},
-		{"", "0.5", DefaultSampler, 0.5, false},
+		{"", "", "parentbased_always_on", 1, false},
+		{"", "0.5", "parentbased_always_on", 1, false}, // the argument is a ratio sampler's
 		{"parentbased_always_on", "", "parentbased_always_on", 1, false},
 		{"always_off", "0.5", "always_off", 1, false},
 		{"parentbased_traceidratio", "0.25", "parentbased_traceidratio", 0.25, false},
