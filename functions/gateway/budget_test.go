@@ -362,7 +362,7 @@ func checkIgnoredCap(t *testing.T, stubs []*stub.Server, quota, outputCap int64,
 // Redis is back. The other permutations are units': shared/server
 // TestBudgetStoreDown (a per-minute budget fails open: served, output
 // capped, no token headers; the closed policy: 503), TestBudgetNone (a
-// tenant without a budget is untouched) and shared/budget/redisbudget
+// tenant without a budget is untouched) and shared/stores/redisbudget
 // TestFailurePolicy (a real Redis stopped or paused, each policy).
 func TestBudgetRedisDown(t *testing.T) {
 	t.Parallel()

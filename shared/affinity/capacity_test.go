@@ -10,7 +10,7 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/affinity"
-	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
+	"github.com/llmgw/gateway/shared/stores/redisaffinity"
 )
 
 // store is what the server needs of an affinity store.

@@ -78,7 +78,7 @@ type Config struct {
 	// Timeout bounds a remote store's answer to one Reserve. Default
 	// DefaultTimeout.
 	// A remote store's client bounds its socket reads and writes by it
-	// (store.NewClient's Timeout); the context a Reserve gets adds
+	// (redisclient.NewClient's Timeout); the context a Reserve gets adds
 	// DialTimeout.
 	Timeout time.Duration
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
+	"github.com/llmgw/gateway/shared/stores/redislimit"
 	"github.com/sethvargo/go-limiter"
 )
 
@@ -16,27 +16,27 @@ import (
 func newRedisFactory(cfg Config) (factory storeFactory, closeFn func() error, warmPool func(context.Context) error, err error) {
 	client, closeFn := cfg.Client, func() error { return nil } // the owner closes it
 	if client == nil {
-		if client, err = store.NewClient(cfg.RedisClient(cfg.Timeout)); err != nil {
+		if client, err = redisclient.NewClient(cfg.RedisClient(cfg.Timeout)); err != nil {
 			return nil, nil, nil, fmt.Errorf("redis store: %w", err)
 		}
 		closeFn = client.Close
 	}
 	factory = func(tokens uint64, interval time.Duration) (limiter.Store, error) {
-		return redisstore.New(client, redisstore.Config{
+		return redislimit.New(client, redislimit.Config{
 			Tokens:    tokens,
 			Interval:  interval,
 			KeyPrefix: cfg.KeyPrefix + "rl:",
 		})
 	}
-	warmPool = func(ctx context.Context) error { return store.WarmPool(ctx, client) }
+	warmPool = func(ctx context.Context) error { return redisclient.WarmPool(ctx, client) }
 	return factory, closeFn, warmPool, nil
 }
 
 // RedisClient is the options of a client on the limiter's Redis whose
 // answers are bounded by timeout: the limiter's own (Timeout), and those
 // of the stores that share its Redis with answer timeouts of their own.
-func (c Config) RedisClient(timeout time.Duration) store.ClientOptions {
-	return store.ClientOptions{
+func (c Config) RedisClient(timeout time.Duration) redisclient.ClientOptions {
+	return redisclient.ClientOptions{
 		URL:         c.RedisURL,
 		Password:    c.RedisPassword,
 		Credentials: c.RedisCredentials,

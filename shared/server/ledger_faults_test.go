@@ -14,8 +14,8 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisbudget"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,7 +44,7 @@ func faultLedger(t *testing.T, quota int64) (*budget.Ledger, *redistest.Server, 
 // closed when the test ends.
 func redisBudgetStore(tb testing.TB, url string, timeout time.Duration) (*redisbudget.Store, *redis.Client) {
 	tb.Helper()
-	c, err := store.NewClient(store.ClientOptions{URL: url, Timeout: timeout})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: url, Timeout: timeout})
 	if err != nil {
 		tb.Fatal(err)
 	}

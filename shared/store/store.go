@@ -1,12 +1,11 @@
-// Package store owns what every store of shared state has in common: the
-// request limiter's buckets (ratelimit/redisstore), the token budgets
-// (budget/redisbudget) and the stored-response records (affinity/
-// redisaffinity). It builds their Redis clients (URL, TLS, credentials and
-// their rotation, timeouts, pool warm-up), and its Guard puts the circuit
-// breaker and the failure policy in front of every call, so that the
-// stores time out, fail and recover the same way (issue 20, section 6;
-// issue 24, section 3). The packages beside it import the Redis client for
-// their commands and scripts; nothing else builds a client.
+// Package store owns what every store of shared state has in common,
+// whatever keeps it: the backends' names, the defaults of the timeouts and
+// the key prefix, the failure policies, and the Guard that puts the
+// circuit breaker and the failure policy in front of every call to a
+// remote store (the limiter's buckets, the token budgets, the
+// stored-response records, the shared cooldowns), so that the stores time
+// out, fail and recover the same way. The Redis stores and the one
+// builder of their clients are under shared/stores (redisclient).
 package store
 
 import (

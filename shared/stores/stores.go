@@ -3,10 +3,10 @@
 // (each answer timeout needs a client of its own: go-redis bounds every
 // socket read by its client's ReadTimeout), hands each part its store
 // (the limiter's client, the stored-response records, the backend-asked
-// cooldowns, the token budgets') and closes them all. Package store
-// beside it owns what the clients and guards have in common; this one
-// imports the parts' Redis stores, which import store, so it cannot live
-// there.
+// cooldowns, the token budgets') and closes them all. The Redis stores
+// are the packages below it, named for what they depend on (redislimit,
+// redisbudget, redisaffinity, rediscool, all on redisclient's clients);
+// package store owns what every store's guard has in common.
 package stores
 
 import (
@@ -20,13 +20,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmgw/gateway/shared/affinity"
-	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/route"
-	"github.com/llmgw/gateway/shared/route/rediscool"
 	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisaffinity"
+	"github.com/llmgw/gateway/shared/stores/redisbudget"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
+	"github.com/llmgw/gateway/shared/stores/rediscool"
 )
 
 // Backends (store's).
@@ -48,7 +49,7 @@ const DefaultStateTimeout = time.Second
 type Config struct {
 	// Backend is Memory or Redis. Default Memory.
 	Backend string
-	// URL, Password and Credentials reach Redis (store.ClientOptions).
+	// URL, Password and Credentials reach Redis (redisclient.ClientOptions).
 	URL, Password string
 	Credentials   func(ctx context.Context) (username, password string, err error)
 	// KeyPrefix prefixes every key of every part. Default
@@ -127,7 +128,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		return nil, err
 	}
 	s.Affinity = redisaffinity.New(state, c.KeyPrefix, c.Log)
-	warm(ctx, c.Log, "shared state", func(ctx context.Context) error { return store.WarmPool(ctx, state) })
+	warm(ctx, c.Log, "shared state", func(ctx context.Context) error { return redisclient.WarmPool(ctx, state) })
 	// Cooldowns are read once per request: a client with the take's tight
 	// answer timeout, so a slow store delays no request longer.
 	cool, err := s.client(c, c.TakeTimeout)
@@ -135,7 +136,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		return nil, err
 	}
 	s.Cooldowns = rediscool.New(cool, c.KeyPrefix, c.Log)
-	warm(ctx, c.Log, "shared cooldowns", func(ctx context.Context) error { return store.WarmPool(ctx, cool) })
+	warm(ctx, c.Log, "shared cooldowns", func(ctx context.Context) error { return redisclient.WarmPool(ctx, cool) })
 	if c.Budgets {
 		reserve, err := s.client(c, c.ReserveTimeout)
 		if err != nil {
@@ -166,7 +167,7 @@ func (s *Set) Close() error {
 // client is a client on c's Redis whose answers are bounded by timeout,
 // closed by Close.
 func (s *Set) client(c Config, timeout time.Duration) (*redis.Client, error) {
-	cl, err := store.NewClient(store.ClientOptions{
+	cl, err := redisclient.NewClient(redisclient.ClientOptions{
 		URL: c.URL, Password: c.Password, Credentials: c.Credentials,
 		Timeout: timeout, DialTimeout: c.DialTimeout,
 	})

@@ -1,4 +1,10 @@
-package store
+// Package redisclient builds the Redis client of every store of shared
+// state (URL, TLS, credentials and their rotation, timeouts, pool
+// warm-up), so that the stores on one Redis connect, log in and time out
+// the same way. The stores beside it (redislimit, redisbudget,
+// redisaffinity, rediscool) send their commands and scripts on its
+// clients; nothing else builds one.
+package redisclient
 
 import (
 	"cmp"
@@ -14,6 +20,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // ClientOptions configures NewClient.
@@ -38,14 +46,14 @@ type ClientOptions struct {
 	CredentialsInterval time.Duration
 	// Timeout bounds the store's answer: every socket read and write on an
 	// established connection (the caller's context deadline bounds them
-	// too). Default DefaultTimeout.
+	// too). Default store.DefaultTimeout.
 	Timeout time.Duration
 	// DialTimeout is the dial budget: it bounds establishing a connection
 	// (dial, TLS, the first login and its round trip) and waiting for a
 	// pool turn while the pool fills, none of which Timeout bounds, so a
 	// cold pool on a healthy store is not mistaken for a failing one. A
 	// caller whose command may wait for a connection gives its context
-	// Timeout + DialTimeout. Default DefaultDialTimeout.
+	// Timeout + DialTimeout. Default store.DefaultDialTimeout.
 	DialTimeout time.Duration
 }
 
@@ -88,7 +96,7 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	timeout := o.Timeout
 	if timeout <= 0 {
-		timeout = DefaultTimeout
+		timeout = store.DefaultTimeout
 	}
 	if opts.MaxRetries == 0 {
 		opts.MaxRetries = -1
@@ -99,7 +107,7 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = o.DialTimeout
 		if opts.DialTimeout <= 0 {
-			opts.DialTimeout = DefaultDialTimeout
+			opts.DialTimeout = store.DefaultDialTimeout
 		}
 	}
 	if opts.ReadTimeout == 0 {

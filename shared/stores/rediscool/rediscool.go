@@ -46,7 +46,7 @@ for i, k in ipairs(KEYS) do r[i] = redis.call('PTTL', k) end
 return r`)
 
 // New uses c (a client whose answer timeout suits a per-request read,
-// see store.NewClient) with keys prefix + "cool:" + pool + "|" + endpoint.
+// see redisclient.NewClient) with keys prefix + "cool:" + pool + "|" + endpoint.
 // Calls go through a circuit breaker and fail open: a replica that cannot
 // reach the store routes on its own view, which holds every cooldown it
 // saw itself.

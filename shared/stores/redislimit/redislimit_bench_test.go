@@ -1,4 +1,4 @@
-package redisstore_test
+package redislimit_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
+	"github.com/llmgw/gateway/shared/stores/redislimit"
 	"github.com/sethvargo/go-limiter"
 )
 
@@ -21,8 +21,8 @@ func BenchmarkTake(b *testing.B) {
 		store func(b *testing.B) limiter.Store
 	}{
 		{"memorystore", func(b *testing.B) limiter.Store { return newMemory(b, tokens, interval) }},
-		{"redisstore", func(b *testing.B) limiter.Store {
-			s := newStore(b, newClient(b, srv), redisstore.Config{Tokens: tokens, Interval: interval, KeyPrefix: "bench:"})
+		{"redislimit", func(b *testing.B) limiter.Store {
+			s := newStore(b, newClient(b, srv), redislimit.Config{Tokens: tokens, Interval: interval, KeyPrefix: "bench:"})
 			if err := s.Warm(ctx); err != nil {
 				b.Fatal(err)
 			}

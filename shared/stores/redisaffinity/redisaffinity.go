@@ -33,7 +33,7 @@ type Store struct {
 	PerTenant int
 }
 
-// New uses c (the limiter's Redis, see store.NewClient) with keys
+// New uses c (the limiter's Redis, see redisclient.NewClient) with keys
 // prefix + "resp:" + id, and prefix + "resp-tenant:" + tenant for each
 // tenant's ids. Every call goes through a circuit breaker (the limiter's
 // kind, shared/store, with its defaults): while Redis is failing, calls

@@ -7,14 +7,14 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/route"
-	"github.com/llmgw/gateway/shared/route/rediscool"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
+	"github.com/llmgw/gateway/shared/stores/rediscool"
 )
 
 // replica is one gateway's router on the shared redis-server.
 func replica(t *testing.T, url string) (*route.Router, *route.Pool) {
 	t.Helper()
-	c, err := store.NewClient(store.ClientOptions{URL: url, Timeout: time.Second})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: url, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

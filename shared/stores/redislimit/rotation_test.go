@@ -1,4 +1,4 @@
-package redisstore_test
+package redislimit_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
+	"github.com/llmgw/gateway/shared/stores/redislimit"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -41,7 +41,7 @@ func TestCredentialRotation(t *testing.T) {
 
 	var cur atomic.Pointer[[2]string]
 	cur.Store(&[2]string{"gw-1", "pass-1"})
-	client, err := store.NewClient(store.ClientOptions{
+	client, err := redisclient.NewClient(redisclient.ClientOptions{
 		// Fewer connections than takers: every connection works.
 		URL:     srv.URL() + "?pool_size=4",
 		Timeout: 2 * time.Second, // semantics, not latency, on a busy machine
@@ -55,7 +55,7 @@ func TestCredentialRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = client.Close() })
-	store := newStore(t, client, redisstore.Config{Tokens: 1 << 40, Interval: time.Hour})
+	store := newStore(t, client, redislimit.Config{Tokens: 1 << 40, Interval: time.Hour})
 	if err := store.Warm(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
 // Package redisbudget is a budget.Store kept in Redis, so that every replica
 // of the gateway (and every replica after a scale to zero) draws on one
-// token budget per tenant. Its clients come from shared/store
-// (store.NewClient), whose timeouts and no-retry policy suit it.
+// token budget per tenant. Its clients come from redisclient.NewClient,
+// whose timeouts and no-retry policy suit it.
 //
 // Reserve and Settle are each one atomic Lua script, one round trip
 // (EVALSHA; EVAL once after the server's script cache was emptied). The
@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -195,7 +195,7 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Cha
 // Warm loads the scripts into Redis, which also dials a connection, so
 // that the first Reserve is a single EVALSHA round trip; then, when
 // Reserve's client is a *redis.Client, it establishes that client's
-// connection pool (store.WarmPool), so that a burst of first
+// connection pool (redisclient.WarmPool), so that a burst of first
 // reservations finds connections ready. Call it in the background at
 // start; the settle client's owner warms that one.
 func (s *Store) Warm(ctx context.Context) error {
@@ -205,7 +205,7 @@ func (s *Store) Warm(ctx context.Context) error {
 		}
 	}
 	if rc, ok := s.fast.(*redis.Client); ok {
-		if err := store.WarmPool(ctx, rc); err != nil {
+		if err := redisclient.WarmPool(ctx, rc); err != nil {
 			return fmt.Errorf("redisbudget: warm: %w", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package redisclient_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 // TestSlowConnectionWithinDialBudget: a new connection whose handshake
@@ -18,7 +18,7 @@ func TestSlowConnectionWithinDialBudget(t *testing.T) {
 	const timeout = 50 * time.Millisecond
 	rs := redistest.Start(t)
 	px := redistest.NewProxy(t, rs.Addr(), 150*time.Millisecond)
-	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: timeout, DialTimeout: 5 * time.Second})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: px.URL(), Timeout: timeout, DialTimeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +28,7 @@ func TestSlowConnectionWithinDialBudget(t *testing.T) {
 	if err := c.Ping(ctx).Err(); err != nil {
 		t.Fatalf("first command on a slow new connection: %v", err)
 	}
-	if err := store.WarmPool(context.Background(), c); err != nil {
+	if err := redisclient.WarmPool(context.Background(), c); err != nil {
 		t.Fatalf("warm pool: %v", err)
 	}
 	if n, want := c.PoolStats().TotalConns, uint32(c.Options().PoolSize); n < 2 || n > want {

@@ -1,6 +1,6 @@
-// Package redisstore is a go-limiter Store kept in Redis, so that every
+// Package redislimit is a go-limiter Store kept in Redis, so that every
 // replica of the gateway (and every replica after a scale to zero) draws on
-// one budget per key. Its client comes from shared/store (store.NewClient).
+// one budget per key. Its client comes from redisclient.NewClient.
 //
 // Each Take is one atomic Lua script, one round trip (EVALSHA; EVAL once
 // after the server's script cache was emptied). The script reproduces
@@ -27,7 +27,7 @@
 // Keys expire after TTL without takes, so idle tenants cost nothing; a bucket
 // recreated after expiry starts a new tick phase, as a memorystore bucket
 // does after its sweep.
-package redisstore
+package redislimit
 
 import (
 	"context"
@@ -40,7 +40,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-limiter"
 
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 var _ limiter.Store = (*Store)(nil)
@@ -215,7 +215,7 @@ func (s *Store) Warm(ctx context.Context) error {
 	// With streaming credentials, wait for the first token here, where the
 	// budget is the dial timeout, rather than in a take's.
 	if c, ok := s.client.(interface{ Options() *redis.Options }); ok {
-		if err := store.PrimeCredentials(ctx, c); err != nil {
+		if err := redisclient.PrimeCredentials(ctx, c); err != nil {
 			return fmt.Errorf("redisstore: warm: %w", err)
 		}
 	}

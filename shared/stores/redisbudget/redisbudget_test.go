@@ -14,8 +14,8 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/budget/budgettest"
-	"github.com/llmgw/gateway/shared/budget/redisbudget"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisbudget"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,7 +23,7 @@ import (
 // limiter's tuning (no retries) and the given timeout.
 func newClient(t testing.TB, srv *redistest.Server, timeout time.Duration) *redis.Client {
 	t.Helper()
-	c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: timeout})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: srv.URL(), Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-package store_test
+package redisclient_test
 
 import (
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 func TestNewClient(t *testing.T) {
@@ -25,7 +25,7 @@ func TestNewClient(t *testing.T) {
 		{name: "unparsable keeps secret out", url: "redis://:hunter2@h:1/%zz", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := store.NewClient(store.ClientOptions{URL: tc.url, Password: tc.password})
+			c, err := redisclient.NewClient(redisclient.ClientOptions{URL: tc.url, Password: tc.password})
 			if tc.wantErr {
 				if err == nil {
 					_ = c.Close()

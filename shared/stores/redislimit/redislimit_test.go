@@ -1,4 +1,4 @@
-package redisstore_test
+package redislimit_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/redistest"
-	"github.com/llmgw/gateway/shared/ratelimit/redisstore"
-	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
+	"github.com/llmgw/gateway/shared/stores/redislimit"
 	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
@@ -22,7 +22,7 @@ import (
 // a generous timeout: they check semantics, not latency.
 func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 	t.Helper()
-	c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,9 +30,9 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 	return c
 }
 
-func newStore(t testing.TB, c redisstore.Client, cfg redisstore.Config) *redisstore.Store {
+func newStore(t testing.TB, c redislimit.Client, cfg redislimit.Config) *redislimit.Store {
 	t.Helper()
-	s, err := redisstore.New(c, cfg)
+	s, err := redislimit.New(c, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func (tr *tracked) observe(t *testing.T, name string, step int, interval time.Du
 	return tick
 }
 
-// TestMatchesMemorystore runs redisstore and memorystore side by side over
+// TestMatchesMemorystore runs redislimit and memorystore side by side over
 // random schedules (random keys, random gaps, bursts) and requires that they
 // admit exactly the same takes.
 //
@@ -143,7 +143,7 @@ func TestMatchesMemorystore(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			ctx := context.Background()
 			mem := newMemory(t, tc.tokens, tc.interval)
-			rs := newStore(t, client, redisstore.Config{
+			rs := newStore(t, client, redislimit.Config{
 				Tokens: tc.tokens, Interval: tc.interval,
 				KeyPrefix: fmt.Sprintf("match:%d:", seed),
 			})
@@ -283,7 +283,7 @@ func TestSetGetBurst(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			mem := newMemory(t, tokens, interval)
-			rs := newStore(t, client, redisstore.Config{Tokens: tokens, Interval: interval, KeyPrefix: "sgb:" + tc.name + ":"})
+			rs := newStore(t, client, redislimit.Config{Tokens: tokens, Interval: interval, KeyPrefix: "sgb:" + tc.name + ":"})
 			for i, o := range tc.ops {
 				want, err := o(ctx, mem, "k")
 				if err != nil {
@@ -317,10 +317,10 @@ func TestConcurrentTakes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const tokens, goroutines, takesEach = 50, 100, 5
-			var stores []*redisstore.Store
+			var stores []*redislimit.Store
 			for range tc.replicas {
 				// A separate client per replica: separate pools, as two processes.
-				stores = append(stores, newStore(t, newClient(t, srv), redisstore.Config{
+				stores = append(stores, newStore(t, newClient(t, srv), redislimit.Config{
 					Tokens: tokens, Interval: time.Minute, KeyPrefix: "conc:" + tc.name + ":",
 				}))
 			}
@@ -375,7 +375,7 @@ func TestConcurrentNeverOverAdmits(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const tokens = 20
-	s := newStore(t, newClient(t, srv), redisstore.Config{Tokens: tokens, Interval: 100 * time.Millisecond, KeyPrefix: "over:"})
+	s := newStore(t, newClient(t, srv), redislimit.Config{Tokens: tokens, Interval: 100 * time.Millisecond, KeyPrefix: "over:"})
 	var (
 		mu       sync.Mutex
 		admitted = map[uint64]int{}
@@ -427,7 +427,7 @@ func TestKeysExpire(t *testing.T) {
 		{"explicit", time.Second, 5 * time.Second, 4 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newStore(t, client, redisstore.Config{Tokens: 1, Interval: tc.interval, TTL: tc.ttl, KeyPrefix: "ttl:"})
+			s := newStore(t, client, redislimit.Config{Tokens: 1, Interval: tc.interval, TTL: tc.ttl, KeyPrefix: "ttl:"})
 			if _, _, _, _, err := s.Take(ctx, tc.name); err != nil {
 				t.Fatal(err)
 			}
@@ -435,7 +435,7 @@ func TestKeysExpire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ttl < tc.minTTL || ttl > max(tc.ttl, 2*tc.interval, redisstore.DefaultTTL) {
+			if ttl < tc.minTTL || ttl > max(tc.ttl, 2*tc.interval, redislimit.DefaultTTL) {
 				t.Errorf("PTTL = %s, want between %s and the configured TTL", ttl, tc.minTTL)
 			}
 		})
@@ -450,7 +450,7 @@ func TestRedisClock(t *testing.T) {
 	client := newClient(t, srv)
 	ctx := context.Background()
 	const interval = time.Hour
-	s := newStore(t, client, redisstore.Config{Tokens: 1, Interval: interval, KeyPrefix: "clock:"})
+	s := newStore(t, client, redislimit.Config{Tokens: 1, Interval: interval, KeyPrefix: "clock:"})
 	before, err := client.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -472,7 +472,7 @@ func TestRedisClock(t *testing.T) {
 func TestStopped(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	s := newStore(t, newClient(t, srv), redisstore.Config{})
+	s := newStore(t, newClient(t, srv), redislimit.Config{})
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -487,19 +487,19 @@ func TestNewValidates(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	for _, tc := range []struct {
 		name string
-		cfg  redisstore.Config
+		cfg  redislimit.Config
 	}{
-		{"sub-microsecond interval", redisstore.Config{Interval: 1500 * time.Nanosecond}},
-		{"too many tokens", redisstore.Config{Tokens: 1<<53 + 1}},
-		{"negative ttl", redisstore.Config{TTL: -time.Second}},
+		{"sub-microsecond interval", redislimit.Config{Interval: 1500 * time.Nanosecond}},
+		{"too many tokens", redislimit.Config{Tokens: 1<<53 + 1}},
+		{"negative ttl", redislimit.Config{TTL: -time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := redisstore.New(c, tc.cfg); err == nil {
+			if _, err := redislimit.New(c, tc.cfg); err == nil {
 				t.Error("New accepted an invalid config")
 			}
 		})
 	}
-	if _, err := redisstore.New(nil, redisstore.Config{}); err == nil {
+	if _, err := redislimit.New(nil, redislimit.Config{}); err == nil {
 		t.Error("New accepted a nil client")
 	}
 }

@@ -10,8 +10,9 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/affinity/affinitytest"
-	"github.com/llmgw/gateway/shared/affinity/redisaffinity"
 	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisaffinity"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 // TestBreaker: records round-trip through a real redis-server; with the
@@ -22,7 +23,7 @@ func TestBreaker(t *testing.T) {
 	t.Parallel()
 	rs := redistest.Start(t)
 	px := redistest.NewProxy(t, rs.Addr(), 0)
-	c, err := store.NewClient(store.ClientOptions{URL: px.URL(), Timeout: 100 * time.Millisecond})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: px.URL(), Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestBreaker(t *testing.T) {
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	c, err := store.NewClient(store.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
+	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
