@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // BreakerState is the state of a Breaker.
@@ -40,6 +38,13 @@ const (
 
 // ErrBreakerOpen is what a call gets while the breaker skips the store.
 var ErrBreakerOpen = errors.New("breaker open")
+
+// ErrQueued marks an error that is the caller's own queue, not the
+// store's failure: a pooled connection not had in time. The breaker
+// counts a call that failed with it for nothing, as it does a caller that
+// left. A Redis store marks go-redis's pool timeout with it
+// (redisclient.Queued), so that this package needs no Redis client.
+var ErrQueued = errors.New("store: queued for a connection")
 
 // Breaker skips a failing store. After threshold failures in a row of
 // calls that began after the store last answered, it opens for cooldown;
@@ -185,8 +190,8 @@ const (
 // call runs fn through the breaker: ErrBreakerOpen at once while the store
 // is skipped; else fn's error, counted as a store failure unless ctx was
 // canceled (the caller left, which says nothing about the store), the
-// call waited too long for a pooled connection (go-redis's
-// ErrPoolTimeout: the gateway's own queue), or the store answered another
+// call waited too long for a pooled connection (ErrQueued: the gateway's
+// own queue), or the store answered another
 // call meanwhile (Breaker). A ctx that passed its deadline counts
 // otherwise: the store did not answer in time.
 func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
@@ -202,7 +207,7 @@ func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 			return recovered, nil
 		}
 		return unchanged, nil
-	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, redis.ErrPoolTimeout):
+	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, ErrQueued):
 		// A pool turn not had in time is the gateway's own queue, not
 		// the store: like a caller that left, it counts for nothing.
 		b.Abandon(probe)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // TestBreaker walks the breaker through its states on a fake clock.
@@ -152,13 +150,14 @@ func TestBreakerBurst(t *testing.T) {
 	}
 }
 
-// TestCallPoolTimeoutNotCounted: a call that could not get a pooled
-// connection in time (the gateway's own queue) is not a store failure.
-func TestCallPoolTimeoutNotCounted(t *testing.T) {
+// TestCallQueuedNotCounted: a call that could not get a pooled
+// connection in time (the gateway's own queue, ErrQueued) is not a store
+// failure.
+func TestCallQueuedNotCounted(t *testing.T) {
 	t.Parallel()
 	b := NewBreaker(2, time.Hour)
 	for range 10 {
-		if _, err := b.call(context.Background(), func() error { return fmt.Errorf("take: %w", redis.ErrPoolTimeout) }); !errors.Is(err, redis.ErrPoolTimeout) {
+		if _, err := b.call(context.Background(), func() error { return fmt.Errorf("take: %w", ErrQueued) }); !errors.Is(err, ErrQueued) {
 			t.Fatalf("err %v", err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 // Store is the Redis-backed affinity store.
@@ -52,7 +53,7 @@ func (s *Store) tenantKey(tenant string) string { return s.prefix + "resp-tenant
 
 // call runs one Redis call through the breaker; ctx is the caller's.
 func (s *Store) call(ctx context.Context, op string, fn func() error) error {
-	if err := s.guard.Call(ctx, op, 0, func(context.Context) error { return fn() }); err != nil {
+	if err := s.guard.Call(ctx, op, 0, func(context.Context) error { return redisclient.Queued(fn()) }); err != nil {
 		return fmt.Errorf("redisaffinity: %s: %w", op, err)
 	}
 	return nil

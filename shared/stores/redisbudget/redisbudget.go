@@ -145,7 +145,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 	}
 	res, err := reserveScript.Run(ctx, s.fast, s.keys(tenant, r.Levels), args...).Int64Slice()
 	if err != nil {
-		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", err)
+		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", redisclient.Queued(err))
 	}
 	if len(res) != 5+9*n {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
@@ -179,7 +179,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
 	res, err := settleScript.Run(ctx, s.client, s.keys(tenant, actual.Levels), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
 	if err != nil {
-		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", err)
+		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", redisclient.Queued(err))
 	}
 	if len(res) == 0 || res[0] == 0 {
 		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil

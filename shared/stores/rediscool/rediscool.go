@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 // Store implements route.Shared on Redis.
@@ -77,7 +78,7 @@ func (s *Store) Publish(ctx context.Context, e *route.Endpoint, d time.Duration)
 		return nil
 	}
 	err := s.guard.Call(ctx, "publish", 0, func(ctx context.Context) error {
-		return extend.Run(ctx, s.c, []string{s.key(e)}, ms).Err()
+		return redisclient.Queued(extend.Run(ctx, s.c, []string{s.key(e)}, ms).Err())
 	})
 	if err != nil {
 		return fmt.Errorf("rediscool: publish %s: %w", e.Name, err)
@@ -92,7 +93,7 @@ func (s *Store) Fetch(ctx context.Context, p *route.Pool, dst []time.Duration) e
 	err := s.guard.Call(ctx, "fetch", 0, func(ctx context.Context) error {
 		var err error
 		got, err = left.Run(ctx, s.c, ks).Int64Slice()
-		return err
+		return redisclient.Queued(err)
 	})
 	if err != nil {
 		return fmt.Errorf("rediscool: fetch %s: %w", p.Name, err)

@@ -133,7 +133,7 @@ func (s *Store) Take(ctx context.Context, key string) (tokens, remaining, reset 
 	}
 	res, err := takeScript.Run(ctx, s.client, []string{s.prefix + key}, s.tokens, s.intervalUS, s.ttlMS).Int64Slice()
 	if err != nil {
-		return 0, 0, 0, false, fmt.Errorf("redisstore: take: %w", err)
+		return 0, 0, 0, false, fmt.Errorf("redisstore: take: %w", redisclient.Queued(err))
 	}
 	if len(res) != 4 {
 		return 0, 0, 0, false, fmt.Errorf("redisstore: take: unexpected reply of %d values", len(res))
