@@ -139,7 +139,7 @@ func storeConfig(ctx context.Context, cfg *config.Config, getenv func(string) st
 // them ready; a take that still waits for one is bounded by the dial budget.
 func newLimiter(ctx context.Context, cfg *config.Config, st *stores.Set, log *slog.Logger) (*ratelimit.Limiter, error) {
 	lc, limits := assemble.RequestLimiter(cfg)
-	lc.Client = st.Limiter
+	lc.Shared = st.Limiter
 	lim, err := ratelimit.New(lc, limits, log)
 	if err != nil {
 		return nil, fmt.Errorf("limiter: %w", err)

@@ -203,13 +203,12 @@ func Auth(a config.Auth) auth.Config {
 	}
 }
 
-// Limiter is the request limiter's configuration without its secrets
-// and client, which the binary resolves at start: its store is the store
-// section's.
+// Limiter is the request limiter's configuration without its shared
+// store, which the binary opens at start (stores.Open): its store is the
+// store section's.
 func Limiter(s config.Store, l config.Limiter) ratelimit.Config {
 	return ratelimit.Config{
 		Store:         s.Backend,
-		KeyPrefix:     s.KeyPrefix,
 		Timeout:       l.Timeout.D(),
 		DialTimeout:   s.DialTimeout.D(),
 		FailurePolicy: l.FailurePolicy,

@@ -85,8 +85,8 @@ func Server(c *config.Config) server.Deps {
 // Verifier is the JWT verifier's configuration.
 func Verifier(c *config.Config) auth.Config { return Auth(c.Auth) }
 
-// RequestLimiter is the request limiter's configuration (its client left
-// to the caller: the store's, stores.Set.Limiter) and each tenant's
+// RequestLimiter is the request limiter's configuration (its shared
+// store left to the caller: stores.Set.Limiter) and each tenant's
 // bucket.
 func RequestLimiter(c *config.Config) (ratelimit.Config, []ratelimit.TenantLimit) {
 	return Limiter(c.Store, c.Limiter).WithDefaults(), TenantLimits(c.Tenants)

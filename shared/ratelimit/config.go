@@ -1,7 +1,6 @@
 package ratelimit
 
 import (
-	"net/url"
 	"time"
 
 	"github.com/llmgw/gateway/shared/problem"
@@ -12,9 +11,6 @@ import (
 func (c Config) WithDefaults() Config {
 	if c.Store == "" {
 		c.Store = StoreMemory
-	}
-	if c.KeyPrefix == "" {
-		c.KeyPrefix = DefaultKeyPrefix
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -30,15 +26,15 @@ func (c Config) WithDefaults() Config {
 
 // problems returns every problem with cfg and limits: Check's, the
 // shared store's settings (store.CheckShared: the gateway's config check
-// runs that once, for the store section) and a Redis store's missing URL
-// (a secret the config check never sees).
+// runs that once, for the store section) and a Redis store without its
+// shared store, whose URL is a secret the config check never sees.
 func problems(cfg Config, limits []TenantLimit) []error {
 	var p []string
 	at := problem.Into(&p, "")
 	cfg.Check(at, limits, problem.Into(&p, "limits"))
 	d := cfg.WithDefaults()
 	store.CheckShared(at, "store", d.Store, d.DialTimeout)
-	if d.Store == StoreRedis && cfg.RedisURL == "" && cfg.Client == nil {
+	if d.Store == StoreRedis && cfg.Shared == nil {
 		p = append(p, "redis_url: required with store redis")
 	}
 	return problem.Errors(p)
@@ -48,7 +44,7 @@ func problems(cfg Config, limits []TenantLimit) []error {
 // (defaults applied) and with the tenants' limits, by the gateway config's
 // field names: c's under at, the limits' under limitsAt (a list:
 // limitsAt[i].requests). The settings c takes from the shared store
-// (Store, DialTimeout; KeyPrefix has no rule) are the store section's,
+// (Store, DialTimeout) are the store section's,
 // checked there (stores.Config.Check). New refuses what it reports and
 // those too; the gateway's config check calls it with the limiter
 // section and the tenant table.
@@ -104,20 +100,4 @@ func CheckRefill(limits []TenantLimit, limitsAt problem.At) {
 // apart.
 func refills(n uint64, interval time.Duration) bool {
 	return interval < 0 || float64(n)*float64(n) <= float64(interval.Nanoseconds())
-}
-
-// redactURL drops the userinfo (which may hold a password) from a Redis URL
-// for logging. An unparsable URL is not echoed at all.
-func redactURL(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable)"
-	}
-	if u.User != nil {
-		u.User = url.User("redacted")
-	}
-	return u.String()
 }

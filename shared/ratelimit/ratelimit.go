@@ -1,11 +1,14 @@
 // Package ratelimit owns the per-tenant request limit in front of
-// go-limiter's Store: which store backs it (in-process memory or Redis shared
-// by every replica), how long a take may wait for the store, and what happens
-// when the store is down (the failure policy and a circuit breaker).
+// go-limiter's Store: how long a take may wait for a store shared by every
+// replica, and what happens when that store is down (the failure policy and
+// a circuit breaker). Which store backs it is its owner's choice
+// (Config.Shared, the gateway's stores.Open); without one the buckets live
+// in this process (go-limiter's memorystore).
 //
 // The memory store is exact for one process only: every replica gets its own
 // budget and a scale-in forgets it. Deployments that scale out or to zero use
-// the Redis store, whose buckets live in Redis and whose clock is Redis's.
+// the Redis store (shared/stores/redislimit), whose buckets live in Redis and
+// whose clock is Redis's.
 package ratelimit
 
 import (
@@ -19,7 +22,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/sethvargo/go-limiter"
 	"github.com/sethvargo/go-limiter/memorystore"
 
@@ -43,7 +45,6 @@ const (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultKeyPrefix   = store.DefaultKeyPrefix
 	DefaultTimeout     = store.DefaultTimeout
 	DefaultDialTimeout = store.DefaultDialTimeout
 )
@@ -106,42 +107,30 @@ func (tl TenantLimit) counts() uint64 {
 	return n
 }
 
+// StoreFunc makes the store of the buckets of one shape, tokens per
+// interval: New calls it once per shape of the tenants' limits.
+type StoreFunc func(tokens uint64, interval time.Duration) (limiter.Store, error)
+
 // Config chooses and tunes the store. Its zero value is a valid memory
 // limiter; every field's zero value means its documented default.
 type Config struct {
-	// Store is "memory" (the default) or "redis". Memory is per process: use
-	// redis whenever more than one replica serves, or the host scales to zero.
+	// Store is "memory" (the default) or "redis", the store section's
+	// backend, which New and Check validate the limits against. Memory is
+	// per process: use redis whenever more than one replica serves, or the
+	// host scales to zero. Redis needs Shared.
 	Store string
 
-	// RedisURL is a redis:// or rediss:// (TLS) URL, as parsed by go-redis'
-	// ParseURL; Valkey, Azure Cache for Redis, Azure Managed Redis and
-	// ElastiCache all speak it. Required when Store is "redis".
-	RedisURL string
+	// Shared, when set, makes the buckets' stores in a store every replica
+	// shares (the gateway's stores.Set.Limiter, on the store section's
+	// Redis); its owner builds and closes what they use. A take then waits
+	// at most Timeout + DialTimeout for it, behind the breaker and the
+	// failure policy. Nil keeps the buckets in this process.
+	Shared StoreFunc
 
-	// RedisPassword, when set, overrides any password in RedisURL. It is the
-	// resolved secret; it is never logged (see LogValue).
-	RedisPassword string
-
-	// RedisCredentials, when set, supplies username and password (Entra ID
-	// tokens for Azure Cache for Redis / Azure Managed Redis): new
-	// connections log in with the current ones, and open connections send
-	// AUTH again when they change. It wins over RedisPassword.
-	RedisCredentials func(ctx context.Context) (username, password string, err error)
-
-	// Client, when set, is the Redis store's client, built and closed by
-	// its owner (the gateway's stores.Open, which builds every client on
-	// the shared Redis); RedisURL, RedisPassword and RedisCredentials are
-	// then unused. Its ReadTimeout should be Timeout.
-	Client *redis.Client
-
-	// KeyPrefix prefixes every Redis key so several gateways can share one
-	// Redis. Default DefaultKeyPrefix.
-	KeyPrefix string
-
-	// Timeout bounds the Redis store's answer to one Take (the socket reads
-	// and writes on an established connection), so a healthy store never
-	// adds more than this to a request. Default DefaultTimeout. Unused for
-	// memory.
+	// Timeout bounds the shared store's answer to one Take (the socket
+	// reads and writes on an established connection: the owner's client's
+	// answer timeout), so a healthy store never adds more than this to a
+	// request. Default DefaultTimeout. Unused for memory.
 	Timeout time.Duration
 
 	// DialTimeout bounds a Take that must wait for a connection being
@@ -177,21 +166,6 @@ type Config struct {
 	// recovery after the store returns is automatic. Default
 	// store.DefaultBreakerCooldown.
 	BreakerCooldown time.Duration
-}
-
-// LogValue keeps the password (and any password inside RedisURL) out of logs.
-func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
-		slog.String("store", c.Store),
-		slog.String("redis_url", redactURL(c.RedisURL)),
-		slog.Bool("redis_password_set", c.RedisPassword != ""),
-		slog.String("key_prefix", c.KeyPrefix),
-		slog.Duration("timeout", c.Timeout),
-		slog.Duration("dial_timeout", c.DialTimeout),
-		slog.String("failure_policy", c.FailurePolicy),
-		slog.Int("breaker_threshold", c.BreakerThreshold),
-		slog.Duration("breaker_cooldown", c.BreakerCooldown),
-	)
 }
 
 // Decision is the outcome of one Take.
@@ -237,15 +211,13 @@ type tenantBucket struct {
 // Limiter takes one token per request from the caller's tenant bucket. It is
 // safe for concurrent use.
 type Limiter struct {
-	tenants  map[string]*tenantBucket
-	counts   map[string]*tenantBucket // the tenants' count buckets (TakeCount)
-	stores   []limiter.Store
-	closeFns []func() error
-	remote   bool
-	timeout  time.Duration // Timeout + DialTimeout: the most one take may wait
-	log      *slog.Logger
-	guard    *store.Guard
-	warmPool func(context.Context) error // nil for memory
+	tenants map[string]*tenantBucket
+	counts  map[string]*tenantBucket // the tenants' count buckets (TakeCount)
+	stores  []limiter.Store
+	remote  bool
+	timeout time.Duration // Timeout + DialTimeout: the most one take may wait
+	log     *slog.Logger
+	guard   *store.Guard
 
 	takes      atomic.Uint64
 	lastWarn   atomic.Int64 // unix ns of the last degraded warning
@@ -254,8 +226,8 @@ type Limiter struct {
 }
 
 // New validates cfg and limits (reporting every problem at once) and builds
-// the limiter. It does no network I/O: the Redis client connects on the first
-// Take (or on Warm), so a cold start is not held up by the store.
+// the limiter. It does no network I/O: the shared store connects on the
+// first Take (or on Warm), so a cold start is not held up by it.
 func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 	if errs := problems(cfg, limits); len(errs) > 0 {
 		return nil, fmt.Errorf("ratelimit: invalid config: %w", errors.Join(errs...))
@@ -267,21 +239,13 @@ func New(cfg Config, limits []TenantLimit, log *slog.Logger) (*Limiter, error) {
 	l := &Limiter{
 		tenants: make(map[string]*tenantBucket, len(limits)),
 		counts:  make(map[string]*tenantBucket, len(limits)),
-		remote:  cfg.Store == StoreRedis,
+		remote:  cfg.Shared != nil,
 		timeout: cfg.Timeout + cfg.DialTimeout,
 		log:     log,
 		guard:   store.NewGuard("ratelimit", cfg.FailurePolicy, store.NewBreaker(cfg.BreakerThreshold, cfg.BreakerCooldown), log),
 	}
-	var factory storeFactory
-	switch cfg.Store {
-	case StoreRedis:
-		f, closeFn, warmPool, err := newRedisFactory(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("ratelimit: %w", err)
-		}
-		factory, l.warmPool = f, warmPool
-		l.closeFns = append(l.closeFns, closeFn)
-	default:
+	factory := cfg.Shared
+	if factory == nil {
 		factory = newMemoryStore
 	}
 
@@ -331,9 +295,7 @@ func countKey(tl TenantLimit) string {
 	return tl.Tenant + ":counts:" + strconv.FormatUint(tl.counts(), 10) + "/" + strconv.FormatInt(int64(tl.Interval), 10)
 }
 
-// storeFactory builds the store for one (tokens, interval) shape.
-type storeFactory func(tokens uint64, interval time.Duration) (limiter.Store, error)
-
+// newMemoryStore is the StoreFunc of buckets in this process.
 func newMemoryStore(tokens uint64, interval time.Duration) (limiter.Store, error) {
 	return memorystore.New(&memorystore.Config{Tokens: tokens, Interval: interval})
 }
@@ -432,29 +394,25 @@ func (l *Limiter) Stats() Stats {
 	}
 }
 
-// Warm connects to the store ahead of the first request, from a background
-// goroutine at start: it loads the scripts, then establishes the whole
-// connection pool (dial, TLS, login), so that a burst of first takes finds
-// connections ready instead of waiting up to DialTimeout for them. The
-// memory store needs nothing.
+// Warm connects to the shared store ahead of the first request, from a
+// background goroutine at start, through the first store that has a
+// Warm method (the stores share one client): the Redis store loads its
+// scripts, then establishes the whole connection pool (dial, TLS, login),
+// so that a burst of first takes finds connections ready instead of
+// waiting up to DialTimeout for them. The memory store needs nothing.
 func (l *Limiter) Warm(ctx context.Context) error {
 	for _, st := range l.stores {
 		if w, ok := st.(interface{ Warm(context.Context) error }); ok {
 			if err := w.Warm(ctx); err != nil {
 				return fmt.Errorf("ratelimit: warm: %w", err)
 			}
-			break // the stores share one client
-		}
-	}
-	if l.warmPool != nil {
-		if err := l.warmPool(ctx); err != nil {
-			return fmt.Errorf("ratelimit: warm: %w", err)
+			break
 		}
 	}
 	return nil
 }
 
-// Close releases the stores and the Redis connection pool.
+// Close stops the stores; the shared store's owner closes its client.
 // Calling it again does nothing.
 func (l *Limiter) Close() error {
 	var err error
@@ -466,11 +424,6 @@ func (l *Limiter) close() error {
 	var errs []error
 	for _, st := range l.stores {
 		if err := st.Close(context.Background()); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, fn := range l.closeFns {
-		if err := fn(); err != nil {
 			errs = append(errs, err)
 		}
 	}

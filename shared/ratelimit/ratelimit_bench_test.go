@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/stores"
 )
 
 // BenchmarkTake is the limiter's cost per request: the memory store, and the
@@ -24,7 +25,7 @@ func BenchmarkTake(b *testing.B) {
 		cfg  ratelimit.Config
 	}{
 		{"memory", ratelimit.Config{}},
-		{"redis", ratelimit.Config{Store: "redis", RedisURL: srv.URL(), Timeout: time.Second}},
+		{"redis", onRedis(b, ratelimit.Config{Timeout: time.Second}, stores.Config{URL: srv.URL()})},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := newLimiter(b, bc.cfg, limits, nil)

@@ -1,12 +1,14 @@
 // Package stores opens the gateway's shared state in one place: it
 // chooses memory or Redis once, builds every Redis client the parts use
 // (each answer timeout needs a client of its own: go-redis bounds every
-// socket read by its client's ReadTimeout), hands each part its store
-// (the limiter's client, the stored-response records, the backend-asked
-// cooldowns, the token budgets') and closes them all. The Redis stores
-// are the packages below it, named for what they depend on (redislimit,
-// redisbudget, redisaffinity, rediscool, all on redisclient's clients);
-// package store owns what every store's guard has in common.
+// socket read by its client's ReadTimeout), hands each part its store as
+// the interface the part declares (the limiter's go-limiter stores, the
+// stored-response records, the backend-asked cooldowns, the token
+// budgets'), so that no part knows which backend it has, and closes them
+// all. The Redis stores are the packages below it, named for what they
+// depend on (redislimit, redisbudget, redisaffinity, rediscool, all on
+// redisclient's clients); package store owns what every store's guard
+// has in common.
 package stores
 
 import (
@@ -18,16 +20,19 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/sethvargo/go-limiter"
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/stores/redisaffinity"
 	"github.com/llmgw/gateway/shared/stores/redisbudget"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/llmgw/gateway/shared/stores/rediscool"
+	"github.com/llmgw/gateway/shared/stores/redislimit"
 )
 
 // Backends (store's).
@@ -77,8 +82,9 @@ type Config struct {
 // the limiter keeps its buckets and the router its cooldowns in this
 // process.
 type Set struct {
-	// Limiter is the request limiter's client (ratelimit.Config.Client).
-	Limiter *redis.Client
+	// Limiter makes the request limiter's bucket stores
+	// (ratelimit.Config.Shared).
+	Limiter ratelimit.StoreFunc
 	// Affinity holds the stored-response records.
 	Affinity Records
 	// Cooldowns carries backend-asked cooldowns between replicas.
@@ -120,8 +126,16 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 			_ = s.Close()
 		}
 	}()
-	if s.Limiter, err = s.client(c, c.TakeTimeout); err != nil {
+	take, err := s.client(c, c.TakeTimeout)
+	if err != nil {
 		return nil, err
+	}
+	s.Limiter = func(tokens uint64, interval time.Duration) (limiter.Store, error) {
+		st, err := redislimit.New(take, redislimit.Config{Tokens: tokens, Interval: interval, KeyPrefix: c.KeyPrefix + "rl:"})
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
 	}
 	state, err := s.client(c, c.StateTimeout)
 	if err != nil {

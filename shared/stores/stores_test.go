@@ -61,7 +61,7 @@ func TestOpenRedis(t *testing.T) {
 		if (s.Budget != nil) != budgets {
 			t.Errorf("budgets %v: budget store %v", budgets, s.Budget)
 		}
-		if got := s.Limiter.Options().ReadTimeout; got != 70*time.Millisecond {
+		if got := s.clients[0].Options().ReadTimeout; got != 70*time.Millisecond {
 			t.Errorf("limiter client's answer timeout %s, want limiter.timeout's 70ms", got)
 		}
 		want := 3 // limiter, state, cooldowns

@@ -210,7 +210,11 @@ func (s *Store) Burst(ctx context.Context, key string, tokens uint64) error {
 }
 
 // Warm loads the scripts into Redis, which also dials a connection, so that
-// the first Take is a single EVALSHA round trip.
+// the first Take is a single EVALSHA round trip; then, when the client is a
+// *redis.Client, it establishes the client's connection pool
+// (redisclient.WarmPool), so that a burst of first takes finds connections
+// ready. Call it in the background at start, once for the stores that share
+// a client.
 func (s *Store) Warm(ctx context.Context) error {
 	// With streaming credentials, wait for the first token here, where the
 	// budget is the dial timeout, rather than in a take's.
@@ -223,6 +227,9 @@ func (s *Store) Warm(ctx context.Context) error {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return fmt.Errorf("redisstore: warm: %w", err)
 		}
+	}
+	if c, ok := s.client.(*redis.Client); ok {
+		return redisclient.WarmPool(ctx, c) // its error names itself
 	}
 	return nil
 }
