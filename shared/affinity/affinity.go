@@ -87,6 +87,18 @@ func Decode(s string) (Owner, error) {
 // perTenant is zero: the responses it created most recently.
 const DefaultPerTenant = 10_000
 
+// Store keeps the records: Memory in this process, or a store every
+// replica shares (the gateway's stores.Open hands out the Redis one,
+// shared/stores/redisaffinity). Put refuses an id another tenant owns
+// with an error wrapping ErrTaken.
+type Store interface {
+	Put(ctx context.Context, id string, o Owner, ttl time.Duration) error
+	Get(ctx context.Context, id string) (Owner, bool, error)
+	Delete(ctx context.Context, id string) error
+}
+
+var _ Store = (*Memory)(nil)
+
 // Memory is the store for one process: exact, gone with the process.
 // Capacity is per tenant: a tenant past it loses its own oldest records,
 // never another tenant's (issue 21: one tenant's flood once evicted other

@@ -13,13 +13,6 @@ import (
 	"github.com/llmgw/gateway/shared/stores/redisaffinity"
 )
 
-// store is what the server needs of an affinity store.
-type store interface {
-	Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error
-	Get(ctx context.Context, id string) (affinity.Owner, bool, error)
-	Delete(ctx context.Context, id string) error
-}
-
 // TestCapacityPerTenant (issue 21): a tenant that floods the store evicts
 // only its own oldest records; every other tenant's ids stay, on both
 // stores. Before, the memory store dropped arbitrary records at capacity
@@ -27,9 +20,9 @@ type store interface {
 func TestCapacityPerTenant(t *testing.T) {
 	t.Parallel()
 	const per = 50
-	stores := map[string]func(t *testing.T) store{
-		"memory": func(*testing.T) store { return affinity.NewMemory(per, nil) },
-		"redis": func(t *testing.T) store {
+	stores := map[string]func(t *testing.T) affinity.Store{
+		"memory": func(*testing.T) affinity.Store { return affinity.NewMemory(per, nil) },
+		"redis": func(t *testing.T) affinity.Store {
 			srv := redistest.Start(t)
 			c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			t.Cleanup(func() { _ = c.Close() })

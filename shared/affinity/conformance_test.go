@@ -11,7 +11,7 @@ import (
 // (affinitytest), as redisaffinity's TestConformance holds Redis.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	affinitytest.Run(t, func(_ *testing.T, perTenant int) affinitytest.Store {
+	affinitytest.Run(t, func(_ *testing.T, perTenant int) affinity.Store {
 		return affinity.NewMemory(perTenant, nil)
 	})
 }

@@ -86,21 +86,13 @@ type Set struct {
 	// (ratelimit.Config.Shared).
 	Limiter ratelimit.StoreFunc
 	// Affinity holds the stored-response records.
-	Affinity Records
+	Affinity affinity.Store
 	// Cooldowns carries backend-asked cooldowns between replicas.
 	Cooldowns route.Shared
 	// Budget is the token budgets' store (nil without Config.Budgets).
 	Budget budget.Store
 
 	clients []*redis.Client
-}
-
-// Records is the stored-response records' store (server.Affinity),
-// memory or Redis.
-type Records interface {
-	Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error
-	Get(ctx context.Context, id string) (affinity.Owner, bool, error)
-	Delete(ctx context.Context, id string) error
 }
 
 // Open builds every part's store of c.Backend. It does no I/O in the

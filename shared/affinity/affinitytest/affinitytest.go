@@ -17,17 +17,9 @@ import (
 	"github.com/llmgw/gateway/shared/affinity"
 )
 
-// Store is what the tests use of an affinity store (the server's
-// Affinity).
-type Store interface {
-	Put(ctx context.Context, id string, o affinity.Owner, ttl time.Duration) error
-	Get(ctx context.Context, id string) (affinity.Owner, bool, error)
-	Delete(ctx context.Context, id string) error
-}
-
 // NewStore returns a fresh, empty store keeping perTenant records per
 // tenant.
-type NewStore func(t *testing.T, perTenant int) Store
+type NewStore func(t *testing.T, perTenant int) affinity.Store
 
 const ttl = time.Hour
 
@@ -57,14 +49,14 @@ func Run(t *testing.T, newStore NewStore) {
 	}
 }
 
-func put(t *testing.T, s Store, id string, o affinity.Owner) {
+func put(t *testing.T, s affinity.Store, id string, o affinity.Owner) {
 	t.Helper()
 	if err := s.Put(context.Background(), id, o, ttl); err != nil {
 		t.Fatalf("put %s for %s: %v", id, o.Tenant, err)
 	}
 }
 
-func get(t *testing.T, s Store, id string) (affinity.Owner, bool) {
+func get(t *testing.T, s affinity.Store, id string) (affinity.Owner, bool) {
 	t.Helper()
 	o, ok, err := s.Get(context.Background(), id)
 	if err != nil {

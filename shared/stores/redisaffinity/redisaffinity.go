@@ -24,6 +24,8 @@ import (
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
+var _ affinity.Store = (*Store)(nil)
+
 // Store is the Redis-backed affinity store.
 type Store struct {
 	c      redis.UniversalClient

@@ -85,7 +85,7 @@ func TestConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	affinitytest.Run(t, func(t *testing.T, perTenant int) affinitytest.Store {
+	affinitytest.Run(t, func(t *testing.T, perTenant int) affinity.Store {
 		s := redisaffinity.New(c, strings.ReplaceAll(t.Name(), "/", ":")+":", nil)
 		s.PerTenant = perTenant
 		return s
