@@ -12,11 +12,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
 var errUsage = errors.New("usage")
@@ -47,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	host := withHostDefaults(assemble.HostOf(cfg, getenv))
 	log := newLogger(stdout, host.LogLevel)
-	redis.SetLogger(redisLog{log}) // process-wide, swapped atomically
+	redisclient.SetLogger(log) // process-wide
 	for _, d := range host.Deprecated {
 		log.Warn("deprecated config key: " + d)
 	}
@@ -199,15 +198,6 @@ func withHostDefaults(h assemble.Host) assemble.Host {
 	h.ShutdownGrace = cmp.Or(h.ShutdownGrace, defaultShutdownGrace)
 	h.FlushTimeout = cmp.Or(h.FlushTimeout, defaultFlushTimeout)
 	return h
-}
-
-// redisLog sends go-redis's own diagnostics (a failed dial, re-AUTH or
-// pooled connection) to the JSON log as warnings, instead of the library's
-// default plain lines on stderr.
-type redisLog struct{ log *slog.Logger }
-
-func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
-	r.log.WarnContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
 func newLogger(w io.Writer, level string) *slog.Logger {
