@@ -1,10 +1,12 @@
 // Package docs holds the tests that keep the documentation true: every
 // relative link in README.md and docs/*.md resolves (file and heading), and
-// every key of the config schema has its line in the configuration
-// reference. The pages themselves are plain Markdown beside this file.
+// every key of the config schema has its row in the configuration
+// reference's table, with the default the part that applies it
+// declares. The pages themselves are plain Markdown beside this file.
 package docs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,7 +16,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/lambdaurl"
+	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/prompt"
+	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/route"
+	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores"
+	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // pages lists the README and every page under docs/ (subfolders included),
@@ -147,19 +162,246 @@ func schemaKeys(t reflect.Type, prefix string, out *[]string) {
 	}
 }
 
-// TestConfigReferenceNamesEveryKey: each key the schema accepts appears,
-// in backticks by its whole path, in docs/configuration.md, so a field added
-// to config.Config without its line in the reference fails the tests.
-func TestConfigReferenceNamesEveryKey(t *testing.T) {
+// row is one line of the configuration reference's table: the setting
+// paths of its first column and, for each, its default cell.
+type row struct {
+	line     int
+	paths    []string
+	defaults []string
+}
+
+var (
+	backticked = regexp.MustCompile("`([^`]*)`")
+	settingKey = regexp.MustCompile(`^[a-z0-9_]+(\[\])?(\.[a-z0-9_]+(\[\])?)*$`)
+	cellSplit  = regexp.MustCompile(`, | / `)
+)
+
+// referenceRows reads the table rows of docs/configuration.md. A row's
+// default cell gives one default for all its paths, or one for each, in
+// order, separated by ", " or " / " ("`5m` / `24h`").
+func referenceRows(t *testing.T) []row {
+	t.Helper()
+	var rows []row
+	for i, line := range strings.Split(read(t, "docs/configuration.md"), "\n") {
+		cells := strings.Split(line, " | ")
+		if !strings.HasPrefix(line, "| `") || len(cells) < 3 {
+			continue
+		}
+		r := row{line: i + 1}
+		for _, m := range backticked.FindAllStringSubmatch(cells[0], -1) {
+			r.paths = append(r.paths, m[1])
+		}
+		parts := cellSplit.Split(cells[1], -1)
+		for j := range r.paths {
+			switch {
+			case len(parts) == len(r.paths):
+				r.defaults = append(r.defaults, parts[j])
+			default:
+				r.defaults = append(r.defaults, cells[1])
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// TestConfigReferenceTable: the reference's table has a row for each key
+// the schema accepts, and each path a row names is a key of the schema
+// (or a section of keys: store.redis_entra), so a field added, renamed or
+// removed in config.Config without its row fails the tests.
+func TestConfigReferenceTable(t *testing.T) {
 	var keys []string
 	schemaKeys(reflect.TypeFor[config.Config](), "", &keys)
 	if len(keys) < 50 {
 		t.Fatalf("the schema walk found only %d keys: %v", len(keys), keys)
 	}
-	ref := read(t, "docs/configuration.md")
-	for _, k := range keys {
-		if !strings.Contains(ref, "`"+k+"`") {
-			t.Errorf("docs/configuration.md does not name `%s`", k)
+	rows := referenceRows(t)
+	named := map[string]bool{}
+	for _, r := range rows {
+		for _, p := range r.paths {
+			named[p] = true
 		}
 	}
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k] = true
+		if !named[k] {
+			t.Errorf("docs/configuration.md's table has no row for `%s`", k)
+		}
+	}
+	for _, r := range rows {
+		for _, p := range r.paths {
+			if !settingKey.MatchString(p) {
+				t.Errorf("docs/configuration.md:%d: %q is not a setting path", r.line, p)
+			} else if !known[p] && !isSection(keys, p) {
+				t.Errorf("docs/configuration.md:%d: `%s` is not a key of the schema", r.line, p)
+			}
+		}
+	}
+}
+
+// isSection reports whether p names a section holding keys.
+func isSection(keys []string, p string) bool {
+	for _, k := range keys {
+		if strings.HasPrefix(k, p+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// proseDefaults are the rows whose default is not a value a part declares
+// where this package can read it, each with the reason.
+var proseDefaults = map[string]string{
+	"listen":                              "the environment's port, else the binary's own default (functions/gateway)",
+	"max_pending_connections":             "a share of max_connections (server.ConnOptions.MaxPending)",
+	"log_level":                           "slog's zero level, the binary's (functions/gateway)",
+	"shutdown_grace":                      "the binary's own (functions/gateway, package main)",
+	"read_header_timeout":                 "the binary's own (functions/gateway, package main)",
+	"idle_timeout":                        "the binary's own (functions/gateway, package main)",
+	"upstream.connect_timeout":            "the backend client's, in the binary (functions/gateway, package main)",
+	"upstream.max_idle_conns_per_host":    "the backend client's, in the binary (functions/gateway, package main)",
+	"telemetry.flush_timeout":             "the binary's own (functions/gateway, package main)",
+	"budget.failure_policy":               "another setting's value (limiter.failure_policy)",
+	"tenants[].max_concurrent_requests":   "another setting's value (max_concurrent_requests)",
+	"tenants[].count_requests":            "a multiple of tenants[].requests (ratelimit.DefaultCountsPerRequest)",
+	"prices.models[].cached_input":        "another rate of the model (input)",
+	"prices.models[].cache_write":         "another rate of the model (input)",
+	"prices.models[].cache_write_1h":      "another rate of the model (cache_write)",
+	"pools[].keepalive_interval":          "upstream's setting of the same name",
+	"pools[].first_token_timeout":         "upstream's setting of the same name",
+	"store.redis_entra.client_id":         "the environment's $AZURE_CLIENT_ID",
+	"pools[].endpoints[].entra.client_id": "the environment's $AZURE_CLIENT_ID",
+}
+
+// partDefaults is each setting's default as the part that applies it
+// declares it: a row's default cell must name it, first in backticks.
+// A zero (0, false) is written where the part's zero means off or none.
+var partDefaults = map[string]any{
+	"max_body_bytes":      server.DefaultMaxBodyBytes,
+	"body_read_timeout":   server.DefaultBodyReadTimeout,
+	"max_header_bytes":    server.DefaultMaxHeaderBytes,
+	"max_connections":     server.DefaultMaxConns,
+	"lingering_time":      server.DefaultLingerTime,
+	"lingering_timeout":   server.DefaultLingerTimeout,
+	"lingering_max_bytes": server.DefaultLingerBytes,
+	"raw_syscalls":        !server.ConnOptions{}.WithDefaults().PlainConns,
+
+	"max_concurrent_requests": tenant.DefaultMaxConcurrent,
+
+	"auth.tenant_claim":            auth.DefaultTenantClaim,
+	"auth.user_claim":              auth.DefaultUserClaim,
+	"auth.algorithms":              auth.DefaultAlgorithms(),
+	"auth.leeway":                  auth.DefaultLeeway,
+	"auth.max_token_bytes":         auth.DefaultMaxTokenBytes,
+	"auth.jwks_refresh_min":        auth.DefaultRefreshMin,
+	"auth.jwks_refresh_max":        auth.DefaultRefreshMax,
+	"auth.unknown_kid_interval":    auth.DefaultUnknownKIDInterval,
+	"store.backend":                stores.Memory,
+	"store.redis_entra.scope":      entra.RedisScope,
+	"store.redis_entra.timeout":    entra.DefaultTimeout,
+	"store.key_prefix":             store.DefaultKeyPrefix,
+	"store.dial_timeout":           store.DefaultDialTimeout,
+	"limiter.timeout":              ratelimit.DefaultTimeout,
+	"limiter.failure_policy":       store.PolicyOpen,
+	"upstream.max_attempts":        server.DefaultMaxAttempts,
+	"upstream.header_timeout":      server.DefaultHeaderTimeout,
+	"upstream.response_timeout":    server.DefaultResponseTimeout,
+	"upstream.stream_idle_timeout": server.DefaultStreamIdleTimeout,
+	"upstream.default_cooldown":    server.DefaultCooldown,
+	"upstream.max_cooldown":        route.DefaultMaxCooldown,
+	"upstream.keepalive_interval":  server.DefaultKeepaliveInterval,
+	"upstream.first_token_timeout": time.Duration(0),
+	"lambda.deadline_margin":       lambdaurl.DefaultDeadlineMargin,
+	"lambda.min_remaining":         server.DefaultMinRemaining,
+	"telemetry.trust_traceparent":  false,
+
+	"tenants[].interval":                 ratelimit.DefaultInterval,
+	"tenants[].tokens_per_minute":        0,
+	"tenants[].token_quota":              0,
+	"tenants[].max_output_tokens":        0,
+	"tenants[].features[].account_owner": false,
+	"tenants[].features[].cost_per_use":  0,
+	"tenants[].features[].default_uses":  tenant.DefaultUses,
+	"tenants[].service_tiers":            []string{price.TierStandard.String()},
+	"budget.mode":                        budget.ModeStrict,
+	"budget.lease":                       budget.DefaultLease,
+	"budget.default_output_tokens":       budget.DefaultOutputTokens,
+	"budget.timeout":                     budget.DefaultTimeout,
+	"budget.image_tokens":                prompt.DefaultImageTokens,
+	"budget.media_tokens":                prompt.DefaultMediaTokens,
+
+	// config's own: an endpoint's weight when it writes none.
+	"pools[].endpoints[].weight":      1,
+	"pools[].endpoints[].priority":    0,
+	"pools[].endpoints[].api_version": upstream.DefaultAzureAPIVersion,
+	// upstream's zero values: what an empty azure_api and auth mean.
+	"pools[].endpoints[].azure_api":     "deployments",
+	"pools[].endpoints[].auth":          "key",
+	"pools[].endpoints[].entra.scope":   entra.DefaultScope,
+	"pools[].endpoints[].entra.timeout": entra.DefaultTimeout,
+}
+
+// TestConfigReferenceDefaults: each row's default is the one the part
+// that applies it declares (partDefaults), or prose with its reason
+// (proseDefaults); a row that writes a value in backticks for a setting
+// in neither fails, so a default changed in a part or in the reference
+// alone fails the tests.
+func TestConfigReferenceDefaults(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range referenceRows(t) {
+		for i, p := range r.paths {
+			cell := r.defaults[i]
+			want, declared := partDefaults[p]
+			_, prose := proseDefaults[p]
+			seen[p] = declared || prose
+			m := backticked.FindStringSubmatch(cell)
+			switch {
+			case prose:
+			case declared && m == nil:
+				t.Errorf("docs/configuration.md:%d: `%s`: the default cell %q names no value; the part's is `%s`", r.line, p, cell, format(want))
+			case declared && m[1] != format(want):
+				t.Errorf("docs/configuration.md:%d: `%s`: the reference says `%s`, the part declares `%s`", r.line, p, m[1], format(want))
+			case !declared && m != nil:
+				t.Errorf("docs/configuration.md:%d: `%s`: the reference names a default, `%s`, that partDefaults does not know", r.line, p, m[1])
+			}
+		}
+	}
+	for _, table := range []map[string]bool{keysOf(partDefaults), keysOf(proseDefaults)} {
+		for p := range table {
+			if !seen[p] {
+				t.Errorf("%s: no row of docs/configuration.md names it", p)
+			}
+		}
+	}
+}
+
+func keysOf[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+// format writes a default as the reference does: durations without
+// their zero units ("5m", not "5m0s"), lists in brackets.
+func format(v any) string {
+	switch v := v.(type) {
+	case time.Duration:
+		if v == 0 {
+			return "0"
+		}
+		s := v.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s")
+		}
+		if strings.HasSuffix(s, "h0m") {
+			s = strings.TrimSuffix(s, "0m")
+		}
+		return s
+	case []string:
+		return "[" + strings.Join(v, ", ") + "]"
+	}
+	return fmt.Sprint(v)
 }
