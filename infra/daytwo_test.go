@@ -12,9 +12,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/scripts/devissuer"
-	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
-	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -79,9 +77,9 @@ func (l *entraLogin) v2Token(t *testing.T, tid, aud string) string {
 
 // verifierFor builds the verifier the function builds from cfg's auth
 // section (functions/gateway's newVerifier), fetching keys through login.
-func verifierFor(t *testing.T, a config.Auth, login *entraLogin) *auth.Verifier {
+func verifierFor(t *testing.T, a auth.Config, login *entraLogin) *auth.Verifier {
 	t.Helper()
-	v, err := auth.New(assemble.Auth(a), &http.Client{Transport: login, Timeout: 10 * time.Second}, nil)
+	v, err := auth.New(a, &http.Client{Transport: login, Timeout: 10 * time.Second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func into(p *config.Problems, path string) problem.At {
 func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	Conn(c).Check(into(&p, ""))
-	Auth(c.Auth).Check(into(&p, "auth"))
+	c.Auth.Check(into(&p, "auth"))
 	Stores(c).Check(into(&p, "store"))
 	Limiter(c.Store, c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
 	ratelimit.CheckRefill(TenantLimits(c.Tenants), into(&p, "tenants"))
@@ -181,26 +181,6 @@ func canBeOff(d *config.Duration) time.Duration {
 		return -1
 	}
 	return d.D()
-}
-
-// Auth is the JWT verifier's configuration.
-func Auth(a config.Auth) auth.Config {
-	return auth.Config{
-		Issuer:             a.Issuer,
-		JWKSURL:            a.JWKSURL,
-		Audiences:          a.Audiences,
-		TenantClaim:        a.TenantClaim,
-		ProjectClaim:       a.ProjectClaim,
-		UserClaim:          a.UserClaim,
-		RequiredRoles:      a.RequiredRoles,
-		RequiredScopes:     a.RequiredScopes,
-		Algorithms:         a.Algorithms,
-		Leeway:             a.Leeway.D(),
-		MaxTokenBytes:      a.MaxTokenBytes,
-		RefreshMin:         a.JWKSRefreshMin.D(),
-		RefreshMax:         a.JWKSRefreshMax.D(),
-		UnknownKIDInterval: a.UnknownKIDInterval.D(),
-	}
 }
 
 // Limiter is the request limiter's configuration without its shared

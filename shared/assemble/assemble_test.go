@@ -96,6 +96,8 @@ func TestProblems(t *testing.T) {
 		{name: "merge cycle", cfg: minimal + "upstream: &u {<<: *u}\nlambda: {<<: &l [*l]}\n",
 			wants: []string{"upstream: << merges a mapping into itself", "lambda: << must merge a mapping or a list of mappings"}},
 		{name: "bad duration", cfg: minimal + "\nshutdown_grace: soon\n", wants: []string{`shutdown_grace: "soon" is not a duration like "500ms" or "1m" (line 10)`}},
+		{name: "bad duration of a part's section", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], leeway: soon", 1),
+			wants: []string{`auth.leeway: "soon" is not a duration like "500ms" or "1m"`}},
 		{name: "negative leeway", cfg: strings.Replace(minimal, "audiences: [gw]", "audiences: [gw], leeway: -1s", 1), wants: []string{"auth.leeway: must not be negative, got -1s"}},
 		{name: "listen without port", cfg: minimal + "listen: localhost\n", wants: []string{`listen: must be host:port`}},
 		{name: "listen with a named port", cfg: minimal + "listen: \"127.0.0.1:http\"\n", wants: []string{`listen: port must be a number from 0 to 65535, not "http"`}},

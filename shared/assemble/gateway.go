@@ -82,8 +82,9 @@ func Server(c *config.Config) server.Deps {
 	}
 }
 
-// Verifier is the JWT verifier's configuration.
-func Verifier(c *config.Config) auth.Config { return Auth(c.Auth) }
+// Verifier is the JWT verifier's configuration: the auth section as
+// written, which the verifier defaults (auth.New).
+func Verifier(c *config.Config) auth.Config { return c.Auth }
 
 // RequestLimiter is the request limiter's configuration (its shared
 // store left to the caller: stores.Set.Limiter) and each tenant's

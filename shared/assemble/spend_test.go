@@ -128,7 +128,7 @@ prices:
 	if ll.Projects["search"].SpendPerMonth != 50_000_000 || ll.UserDefault.SpendPerDay != 2_000_000 || ll.UserDefault.TokensPerMinute != 100 || ll.ProjectDefault.Enforced() {
 		t.Fatalf("levels %+v", ll)
 	}
-	if got := Auth(c.Auth); got.ProjectClaim != "project" {
+	if got := Verifier(c); got.ProjectClaim != "project" {
 		t.Fatalf("auth project claim %q", got.ProjectClaim)
 	}
 }

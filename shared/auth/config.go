@@ -11,9 +11,11 @@ import (
 )
 
 // Config says which tokens a Verifier accepts and how it keeps its signing keys
-// fresh. Only Issuer and Audiences are required; every other zero value means
-// the default named in the field's comment; a negative duration or
-// MaxTokenBytes is an error.
+// fresh. It is the config file's auth section as written (its yaml names);
+// the fields tagged "-" are not the file's. Only Issuer and Audiences are
+// required; every other zero value means the default named in the field's
+// comment, which New applies; a negative duration or MaxTokenBytes is an
+// error.
 //
 // Check states its rules, once: New refuses what it reports, and the
 // gateway's config check reports the same under the auth section, so that
@@ -29,26 +31,28 @@ type Config struct {
 	// tenant claim, exactly, and the tenant claim must be a single path
 	// segment (see the Verifier). Which directories are served is the
 	// tenant table's decision, not the Verifier's. JWKSURL is required then.
-	Issuer string
+	Issuer string `yaml:"issuer" json:"issuer"`
 	// JWKSURL is where the signing keys are fetched. When empty it is
 	// discovered from {Issuer}/.well-known/openid-configuration (jwks_uri),
 	// per OpenID Connect Discovery 1.0 §4; discovery cannot start from an
 	// Issuer template, so a template needs JWKSURL (for Entra ID,
 	// https://login.microsoftonline.com/common/discovery/v2.0/keys).
-	JWKSURL string
+	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
 	// Audiences lists the accepted "aud" values; a token must carry at least
 	// one of them. Required.
-	Audiences []string
+	Audiences []string `yaml:"audiences" json:"audiences"`
 	// TenantClaim names the string claim that carries the tenant. Default
 	// DefaultTenantClaim.
-	TenantClaim string
+	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
 	// ProjectClaim names the string claim that carries the caller's
-	// project (Principal.Project); empty: none is read. UserClaim names
-	// the one that carries its user (Principal.User): "sub" or "oid".
-	// Default DefaultUserClaim. Either, when the token has it, must be a
-	// string, else the token is invalid: a level below the tenant comes
-	// from the signed token, never from the request.
-	ProjectClaim, UserClaim string
+	// project (Principal.Project), its level below the tenant for spend
+	// and token limits; empty: none is read. UserClaim names the one that
+	// carries its user (Principal.User), its level below the project:
+	// "sub" or "oid". Default DefaultUserClaim. Either, when the token
+	// has it, must be a string, else the token is invalid: a level below
+	// the tenant comes from the signed token, never from the request.
+	ProjectClaim string `yaml:"project_claim" json:"project_claim"`
+	UserClaim    string `yaml:"user_claim" json:"user_claim"`
 	// RequiredRoles and RequiredScopes, when either is set, make a valid
 	// token carry at least one of them: a value of its "roles" claim (an
 	// app role, Entra's client-credentials and assigned-user tokens) in
@@ -56,42 +60,42 @@ type Config struct {
 	// delegated scope) in RequiredScopes. A token with none fails with
 	// ErrInsufficientPermissions (HTTP 403), not ErrInvalidToken. Default
 	// none: the issuer's assignment is the access control.
-	RequiredRoles  []string
-	RequiredScopes []string
+	RequiredRoles  []string `yaml:"required_roles" json:"required_roles"`
+	RequiredScopes []string `yaml:"required_scopes" json:"required_scopes"`
 	// Algorithms is the allow-list of signing algorithms. Default
 	// DefaultAlgorithms. "none" and the HMAC family are refused outright: with a public
 	// JWKS an HMAC "key" is public, so accepting HS* would let anyone mint
 	// tokens (the RFC 8725 §2.1 algorithm-confusion attack).
-	Algorithms []string
+	Algorithms []string `yaml:"algorithms" json:"algorithms"`
 	// Leeway tolerates clock skew on exp, nbf and iat. Default DefaultLeeway.
-	Leeway time.Duration
+	Leeway time.Duration `yaml:"leeway" json:"leeway"`
 	// MaxTokenBytes refuses longer tokens before any decoding, so a client
 	// cannot make the gateway base64- and JSON-decode megabytes. Default
 	// DefaultMaxTokenBytes.
-	MaxTokenBytes int
+	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes"`
 	// RefreshMin is the floor on the JWKS refresh interval. Default
 	// DefaultRefreshMin.
-	RefreshMin time.Duration
+	RefreshMin time.Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min"`
 	// RefreshMax is the ceiling on the JWKS refresh interval. Default
 	// DefaultRefreshMax.
 	// Between the two, the JWKS response's Cache-Control max-age decides.
-	RefreshMax time.Duration
+	RefreshMax time.Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max"`
 	// UnknownKIDInterval allows at most one JWKS refresh per interval caused by
 	// a token whose kid is not cached, so forged kids cannot turn the gateway
 	// into a load generator against the issuer. Default
 	// DefaultUnknownKIDInterval.
-	UnknownKIDInterval time.Duration
+	UnknownKIDInterval time.Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval"`
 	// FetchTimeout bounds each HTTP fetch (discovery, JWKS). Default
 	// DefaultFetchTimeout.
-	FetchTimeout time.Duration
+	FetchTimeout time.Duration `yaml:"-" json:"-"`
 	// RetryMin is the least time between two fetch attempts after a failed
 	// one; background retries back off from it up to RefreshMin. Default
 	// DefaultRetryMin.
-	RetryMin time.Duration
+	RetryMin time.Duration `yaml:"-" json:"-"`
 	// CacheSize bounds the cache of verified tokens (keyed by SHA-256 of the
 	// token, kept until the token's exp). Default DefaultCacheSize;
 	// negative disables it.
-	CacheSize int
+	CacheSize int `yaml:"-" json:"-"`
 }
 
 // Defaults for the zero values of Config.

@@ -6,10 +6,12 @@
 // sections (names unique, tenants' models served by a pool, the
 // environment variables it names set).
 //
-// It imports no other package of the gateway: each part the binary wires
-// (auth, ratelimit, budget, entra, server, upstream) owns its settings'
-// rules and the defaults of their zero values, and the wiring step runs
-// those checks under the sections' field paths (see shared/assemble).
+// Each part the binary wires owns its settings' rules and the defaults of
+// their zero values. A part that owns a whole section declares it (its
+// yaml names, its defaults, its Check): Config holds that type, so the
+// section is declared once, in the part, and config decodes it and
+// dispatches it; the parts never import config. The wiring step runs the
+// parts' checks under the sections' field paths (see shared/assemble).
 //
 // Numbers and durations are never negative. A zero (or absent) duration or
 // count means the default named in the field's comment; the one exception is
@@ -27,6 +29,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmgw/gateway/shared/auth"
 )
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
@@ -100,12 +104,14 @@ type Config struct {
 	// slog's zero level, functions/gateway).
 	LogLevel string `yaml:"log_level" json:"log_level"`
 
-	Auth     Auth     `yaml:"auth" json:"auth"`
-	Store    Store    `yaml:"store" json:"store"`
-	Limiter  Limiter  `yaml:"limiter" json:"limiter"`
-	Upstream Upstream `yaml:"upstream" json:"upstream"`
-	Lambda   Lambda   `yaml:"lambda" json:"lambda"`
-	Budget   Budget   `yaml:"budget" json:"budget"`
+	// Auth is the JWT verifier's section, its settings and their
+	// defaults the verifier's (auth.Config).
+	Auth     auth.Config `yaml:"auth" json:"auth" check:"part"`
+	Store    Store       `yaml:"store" json:"store"`
+	Limiter  Limiter     `yaml:"limiter" json:"limiter"`
+	Upstream Upstream    `yaml:"upstream" json:"upstream"`
+	Lambda   Lambda      `yaml:"lambda" json:"lambda"`
+	Budget   Budget      `yaml:"budget" json:"budget"`
 	// Prices is the price catalogue the spend limits charge by
 	// (tenants[].spend_per_*; docs/spend.md). Default none.
 	Prices  Prices   `yaml:"prices" json:"prices"`
@@ -154,50 +160,6 @@ func (c *Config) ListenAddr(getenv func(string) string) string {
 		}
 	}
 	return c.Listen
-}
-
-// Auth configures JWT verification.
-type Auth struct {
-	// Issuer is the expected "iss", an http(s) URL. Required. It may hold
-	// {tenantid} once, in its path, to accept every directory of a
-	// multi-tenant issuer (auth.Config.Issuer); JWKSURL is required then.
-	Issuer string `yaml:"issuer" json:"issuer"`
-	// JWKSURL skips OIDC discovery. Default: discovered from Issuer.
-	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
-	// Audiences are the accepted "aud" values, none empty. Required.
-	Audiences []string `yaml:"audiences" json:"audiences"`
-	// TenantClaim names the claim holding the tenant. Default
-	// auth.DefaultTenantClaim.
-	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
-	// ProjectClaim names the string claim holding the caller's project,
-	// its level below the tenant for spend and token limits
-	// (tenants[].projects, project_default). Default none: no project
-	// level.
-	ProjectClaim string `yaml:"project_claim" json:"project_claim"`
-	// UserClaim names the string claim holding the caller's user, its
-	// level below the project (tenants[].user_default): "sub" or "oid".
-	// Default auth.DefaultUserClaim.
-	UserClaim string `yaml:"user_claim" json:"user_claim"`
-	// RequiredRoles and RequiredScopes: a token must carry one of these
-	// "roles" values or one of these space-separated "scp" values (any
-	// of either list), else 403. Default none.
-	RequiredRoles  []string `yaml:"required_roles" json:"required_roles"`
-	RequiredScopes []string `yaml:"required_scopes" json:"required_scopes"`
-	// Algorithms is the allow-list. Default auth.DefaultAlgorithms.
-	Algorithms []string `yaml:"algorithms" json:"algorithms"`
-	// Leeway is the clock skew allowed on exp, nbf and iat. Default
-	// auth.DefaultLeeway.
-	Leeway Duration `yaml:"leeway" json:"leeway" check:"part"`
-	// MaxTokenBytes refuses longer tokens unparsed. Default
-	// auth.DefaultMaxTokenBytes.
-	MaxTokenBytes int `yaml:"max_token_bytes" json:"max_token_bytes" check:"part"`
-	// JWKSRefreshMin and JWKSRefreshMax clamp the JWKS refresh interval.
-	// Default auth.DefaultRefreshMin and auth.DefaultRefreshMax.
-	JWKSRefreshMin Duration `yaml:"jwks_refresh_min" json:"jwks_refresh_min" check:"part"`
-	JWKSRefreshMax Duration `yaml:"jwks_refresh_max" json:"jwks_refresh_max" check:"part"`
-	// UnknownKIDInterval allows one JWKS refresh per interval for tokens
-	// with an unknown kid. Default auth.DefaultUnknownKIDInterval.
-	UnknownKIDInterval Duration `yaml:"unknown_kid_interval" json:"unknown_kid_interval" check:"part"`
 }
 
 // Store is where the state replicas share lives: the limiter's request

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -13,7 +14,7 @@ import (
 // reports, by field path, every key the schema lacks, every key written
 // twice and every value that does not decode into its field's type. The
 // yaml package's own strict mode names Go types ("field foo not found in
-// type config.Auth") and stops at the first unknown key; this names the
+// type config.Store") and stops at the first unknown key; this names the
 // field the operator wrote ("auth.foo: unknown field") and lists them all.
 func checkSchema(doc *yaml.Node) Problems {
 	w := schemaWalker{}
@@ -106,6 +107,9 @@ func (w *schemaWalker) walk(n *yaml.Node, t reflect.Type, path string) {
 			w.walk(v, t.Elem(), join(path, key.Value))
 		})
 	default:
+		if t == reflect.TypeFor[time.Duration]() {
+			t = reflect.TypeFor[Duration]() // a part's duration reads as the file's
+		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			w.add(path, "%s", typeErrorText(err))
 		}

@@ -102,8 +102,9 @@ func (c *Config) Validate(getenv func(string) string) Problems {
 // wherever it is: none has a meaning below zero, and each constructor
 // downstream would otherwise refuse it, take its default, or misbehave
 // (a negative connect timeout fails every dial). A field tagged
-// check:"part" is skipped: the part that takes it checks it (its Check,
-// which shared/assemble runs), and one rule has one home.
+// check:"part" (a setting, or a section a part declares) is skipped: the
+// part that takes it checks it (its Check, which shared/assemble runs),
+// and one rule has one home.
 func validateNonNegative(ck *checker, v reflect.Value, path string) {
 	switch v.Kind() {
 	case reflect.Pointer:
