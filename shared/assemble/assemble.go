@@ -15,7 +15,6 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/problem"
-	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
@@ -80,8 +79,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	if e := c.Store.RedisEntra; e != nil && c.Store.Backend == stores.Redis {
 		RedisEntra(e).Check(into(&p, "store.redis_entra"), getenv)
 	}
-	Budget(c.Budget).Check(into(&p, "budget"))
-	budget.CheckPartTokens(into(&p, "budget"), c.Budget.ImageTokens, c.Budget.MediaTokens)
+	c.Budget.Check(into(&p, "budget"))
 	cat := Catalogue(c, into(&p, "prices"))
 	for i, t := range c.Tenants {
 		f := fmt.Sprintf("tenants[%d]", i)
@@ -206,7 +204,7 @@ func Stores(c *config.Config) stores.Config {
 		KeyPrefix:      c.Store.KeyPrefix,
 		DialTimeout:    c.Store.DialTimeout.D(),
 		TakeTimeout:    c.Limiter.Timeout.D(),
-		ReserveTimeout: c.Budget.Timeout.D(),
+		ReserveTimeout: c.Budget.Timeout,
 	}
 	for _, t := range c.Tenants {
 		sc.Budgets = sc.Budgets || t.HasBudget()
@@ -245,23 +243,6 @@ func RedisEntra(e *config.RedisEntra) entra.Config {
 		c.Scope = entra.RedisScope
 	}
 	return c
-}
-
-// Budget is the token budgets' ledger configuration (its DialTimeout and
-// Log left to the caller).
-func Budget(b config.Budget) budget.Config {
-	return budget.Config{
-		Mode:                b.Mode,
-		Lease:               b.Lease.D(),
-		DefaultOutputTokens: b.DefaultOutputTokens,
-		Timeout:             b.Timeout.D(),
-		FailurePolicy:       b.FailurePolicy,
-	}
-}
-
-// BudgetScanner reads a request's prompt bound for the budgets.
-func BudgetScanner(b config.Budget) prompt.Scanner {
-	return prompt.Scanner{ImageTokens: b.ImageTokens, MediaTokens: b.MediaTokens}
 }
 
 // TenantBudgets is the budget of each tenant that has one.

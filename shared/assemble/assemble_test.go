@@ -256,7 +256,7 @@ func TestBudget(t *testing.T) {
 	if tn.TokensPerMinute != 1000 || tn.TokenQuota != 50000 || tn.QuotaPeriod != "month" || tn.MaxOutputTokens != 256 || !tn.HasBudget() {
 		t.Fatalf("tenant %+v", tn)
 	}
-	b := Budget(c.Budget).WithDefaults()
+	b := c.Budget.Config.WithDefaults()
 	if b.Mode != "strict" || b.Lease != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout != 50*time.Millisecond || b.FailurePolicy != "closed" {
 		t.Fatalf("budget defaults %+v", b)
 	}

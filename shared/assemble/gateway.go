@@ -76,7 +76,7 @@ func Server(c *config.Config) server.Deps {
 		HeaderTimeout:     c.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   c.Upstream.ResponseTimeout.D(),
 		Streams:           Streams(c),
-		BudgetScanner:     BudgetScanner(c.Budget),
+		BudgetScanner:     c.Budget.Scanner,
 		Prices:            Catalogue(c, problem.At{}),
 		MinRemaining:      MinRemaining(c.Lambda),
 	}
@@ -98,7 +98,7 @@ func RequestLimiter(c *config.Config) (ratelimit.Config, []ratelimit.TenantLimit
 // none has.
 func Budgets(c *config.Config) (budget.Config, []budget.TenantBudget, error) {
 	tenants, err := TenantBudgets(c.Tenants)
-	bc := Budget(c.Budget).WithDefaults()
+	bc := c.Budget.Config.WithDefaults()
 	bc.DialTimeout = Stores(c).DialTimeout
 	return bc, tenants, err
 }

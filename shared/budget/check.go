@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/prompt"
 )
 
 // WithDefaults returns c with its zero values replaced by their defaults.
@@ -92,12 +93,24 @@ func (c Config) check(tenants []TenantBudget) error {
 	return problem.Err("budget", p)
 }
 
-// CheckPartTokens reports every problem with the prompt bound's charges
-// per part (prompt.Scanner's ImageTokens and MediaTokens) under at (the
-// budget section): each must fit a store's count.
-func CheckPartTokens(at problem.At, image, media int64) {
-	checkTokens(at, "image_tokens", image)
-	checkTokens(at, "media_tokens", media)
+// Settings is the config file's budget section: the ledger's settings
+// (Config) and the prompt bound's charges per part (prompt.Scanner:
+// image_tokens, media_tokens), each defaulted by the part that takes it
+// (New, prompt.Scanner.Bound). The tenants' limits are their rows'
+// (tenants[].tokens_per_minute, token_quota, max_output_tokens); their
+// store is the shared one, memory or Redis.
+type Settings struct {
+	Config         `yaml:",inline"`
+	prompt.Scanner `yaml:",inline"`
+}
+
+// Check reports every problem with s under at (the budget section): the
+// ledger's (Config.Check) and the per-part charges', each of which must
+// fit a store's count.
+func (s Settings) Check(at problem.At) {
+	s.Config.Check(at)
+	checkTokens(at, "image_tokens", s.ImageTokens)
+	checkTokens(at, "media_tokens", s.MediaTokens)
 }
 
 // Check reports every problem with one tenant's limits under at (the

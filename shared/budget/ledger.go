@@ -43,7 +43,8 @@ const (
 var ErrUnavailable = fmt.Errorf("budget: %w", store.ErrUnavailable)
 
 // Config tunes a Ledger. Its zero value is valid: strict mode, 15-minute
-// leases, fail open.
+// leases, fail open. Its fields with yaml names are the config file's
+// budget section's (Settings); the others are the program's.
 type Config struct {
 	// Mode is "strict" (the default) or "estimate".
 	//
@@ -56,48 +57,48 @@ type Config struct {
 	// at or over a limit and charges the usage when the request settles. It
 	// overshoots by at most the usage of the requests in flight when the
 	// limit was reached.
-	Mode string
+	Mode string `yaml:"mode" json:"mode"`
 
 	// Lease is how long a reservation may stay unsettled (a replica killed
 	// mid-stream never settles): then it stays charged, never refunded,
 	// since the request may have used all of it (issue 30). Set it to the
 	// longest a request may live. A settle up to one more Lease after the
 	// expiry still settles the actual usage. Default DefaultLease.
-	Lease time.Duration
+	Lease time.Duration `yaml:"lease" json:"lease"`
 
 	// DefaultOutputTokens is the output reserved per choice (and written
 	// as the cap) in strict mode when neither the client nor the tenant
 	// caps the output. Default DefaultOutputTokens.
-	DefaultOutputTokens int64
+	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
 
 	// MinOutputTokens is the least output per choice worth forwarding a
 	// request for in strict mode: with less left the request is refused.
 	// Default 1.
-	MinOutputTokens int64
+	MinOutputTokens int64 `yaml:"-" json:"-"`
 
 	// Timeout bounds a remote store's answer to one Reserve. Default
 	// DefaultTimeout.
 	// A remote store's client bounds its socket reads and writes by it
 	// (redisclient.NewClient's Timeout); the context a Reserve gets adds
 	// DialTimeout.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
 	// DialTimeout bounds a Reserve that waits for a connection being
 	// established (dial, TLS, login, a pool turn while the pool fills): a
 	// cold pool on a healthy store is not a failing store (issue 20).
-	// Default DefaultDialTimeout; the gateway passes limiter.dial_timeout.
-	DialTimeout time.Duration
+	// Default DefaultDialTimeout; the gateway passes store.dial_timeout.
+	DialTimeout time.Duration `yaml:"-" json:"-"`
 
 	// SettleTimeout bounds one Settle against a remote store. Settle runs
 	// after the response, so it may wait longer; a settle that fails leaves
 	// the reservation to its lease. Default DefaultSettleTimeout.
-	SettleTimeout time.Duration
+	SettleTimeout time.Duration `yaml:"-" json:"-"`
 
 	// FailurePolicy decides a reservation the store could not answer:
 	// "open" (the default) forwards the request uncounted (Decision.Degraded,
 	// its output still capped), "closed" refuses it with ErrUnavailable. A
 	// tenant with a TokenQuota always fails closed: a quota is spend.
-	FailurePolicy string
+	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 
 	// BreakerThreshold and BreakerCooldown tune the circuit breaker in
 	// front of a remote store (shared/store, the limiter's): after
@@ -106,8 +107,8 @@ type Config struct {
 	// store for BreakerCooldown (default store.DefaultBreakerCooldown) and the
 	// failure policy applies at once, so a store that is down costs each
 	// request nothing instead of its Timeout.
-	BreakerThreshold int
-	BreakerCooldown  time.Duration
+	BreakerThreshold int           `yaml:"-" json:"-"`
+	BreakerCooldown  time.Duration `yaml:"-" json:"-"`
 
 	// MaxPending bounds the settles kept for replay while a remote store
 	// does not answer: a settle that fails, and the release of a
@@ -117,11 +118,11 @@ type Config struct {
 	// twice. A settle beyond the bound is dropped (its reservation is
 	// charged whole when its lease ends: the safe side). Default
 	// DefaultMaxPending when zero or negative.
-	MaxPending int
+	MaxPending int `yaml:"-" json:"-"`
 
 	// Log, when set, is told when the breaker opens and closes, and of
 	// replayed settles.
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-" json:"-"`
 }
 
 // TenantBudget is one tenant's limits.

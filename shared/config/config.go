@@ -31,6 +31,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 )
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
@@ -111,7 +112,9 @@ type Config struct {
 	Limiter  Limiter     `yaml:"limiter" json:"limiter"`
 	Upstream Upstream    `yaml:"upstream" json:"upstream"`
 	Lambda   Lambda      `yaml:"lambda" json:"lambda"`
-	Budget   Budget      `yaml:"budget" json:"budget"`
+	// Budget is the token budgets' section, its settings and their
+	// defaults the ledger's and the prompt bound's (budget.Settings).
+	Budget budget.Settings `yaml:"budget" json:"budget" check:"part"`
 	// Prices is the price catalogue the spend limits charge by
 	// (tenants[].spend_per_*; docs/spend.md). Default none.
 	Prices  Prices   `yaml:"prices" json:"prices"`
@@ -488,41 +491,6 @@ type LongContext struct {
 type FeaturePrice struct {
 	Name   string `yaml:"name" json:"name"`
 	PerUse string `yaml:"per_use" json:"per_use"`
-}
-
-// Budget tunes the tenants' token budgets (tenants[].tokens_per_minute,
-// token_quota, max_output_tokens). Their store is the limiter's: memory,
-// or Redis shared by every replica.
-type Budget struct {
-	// Mode is strict (the default: reserve an upper bound before forwarding,
-	// with the output cap written into the request, so a budget is never
-	// overshot) or estimate (reserve nothing, charge usage afterwards; it
-	// overshoots by at most the requests in flight when a limit is met).
-	Mode string `yaml:"mode" json:"mode"`
-	// Lease is how long a reservation may stay unsettled (a replica
-	// stopped mid-stream) before it is charged as reserved: the longest a request
-	// may live. Whole microseconds. Default budget.DefaultLease.
-	Lease Duration `yaml:"lease" json:"lease" check:"part"`
-	// DefaultOutputTokens is the output reserved and written as the cap
-	// per choice in strict mode when neither the client nor the tenant caps
-	// it. Default budget.DefaultOutputTokens.
-	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens" check:"part"`
-	// Timeout bounds one reservation against the store. Default
-	// budget.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
-	// ImageTokens bounds one image's prompt tokens in the prompt bound.
-	// Default prompt.DefaultImageTokens, the largest per-image charge
-	// OpenAI publishes (gpt-4o-mini, high detail); 1445 covers gpt-4o and
-	// gpt-4.1.
-	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens" check:"part"`
-	// MediaTokens bounds one audio, video, file or precomputed-embeddings
-	// part's prompt tokens in the prompt bound. Default
-	// prompt.DefaultMediaTokens; set it to the models' context length.
-	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens" check:"part"`
-	// FailurePolicy is open or closed when the store is down or slow;
-	// default the limiter's. A tenant with a token_quota always fails
-	// closed.
-	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 }
 
 // Pool is a set of interchangeable endpoints of one wire format.

@@ -81,10 +81,10 @@ const (
 type Scanner struct {
 	// ImageTokens bounds the prompt tokens of one image part. Default
 	// DefaultImageTokens.
-	ImageTokens int64
+	ImageTokens int64 `yaml:"image_tokens" json:"image_tokens"`
 	// MediaTokens bounds the prompt tokens of one audio, video, file or
 	// embeddings part. Default DefaultMediaTokens.
-	MediaTokens int64
+	MediaTokens int64 `yaml:"media_tokens" json:"media_tokens"`
 }
 
 // Bound reads body (a JSON object, already validated) in one byte scan,
