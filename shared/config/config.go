@@ -99,7 +99,7 @@ type Config struct {
 	// tenant.DefaultMaxConcurrent.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
 	// ShutdownGrace is how long open streams may run after SIGTERM.
-	// Default DefaultShutdownGrace.
+	// Default 30s (the host's, functions/gateway).
 	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
 	// LogLevel is debug, info, warn or error. Default info (the log's:
 	// slog's zero level, functions/gateway).
