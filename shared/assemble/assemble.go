@@ -109,7 +109,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 			eat := at.Item("endpoints", j)
 			Target(pl, e).Check(eat, e.Auth == "entra")
 			if e.Auth == "entra" {
-				Entra(e.Entra).Check(eat.In("entra"), getenv)
+				e.Entra.Check(eat.In("entra"), getenv)
 			}
 		}
 	}
@@ -230,15 +230,10 @@ func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
 	}.WithDefaults()
 }
 
-// Entra is a backend's Entra ID credential.
-func Entra(e config.Entra) entra.Config {
-	return entra.Config{Credential: e.Credential, ClientID: e.ClientID, Scope: e.Scope, Timeout: e.Timeout.D()}
-}
-
 // RedisEntra is the keyless Redis login's credential: its scope is
 // Redis's unless the file names one.
 func RedisEntra(e *config.RedisEntra) entra.Config {
-	c := Entra(e.Entra)
+	c := e.Config
 	if c.Scope == "" {
 		c.Scope = entra.RedisScope
 	}

@@ -173,7 +173,7 @@ func Endpoints(c *config.Config) [][]Endpoint {
 		for _, e := range p.Endpoints {
 			ep := Endpoint{Pool: p.Name, Spec: Target(p, e), APIKeyEnv: e.APIKeyEnv, URL: e.URL, CAFile: e.CAFile}
 			if e.Auth == "entra" {
-				ec := Entra(e.Entra)
+				ec := e.Entra
 				ep.Entra = &ec
 			}
 			out[i] = append(out[i], ep)

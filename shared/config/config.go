@@ -32,6 +32,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // Config is the whole gateway configuration. Secrets are never inline: fields
@@ -217,7 +218,9 @@ type Limiter struct {
 // RedisEntra is the keyless Redis login: the identity's object id as the
 // username, its token (scope https://redis.azure.com/.default) as password.
 type RedisEntra struct {
-	Entra `yaml:",inline"`
+	// Config is the credential (entra.Config), which checks it; its
+	// scope is entra.RedisScope when the file names none.
+	entra.Config `yaml:",inline" check:"part"`
 	// Username is the identity's object (principal) id, as the Redis access
 	// policy assignment names it.
 	Username string `yaml:"username" json:"username"`
@@ -539,8 +542,10 @@ type Endpoint struct {
 	// Auth is key or entra (Microsoft Entra ID token, azure-openai).
 	// Default key: empty is key (the endpoint sends api_key_env's key,
 	// or none), so no part needs a default for it.
-	Auth  string `yaml:"auth" json:"auth"`
-	Entra Entra  `yaml:"entra" json:"entra"`
+	Auth string `yaml:"auth" json:"auth"`
+	// Entra is the endpoint's Entra ID credential with auth: entra, its
+	// defaults and rules the credential's (entra.Config).
+	Entra entra.Config `yaml:"entra" json:"entra" check:"part"`
 	// Organization and Project are sent as OpenAI-Organization and
 	// OpenAI-Project (openai kind only): the account the gateway's key acts
 	// for is the operator's choice, never the caller's.
@@ -576,20 +581,6 @@ func (e *Endpoint) UnmarshalYAML(n *yaml.Node) error {
 		e.weightGiven = true
 	}
 	return nil
-}
-
-// Entra selects the Entra ID credential explicitly: no probing chain.
-type Entra struct {
-	// Credential is managed-identity, workload-identity or azure-cli.
-	Credential string `yaml:"credential" json:"credential"`
-	// ClientID selects a user-assigned managed identity, or the workload
-	// identity's app (default $AZURE_CLIENT_ID). Not for azure-cli.
-	ClientID string `yaml:"client_id" json:"client_id"`
-	// Scope is the token's scope. Default entra.DefaultScope for a
-	// backend, entra.RedisScope for limiter.redis_entra.
-	Scope string `yaml:"scope" json:"scope"`
-	// Timeout bounds one token fetch. Default entra.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
 }
 
 // Duration is a time.Duration written as "90ms", "5m".

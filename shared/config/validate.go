@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // Problems is every validation failure in a config, each "field.path:
@@ -254,7 +256,7 @@ func validateEndpoint(ck *checker, f string, e *Endpoint) {
 	ck.needEnv(f+".api_key_env", e.APIKeyEnv)
 	switch e.Auth {
 	case "", "key":
-		if e.Entra != (Entra{}) {
+		if e.Entra != (entra.Config{}) {
 			ck.add(f+".entra", "only used with auth: entra")
 		}
 	case "entra":

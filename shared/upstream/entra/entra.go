@@ -69,19 +69,21 @@ const (
 // endpoint at most one request per hold.
 const failureHold = time.Second
 
-// Config selects and tunes one credential. Its zero Scope and Timeout take
-// the defaults.
+// Config selects and tunes one credential: explicitly, no probing chain.
+// It is the config file's entra settings as written (an endpoint's entra,
+// store.redis_entra); its zero Scope and Timeout take the defaults.
 type Config struct {
 	// Credential is managed-identity, workload-identity or azure-cli.
-	Credential string
+	Credential string `yaml:"credential" json:"credential"`
 	// ClientID selects a user-assigned managed identity, or the application
 	// of a workload identity (default: $AZURE_CLIENT_ID). Not used by azure-cli.
-	ClientID string
-	// Scope is the one token scope. Default DefaultScope.
-	Scope string
+	ClientID string `yaml:"client_id" json:"client_id"`
+	// Scope is the one token scope. Default DefaultScope (a backend's;
+	// the gateway gives store.redis_entra RedisScope).
+	Scope string `yaml:"scope" json:"scope"`
 	// Timeout bounds every token fetch and every wait in Apply. Default
 	// DefaultTimeout.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 }
 
 // tokenSource is what Credential needs of an azidentity credential.
