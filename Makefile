@@ -192,7 +192,7 @@ fuzz:
 	$(GO) test ./shared/jsonscan -run '^$$' -fuzz FuzzInt -fuzztime 10s
 	$(GO) test ./shared/sse -run '^$$' -fuzz FuzzParseIntMatchesOld -fuzztime 10s
 	$(GO) test ./shared/request -run '^$$' -fuzz FuzzCountMatchesOld -fuzztime 10s
-	$(GO) test ./shared/server -run '^$$' -fuzz FuzzPlainJSON -fuzztime 10s
+	$(GO) test ./shared/dispatch -run '^$$' -fuzz FuzzPlainJSON -fuzztime 10s
 
 package-lambda: deps
 	@mkdir -p bin/lambda/amd64 bin/lambda/arm64

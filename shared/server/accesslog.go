@@ -31,30 +31,30 @@ func (s *Server) appendAccessLog(l *logLine, ex *exchange, end time.Time) {
 	l.str("model", ex.model)
 	l.boolOrNull("stream", ex.stream, ex.streamKnown) // null: the body was never read
 	l.str("pool", ex.pool)
-	l.str("endpoint", ex.endpoint)
-	l.int("priority", int64(ex.priority))
+	l.str("endpoint", ex.Endpoint)
+	l.int("priority", int64(ex.Priority))
 	l.str("spill", ex.spill)
-	l.int("attempts", int64(ex.attempts))
-	l.int("status", int64(ex.status))
-	l.int("upstream_status", int64(ex.upstreamStatus))
-	l.str("outcome", ex.outcome)
-	l.str("error", ex.detail)
-	l.int("bytes", ex.bytes)
-	l.int("events", ex.events)
-	l.int("prompt_tokens", ex.usage.PromptTokens)
-	l.int("completion_tokens", ex.usage.CompletionTokens)
+	l.int("attempts", int64(ex.Attempts))
+	l.int("status", int64(ex.Status))
+	l.int("upstream_status", int64(ex.UpstreamStatus))
+	l.str("outcome", ex.Outcome)
+	l.str("error", ex.Detail)
+	l.int("bytes", ex.Bytes)
+	l.int("events", ex.Events)
+	l.int("prompt_tokens", ex.Usage.PromptTokens)
+	l.int("completion_tokens", ex.Usage.CompletionTokens)
 	l.int("budget_reserved", ex.budget.Reserved())
 	l.int("budget_charged", ex.budget.ChargedTokens())
 	l.str("budget_settle", ex.budget.SettleState())
 	l.str("cost", ex.budget.CostText())
 	l.str("price_version", ex.budget.PriceVersion())
 	l.int("output_cap", ex.budget.OutputCap())
-	l.float("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders))
+	l.float("upstream_first_byte_ms", ms(ex.start, ex.UpstreamHeaders))
 	l.float("client_first_byte_ms", ms(ex.start, clientFirst))
-	l.float("client_first_event_ms", ms(ex.start, ex.clientFirstEvent))
+	l.float("client_first_event_ms", ms(ex.start, ex.ClientFirstEvent))
 	l.int("keepalives", int64(keepalives))
 	l.float("first_keepalive_ms", ms(ex.start, kaFirst))
-	l.bool("failover_after_headers", ex.failoverAfterHeaders)
+	l.bool("failover_after_headers", ex.FailoverAfterHeaders)
 	l.float("added_ms", addedMs(&ex.logEntry, end))
 	l.float("duration_ms", ms(ex.start, end))
 }
@@ -73,7 +73,7 @@ func msBetween(a, b time.Time) float64 {
 // came before the answer's.
 func (ex *exchange) firstBytes() (keepalives int, kaFirst, clientFirst time.Time) {
 	keepalives, kaFirst = ex.keepalive.Stats()
-	clientFirst = ex.clientFirst
+	clientFirst = ex.ClientFirst
 	if !kaFirst.IsZero() && (clientFirst.IsZero() || kaFirst.Before(clientFirst)) {
 		clientFirst = kaFirst // a keepalive comment was the first byte
 	}

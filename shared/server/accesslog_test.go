@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/billing"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/sse"
 )
 
@@ -26,19 +27,19 @@ func slogAccessLog(w *bytes.Buffer, ex *exchange, end time.Time) {
 	slog.New(slog.NewJSONHandler(w, nil)).LogAttrs(context.Background(), slog.LevelInfo, "request",
 		slog.String("request_id", ex.id), slog.String("method", ex.method), slog.String("path", ex.path),
 		slog.String("tenant", ex.tenant), slog.String("tenant_name", ex.tenantName), slog.String("subject", ex.subject),
-		slog.String("model", ex.model), stream, slog.String("pool", ex.pool), slog.String("endpoint", ex.endpoint),
-		slog.Int("priority", ex.priority), slog.String("spill", ex.spill), slog.Int("attempts", ex.attempts),
-		slog.Int("status", ex.status), slog.Int("upstream_status", ex.upstreamStatus), slog.String("outcome", ex.outcome),
-		slog.String("error", ex.detail), slog.Int64("bytes", ex.bytes), slog.Int64("events", ex.events),
-		slog.Int64("prompt_tokens", ex.usage.PromptTokens), slog.Int64("completion_tokens", ex.usage.CompletionTokens),
+		slog.String("model", ex.model), stream, slog.String("pool", ex.pool), slog.String("endpoint", ex.Endpoint),
+		slog.Int("priority", ex.Priority), slog.String("spill", ex.spill), slog.Int("attempts", ex.Attempts),
+		slog.Int("status", ex.Status), slog.Int("upstream_status", ex.UpstreamStatus), slog.String("outcome", ex.Outcome),
+		slog.String("error", ex.Detail), slog.Int64("bytes", ex.Bytes), slog.Int64("events", ex.Events),
+		slog.Int64("prompt_tokens", ex.Usage.PromptTokens), slog.Int64("completion_tokens", ex.Usage.CompletionTokens),
 		slog.Int64("budget_reserved", ex.budget.Reserved()), slog.Int64("budget_charged", ex.budget.ChargedTokens()),
 		slog.String("budget_settle", ex.budget.SettleState()), slog.String("cost", ex.budget.CostText()),
 		slog.String("price_version", ex.budget.PriceVersion()), slog.Int64("output_cap", ex.budget.OutputCap()),
-		slog.Float64("upstream_first_byte_ms", ms(ex.start, ex.upstreamHeaders)),
+		slog.Float64("upstream_first_byte_ms", ms(ex.start, ex.UpstreamHeaders)),
 		slog.Float64("client_first_byte_ms", ms(ex.start, clientFirst)),
-		slog.Float64("client_first_event_ms", ms(ex.start, ex.clientFirstEvent)),
+		slog.Float64("client_first_event_ms", ms(ex.start, ex.ClientFirstEvent)),
 		slog.Int("keepalives", keepalives), slog.Float64("first_keepalive_ms", ms(ex.start, kaFirst)),
-		slog.Bool("failover_after_headers", ex.failoverAfterHeaders),
+		slog.Bool("failover_after_headers", ex.FailoverAfterHeaders),
 		slog.Float64("added_ms", addedMs(&ex.logEntry, end)), slog.Float64("duration_ms", ms(ex.start, end)),
 	)
 }
@@ -102,17 +103,17 @@ func TestAccessLogLineAsSlogWroteIt(t *testing.T) {
 	full := &exchange{logEntry: logEntry{
 		id: "0123456789abcdef", start: start, method: "POST", path: "/v1/chat/completions",
 		tenant: "contoso", tenantName: "Contoso \"R&D\" <lab>", subject: "user\n\t\x01é\u2028\xff",
-		model: "gpt-4o", pool: "azure", endpoint: "east", priority: 1, spill: "upstream_rate_limited",
-		stream: true, streamKnown: true, attempts: 2, status: 200, upstreamStatus: 200, outcome: "ok",
-		detail: `endpoint west: x509: "bad" \ cert`, failoverAfterHeaders: true, bytes: 12345, events: 130,
-		usage:     sse.Usage{PromptTokens: 17, CompletionTokens: 129},
-		firstSent: at(1234 * time.Microsecond), sent: at(3 * time.Millisecond), upstreamHeaders: at(7*time.Millisecond + 1),
-		upstreamFirst: at(9 * time.Millisecond), clientFirst: at(8 * time.Millisecond), clientFirstEvent: at(9*time.Millisecond + 77*time.Microsecond),
+		model: "gpt-4o", pool: "azure", spill: "upstream_rate_limited", stream: true, streamKnown: true,
+		Result: dispatch.Result{Endpoint: "east", Priority: 1, Attempts: 2, Status: 200, UpstreamStatus: 200, Outcome: "ok",
+			Detail: `endpoint west: x509: "bad" \ cert`, FailoverAfterHeaders: true, Bytes: 12345, Events: 130,
+			Usage:     sse.Usage{PromptTokens: 17, CompletionTokens: 129},
+			FirstSent: at(1234 * time.Microsecond), Sent: at(3 * time.Millisecond), UpstreamHeaders: at(7*time.Millisecond + 1),
+			UpstreamFirst: at(9 * time.Millisecond), ClientFirst: at(8 * time.Millisecond), ClientFirstEvent: at(9*time.Millisecond + 77*time.Microsecond)},
 	},
 		budget: &billing.Reservation{Held: true, Granted: 4096, Charged: 146, Cap: 1000}}
-	refused := &exchange{logEntry: logEntry{id: "fedcba9876543210", start: start, method: "GET", path: "/nope", tenant: UnknownTenant, status: 401, outcome: "invalid_token"}}
-	tiny := &exchange{logEntry: logEntry{id: "x", start: start, method: "POST", path: "/v1/responses", streamKnown: true, status: 200, outcome: "ok",
-		clientFirst: start.Add(time.Microsecond), firstSent: start.Add(time.Microsecond)}}
+	refused := &exchange{logEntry: logEntry{id: "fedcba9876543210", start: start, method: "GET", path: "/nope", tenant: UnknownTenant, Result: dispatch.Result{Status: 401, Outcome: "invalid_token"}}}
+	tiny := &exchange{logEntry: logEntry{id: "x", start: start, method: "POST", path: "/v1/responses", streamKnown: true,
+		Result: dispatch.Result{Status: 200, Outcome: "ok", ClientFirst: start.Add(time.Microsecond), FirstSent: start.Add(time.Microsecond)}}}
 	cases := []struct {
 		name string
 		ex   *exchange

@@ -17,6 +17,13 @@ import (
 // small).
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
 
+// bodyBuffers lends bodyPool's buffers to dispatch, to rewrite an
+// attempt's body in.
+type bodyBuffers struct{}
+
+func (bodyBuffers) Get() *[]byte  { return bodyPool.Get().(*[]byte) }
+func (bodyBuffers) Put(b *[]byte) { putBody(b) }
+
 func putBody(b *[]byte) {
 	if cap(*b) <= 64<<10 {
 		*b = (*b)[:0]

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -96,29 +95,12 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	return nil
 }
 
-// noteAttempt records whether a backend may have spent tokens on an
-// attempt: it accepted the request (2xx), or the attempt failed after the
-// request may have reached it (a timeout, a reset, the client leaving).
-// A refused connection, or a 429/5xx/4xx answer, spends nothing.
-func (r *exchange) noteAttempt(resp *http.Response, err error) {
-	if r.budget == nil {
-		return
-	}
-	var op *net.OpError
-	switch {
-	case err != nil && !(errors.As(err, &op) && op.Op == "dial"):
-		r.budget.MaySpend = true
-	case resp != nil && resp.StatusCode/100 == 2:
-		r.budget.MaySpend = true
-	}
-}
-
 // observed is what the request path saw of ex by its end, for billing.
 func (s *Server) observed(ex *exchange) billing.Observed {
-	o := billing.Observed{HasUsage: ex.hasUsage, Final: ex.usageFinal, OutputFloor: ex.outputFloor,
-		TokenEvents: ex.tokenEvents, AnswerBytes: ex.answerBytes, Remembered: ex.remembered, Strict: s.Budgets.Strict()}
-	if ex.hasUsage {
-		u := ex.usage
+	o := billing.Observed{HasUsage: ex.HasUsage, Final: ex.UsageFinal, OutputFloor: ex.OutputFloor,
+		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.remembered, Strict: s.Budgets.Strict()}
+	if ex.HasUsage {
+		u := ex.Usage
 		o.Usage = billing.Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
 			Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens, CacheWrite1h: u.CacheWrite1hTokens,
 			Tier: u.Tier, TierReported: u.TierReported,
@@ -137,9 +119,13 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	if b == nil || !b.Held {
 		return
 	}
-	if ex.wroteHeader {
+	if ex.WroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
+	// What the conversation with the backends saw: whether a backend may
+	// have spent tokens, and whether the relay cut the stream at its
+	// reservation (dispatch.Result).
+	b.MaySpend, b.Cut = ex.MaySpend, ex.Cut
 	st := b.Settle(s.observed(ex))
 	if st.Deferred {
 		// Its usage settles it when the response is retrieved
@@ -185,7 +171,7 @@ func (s *Server) logDisputedTier(id, tenantID string, b billing.Bill) {
 // charged the reservation at creation and capped the output by it, the
 // usage is logged.
 func (s *Server) settleBackground(ex *exchange, id string, o affinity.Owner) {
-	if o.Background == "" || s.Budgets == nil || !ex.hasUsage || !ex.usageFinal {
+	if o.Background == "" || s.Budgets == nil || !ex.HasUsage || !ex.UsageFinal {
 		return
 	}
 	m, _ := s.Prices.Model(o.Model)

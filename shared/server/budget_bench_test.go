@@ -90,8 +90,8 @@ func BenchmarkBudgetStep(b *testing.B) {
 				if err := s.reserveBudget(ctx, w, ex, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}
-				ex.setUsage(sseUsage(300, 120), true)
-				ex.usageFinal = true // the answer's bill
+				ex.SetUsage(sseUsage(300, 120), true)
+				ex.UsageFinal = true // the answer's bill
 				s.settleBudget(w, ex)
 				if st.lim.Enforced() && ex.budget.Charged != 420 {
 					b.Fatalf("charged %d", ex.budget.Charged)

@@ -2,7 +2,10 @@
 // path, OpenAI's and Anthropic's error JSON, and the access log. Each step of
 // the path is a call into the package that owns it; the interfaces those
 // steps satisfy (Authenticator, Limiter, Budgets, Affinity, Doer) are
-// declared here, where they are used.
+// declared here, where they are used. The conversation with the backends
+// (failover, the round trip, the answer's checks, the relay) is package
+// dispatch's: server hands it a dispatch.Call with what the path decided,
+// and reads the dispatch.Result it leaves, which the access log embeds.
 //
 // The whole path reads top to bottom in proxy.go (serveProxy; each step is
 // a call into the package, or the file, that owns it, and returns an error
@@ -19,21 +22,24 @@
 //     has its constructor there).
 //   - routes.go: the route table, the Azure and Messages front doors and
 //     the models routes; body.go reads the client's body.
-//   - backend.go: the backend side: failover (send → try → judge /
-//     awaitFirstEvent), the one round trip of every backend call
-//     (roundTrip, the stored-response routes' too), and the checks of an
-//     answer before it is relayed (a JSON answer's head is read inside the
-//     attempt, so a page or a cut body fails over).
-//   - relay.go relays SSE and JSON (a stream's writes go through
-//     keepalive.Writer, which sends the comments).
+//   - proxy.go also makes the request's dispatch.Call (call: the pool,
+//     the body, billing's output cap and token-event bound as plain
+//     values) and relays its answer (relay: a stream's failure becomes its
+//     one error event, worded in errors.go, and a JSON answer cut after its
+//     first bytes aborts the response). dispatch.Error's kinds map to
+//     statuses in errors.go (dispatchError); telemetry.go's hooks are what
+//     dispatch tells the server as it goes (attempt spans, a created
+//     response's owner).
 //   - budget.go makes billing's store calls (reserve, settle), writes the
 //     x-ratelimit-*-tokens and -spend headers and logs what billing
 //     decided; package billing decides (the features and service tiers a
 //     tenant may use, what a request reserves, what it is charged) and
-//     returns typed refusals, which errors.go renders (refusalError).
+//     returns typed refusals, which errors.go renders (refusalError); the
+//     settle reads dispatch's Result (MaySpend, Cut).
 //     spend.go answers the spend view; count.go asks a pool for a
-//     prompt's exact count when its bound is refused. responses.go: the
-//     stored-response routes and affinity.
+//     prompt's exact count when its bound is refused (the body shaped by
+//     dispatch.CountBody). responses.go: the stored-response routes
+//     (their one round trip is dispatch's Fetch) and affinity.
 //   - listener.go: the HTTP host's connections (the cap, and the lingering
 //     close an early answer asks for through the request's context).
 //   - telemetry.go: the calls into the optional OpenTelemetry exporter.

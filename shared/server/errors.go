@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/billing"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
@@ -105,6 +106,10 @@ func asAPIError(err error) *apiError {
 	if errors.As(err, &br) {
 		return refusalError(br)
 	}
+	var de *dispatch.Error
+	if errors.As(err, &de) {
+		return dispatchError(de)
+	}
 	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
 }
 
@@ -125,19 +130,69 @@ func refusalError(r *billing.Refusal) *apiError {
 	return e
 }
 
+// dispatchError renders a failure of the conversation with the backends
+// (package dispatch types it; its Kind decides the answer here).
+func dispatchError(e *dispatch.Error) *apiError {
+	switch e.Kind {
+	case dispatch.Unavailable:
+		return upstreamUnavailable(e.Pool, e.Wait)
+	case dispatch.Credential:
+		return credentialError(e.Pool, e.Err)
+	case dispatch.Transport:
+		return transportError(e.Pool, e.Err)
+	case dispatch.Timeout:
+		return attemptTimeout(e.Pool, e.Wait)
+	case dispatch.Status:
+		return statusError(e.Pool, e.Status, e.Wait, e.Hard)
+	case dispatch.Canceled:
+		return canceledError(e.Err, e.Deadline)
+	case dispatch.AuthFailed:
+		return upstreamAuthFailed(e.Pool, e.Status)
+	case dispatch.BadResponse:
+		return badResponse(e.Pool, e.What)
+	case dispatch.Redirect:
+		return badResponse(e.Pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", e.Status))
+	case dispatch.FirstToken:
+		return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend sent no first token within %s", e.Pool, e.Wait))
+	case dispatch.FirstIdle:
+		return serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("pool %q: the backend sent nothing for %s", e.Pool, e.Wait))
+	case dispatch.FirstFailed:
+		return serverError(http.StatusBadGateway, "upstream_stream_error", fmt.Sprintf("pool %q: %s", e.Pool, cause(e.Err)))
+	case dispatch.AnswerCut:
+		return answerCut(e.Pool, e.Err)
+	case dispatch.BodyIdle:
+		return bodyIdle(e.Wait)
+	case dispatch.BodyCut:
+		return bodyCut(e.Err)
+	case dispatch.Shutdown:
+		return shuttingDown()
+	case dispatch.StreamDeadline:
+		return streamDeadline()
+	case dispatch.OverCap:
+		return budgetExceeded()
+	case dispatch.StreamIdle:
+		return streamIdle(e.Wait)
+	case dispatch.StreamFailed:
+		return streamFailed(cause(e.Err))
+	case dispatch.StreamEnded:
+		return streamEndedEarly()
+	}
+	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
+}
+
 // fail answers with e unless the response has started, in which case the
 // connection is aborted: a started response cannot change its status.
 func fail(w http.ResponseWriter, ex *exchange, err error) {
 	e := asAPIError(err)
-	ex.outcome = e.Code
-	ex.status = e.Status
-	if ex.wroteHeader {
+	ex.Outcome = e.Code
+	ex.Status = e.Status
+	if ex.WroteHeader {
 		panic(http.ErrAbortHandler)
 	}
 	if e.Status == 499 { // nobody is listening; write nothing
 		return
 	}
-	ex.wroteHeader = true
+	ex.WroteHeader = true
 	if ex.body != nil && !ex.body.done {
 		// An answer before the body was read (a bad token, a body too
 		// large or too slow): close rather than wait for the rest, after
@@ -152,13 +207,13 @@ func fail(w http.ResponseWriter, ex *exchange, err error) {
 // object, and no [DONE] follows.
 func failStream(w http.ResponseWriter, ex *exchange, err error) {
 	e := asAPIError(err)
-	ex.outcome, ex.status, ex.wroteHeader = e.Code, http.StatusOK, true
+	ex.Outcome, ex.Status, ex.WroteHeader = e.Code, http.StatusOK, true
 	if e.Status == 499 {
 		return
 	}
 	ev := appendStreamError(nil, ex, e, 0)
 	if n, werr := w.Write(ev); werr == nil {
-		ex.bytes += int64(n)
+		ex.Bytes += int64(n)
 		_ = http.NewResponseController(w).Flush()
 	}
 }
@@ -247,17 +302,6 @@ func (e *apiError) anthropicJSON(requestID string) []byte {
 	return b
 }
 
-// Causes the steps cancel a backend call with, which the constructors
-// below tell apart.
-var (
-	// errAttemptTimeout ends an attempt whose answer did not begin in
-	// time: a stream's headers (HeaderTimeout) or a whole JSON answer
-	// (ResponseTimeout).
-	errAttemptTimeout = errors.New("backend attempt timeout")
-	errStreamIdle     = errors.New("backend stream idle")
-	errFirstToken     = errors.New("backend first-token timeout")
-)
-
 // cause is the innermost message of a relay error, for the client.
 func cause(err error) string {
 	for {
@@ -334,10 +378,16 @@ func statusError(pool string, status int, ra time.Duration, hard bool) *apiError
 }
 
 func contextError(ctx context.Context) *apiError {
-	if errors.Is(context.Cause(ctx), ErrShutdown) {
+	return canceledError(context.Cause(ctx), errors.Is(ctx.Err(), context.DeadlineExceeded))
+}
+
+// canceledError: the request's context ended, with cause; deadline says
+// its deadline passed.
+func canceledError(cause error, deadline bool) *apiError {
+	if errors.Is(cause, ErrShutdown) {
 		return shuttingDown()
 	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if deadline {
 		return serverError(http.StatusGatewayTimeout, "deadline_exceeded", "the gateway's deadline passed before the backend answered")
 	}
 	return &apiError{Status: 499, Type: "invalid_request_error", Code: "client_closed_request", Message: "client closed the request"}
@@ -371,26 +421,6 @@ func upstreamAuthFailed(pool string, status int) *apiError {
 
 func badResponse(pool, what string) *apiError {
 	return serverError(http.StatusBadGateway, "upstream_bad_response", fmt.Sprintf("pool %q: the backend %s", pool, what))
-}
-
-// redirected is a backend's 3xx: a failure like a 5xx (issue 22: a
-// redirect relayed with its Location gave a tenant an internal URL with a
-// signature). Its Location reaches neither the caller nor the log.
-func redirected(ex *exchange, endpoint, pool string, status int) *apiError {
-	ex.detail = fmt.Sprintf("endpoint %s answered %d, a redirect; the gateway never follows or relays one", endpoint, status)
-	return badResponse(pool, fmt.Sprintf("answered %d, a redirect, which the gateway never follows or relays", status))
-}
-
-// firstEventError: a stream's endpoint sent no first event, by why it was
-// cut (the first-token or idle timeout) or how it failed.
-func firstEventError(pool string, why error, wait time.Duration, err error) *apiError {
-	switch {
-	case errors.Is(why, errFirstToken):
-		return serverError(http.StatusGatewayTimeout, "upstream_timeout", fmt.Sprintf("pool %q: the backend sent no first token within %s", pool, wait))
-	case errors.Is(why, errStreamIdle):
-		return serverError(http.StatusGatewayTimeout, "upstream_stream_idle", fmt.Sprintf("pool %q: the backend sent nothing for %s", pool, wait))
-	}
-	return serverError(http.StatusBadGateway, "upstream_stream_error", fmt.Sprintf("pool %q: %s", pool, cause(err)))
 }
 
 func deadlineTooNear() *apiError {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -243,7 +244,7 @@ func TestResumedStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != 200 || !isEventStream(resp.Header) {
+	if resp.StatusCode != 200 || !dispatch.IsEventStream(resp.Header) {
 		t.Fatalf("status %d, content type %q", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	// The backend holds its second event until the client has the first,

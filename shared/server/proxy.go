@@ -2,12 +2,13 @@ package server
 
 import (
 	"context"
-	"io"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
@@ -96,44 +97,69 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 		return err
 	}
 
-	// 6. Route and rewrite: model → pool → endpoint, failover before the first byte.
+	// 6. Route and rewrite: model → pool → endpoint, failover before the
+	// first byte (dispatch), with the output cap billing decided.
 	// Responses streams carry usage in response.completed: never inject
 	// stream_options there (Azure refuses it).
-	inject := body.Stream && !body.IncludeUsage && op.StreamOptions()
 	if body.Stream {
 		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
 		defer ex.keepalive.Stop()
 	}
-	ans, err := s.send(ctx, ex, w, r.Header, pool, op, body, raw, inject)
+	call := s.call(w, r, ex, pool, body, raw)
+	err = s.backends.Send(ctx, call, &ex.Result)
 	putBody(bufp)
 	held = false
 	if err != nil {
 		return err // after a keepalive's headers, serve sends it as an SSE error event
 	}
-	resp := ans.resp
-	defer ans.release()
-	defer resp.Body.Close()
-	defer ex.first.Release() // the relay's, unless it never ran
+	defer call.Release()
 
-	// 7. Relay: SSE event by event with a flush each, or the JSON as sent.
-	// A backend that goes silent mid-body is cut off after the idle
-	// timeout: its timer ends the attempt's context. A JSON answer the
-	// attempt read whole (awaitJSON) is not read again: it needs none.
-	var src io.Reader = resp.Body
-	var idle *idleReader
-	if body.Stream || ex.answer == nil || !ex.answer.whole {
-		idle = newIdleReader(resp.Body, s.StreamIdleTimeout, ans.cancel, ex.keepalive.Clock())
-		defer idle.t.Stop()
-		ex.keepalive.Watch(idle.last)
-		src = idle
-	}
-	if body.Stream && isEventStream(resp.Header) {
+	// 7. Relay: SSE event by event with a flush each, or the JSON as
+	// sent, cut when the backend goes silent (dispatch).
+	if call.Streamed() {
 		s.streamOpens(ex)
-		s.relayStream(ctx, w, rc, ex, resp, idle, inject)
-	} else if err := s.relayJSON(w, ex, resp, src); err != nil {
+	}
+	if err := s.relay(ctx, w, rc, ex); err != nil {
 		return err
 	}
 	s.rememberUsage(ex)
+	return nil
+}
+
+// call is the request's conversation with the backends as the steps
+// above decided it: the pool, the body, the output cap and the stream's
+// bound on token events billing decided (billing.Reservation), the
+// endpoint a continued response is pinned to, the stream's keepalive.
+func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool *route.Pool, body *request.Body, raw []byte) *dispatch.Call {
+	ex.hooks = hooks{s: s, ex: ex}
+	ex.call = dispatch.Call{ID: ex.id, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
+		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.pin,
+		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
+		FirstTokenTimeout: s.streamPolicy(pool).FirstTokenTimeout, Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
+	return &ex.call
+}
+
+// relay relays the answer the backends gave (dispatch.Dispatcher.Relay).
+// A JSON answer that fails before the client got a byte is the request's
+// error; one cut after aborts the response, so it cannot look complete;
+// a stream that fails mid-way ends with one error event, worded here.
+func (s *Server) relay(ctx context.Context, w http.ResponseWriter, rc *http.ResponseController, ex *exchange) error {
+	err := s.backends.Relay(ctx, &ex.call, &ex.Result, rc)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, dispatch.ErrAborted):
+		panic(http.ErrAbortHandler)
+	case !ex.call.Streamed():
+		return err
+	}
+	ae := asAPIError(err)
+	ex.Outcome = ae.Code
+	ev := appendStreamError(nil, ex, ae, ex.Events)
+	if n, werr := w.Write(ev); werr == nil {
+		ex.Bytes += int64(n)
+		_ = rc.Flush()
+	}
 	return nil
 }
 
@@ -151,7 +177,7 @@ func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant,
 		// tenant not in the table (any directory of an Entra {tenantid}
 		// issuer) must not add a metric series or a log value of its
 		// choosing (issue 31). The caller's answer names its claim.
-		ex.tenant, ex.detail = UnknownTenant, "tenant_not_in_table"
+		ex.tenant, ex.Detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
 	ex.tenant, ex.subject, ex.tenantName = t.ID, p.Subject, t.Name

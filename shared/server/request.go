@@ -7,7 +7,7 @@ package server
 // recovers a panic, lets go of what the request holds and writes the log
 // line. No handler answers an error before its response started, nor
 // writes the log: once a relay has written to the client, a failure ends
-// the stream there (relayStream's error event, relayJSON's abort).
+// the stream there (the stream's error event, a JSON answer's abort).
 
 import (
 	"context"
@@ -18,10 +18,9 @@ import (
 
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/route"
-	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
@@ -42,46 +41,18 @@ type logEntry struct {
 	tenant, subject string
 	tenantName      string // the tenant's readable name from config ("" = none)
 	model, pool     string
-	endpoint        string
-	priority        int    // the serving endpoint's priority
 	spill           string // why the request left its best priority: the failure's code ("" = it did not)
 	stream          bool
 	streamKnown     bool // the body was read: a refused caller's never is
-	attempts        int
-	status          int
-	upstreamStatus  int
-	outcome         string
-	detail          string // why a backend attempt failed, for the operator only
-	// failoverAfterHeaders: an endpoint was tried after comments went out.
-	failoverAfterHeaders bool
-	bytes, events        int64
-	tokenEvents          int64 // events that may carry generated tokens (sse.Result)
-	answerBytes          int64 // a whole successful JSON answer's size
-	usage                sse.Usage
-	hasUsage             bool
-	// usageFinal: usage was read from the answer's bill (a JSON answer's
-	// top-level usage, a stream's sse.Meter bill), not from a stream's
-	// input counts or running total.
-	usageFinal bool
-	// outputFloor is the least output a true usage of the stream reports
-	// (sse.Meter.OutputFloor of the events relayed).
-	outputFloor      int64
-	sent             time.Time // request handed to the backend (the last attempt)
-	firstSent        time.Time // the first attempt's request handed to a backend
-	upstreamHeaders  time.Time // backend's response headers arrived
-	upstreamFirst    time.Time // a stream's first event arrived (streams are committed then)
-	clientFirst      time.Time // first byte (headers) flushed to the client
-	clientFirstEvent time.Time // first SSE event written to the client
+	// Result is what the conversation with the backends observed
+	// (dispatch.Result): the endpoint, the attempts, the statuses, what
+	// was relayed and the usage. The server's own answers write its
+	// status, outcome and bytes too.
+	dispatch.Result
 	// limit and budgetDecision are the limiter's and the budget's
 	// decisions, for telemetry.
 	limit          string
 	budgetDecision string
-}
-
-func (e *logEntry) setUsage(u sse.Usage, ok bool) {
-	if ok {
-		e.usage, e.hasUsage = u, true
-	}
 }
 
 // exchange is one request's state on its way through the path (one
@@ -92,9 +63,8 @@ func (e *logEntry) setUsage(u sse.Usage, ok bool) {
 // go of at the end.
 type exchange struct {
 	logEntry
-	wroteHeader bool
 	// idHeader is the response's X-Request-Id value, which every backend
-	// request carries too (roundTrip): one slice for both.
+	// request carries too (dispatch.Call.IDHeader): one slice for both.
 	idHeader []string
 	// keepalive, when set, owns the stream's writes (keepalive.Writer).
 	keepalive *keepalive.Writer
@@ -105,10 +75,7 @@ type exchange struct {
 	pin    string // the endpoint a stored response lives on ("" = any)
 	// scope is the caller's project and user from its verified token:
 	// the budget levels below its tenant (never the request's say).
-	scope budget.Scope
-	// served is the endpoint whose answer is relayed (send): a stream it
-	// cuts counts against its health. nil for stored-response routes.
-	served         *route.Endpoint
+	scope          budget.Scope
 	previousTokens int64                // the continued response's recorded total tokens (0 = none known)
 	budget         *billing.Reservation // the request's token budget; nil without one
 	// tier is the service tier the request asked for and the tiers it
@@ -123,13 +90,11 @@ type exchange struct {
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody
-	// answer is a JSON answer's head, read by the attempt that got it
-	// (awaitJSON) and relayed by relayJSON; nil for a stream.
-	answer *jsonAnswer
-	// first is a stream's first event and what came with it, read by
-	// the attempt that got it (awaitFirstEvent) into a buffer of the
-	// relay's, and relayed first by relayStream.
-	first sse.Pending
+	// call is the request's conversation with the backends (dispatch),
+	// and hooks what it tells the server as it goes (telemetry, the
+	// stored response's owner).
+	call  dispatch.Call
+	hooks hooks
 	// creates: a POST /v1/responses, whose answer is a stored response to
 	// record.
 	creates bool
@@ -270,7 +235,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 		w.Header()["X-Request-Id"] = id
 	}
 	ex := s.exchanges.Get().(*exchange)
-	*ex = exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, outcome: "ok"}, idHeader: id}
+	*ex = exchange{logEntry: logEntry{id: id[0], start: s.Now(), method: r.Method, path: r.URL.Path, Result: dispatch.Result{Outcome: "ok"}}, idHeader: id}
 	if anthropicPath(r.URL.Path) {
 		ex.op = request.Messages // its errors in Anthropic's shape
 	}
@@ -287,11 +252,11 @@ func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 	v := recover()
 	if v != nil && v != http.ErrAbortHandler {
 		s.Log.Error("panic in handler", "request_id", ex.id, "panic", v)
-		if !ex.wroteHeader {
+		if !ex.WroteHeader {
 			fail(w, ex, nil)
 			v = nil
 		} else {
-			ex.outcome = "panic"
+			ex.Outcome = "panic"
 			v = http.ErrAbortHandler
 		}
 	}
@@ -328,14 +293,14 @@ func addedMs(ex *logEntry, end time.Time) float64 {
 		}
 		return b.Sub(a)
 	}
-	if ex.firstSent.IsZero() {
+	if ex.FirstSent.IsZero() {
 		return msOf(span(ex.start, end))
 	}
-	from, to := ex.upstreamHeaders, ex.clientFirst
-	if !ex.upstreamFirst.IsZero() {
-		from, to = ex.upstreamFirst, ex.clientFirstEvent
+	from, to := ex.UpstreamHeaders, ex.ClientFirst
+	if !ex.UpstreamFirst.IsZero() {
+		from, to = ex.UpstreamFirst, ex.ClientFirstEvent
 	}
-	return msOf(span(ex.start, ex.firstSent) + span(from, to))
+	return msOf(span(ex.start, ex.FirstSent) + span(from, to))
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -3,6 +3,8 @@ package server
 import (
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/shared/dispatch"
 )
 
 // TestAddedMs: added_ms is the gateway's own time and never negative. A
@@ -19,19 +21,19 @@ func TestAddedMs(t *testing.T) {
 		want float64
 	}{
 		{"stream: headers before the first event",
-			logEntry{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(10), clientFirst: at(11), upstreamFirst: at(40), clientFirstEvent: at(41)},
+			logEntry{start: at(0), Result: dispatch.Result{FirstSent: at(2), Sent: at(2), UpstreamHeaders: at(10), ClientFirst: at(11), UpstreamFirst: at(40), ClientFirstEvent: at(41)}},
 			at(100), 2 + 1},
 		{"stream: first event written in the same millisecond",
-			logEntry{start: at(0), firstSent: at(1), sent: at(1), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30), clientFirstEvent: at(30)},
+			logEntry{start: at(0), Result: dispatch.Result{FirstSent: at(1), Sent: at(1), UpstreamHeaders: at(5), ClientFirst: at(5), UpstreamFirst: at(30), ClientFirstEvent: at(30)}},
 			at(100), 1},
 		{"stream: the client left before the first event",
-			logEntry{start: at(0), firstSent: at(3), sent: at(3), upstreamHeaders: at(5), clientFirst: at(5), upstreamFirst: at(30)},
+			logEntry{start: at(0), Result: dispatch.Result{FirstSent: at(3), Sent: at(3), UpstreamHeaders: at(5), ClientFirst: at(5), UpstreamFirst: at(30)}},
 			at(100), 3},
 		{"json",
-			logEntry{start: at(0), firstSent: at(2), sent: at(2), upstreamHeaders: at(50), clientFirst: at(52)},
+			logEntry{start: at(0), Result: dispatch.Result{FirstSent: at(2), Sent: at(2), UpstreamHeaders: at(50), ClientFirst: at(52)}},
 			at(60), 2 + 2},
 		{"failover: the first endpoint's time is the backend's",
-			logEntry{start: at(0), firstSent: at(2), sent: at(500), upstreamHeaders: at(510), clientFirst: at(511)},
+			logEntry{start: at(0), Result: dispatch.Result{FirstSent: at(2), Sent: at(500), UpstreamHeaders: at(510), ClientFirst: at(511)}},
 			at(600), 2 + 1},
 		{"never sent: all the gateway's",
 			logEntry{start: at(0)},

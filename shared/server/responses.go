@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/affinity"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/sse"
@@ -66,11 +67,8 @@ func (s *Server) lookup(ctx context.Context, id string) (affinity.Owner, bool, e
 }
 
 // HeaderUnrecorded is set on a Responses answer whose stored response the
-// gateway could not record (the store failed): its id is then refused to
-// everyone, its creator included, and the caller learns it here rather
-// than from a 404 later. A stream whose headers a keepalive had already
-// sent gets the same news as an SSE comment before its first event.
-const HeaderUnrecorded = "X-Llmgw-Response-Unrecorded"
+// gateway could not record (dispatch.HeaderUnrecorded).
+const HeaderUnrecorded = dispatch.HeaderUnrecorded
 
 // rememberAnswer records the id of a JSON Response (its top-level id,
 // with object "response") once the scanner has read it; h, when not nil,
@@ -112,7 +110,7 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 	ex.responseID = id
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
-	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint}
+	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.Endpoint}
 	if b := ex.budget; b != nil && b.Background && b.Held {
 		// Its reservation waits for the response's usage (settleBackground).
 		o.Background = ex.id
@@ -121,12 +119,12 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 		// The backend answered with an id another tenant owns (a lying or
 		// echoing backend): the id stays the owner's, and this answer is
 		// relayed marked unrecorded, its id refused to this tenant.
-		ex.detail = "response_id_taken: the backend answered with another tenant's response id"
-		s.Log.Warn("backend answered with a response id recorded for another tenant: relayed marked unrecorded, the id stays its owner's", "request_id", ex.id, "response_id", id, "endpoint", ex.endpoint)
+		ex.Detail = "response_id_taken: the backend answered with another tenant's response id"
+		s.Log.Warn("backend answered with a response id recorded for another tenant: relayed marked unrecorded, the id stays its owner's", "request_id", ex.id, "response_id", id, "endpoint", ex.Endpoint)
 		return false
 	} else if err != nil {
-		if ex.detail == "" {
-			ex.detail = "response_unrecorded: " + err.Error()
+		if ex.Detail == "" {
+			ex.Detail = "response_unrecorded: " + err.Error()
 		}
 		s.Log.Warn("stored response not recorded: its id is refused to every tenant, its creator included", "request_id", ex.id, "response_id", id, "err", err)
 		return false
@@ -211,7 +209,7 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 	case !found || o.Tenant != t.ID || !t.Allows(o.Model):
 		return unknown
 	}
-	ex.model, ex.pool, ex.endpoint = o.Model, o.Pool, o.Endpoint
+	ex.model, ex.pool, ex.Endpoint = o.Model, o.Pool, o.Endpoint
 	pool := s.Router.Pool(o.Model)
 	target := s.targetFor(pool, o.Endpoint)
 	if target == nil {
@@ -225,45 +223,21 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 	// timeouts rather than a whole answer's.
 	stream := r.Method == http.MethodGet && sub == "" && r.URL.Query().Get("stream") == "true"
 	ex.streamKnown, ex.stream, ex.op = true, stream, request.Responses
-	timeout := s.ResponseTimeout
-	if stream {
-		timeout = s.HeaderTimeout
-	}
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	timer := attemptTimer(timeout, cancel)
-	defer timer.Stop()
-	req, err := target.NewStoredRequest(rctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
+	call := &ex.call
+	*call = dispatch.Call{ID: ex.id, IDHeader: ex.idHeader, Op: ex.op, W: w}
+	err = s.backends.Fetch(ctx, call, &ex.Result, o.Endpoint, o.Pool, stream, func(rctx context.Context) (*http.Request, error) {
+		return target.NewStoredRequest(rctx, r.Method, "/responses/"+id+sub, r.URL.RawQuery, r.Header)
+	})
+	defer call.Release()
 	if err != nil {
-		ex.detail = err.Error()
-		return credentialError(o.Pool, err)
+		return err
 	}
-	ex.attempts = 1
-	resp, fail, _ := s.roundTrip(ctx, ex, req, call{ctx: rctx, cancel: cancel, timer: timer, pool: o.Pool, timeout: timeout, stream: stream})
-	if fail != nil {
-		return fail
-	}
-	defer resp.Body.Close()
-	ex.upstreamHeaders = s.Now()
-	if stream && resp.StatusCode/100 == 2 && isEventStream(resp.Header) {
-		timer.Stop()
-		decodeBody(resp)
-		idle := newIdleReader(resp.Body, s.StreamIdleTimeout, cancel, ex.keepalive.Clock())
-		defer idle.t.Stop()
-		s.relayStream(ctx, w, http.NewResponseController(w), ex, resp, idle, false)
-		s.settleBackground(ex, id, o)
-		return nil
-	}
-	if resp.StatusCode/100 == 3 {
-		return redirected(ex, o.Endpoint, o.Pool, resp.StatusCode)
-	}
-	if r.Method == http.MethodDelete && resp.StatusCode/100 == 2 {
+	if r.Method == http.MethodDelete && ex.UpstreamStatus/100 == 2 {
 		dctx, dcancel := context.WithTimeout(context.Background(), affinityTimeout)
 		_ = s.Affinity.Delete(dctx, id)
 		dcancel()
 	}
-	decodeBody(resp)
-	if err := s.relayJSON(w, ex, resp, resp.Body); err != nil {
+	if err := s.relay(ctx, w, http.NewResponseController(w), ex); err != nil {
 		return err
 	}
 	if r.Method == http.MethodGet && sub == "" {
@@ -306,16 +280,16 @@ func isWebSocket(r *http.Request) bool {
 // rememberUsage adds a recorded response's usage to its record once the
 // answer is relayed: a follow-up reserves it as its stored context.
 func (s *Server) rememberUsage(ex *exchange) {
-	if !ex.remembered || !ex.hasUsage {
+	if !ex.remembered || !ex.HasUsage {
 		return
 	}
-	billed, ok := ex.usage.Billed()
+	billed, ok := ex.Usage.Billed()
 	if !ok || billed <= 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
-	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.endpoint, Tokens: billed}
+	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.Endpoint, Tokens: billed}
 	if err := s.Affinity.Put(ctx, ex.responseID, o, s.ResponseTTL); err != nil {
 		s.Log.Warn("response usage not recorded: a follow-up reserves no stored context", "request_id", ex.id, "err", err)
 	}

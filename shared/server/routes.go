@@ -229,9 +229,9 @@ func writeJSON(w http.ResponseWriter, ex *exchange, v any) error {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
-	ex.status, ex.wroteHeader = http.StatusOK, true
+	ex.Status, ex.WroteHeader = http.StatusOK, true
 	n, _ := w.Write(b)
-	ex.bytes = int64(n)
+	ex.Bytes = int64(n)
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
@@ -130,9 +131,12 @@ type Deps struct {
 // Server is the gateway's http.Handler.
 type Server struct {
 	Deps
-	relay  sse.Relayer
-	routes map[string]methods
-	lines  sync.Pool // of *logLine, the access log's
+	// relayer relays streams with pooled read buffers; backends is the
+	// conversation with the backends (dispatch), which relays through it.
+	relayer  sse.Relayer
+	backends dispatch.Dispatcher
+	routes   map[string]methods
+	lines    sync.Pool // of *logLine, the access log's
 	// exchanges is a pool of *exchange, a request's state (begin, finish).
 	exchanges sync.Pool
 }
@@ -224,6 +228,10 @@ func New(d Deps) *Server {
 	}
 	s := &Server{Deps: d, lines: sync.Pool{New: newLogLine}, exchanges: sync.Pool{New: func() any { return new(exchange) }}}
 	s.routes = s.routeTable()
+	s.backends = dispatch.Dispatcher{Router: d.Router, Health: d.Router, Targets: d.Targets, Client: d.Client,
+		Buffers: bodyBuffers{}, Log: d.Log, Now: d.Now, Relayer: &s.relayer, Shutdown: ErrShutdown,
+		MaxAttempts: d.MaxAttempts, DefaultCooldown: d.DefaultCooldown, HeaderTimeout: d.HeaderTimeout,
+		ResponseTimeout: d.ResponseTimeout, StreamIdleTimeout: d.StreamIdleTimeout}
 	return s
 }
 
@@ -238,6 +246,14 @@ type StreamPolicy struct {
 	// headers but no event within it, for the next endpoint. It never cuts
 	// the last attempt. 0 = off.
 	FirstTokenTimeout time.Duration
+}
+
+// streamPolicy is pool's keepalive and first-token policy.
+func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
+	if p, ok := s.Streams[pool.Name]; ok {
+		return p
+	}
+	return s.DefaultStreams
 }
 
 // withDefaults returns p with a zero KeepaliveInterval replaced by

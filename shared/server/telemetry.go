@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -35,20 +37,57 @@ func (s *Server) traced(ex *exchange, r *http.Request) {
 	}
 }
 
-// attemptBegins starts an attempt's client span (try calls it with the
-// request it is about to send).
-func (s *Server) attemptBegins(ctx context.Context, ex *exchange, req *http.Request, target *upstream.Target, op request.Operation, model string, priority int) {
+// hooks is what a request's conversation with the backends tells the
+// server (dispatch.Hooks): each attempt's telemetry, and the owner of a
+// stored response it creates. It lives in the pooled exchange, so
+// handing it to dispatch allocates nothing.
+type hooks struct {
+	s  *Server
+	ex *exchange
+}
+
+var _ dispatch.Hooks = (*hooks)(nil)
+
+// AttemptBegins starts an attempt's client span with the request it is
+// about to send.
+func (h *hooks) AttemptBegins(ctx context.Context, req *http.Request, target *upstream.Target, priority int) {
+	s, ex := h.s, h.ex
 	if s.Telemetry == nil {
 		return
 	}
+	model := ex.call.Body.Model
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
-	ex.backend = telemetry.Attempt{Operation: op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
+	ex.backend = telemetry.Attempt{Operation: ex.op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
 		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: ex.tenant, Priority: priority}
 	ex.attempt = s.Telemetry.Attempt(ctx, req, &ex.backend)
 }
 
-// attemptEnds ends the current attempt's span (send calls it for a failed
-// attempt; report for the one that answered).
+// AttemptFailed ends a failed attempt's span, and notes why the request
+// left its best priority (its failure's code) when it spills.
+func (h *hooks) AttemptFailed(fail *dispatch.Error, failover, spill bool) {
+	ex := h.ex
+	if ex.attempt == nil && (!spill || ex.spill != "") {
+		return // nothing to word the failure for
+	}
+	code := dispatchError(fail).Code
+	if spill && ex.spill == "" {
+		ex.spill = code
+	}
+	h.s.attemptEnds(ex, telemetry.Result{Status: ex.UpstreamStatus, ErrorType: code, Failover: failover, Spill: spill})
+}
+
+// Created records the owner of the stored response a stream's first
+// event names.
+func (h *hooks) Created(first []byte) string { return h.s.remember(h.ex, first, true) }
+
+// CreatedAnswer records the owner of the stored response a JSON answer
+// names.
+func (h *hooks) CreatedAnswer(scan *sse.AnswerScanner, hd http.Header) {
+	h.s.rememberAnswer(h.ex, scan, hd)
+}
+
+// attemptEnds ends the current attempt's span (AttemptFailed for a
+// failed attempt; report for the one that answered).
 func (s *Server) attemptEnds(ex *exchange, r telemetry.Result) {
 	if ex.attempt != nil {
 		s.Telemetry.AttemptEnd(ex.attempt, &ex.backend, r)
@@ -71,10 +110,10 @@ func (s *Server) report(ex *exchange) {
 		return
 	}
 	errType := ""
-	if ex.outcome != "ok" {
-		errType = ex.outcome
+	if ex.Outcome != "ok" {
+		errType = ex.Outcome
 	}
-	s.attemptEnds(ex, telemetry.Result{Status: ex.upstreamStatus, ErrorType: errType})
+	s.attemptEnds(ex, telemetry.Result{Status: ex.UpstreamStatus, ErrorType: errType})
 	if ex.streamOpen {
 		ex.streamOpen = false
 		s.Telemetry.Stream(ex.ctx, ex.pool, -1)
@@ -86,10 +125,10 @@ func (s *Server) report(ex *exchange) {
 	*t = telemetry.Request{
 		Route: routeOf(ex.path), Method: ex.method,
 		Tenant: ex.tenant, TenantName: ex.tenantName,
-		Pool: ex.pool, Stream: ex.stream, Status: ex.status, ErrorType: errType,
-		Start: ex.start, End: s.Now(), FirstEvent: ex.clientFirstEvent,
-		InputTokens: ex.usage.PromptTokens, OutputTokens: ex.usage.CompletionTokens, Usage: ex.hasUsage,
-		Attempts: ex.attempts, Keepalives: keepalives,
+		Pool: ex.pool, Stream: ex.stream, Status: ex.Status, ErrorType: errType,
+		Start: ex.start, End: s.Now(), FirstEvent: ex.ClientFirstEvent,
+		InputTokens: ex.Usage.PromptTokens, OutputTokens: ex.Usage.CompletionTokens, Usage: ex.HasUsage,
+		Attempts: ex.Attempts, Keepalives: keepalives,
 		Limit: ex.limit, Budget: ex.budgetDecision, Reserved: ex.budget.Reserved(), Charged: ex.budget.ChargedTokens(),
 	}
 	if b := ex.budget; b != nil && b.Spend.Model != nil && b.Held && !b.Unsettled {

@@ -1,9 +1,10 @@
-package server
+package dispatch
 
 import (
 	"bytes"
 	"mime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/llmgw/gateway/shared/request"
@@ -48,6 +49,7 @@ func TestPlainJSON(t *testing.T) {
 // buffer of exactly its size when it fits the pooled scratch buffer,
 // and as before (its size plus rewriteSlack) when it does not.
 func TestRewriteExactSize(t *testing.T) {
+	d := Dispatcher{Buffers: &testBuffers{}}
 	big := `{"model":"llama","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("x", 100<<10) + `"}]}`
 	for _, raw := range []string{
 		`{"model":"llama","messages":[{"role":"user","content":"hi"}]}`,
@@ -60,7 +62,7 @@ func TestRewriteExactSize(t *testing.T) {
 		}
 		c := request.Changes{Model: "meta/Llama-3.1-8B", InjectUsage: b.Stream, OutputCap: 77, CapField: request.MaxTokens}
 		want := b.RewriteWith(nil, []byte(raw), c)
-		got := rewrite(&b, []byte(raw), c)
+		got := d.rewrite(&b, []byte(raw), c)
 		if !bytes.Equal(got, want) {
 			t.Fatalf("rewrite = %.200s, want %.200s", got, want)
 		}
@@ -70,5 +72,23 @@ func TestRewriteExactSize(t *testing.T) {
 		if len(raw) > 64<<10 && cap(got) < len(raw)+rewriteSlack {
 			t.Errorf("a large body's copy has cap %d, under its size plus slack", cap(got))
 		}
+	}
+}
+
+// testBuffers lends 8 KiB scratch buffers, as the server's body pool does.
+type testBuffers struct{ pool sync.Pool }
+
+func (p *testBuffers) Get() *[]byte {
+	if b, _ := p.pool.Get().(*[]byte); b != nil {
+		return b
+	}
+	b := make([]byte, 0, 8<<10)
+	return &b
+}
+
+func (p *testBuffers) Put(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		*b = (*b)[:0]
+		p.pool.Put(b)
 	}
 }
