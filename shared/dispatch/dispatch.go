@@ -127,7 +127,10 @@ type Call struct {
 	answer   *jsonAnswer // a JSON answer's head (awaitJSON)
 	first    sse.Pending // a stream's first event (awaitFirstEvent)
 	streamed bool        // the answer is relayed as SSE
-	fetched  bool        // Fetch, not Send, got the answer
+	// order is the endpoints' failover order (Router.Order's scratch):
+	// here, a slice handed to an interface would be allocated per request.
+	order   [route.MaxEndpoints]*route.Endpoint
+	fetched bool // Fetch, not Send, got the answer
 }
 
 // Streamed reports whether the answer is relayed as a stream.

@@ -39,8 +39,7 @@ func (d *Dispatcher) Send(ctx context.Context, c *Call, res *Result) error {
 	if len(pool.Endpoints) > 1 && c.Pin == "" {
 		key = route.CacheKey(c.Raw, c.Body.Model)
 	}
-	var scratch [route.MaxEndpoints]*route.Endpoint
-	order, wait := d.Router.Order(pool, scratch[:0], len(pool.Endpoints), key)
+	order, wait := d.Router.Order(pool, c.order[:0], len(pool.Endpoints), key)
 	if c.Pin != "" {
 		// A stored response lives on one endpoint: only it can answer.
 		order, wait = order[:0], 0
@@ -244,14 +243,17 @@ func (d *Dispatcher) roundTrip(ctx context.Context, c *Call, res *Result, req *h
 // may have reached it (a timeout, a reset, the client leaving). A
 // refused connection, or a 429/5xx/4xx answer, spends nothing.
 func maySpend(resp *http.Response, err error) bool {
-	var op *net.OpError
-	switch {
-	case err != nil:
-		return !(errors.As(err, &op) && op.Op == "dial")
-	case resp != nil:
-		return resp.StatusCode/100 == 2
+	if err != nil {
+		return !refused(err)
 	}
-	return false
+	return resp != nil && resp.StatusCode/100 == 2
+}
+
+// refused: err is a refused connection (the dial failed), apart so that
+// its errors.As target is allocated only for a failed round trip.
+func refused(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // judge says whether a backend's answer is a failure to try elsewhere,
