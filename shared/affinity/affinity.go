@@ -26,12 +26,12 @@ type Owner struct {
 	Endpoint string // the endpoint's name (its URL)
 	// Tokens is the response's total usage (input + output) once known, 0
 	// before: a follow-up's stored context is at most this, so strict
-	// budgets reserve it (issue 20).
+	// budgets reserve it.
 	Tokens int64
 	// Background is the id of the request that created a background
 	// response and whose budget reservation waits for its usage ("" for
 	// none): when the response is later retrieved complete, its real
-	// usage settles that reservation (issue 30).
+	// usage settles that reservation.
 	Background string
 }
 
@@ -39,7 +39,7 @@ type Owner struct {
 var ErrCorrupt = errors.New("affinity: corrupt record")
 
 // ErrTaken is a Put of an id already recorded for another tenant: every
-// store compares and sets, so a record never changes tenant (issue 31: a
+// store compares and sets, so a record never changes tenant (a
 // backend that answers tenant B with tenant A's id, or a vLLM pool that
 // stores a response under a client-chosen request_id, once let B take A's
 // id over). The server relays such an answer marked unrecorded and logs
@@ -101,7 +101,7 @@ var _ Store = (*Memory)(nil)
 
 // Memory is the store for one process: exact, gone with the process.
 // Capacity is per tenant: a tenant past it loses its own oldest records,
-// never another tenant's (issue 21: one tenant's flood once evicted other
+// never another tenant's (one tenant's flood once evicted other
 // tenants' ids). A record that is gone fails closed: nobody may use it.
 type Memory struct {
 	mu        sync.Mutex

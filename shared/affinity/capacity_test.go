@@ -13,7 +13,7 @@ import (
 	"github.com/llmgw/gateway/shared/stores/redisaffinity"
 )
 
-// TestCapacityPerTenant (issue 21): a tenant that floods the store evicts
+// TestCapacityPerTenant: a tenant that floods the store evicts
 // only its own oldest records; every other tenant's ids stay, on both
 // stores. Before, the memory store dropped arbitrary records at capacity
 // (a 115,000-request flood evicted 62 of another tenant's 200 ids).

@@ -184,7 +184,7 @@ func (v *Verifier) Ready() bool { return v.keys.ready() }
 
 // tokenSum is the SHA-256 of tok, the verified-token cache's key. A token
 // of ordinary size is hashed from a copy on the stack: converting it to a
-// []byte cost every request an allocation of the token's size (issue 38).
+// []byte cost every request an allocation of the token's size.
 func tokenSum(tok string) [32]byte {
 	var buf [2048]byte
 	if len(tok) <= len(buf) {
@@ -312,8 +312,8 @@ func (v *Verifier) stringClaim(claims jwt.MapClaims, name string) (string, error
 
 // CanonicalTenant is the spelling under which a tenant is looked up,
 // counted and logged: a GUID (an Entra directory ID, 8-4-4-4-12 hex digits)
-// in lower case, since its case carries no meaning and tools print either
-// (issue 23); any other tenant id unchanged, byte for byte. The config
+// in lower case, since its case carries no meaning and tools print either;
+// any other tenant id unchanged, byte for byte. The config
 // check (shared/assemble) applies it to the tenant table, the verifier to
 // the token's claim, so the two always meet.
 func CanonicalTenant(id string) string {

@@ -121,8 +121,8 @@ func TestVerifyAcceptsGoodTokens(t *testing.T) {
 	}
 }
 
-// TestVerifyLevelClaims: the project and user claims (issue 35's levels
-// below a tenant) come from the signed token; a project claim that is
+// TestVerifyLevelClaims: the project and user claims (the spend limits'
+// levels below a tenant) come from the signed token; a project claim that is
 // not a string is an invalid token, not a project of the caller's
 // choosing; user_claim oid reads the object id.
 func TestVerifyLevelClaims(t *testing.T) {
@@ -573,7 +573,7 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 // the issuer is down cannot be checked: ErrKeysUnavailable (503,
 // retryable), not an invalid token (401); once the issuer is back the new
 // key is fetched within RetryMin although UnknownKIDInterval is an hour.
-// Before issue 32 it was 401 "unknown signing key" for up to
+// Without that shorter budget it was 401 "unknown signing key" for up to
 // UnknownKIDInterval after the issuer recovered.
 func TestRotationDuringIssuerOutage(t *testing.T) {
 	t.Parallel()

@@ -217,7 +217,7 @@ func (k *keySource) awaitLoaded(ctx context.Context) error {
 // did: during an issuer outage a token signed with a rotated key cannot be
 // checked, which is retryable (503), not invalid (401). While the issuer
 // is down the budget is RetryMin, not UnknownKIDInterval, so a rotation
-// is picked up within RetryMin of the issuer's recovery (issue 32).
+// is picked up within RetryMin of the issuer's recovery.
 func (k *keySource) refreshForUnknownKID(ctx context.Context) error {
 	k.mu.Lock()
 	f := k.inflight

@@ -27,7 +27,7 @@ type Ask struct {
 	// Hold reserves and caps the request as strict mode does, in either
 	// mode: a background response goes on generating after its creating
 	// request ends, so that request is charged its reservation rather
-	// than what its answer showed (issue 30: in estimate mode it was
+	// than what its answer showed (in estimate mode it was once
 	// charged its JSON bytes, with no cap). Set by the caller.
 	Hold bool
 	// Unbounded marks a prompt that includes content the body does not
@@ -40,7 +40,7 @@ type Ask struct {
 	// project and user, from the verified token): the levels of the
 	// tenant's Limits.Levels it reserves at.
 	Scope Scope
-	// Spend prices the request for the tenant's spend limits (issue 35);
+	// Spend prices the request for the tenant's spend limits;
 	// its zero value prices the tokens at nothing.
 	Spend Spend
 }

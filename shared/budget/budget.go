@@ -56,7 +56,7 @@ type Limits struct {
 
 	// SpendPerMinute, SpendPerDay and SpendPerMonth cap the money charged
 	// to one UTC calendar minute, day and month, in micro-units of the
-	// price catalogue's currency (issue 35). A store reserves and settles
+	// price catalogue's currency. A store reserves and settles
 	// them in the same atomic operation as the tokens.
 	SpendPerMinute, SpendPerDay, SpendPerMonth int64
 
@@ -319,7 +319,7 @@ type Settlement struct {
 	// for the tenant: it lost its data (a Redis restarted without
 	// persistence, flushed). The ledger then recreates the counter with
 	// the actual usage (Recreated) and logs it, so a wiped store does not
-	// forget what was used (issue 30). Found is false.
+	// forget what was used. Found is false.
 	NoCounter bool
 	// Recreated: the ledger recreated the tenant's counter after a
 	// NoCounter settle, charging Actual to the current windows.

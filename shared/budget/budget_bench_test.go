@@ -11,7 +11,7 @@ import (
 
 // BenchmarkMemoryReserveSettle is one request's budget cost on the memory
 // store: a Reserve and its Settle, with token limits only and with spend
-// limits beside them (issue 35: the money is the same operation).
+// limits beside them (the money is the same operation).
 func BenchmarkMemoryReserveSettle(b *testing.B) {
 	for _, c := range benchKinds() {
 		b.Run(c.name, func(b *testing.B) {

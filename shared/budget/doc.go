@@ -84,7 +84,7 @@
 // default 15 minutes). A reservation never settled (a replica killed
 // mid-stream, a store down when the request ended) expires then: it stays
 // charged, never refunded, because the request may have used all of it
-// (issue 30: refunding at the lease end once let streams in flight when
+// (refunding at the lease end once let streams in flight when
 // Redis died go unpaid), and it becomes an expiry record for one more
 // lease. A settle that arrives after the expiry (the server replays the
 // ones that failed) finds the record and settles the actual usage as a

@@ -61,7 +61,7 @@ type Config struct {
 
 	// Lease is how long a reservation may stay unsettled (a replica killed
 	// mid-stream never settles): then it stays charged, never refunded,
-	// since the request may have used all of it (issue 30). Set it to the
+	// since the request may have used all of it. Set it to the
 	// longest a request may live. A settle up to one more Lease after the
 	// expiry still settles the actual usage. Default DefaultLease.
 	Lease time.Duration `yaml:"lease" json:"lease"`
@@ -85,7 +85,7 @@ type Config struct {
 
 	// DialTimeout bounds a Reserve that waits for a connection being
 	// established (dial, TLS, login, a pool turn while the pool fills): a
-	// cold pool on a healthy store is not a failing store (issue 20).
+	// cold pool on a healthy store is not a failing store.
 	// Default DefaultDialTimeout; the gateway passes store.dial_timeout.
 	DialTimeout time.Duration `yaml:"-" json:"-"`
 
@@ -266,7 +266,7 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 	if err != nil && l.remote && strict {
 		// The reservation may have landed after the gateway gave up on
 		// it: released (settled at 0) once the store answers, so it does
-		// not hold the tenant's quota until its lease ends (issue 30).
+		// not hold the tenant's quota until its lease ends.
 		l.keep(pendingSettle{tenant: tenant, id: id, actual: Charge{Levels: req.Levels}})
 	}
 	if err != nil {
@@ -404,7 +404,7 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (
 // recreate answers a settle that found no counter (Settlement.NoCounter:
 // the store lost its data) by recreating the tenant's counter with the
 // actual usage, and logs it: a wiped store once charged such settles 0
-// and said nothing (issue 30). The counter is recreated by a reservation
+// and said nothing. The counter is recreated by a reservation
 // of nothing, which sets the tenant's windows (its quota period
 // included), settled at actual under an id of its own. Anything else is
 // returned as it is.

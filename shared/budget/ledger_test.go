@@ -273,7 +273,7 @@ func TestLedgerFailurePolicy(t *testing.T) {
 
 // TestLedgerBreaker: a remote store that keeps failing is skipped after
 // the breaker's threshold, so the policy applies at once (the limiter's
-// breaker, issue 20); a reservation the breaker refused is no store error.
+// breaker); a reservation the breaker refused is no store error.
 func TestLedgerBreaker(t *testing.T) {
 	t.Parallel()
 	tenants := []budget.TenantBudget{{Tenant: "quota", Limits: budget.Limits{TokenQuota: 1000, QuotaPeriod: budget.PeriodDay}}}
@@ -386,7 +386,7 @@ type wipeable struct {
 
 func (w *wipeable) wipe() { w.Store = budget.NewMemory(w.now) }
 
-// TestSettleRecreatesCounter (issue 30): a settle that finds neither its
+// TestSettleRecreatesCounter: a settle that finds neither its
 // reservation nor the tenant's counter (the store lost its data) is
 // charged to a recreated counter and logged; before, it charged 0.
 func TestSettleRecreatesCounter(t *testing.T) {

@@ -377,7 +377,7 @@ func (t *memTenant) apply(rec *memRec, delta int64) {
 
 // sweep expires every record whose deadline has passed: a live reservation
 // keeps its tokens charged (a request never settled may have used all of
-// them: issue 30) and becomes an expiry record until one more lease has
+// them) and becomes an expiry record until one more lease has
 // passed since its lease ended; an expiry record is deleted.
 func (t *memTenant) sweep(now int64) {
 	for rec := t.head; rec != nil && rec.deadline <= now; rec = t.head {

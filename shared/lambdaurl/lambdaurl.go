@@ -50,7 +50,7 @@ type Options struct {
 	// AfterResponse, when set, runs after the handler returned and every
 	// byte of its response reached the response stream, before the stream
 	// ends: the invocation, and so the sandbox, is not frozen until it
-	// returns, so telemetry flushed here is exported (issue 25). ctx is
+	// returns, so telemetry flushed here is exported. ctx is
 	// the invocation's (Lambda's own deadline); the caller bounds it
 	// further. The client has its whole answer; only the stream's end
 	// waits.

@@ -1,4 +1,4 @@
-// Package price owns the price catalogue (issue 35): what each public
+// Package price owns the price catalogue: what each public
 // model costs per million tokens of each kind, per service tier and above
 // a long-context threshold, and what a server feature costs per use; and
 // the two sums the spend limits need, a request's worst case before it is

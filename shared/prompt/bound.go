@@ -10,7 +10,7 @@ import (
 // Body is how one operation's request body reaches the model: the
 // operations table's prompt column (request.Operation.Prompt), so a new
 // operation declares what of its body is prompt instead of inheriting
-// another API's reading (issue 30). The bound is deny-by-default: every
+// another API's reading. The bound is deny-by-default: every
 // top-level member that no list names counts as text, its keys included.
 // Member names compare case-insensitively after unescaping (some backends
 // decode so), which only ever skips or recognizes a member no backend
@@ -360,8 +360,8 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 				if s.sources && b[i] == '{' {
 					if !mediaSource(b, i) {
 						// A document's text or content source: text the
-						// model reads, counted as text (issue 30: 900 KB
-						// of it once reserved as one media part).
+						// model reads, counted as text (900 KB of it
+						// once reserved as one media part).
 						textSource = true
 						break
 					}
@@ -384,7 +384,7 @@ func (s *scan) object(i int, keys bool, depth int) (end int, fn bool) {
 		i, _ = s.value(i, keys, depth)
 		if string(key) == "type" && b[vs] == '"' {
 			// Compared after unescaping, as keys are and as every backend
-			// reads it ("input_im\u0061ge" is an image; issue 20).
+			// reads it ("input_im\u0061ge" is an image).
 			typ := keyName(b[vs:i], &tb)
 			fn = string(typ) == "function" || string(typ) == "custom"
 			if !keys {

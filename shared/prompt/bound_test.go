@@ -104,7 +104,7 @@ func TestPromptBoundCases(t *testing.T) {
 			opResponses, base + 4 + 5 + 4 + 12 + prompt.DefaultImageTokens},
 		{"completions prompt array", `{"model":"m","prompt":["ab","cd"],"suffix":"x"}`, opCompletions, base + 3 + 3 + 2},
 		{"token ids count their digits", `{"model":"m","input":[[1234,5]]}`, opEmbeddings, base + 5},
-		// Issue 20: a type value is read after unescaping, as backends read it.
+		// A type value is read after unescaping, as backends read it.
 		{"escaped input_image type", `{"model":"m","input":[{"role":"user","content":[{"type":"input_im\u0061ge","file_id":"f"}]}]}`,
 			opResponses, base + 4 + 5 + 4 + 12 + 2 + prompt.DefaultImageTokens},
 		// vLLM's media parts: a bound each, their data not counted as text.
@@ -141,7 +141,7 @@ func TestAskFields(t *testing.T) {
 		{"hosted tool", `{"input":"x","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, opResponses, prompt.Bound{Unbounded: true}},
 		{"function tools only", `{"input":"x","tools":[{"type":"function","name":"f"}]}`, opResponses, prompt.Bound{}},
 		{"web search options", `{"messages":[],"web_search_options":{}}`, opChat, prompt.Bound{Unbounded: true}},
-		// Issue 20: every prompt of a batch gets its own completions.
+		// Every prompt of a batch gets its own completions.
 		{"prompt array of strings", `{"prompt":["a","b","c"],"n":2}`, opCompletions, prompt.Bound{Prompts: 3}},
 		{"prompt array of token arrays", `{"prompt":[[1,2],[3]]}`, opCompletions, prompt.Bound{Prompts: 2}},
 		{"one token array is one prompt", `{"prompt":[1,2,3]}`, opCompletions, prompt.Bound{Prompts: 1}},

@@ -5,5 +5,5 @@
 // operation's to say (Body, the operations table's prompt column), so
 // budgets, which reserve the bound, and the request decoder, which owns
 // the table, both depend on this leaf package and not on each other
-// (issue 33: request once imported budget for its body formats).
+// (request once imported budget for its body formats).
 package prompt

@@ -13,7 +13,7 @@ import (
 )
 
 // TestMessagesDocumentBound: a Messages document whose source is text or
-// content counts its text at the text rate (issue 30: 900 KB of text was
+// content counts its text at the text rate (900 KB of text was once
 // bounded as one media part, 32,952 reserved and 225,156 billed), while a
 // base64, URL or file source stays one media part, whatever escapes spell
 // the source's type.
@@ -60,7 +60,7 @@ func TestMessagesDocumentBound(t *testing.T) {
 // bodies nest the row's own members and unknown ones, escape keys and
 // type values, and spell every media part (image and document sources of
 // each type, image_url and the other media keys and types) at any depth,
-// with large text sometimes (issue 30, section 3). A new row is covered
+// with large text sometimes. A new row is covered
 // with no new test code.
 func TestBoundProperty(t *testing.T) {
 	t.Parallel()

@@ -53,15 +53,15 @@ type Body struct {
 	Caps [numCaps]int64
 	// ThinkingBudget is the Messages API's thinking.budget_tokens (0 when
 	// absent or null): extended thinking's share of max_tokens, which
-	// must stay above it (issue 26).
+	// must stay above it.
 	ThinkingBudget int64
 	// Background is the Responses API's background: true: the backend
 	// goes on generating after the creating request has its answer, so
-	// its usage is not known when that request ends (issue 30).
+	// its usage is not known when that request ends.
 	Background bool
 	// ServiceTier is service_tier as the client sent it, unescaped (""
 	// when absent or null): a tenant may use only the tiers its config
-	// allows, and the spend limits reserve at the tier asked (issue 35).
+	// allows, and the spend limits reserve at the tier asked.
 	ServiceTier string
 
 	caps          [numCaps]span // the cap fields' values; end 0 = absent
@@ -575,7 +575,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			}
 		}
 		// The field the backend reads always carries the cap, whichever
-		// others the client sent (issue 20: a backend that reads only
+		// others the client sent (a backend that reads only
 		// max_tokens ignored a max_completion_tokens of 1).
 		if p.caps[c.CapField].end == 0 && p.Has(hasModel) {
 			// After the model, which every accepted body has: never the

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// oldCount is count as it was before it read through jsonscan.Int (issue
-// 24): the oracle of FuzzCountMatchesOld.
+// oldCount is count as it was before it read through jsonscan.Int: the
+// oracle of FuzzCountMatchesOld.
 func oldCount(v []byte, param string) (int64, error) {
 	if string(v) == "null" {
 		return 0, nil

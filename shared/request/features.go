@@ -14,7 +14,7 @@ import (
 // the account connect to any URL a tenant names; file ids and containers
 // name state any tenant of the account may have created. Each is off
 // until the operator allows it per tenant (config tenants[].features),
-// and then costed per use (issue 31).
+// and then costed per use.
 
 // Feature is one server-side feature a request body may ask for.
 type Feature uint8

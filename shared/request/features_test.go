@@ -3,7 +3,7 @@ package request
 import "testing"
 
 // TestFeaturesOf is the table of server-side feature shapes from the
-// OpenAI and Anthropic API references (issue 31): which feature each asks
+// OpenAI and Anthropic API references: which feature each asks
 // for, at which param, with what bound on its uses; which tools are the
 // caller's own; and which are unknown (refused: they may be server tools).
 func TestFeaturesOf(t *testing.T) {
@@ -36,7 +36,7 @@ func TestFeaturesOf(t *testing.T) {
 		{"base64 document", Messages, `{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}]}`, 0, "", 0, ""},
 
 		// The Responses API.
-		// Codex 0.171 groups tools in namespaces (issue 37): the
+		// Codex 0.171 groups tools in namespaces: the
 		// namespace is as its tools are.
 		{"namespace of functions", Responses, `{"tools":[{"type":"function","name":"f"},{"type":"namespace","name":"multi_agent_v1","tools":[{"type":"function","name":"spawn"}]}]}`, 0, "", 0, ""},
 		{"web_search in a namespace", Responses, `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}]}`, WebSearch, "tools[1]", 0, ""},

@@ -6,7 +6,7 @@ import (
 )
 
 // Operation is an API operation the gateway proxies: OpenAI's, or
-// Anthropic's Messages API (issue 26). It indexes the operations table,
+// Anthropic's Messages API. It indexes the operations table,
 // so it stays a byte the request path copies freely, and everything the
 // gateway does differently for an operation is read from its row instead
 // of a switch in each step. Adding an operation is a constant, a row and
@@ -51,7 +51,7 @@ const (
 )
 
 // Answer is the kind of body an operation answers with when it does not
-// stream (issue 33): what the gateway checks before relaying it and how
+// stream: what the gateway checks before relaying it and how
 // it relays it.
 type Answer uint8
 
@@ -94,8 +94,7 @@ type operation struct {
 	// caps are the output-cap fields its body may have (a bit per
 	// CapField). A cap field an operation does not have is read by some
 	// backends and ignored by others (vLLM's chat ignores
-	// max_output_tokens), so the gateway refuses it rather than trust it
-	// (issue 20).
+	// max_output_tokens), so the gateway refuses it rather than trust it.
 	caps uint8
 	// capField is the field a budget's output cap is written into where
 	// the backend's kind does not read another (upstream.Target.CapField).
@@ -121,7 +120,7 @@ type operation struct {
 	// prompt is how its body reaches the model (prompt.Body): the members
 	// that never do, the members that are the prompt, the members that
 	// bring content the body does not hold. Every other member counts as
-	// text: the prompt bound is deny-by-default (issue 30).
+	// text: the prompt bound is deny-by-default.
 	prompt prompt.Body
 	// unbilled: it bills nothing, so no budget reserves for it
 	// (count_tokens); noOutput: it generates nothing (embeddings,
@@ -142,7 +141,7 @@ type operation struct {
 	creates bool
 	// counter is the operation that counts its input tokens exactly
 	// (hasCounter): a budget asks it before refusing a prompt bound the
-	// tenant cannot afford (issue 30).
+	// tenant cannot afford.
 	counter    Operation
 	hasCounter bool
 	// deployments: Azure OpenAI's deployments surface serves it, at
@@ -159,7 +158,7 @@ type operation struct {
 	// counts: it counts a prompt for the caller (count_tokens,
 	// input_tokens): a client sends many at once (Claude Code's /context
 	// about 35), so it draws a fraction of a request from the tenant's
-	// bucket (issue 37).
+	// bucket.
 	counts bool
 }
 
@@ -281,7 +280,7 @@ var all = func() []Operation {
 
 // Spec is an operation defined outside the table, for Register: a
 // test-only operation, as a test-only backend kind is registered from
-// its own file (issue 33). Its fields are the row's columns of the same
+// its own file. Its fields are the row's columns of the same
 // names; what it leaves zero is the zero row's (JSON in, JSON or a
 // data-only stream out, billed, no caps).
 type Spec struct {
@@ -416,7 +415,7 @@ func (o Operation) Generates() bool { return !operations[o].noOutput }
 func (o Operation) StreamOptions() bool { return operations[o].streamOptions }
 
 // Meter is op's stream metering: which event is the bill, which events
-// floor the output (issue 30). It is a copy of the row's; its slices are
+// floor the output. It is a copy of the row's; its slices are
 // the table's, shared and never written.
 func (o Operation) Meter() sse.Meter { return operations[o].meter }
 

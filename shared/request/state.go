@@ -13,7 +13,7 @@ import (
 // template, a response id a client chooses) reaches whatever any tenant
 // stored under it. The gateway records only the responses it relayed
 // (shared/affinity); everything else a body names by id without carrying
-// it is refused before any backend call (issue 31).
+// it is refused before any backend call.
 
 // stateRule is the stored-state column of the operations table: which
 // ways of naming backend state an operation's body has. It is kept in
@@ -54,8 +54,8 @@ var itemContent = map[string]string{
 	"":          "content", // an easy input message, or an item with no type
 	"message":   "content",
 	"reasoning": "encrypted_content",
-	// A compaction item (what compaction returns, issue 37) is carried
-	// only by its encrypted_content, the compacted window itself.
+	// A compaction item (what compaction returns; Codex sends it back) is
+	// carried only by its encrypted_content, the compacted window itself.
 	"compaction":            "encrypted_content",
 	"function_call":         "arguments",
 	"function_call_output":  "output",

@@ -13,7 +13,7 @@ func TestStateRules(t *testing.T) {
 }
 
 // TestStoredState is the table of item shapes from the OpenAI and
-// Anthropic API references (issue 31): which name backend state without
+// Anthropic API references: which name backend state without
 // carrying it (refused, with the param) and which carry themselves (the
 // Agents SDK's replayed history, Anthropic's content blocks). Before, only
 // an explicit "type":"item_reference" was refused: every other refused row

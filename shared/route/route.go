@@ -95,8 +95,8 @@ type Options struct {
 	// them in this process.
 	Shared Shared
 	// WeightedRandom orders each priority by weighted random draw alone
-	// (the choice before issue 36), and NoAffinity ignores prompt-cache
-	// keys: both off by default, kept so that the routing bench
+	// (the choice before the least busy endpoint was preferred), and
+	// NoAffinity ignores prompt-cache keys: both off by default, kept so that the routing bench
 	// (shared/server BenchmarkRouting*) measures each part against its
 	// absence on the same code.
 	WeightedRandom, NoAffinity bool

@@ -12,7 +12,7 @@ import (
 // Responses object's owner is recorded from them). It tracks nesting and
 // strings byte by byte and keeps only those members' values (bounded), so
 // a usage-shaped object anywhere else, as an echoing backend returns the
-// caller's own tool schemas, is never read (issue 20), and an answer far
+// caller's own tool schemas, is never read, and an answer far
 // larger than the relay's buffer is read as completely as a small one.
 //
 // Its zero value is ready; it does not allocate.

@@ -8,7 +8,7 @@ import "bytes"
 // bound the output from below. Each row of the operations table fills one
 // in (request.Operation.Meter), so a new operation declares its events
 // and metering instead of inheriting another API's holes, and the relay
-// reads no API by name (issues 30 and 33). The zero Meter is a data-only
+// reads no API by name. The zero Meter is a data-only
 // stream: Chat Completions' and legacy completions'.
 //
 // In a data-only stream the bill is the usage chunk (a chunk with empty

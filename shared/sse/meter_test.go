@@ -12,7 +12,7 @@ import (
 // FloorEvents are the meter's floor events (chat content chunks; the
 // Responses text, refusal, reasoning and argument deltas; Messages
 // content_block_delta with non-empty text, thinking or tool input), read
-// at any read size (issue 30).
+// at any read size.
 func TestRelayMeter(t *testing.T) {
 	msgStart := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":20,\"output_tokens\":1}}}\n\n"
 	text := "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"

@@ -6,8 +6,8 @@ import (
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
 
-// oldParseInt is parseInt as it was before it read through jsonscan.Int
-// (issue 24): the oracle of FuzzParseIntMatchesOld.
+// oldParseInt is parseInt as it was before it read through jsonscan.Int:
+// the oracle of FuzzParseIntMatchesOld.
 func oldParseInt(b []byte, i int) (n int64, next int, ok bool) {
 	neg := false
 	if i < len(b) && b[i] == '-' {

@@ -544,7 +544,7 @@ func FuzzRelay(f *testing.F) {
 
 		// The oracle: complete events of the whole stream, in order, up to
 		// the first one over the limit, less stripped usage chunks, and
-		// nothing after a terminal event (issue 22): what follows it, even
+		// nothing after a terminal event: what follows it, even
 		// a cut event, is no error.
 		events, rest := refEvents(stream)
 		var want bytes.Buffer
@@ -841,7 +841,7 @@ func FuzzTokenLimit(f *testing.F) {
 	})
 }
 
-// TestRelayStopsAtTerminalEvent (issue 22): nothing after data: [DONE] or
+// TestRelayStopsAtTerminalEvent: nothing after data: [DONE] or
 // a Responses terminal event reaches the client, and the relay says it
 // dropped something.
 func TestRelayStopsAtTerminalEvent(t *testing.T) {
@@ -881,7 +881,7 @@ func TestRelayStopsAtTerminalEvent(t *testing.T) {
 
 // TestRelayEventTable: which events end a stream, which is the backend's
 // error and which carry tokens is the Meter's, the operation row's event
-// table, not a name the relay knows (issue 33): a data-only stream's zero
+// table, not a name the relay knows: a data-only stream's zero
 // Meter does not end at response.completed or count a ".delta", and a
 // shape of its own ends where its table says.
 func TestRelayEventTable(t *testing.T) {
@@ -977,7 +977,7 @@ func TestRelayMessagesStream(t *testing.T) {
 		{"after message_stop dropped", start + delta + msgDelta + stop + after, start + delta + msgDelta + stop, true, false, want, 1, true},
 		{"cut before message_stop", start + delta + msgDelta, "", false, false, want, 1, false},
 		{"backend's error event", start + delta + errEv, "", false, true, Usage{PromptTokens: 35, CompletionTokens: 1, CachedTokens: 20, CacheWriteTokens: 5}, 1, false},
-		// Issue 31: the server tools' uses, cumulative in message_delta
+		// The server tools' uses, billed per use, cumulative in message_delta
 		// like the output, are the last event's.
 		{"server tool uses", start + delta + searched(1) + searched(3) + stop, "", true, false,
 			Usage{PromptTokens: 35, CompletionTokens: 42, CachedTokens: 20, CacheWriteTokens: 5, ServerTools: ServerToolUse{WebSearches: 3, Reported: true}}, 1, false},

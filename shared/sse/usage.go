@@ -20,7 +20,7 @@ type Usage struct {
 	CachedTokens, ReasoningTokens               int64
 	// CacheWriteTokens is Anthropic's cache_creation_input_tokens (part
 	// of PromptTokens), CacheWrite1hTokens its share written for an hour
-	// (cache_creation.ephemeral_1h_input_tokens): priced apart (issue 35).
+	// (cache_creation.ephemeral_1h_input_tokens): priced apart.
 	CacheWriteTokens, CacheWrite1hTokens int64
 	// Tier is the service tier the answer says it was served at
 	// (service_tier: top level in OpenAI's and Azure's answers, in the
@@ -29,7 +29,7 @@ type Usage struct {
 	Tier         price.Tier
 	TierReported bool
 	// ServerTools is Anthropic's usage.server_tool_use, the server tools'
-	// uses the backend ran (billed per use, outside the tokens; issue 31).
+	// uses the backend ran (billed per use, outside the tokens).
 	ServerTools ServerToolUse
 }
 
@@ -48,7 +48,7 @@ const maxCount = 1 << 53
 // Billed is the tokens the usage bills: prompt plus completion, or the
 // total when the backend reports a larger one. ok is false when a count
 // cannot be true (negative, or above 2^53): the usage must not be
-// trusted then (issue 20: a prompt_tokens of 2^63-1 once settled as 0).
+// trusted then (a prompt_tokens of 2^63-1 once settled as 0).
 func (u Usage) Billed() (n int64, ok bool) {
 	for _, c := range [...]int64{u.PromptTokens, u.CompletionTokens, u.TotalTokens, u.CachedTokens, u.ReasoningTokens, u.ServerTools.WebSearches, u.ServerTools.WebFetches, u.CacheWriteTokens, u.CacheWrite1hTokens} {
 		if c < 0 || c > maxCount {
@@ -181,7 +181,7 @@ func dataOf(event []byte) ([]byte, bool) {
 // InResponse the "usage" of the top-level "response" object. Only these
 // places count: a usage-shaped object anywhere else (in an echoed tool
 // schema, metadata, output text) is the caller's own JSON, and reading it
-// would let a tenant name its own charge (issue 20). A member that
+// would let a tenant name its own charge. A member that
 // appears twice takes its last value, as encoding/json does.
 //
 // ok is false when the place holds no usage object (absent or null) or

@@ -271,7 +271,7 @@ func FuzzParseUsage(f *testing.F) {
 
 // FuzzUsagePlace builds answers whose caller-controlled parts (tool
 // schemas, metadata, output text, arrays) hold usage-shaped objects, as an
-// echoing backend returns them (issue 20), and checks that only the
+// echoing backend returns them, and checks that only the
 // documented place is read, as encoding/json reads it.
 func FuzzUsagePlace(f *testing.F) {
 	f.Add(uint8(0), uint8(0), int64(0), int64(0), int64(120), int64(80), false)

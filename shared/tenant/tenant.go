@@ -22,7 +22,7 @@ type Tenant struct {
 	// (Acquire); negative = no cap (NewTable makes a row's 0
 	// DefaultMaxConcurrent).
 	MaxConcurrent int
-	// Tiers are the service tiers the tenant may ask for (issue 35);
+	// Tiers are the service tiers the tenant may ask for;
 	// NewTable makes the empty set the standard tier alone.
 	Tiers    price.Tiers
 	allow    map[string]struct{}
@@ -77,7 +77,7 @@ type Table struct {
 // of it: replicas scale out) is not refused, while a runaway client of
 // one tenant leaves two thirds of the replica to its neighbours. A
 // deployment with one tenant, or fewer neighbours to protect, sets its
-// own (issue 22).
+// own.
 const DefaultMaxConcurrent = 512
 
 // Row is the input to NewTable.

@@ -78,8 +78,8 @@ type Target struct {
 	// operator allowed beyond Accept.
 	fixed   http.Header
 	forward []string
-	// post and posts make a POST without building and parsing its URL
-	// (issue 38): post is a request to base (method, protocol, Host),
+	// post and posts make a POST without building and parsing its URL per
+	// request (an allocation each): post is a request to base (method, protocol, Host),
 	// copied per request and pointed at posts[op], the operation's URL,
 	// parsed once. Nil for a kind whose URL names the model (Azure's
 	// deployments): its URL is built per request.
@@ -355,7 +355,7 @@ func validHeaderName(k string) bool {
 }
 
 // CopyResponseHeaders copies the backend response headers that may reach
-// the client, by allow-list (issue 22): a backend's other headers
+// the client, by allow-list: a backend's other headers
 // (OpenAI-Organization, OpenAI-Project, Apim-Request-Id, X-Ms-Region,
 // Server, Set-Cookie, Location, its own x-ratelimit-* and request id)
 // describe the gateway's account and network, not the caller's request.

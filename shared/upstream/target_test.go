@@ -79,8 +79,8 @@ func TestTargetRequest(t *testing.T) {
 	}
 }
 
-// TestCopyResponseHeaders: only the allow-list passes; before issue 22
-// every header but hop-by-hop and six x-ratelimit-* names did.
+// TestCopyResponseHeaders: only the allow-list passes; before the
+// allow-list every header but hop-by-hop and six x-ratelimit-* names did.
 func TestCopyResponseHeaders(t *testing.T) {
 	src := http.Header{
 		"Content-Type":               {"application/json"},

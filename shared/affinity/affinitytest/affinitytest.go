@@ -1,8 +1,8 @@
 // Package affinitytest holds the conformance tests every affinity store
 // must pass, so that the memory store and the Redis store are held to one
 // semantics: a record round-trips, its owner may update it, nobody else
-// may ever take it over (compare and set, issue 31), a tenant past its
-// capacity loses only its own oldest records (issue 21), and a record
+// may ever take it over (compare and set), a tenant past its capacity
+// loses only its own oldest records, and a record
 // lives for its TTL and no longer.
 package affinitytest
 

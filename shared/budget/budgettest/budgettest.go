@@ -358,7 +358,7 @@ func leaseExpiryChargesTheReservation(t *testing.T, newStore NewStore) {
 	h.wantUsed("a", day, 0, 700)
 	h.settle("a", "live", 50)
 	h.wantUsed("a", day, 0, 650)
-	h.clock.Advance(time.Second) // dead's lease ends: its 600 stay charged (issue 30)
+	h.clock.Advance(time.Second) // dead's lease ends: its 600 stay charged
 	h.wantUsed("a", day, 0, 650)
 	if d := h.reserve("a", "dead", day, 1, 1); d.Allowed || !d.Held {
 		t.Fatalf("re-reserving an expired id: %+v", d)
@@ -597,7 +597,7 @@ func property(t *testing.T, h *h, moving bool) {
 	}
 }
 
-// The spend limits' clauses (issue 35): money is a second dimension of
+// The spend limits' clauses: money is a second dimension of
 // the same reservation, in micro-units.
 var spendAll = budget.Limits{SpendPerMinute: 1000, SpendPerDay: 5000, SpendPerMonth: 20000}
 
