@@ -14,8 +14,8 @@ import (
 )
 
 // TestAgentFirstReservation measures what the real agents' first
-// generation reserves through the gateway (issue 30: docs/metering.md's
-// table of reservations): Claude Code's first /v1/messages as a tenant
+// generation reserves through the gateway (docs/metering.md's table of
+// reservations): Claude Code's first /v1/messages as a tenant
 // with room (the prompt bound and the cap) and as one whose per-minute
 // limit is below the bound (the pool's count_tokens, section 4), and
 // Codex's first /v1/responses. It logs the body's size, its prompt bound

@@ -10,8 +10,8 @@ import (
 // TestModelAliases: a model alias end to end. A request for the alias is
 // routed to its target's pool and reaches the backend under the target's
 // backend name; /v1/models lists it for the tenants allowed the target,
-// and not for the others, who get 404 for it (issue 37, finding 2: Codex
-// asks for gpt-6.2-sol when no model is set).
+// and not for the others, who get 404 for it (Codex asks for gpt-6.2-sol
+// when no model is set).
 func TestModelAliases(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{extra: "aliases: {gpt-6.2-sol: llama}\n"})

@@ -182,8 +182,8 @@ func TestClaudeCode(t *testing.T) {
 		if res["is_error"] != true || res["api_error_status"] != 429.0 || !strings.Contains(fmt.Sprint(res["result"]), "quota") {
 			t.Fatalf("result %v", res)
 		}
-		// The gateway may ask the pool's count_tokens before refusing
-		// (issue 30); no generation may reach the backend.
+		// The gateway may ask the pool's count_tokens before refusing; no
+		// generation may reach the backend.
 		for _, r := range st.Requests()[before:] {
 			if r.Path != "/v1/messages/count_tokens" {
 				t.Errorf("a refused request reached the backend: %s", r.Path)
@@ -196,7 +196,7 @@ func TestClaudeCode(t *testing.T) {
 		})
 		for _, l := range logs {
 			// Its prompt bound is above the whole quota: it can never run
-			// (issue 30), and no Retry-After tells Claude Code to wait.
+			// and no Retry-After tells Claude Code to wait.
 			if l["status"] != 429.0 || l["outcome"] != "request_too_large_for_budget" || l["budget_charged"] != 0.0 {
 				t.Errorf("access log %v", l)
 			}

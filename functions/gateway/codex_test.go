@@ -251,8 +251,8 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 // that applies a patch adding stub.StubPatchFile; Codex applies it in its
 // working directory, reports the file_change and sends the call's output
 // back, and the turn ends with the stub's text. The test checks the file
-// on disk (issue 37, finding 9: on the demo's names Codex never offered
-// apply_patch, and the stub answered custom tools in prose).
+// on disk (on the demo's names Codex once never offered apply_patch, and
+// the stub answered custom tools in prose).
 func TestCodexApplyPatch(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}, extra: "aliases: {gpt-6.2-sol: llama}\n"})
@@ -272,8 +272,8 @@ func TestCodexApplyPatch(t *testing.T) {
 	}
 }
 
-// TestCodexCompacts: a Codex session is compacted through the gateway
-// (issue 37, finding 11), on make run's config. Codex 0.171 compacts
+// TestCodexCompacts: a Codex session is compacted through the gateway,
+// on make run's config. Codex 0.171 compacts
 // remotely only for a provider it takes for OpenAI's or Azure's (named
 // "OpenAI" or "Azure", or an Azure host in base_url); any other custom
 // provider compacts locally with a summary turn. So the provider here is

@@ -98,7 +98,7 @@ func TestStalledBodiesAreBounded(t *testing.T) {
 					return err
 				}
 				stalled <- struct{}{}
-				// The bound: answered or closed within
+				// The bound: answered or closed within
 				// body_read_timeout + 2 s.
 				_ = c.SetReadDeadline(start.Add(connBodyTimeout + 2*time.Second))
 				br := bufio.NewReader(c)

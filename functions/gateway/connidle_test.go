@@ -76,8 +76,9 @@ func servedWithin(t *testing.T, g *gw, d time.Duration) {
 // TestIdleConnectionsGiveWay: 64 anonymous keep-alive connections idle at
 // max_connections: 64 do not lock anyone out: a new authenticated request
 // is served at once (idle_timeout is a minute) and one of the least
-// recently used idle connections is the one closed. Before issue 32 the new connection got
-// 503 too_many_connections until idle_timeout.
+// recently used idle connections is the one closed. Before idle
+// connections gave way the new connection got 503 too_many_connections
+// until idle_timeout.
 func TestIdleConnectionsGiveWay(t *testing.T) {
 	if raceEnabled {
 		t.Skip("connection timing under the race detector: see raceEnabled")
@@ -108,7 +109,7 @@ func TestIdleConnectionsGiveWay(t *testing.T) {
 // request header and stall, at max_connections: 64, hold at most their
 // share (a quarter of the cap): the oldest are closed, and a new
 // authenticated request is served at once (read_header_timeout is 10s).
-// Before issue 32 they held every slot until read_header_timeout.
+// Before they gave way they held every slot until read_header_timeout.
 func TestPendingConnectionsGiveWay(t *testing.T) {
 	if raceEnabled {
 		t.Skip("connection timing under the race detector: see raceEnabled")

@@ -8,8 +8,8 @@ import (
 
 // TestCountTokensOwnBucket: count_tokens draws from the tenant's count
 // bucket (count_requests, default ten per request), not the request
-// bucket. Claude Code's /context sends about 35 at once; before (issue
-// 37, finding 10) each took a request, so a tenant's third count here
+// bucket. Claude Code's /context sends about 35 at once; before, each
+// took a request, so a tenant's third count here
 // was refused and its next message too. The count bucket is bounded:
 // past it counts get 429 rate_limit_exceeded naming the counts, and
 // messages still pass.

@@ -16,7 +16,7 @@ import (
 
 // TestDefaultsAreTheParts: each setting the file leaves out stays zero in
 // the loaded config, and the part that takes it applies its own default,
-// declared once in that part (issue 33: one home per default). A default
+// declared once in that part (one home per default). A default
 // put back into package config fails the first column; a part that stops
 // applying its own fails the second.
 func TestDefaultsAreTheParts(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
-// TestDemoAgents is the `make run` check of issue 37 (finding 2): on
+// TestDemoAgents is the `make run` check of the coding agents: on
 // scripts/dev/demo.yaml, with only their base URL and a token (the
 // settings docs/clients.md gives, no model), Claude Code, Codex and the
 // Agents SDK each finish a task; each asked for its own default model
@@ -19,8 +19,8 @@ import (
 // alias, and the access log names it. Before, every one got 404. As
 // tailspin (a daily quota smaller than any agent prompt) Claude Code and
 // Codex each report the 429 to their user, and nothing reaches a backend.
-// Claude Code writes, reads and edits a file in one session (finding 9:
-// the stub read Claude Code 2.1's trailing system messages as the user's
+// Claude Code writes, reads and edits a file in one session (the stub once
+// read Claude Code 2.1's trailing system messages as the user's
 // words and started subagents instead).
 func TestDemoAgents(t *testing.T) {
 	t.Parallel()

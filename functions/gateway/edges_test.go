@@ -1,7 +1,7 @@
 package main
 
-// Tests for issue 22, "The edges": what the gateway answers, what it
-// relays, and what anyone can hold.
+// Tests for the edges: what the gateway answers, what it relays, and what
+// anyone can hold.
 
 import (
 	"bufio"
@@ -37,7 +37,7 @@ func freePort(t *testing.T) int {
 }
 
 // TestPortNeverWidensListen: an explicit listen wins over $PORT and
-// $CONTAINER_APP_PORT; before issue 22 a listen equal to the default's
+// $CONTAINER_APP_PORT; before, a listen equal to the default's
 // value was replaced by every interface on $PORT.
 func TestPortNeverWidensListen(t *testing.T) {
 	t.Parallel()
@@ -60,7 +60,7 @@ func TestPortNeverWidensListen(t *testing.T) {
 
 // TestAddedMsNeverNegative: with a backend that holds its first token for
 // 30 ms after its headers, every stream's added_ms is at least 0 and at
-// most its duration. Before issue 22 it was the client's headers minus
+// most its duration. Before, it was the client's headers minus
 // the backend's first event: about -30 on each of these streams.
 func TestAddedMsNeverNegative(t *testing.T) {
 	t.Parallel()
@@ -118,7 +118,7 @@ func leakyBackend(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// leakedHeaders are what the issue saw reach every tenant.
+// leakedHeaders are the backend headers that once reached every tenant.
 var leakedHeaders = map[string]string{
 	"Openai-Organization": "org-gateway", "Openai-Project": "proj-gateway", "Apim-Request-Id": "apim-1",
 	"X-Ms-Region": "East US", "Server": "internal-proxy/1.0", "Set-Cookie": "affinity=node-7",
@@ -127,7 +127,7 @@ var leakedHeaders = map[string]string{
 
 // TestBackendHeadersAllowList: a client gets the backend's Content-Type and
 // OpenAI-Processing-Ms, and the gateway's own headers; nothing else the
-// backend sent. Before issue 22 everything but hop-by-hop and six
+// backend sent. Before the allow-list everything but hop-by-hop and six
 // x-ratelimit-* names reached the client.
 func TestBackendHeadersAllowList(t *testing.T) {
 	t.Parallel()
@@ -164,7 +164,7 @@ func TestBackendHeadersAllowList(t *testing.T) {
 
 // TestBackendRedirectIsAFailure: a backend's 3xx is never relayed: the
 // next endpoint serves, else 502 upstream_bad_response; no Location
-// reaches the caller or the log. Before issue 22 the 302 and its Location
+// reaches the caller or the log. Before, the 302 and its Location
 // reached the client, logged outcome ok.
 func TestBackendRedirectIsAFailure(t *testing.T) {
 	t.Parallel()
@@ -246,7 +246,7 @@ func startLingerGateway(t *testing.T, extra string) *gw {
 
 // TestEarlyAnswerReachesGoClient: Go's client posting a body far over
 // max_body_bytes, with a valid token or none, reads the 413 or 401 every
-// time. Before issue 22 the gateway closed while the client was still
+// time. Before, the gateway closed while the client was still
 // sending, and the client got "broken pipe" or "connection reset" instead.
 func TestEarlyAnswerReachesGoClient(t *testing.T) {
 	t.Parallel()
@@ -360,8 +360,8 @@ func TestLingerIsBounded(t *testing.T) {
 // TestMaxConnections: with max_connections busy connections open (streams
 // in flight) a new connection is answered 503 too_many_connections
 // (OpenAI's shape, Retry-After, Connection: close) and logged, and no
-// stream is cut; once one closes, a new one is served. Before issue 22
-// there was no cap; idle connections give way instead
+// stream is cut; once one closes, a new one is served. Before, there was
+// no cap; idle connections give way instead
 // (TestIdleConnectionsGiveWay).
 func TestMaxConnections(t *testing.T) {
 	if raceEnabled {
@@ -420,8 +420,8 @@ func TestMaxConnections(t *testing.T) {
 
 // TestTenantConcurrencyCap: a tenant holding max_concurrent_requests
 // requests gets 429 too_many_concurrent_requests (OpenAI's shape,
-// Retry-After) for one more, while another tenant is served. Before
-// issue 22 there was no cap.
+// Retry-After) for one more, while another tenant is served. Before,
+// there was no cap.
 func TestTenantConcurrencyCap(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{extra: "max_concurrent_requests: 2\n"})
@@ -457,8 +457,8 @@ func TestTenantConcurrencyCap(t *testing.T) {
 
 // TestSDKNodeEarlyAnswers: the official npm openai client posting a 3 MB
 // prompt (over the default 1 MiB max_body_bytes), with a valid token or a
-// bad one, gets the 413 or 401 APIError on each of three tries. Before
-// issue 22 it got APIConnectionError ("Connection error") after uploading
+// bad one, gets the 413 or 401 APIError on each of three tries. Before,
+// it got APIConnectionError ("Connection error") after uploading
 // the prompt three times.
 func TestSDKNodeEarlyAnswers(t *testing.T) {
 	t.Parallel()
@@ -498,7 +498,7 @@ func nodeSDK(t *testing.T) (node, dir string) {
 
 // TestStoredResponseRedirect: a backend that answers a stored response's
 // GET with a 302 gives the caller 502 upstream_bad_response and no
-// Location. Before issue 22 the 302 and its Location were relayed.
+// Location. Before, the 302 and its Location were relayed.
 func TestStoredResponseRedirect(t *testing.T) {
 	t.Parallel()
 	backend := leakyBackend(t)

@@ -13,7 +13,7 @@ import (
 // left direct (NO_PROXY): every CONNECT and every proxied request it gets
 // is a connection the agent tried to open outside the gateway. It answers
 // each with 403, so nothing leaves the machine, and records it; check
-// fails the test on any (issue 37: Codex opened github.com, api.github.com
+// fails the test on any (Codex once opened github.com, api.github.com
 // and chatgpt.com with every setting the docs listed but plugins off).
 type egress struct {
 	srv  *httptest.Server

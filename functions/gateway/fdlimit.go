@@ -22,7 +22,7 @@ const fdReserveMin = 16
 // connection takes two descriptors (its own and its backend request's),
 // and the refusals in progress (server.Refusing, a quarter of the cap)
 // one each. Without the clamp accepted connections took every descriptor
-// and no backend dial succeeded, a total outage (issue 32); with it a
+// and no backend dial succeeded, a total outage; with it a
 // connection beyond the cap is refused cleanly. A limit too small for
 // one connection is an error.
 func connsWithin(maxConns int, fds uint64) (int, error) {

@@ -20,8 +20,7 @@ import (
 )
 
 // TestFDLimitRaised: at start the soft open-file limit is the hard one,
-// and the gateway logs it with max_connections (issue 22: the limit
-// bounds the connections, backend dials included).
+// and the gateway logs it with max_connections (the limit bounds the connections, backend dials included).
 func TestFDLimitRaised(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{extra: "max_connections: 1000\n"})
@@ -52,7 +51,7 @@ func TestFDLimitRaised(t *testing.T) {
 // nothing can raise it) the gateway lowers max_connections from 4,096 to
 // what the descriptors hold, logs it, and 400 concurrent streams are
 // either served whole or refused 503 too_many_connections, never 502 for
-// want of a descriptor; /healthz answers through it. Before issue 32 it
+// want of a descriptor; /healthz answers through it. Before the clamp it
 // only warned: accepted connections took every descriptor and 0 of 400
 // streams were served. The gateway runs in a child process (this test
 // binary, re-executed) so that the limit binds it alone.

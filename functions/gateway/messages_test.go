@@ -338,7 +338,7 @@ func TestMessagesBudget(t *testing.T) {
 // backend drops the connection after 449 text deltas, before
 // message_delta carries the output (message_start's usage says 1), is
 // charged at least its reservation, not message_start's input and its
-// output of 1 (issue 30: 29 tokens for 449 generated); the whole stream
+// output of 1 (once 29 tokens for 449 generated); the whole stream
 // is charged its message_delta's bill.
 func TestMessagesBudgetBill(t *testing.T) {
 	g, _ := startClaude(t, options{tenants: "  - {id: metered, models: [claude-test], requests: 1000, interval: 1h, tokens_per_minute: 1000000, token_quota: 1000000, quota_period: month}\n"})
@@ -430,7 +430,7 @@ func claudeCodeBody() string {
 }
 
 // TestMessagesBudgetCount: a prompt bound the tenant cannot afford is not
-// refused before the pool's count_tokens is asked (issue 30 §4). Before,
+// refused before the pool's count_tokens is asked. Before,
 // Claude Code's first request (bound about 88,000) could never run on a
 // 60,000-token budget; now it reserves its count and its cap. A tenant
 // whose limit is below the exact count is told it can never fit; one
@@ -471,7 +471,7 @@ func TestMessagesBudgetCount(t *testing.T) {
 			t.Fatalf("request %d reserved %d, want the count %d plus at most the cap", i, reserved, c.InputTokens)
 		}
 		// Neither the gateway's count calls nor the test's own count_tokens
-		// (which draws from the tenant's count bucket, issue 37) take a
+		// (which draws from the tenant's count bucket) take a
 		// request: only the Messages requests do.
 		if rl := resp.Header.Get("X-Ratelimit-Remaining-Requests"); rl != strconv.Itoa(999-i) {
 			t.Fatalf("request %d: %q requests left: the count call took one of the tenant's", i, rl)

@@ -14,7 +14,7 @@ package main
 // output, status completed, a function_call item and its argument
 // events). It also checks that the gateway's answers have the stub's
 // shape exactly (the same members at every depth, the same events in the
-// same order): the relay adds and drops nothing (issue 37, finding 12).
+// same order): the relay adds and drops nothing.
 
 import (
 	"bufio"
@@ -431,7 +431,7 @@ func TestOpenResponsesSchema(t *testing.T) {
 }
 
 // TestOpenResponsesSchemaRejects: the schema above fails an answer
-// missing any member the stub once left out (issue 37, finding 12), one
+// missing any member the stub once left out, one
 // of the wrong type, an event without its sequence number and one of a
 // type the specification does not have.
 func TestOpenResponsesSchemaRejects(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 )
 
-// TestOwnershipEndToEnd (issue 31), through the binary's run on two
-// replicas sharing a redis-server, with a vLLM backend that answers every
+// TestOwnershipEndToEnd: docs/ownership.md's rules, through the binary's
+// run on two replicas sharing a redis-server, with a vLLM backend that answers every
 // tenant with one response id (a lying or echoing backend):
 //   - tenant A creates resp_shared through replica 1; tenant B's create
 //     through replica 2 gets the same id back, marked unrecorded, and B

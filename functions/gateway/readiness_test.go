@@ -24,7 +24,7 @@ func probeStatus(t *testing.T, g *gw, path string) int {
 // TestReadinessWaitsForKeys: with the issuer down since the start /healthz
 // (liveness) is 200 but /readyz is 503 not_ready (OpenAI's shape,
 // Retry-After), and a token is 503 auth_unavailable; once the keys are in
-// /readyz is 200. Before issue 32 there was no /readyz and /healthz said
+// /readyz is 200. Before, there was no /readyz and /healthz said
 // 200 while every request got 503.
 func TestReadinessWaitsForKeys(t *testing.T) {
 	t.Parallel()
@@ -72,8 +72,8 @@ func TestReadinessWaitsForKeys(t *testing.T) {
 // issuer rotated in while it is down is 503 auth_unavailable with
 // Retry-After (clients retry), not 401 invalid_token (they do not); once
 // the issuer is back it is served, long before unknown_kid_interval.
-// Before issue 32 it was 401 until unknown_kid_interval after the
-// recovery.
+// Before the issuer-outage retry it was 401 until unknown_kid_interval
+// after the recovery.
 func TestRotationDuringIssuerOutageIs503(t *testing.T) {
 	t.Parallel()
 	down := &atomic.Bool{}

@@ -388,7 +388,7 @@ func TestSDKGoBudget(t *testing.T) {
 		c := g.sdkClient(g.token("tpm"), option.WithMaxRetries(0))
 		_, err := c.Chat.Completions.New(ctx, chatParams("llama"))
 		// Its least reservation is above the whole limit: it can never
-		// run, and is told so, with no Retry-After (issue 30).
+		// run, and is told so, with no Retry-After.
 		ae := wantAPIError(t, err, http.StatusTooManyRequests, "request_too_large_for_budget")
 		if ae.Type != "tokens" || !strings.Contains(ae.Message, "tokens per min") || ae.Response.Header.Get("Retry-After") != "" ||
 			ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "30" {

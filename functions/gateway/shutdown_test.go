@@ -15,8 +15,7 @@ import (
 // streams that would outlast the 5 s grace: each stream gets the error
 // event with code "shutdown" before the grace ends (and no [DONE]), every
 // request's access-log line is written with outcome "shutdown" and its
-// budget charged, and run returns within the grace. Before issue 32 the
-// streams were cut at the end of the grace without an event (unexpected
+// budget charged, and run returns within the grace. Before, the streams were cut at the end of the grace without an event (unexpected
 // EOF), lines went missing, the rest said client_gone.
 func TestShutdownEndsStreamsInBand(t *testing.T) {
 	t.Parallel()
@@ -138,8 +137,8 @@ func blackhole(t *testing.T) string {
 
 // TestShutdownFlushBoundedByFlushTimeout: with the collector blackholed
 // and a 10 s grace, the SIGTERM flush of telemetry gives up at
-// telemetry.flush_timeout (1 s), so run returns in about that. Before
-// issue 32 the flush was given what was left of the grace instead, and
+// telemetry.flush_timeout (1 s), so run returns in about that. Before,
+// the flush was given what was left of the grace instead, and
 // exit took the whole grace and more.
 func TestShutdownFlushBoundedByFlushTimeout(t *testing.T) {
 	t.Parallel()

@@ -1,6 +1,6 @@
 package main
 
-// Spend limits end to end (issue 35): the binary's wiring of the price
+// Spend limits end to end: the binary's wiring of the price
 // catalogue, a tenant's spend limit and its service tiers, against the
 // stub backend, with real JWTs.
 

@@ -73,7 +73,7 @@ func storeGateway(t *testing.T, url, policy, timeout string, share *gw) *gw {
 	})
 }
 
-// TestRedisBurstOnFreshGateway (issue 20, section 6): a gateway that has
+// TestRedisBurstOnFreshGateway: a gateway that has
 // just started, on a healthy redis-server whose every new connection takes
 // 30ms to establish (a loopback proxy holds it, as TLS and a login would),
 // answers 100 concurrent first requests without refusing one: a take or
@@ -120,7 +120,7 @@ func TestRedisBurstOnFreshGateway(t *testing.T) {
 	}
 }
 
-// TestRedisBlackholePolicyWithinBreakerBound (issue 20, section 6): when
+// TestRedisBlackholePolicyWithinBreakerBound: when
 // the network to Redis drops everything, the limiter's and the budget's
 // failure policies apply within the breaker's bound: the first takes or
 // reservations cost at most their bound, then the breaker answers at once

@@ -17,7 +17,7 @@ import (
 // benchStubEnv chooses where BenchmarkGatewayRequest's stub backend runs:
 // unset, a child process built from scripts/cmd/stub; a path, that stub
 // binary (to measure two trees against one stub build); "inprocess", in
-// the benchmark's own process, as before issue 38's second round (its
+// the benchmark's own process, as before the stub moved out of it (its
 // bytes and allocations are then counted as the gateway's).
 const benchStubEnv = "LLMGW_BENCH_STUB"
 

@@ -204,7 +204,7 @@ var _ server.Doer = (*backendClient)(nil)
 // Do implements server.Doer with the client's transport's RoundTrip. The
 // gateway follows no redirect and sets neither a client timeout nor
 // cookies, so http.Client.Do added only redirect bookkeeping: a copy of
-// the headers and a rewindable body, 1.6 KB a request (issue 38). Its
+// the headers and a rewindable body, 1.6 KB a request. Its
 // errors are the client's, an *url.Error naming the method and the URL;
 // a URL with credentials in it goes through the client, which sends
 // them.
