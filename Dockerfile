@@ -10,7 +10,7 @@
 #
 # The build stage is the Microsoft build of Go from MCR, never Docker Hub:
 # ACR Tasks pull anonymously from shared egress addresses, and Docker Hub's
-# anonymous pull limit fails such builds with toomanyrequests (issue 34).
+# anonymous pull limit fails such builds with toomanyrequests.
 # The tag is the exact Go release go.mod names (scripts/image/dockerfile's
 # TestBaseImage checks both), and GOTOOLCHAIN=local makes a mismatch fail
 # the build instead of fetching another toolchain. MS_GO_NOSYSTEMCRYPTO=1:

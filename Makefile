@@ -242,7 +242,7 @@ BENCH_FLAGS ?=
 bench: deps bench-nginx bench-routing
 	$(GO) run ./scripts/bench -quick $(BENCH_FLAGS)
 
-# The routing measures (issue 36, docs/routing.md): four loopback backends,
+# The routing measures (docs/routing.md): four loopback backends,
 # one 5x slower to its first token, weighted random against least
 # outstanding; and simulated prefix caches, affinity off and on.
 bench-routing:

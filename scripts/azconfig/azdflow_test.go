@@ -15,7 +15,7 @@ import (
 )
 
 // This file simulates what azd does with this repository's parameters on
-// the operations of day two (issue 23): `azd up` into an empty
+// the operations of day two: `azd up` into an empty
 // subscription, `azd provision` again, `azd provision` from CI or a second
 // machine (a fresh azd environment), `azd down` then `azd up` in the same
 // environment, and a pinned image. It follows azd's source

@@ -201,7 +201,7 @@ func checkCommon(t *testing.T, c *config.Config, p params) {
 	if c.Pools[0].Kind != "azure-openai" || ep.Auth != "entra" || ep.Entra.Credential != "managed-identity" {
 		t.Errorf("pool %+v", c.Pools[0])
 	}
-	// The token scopes are the cloud's (issue 23): what the gateway asks
+	// The token scopes are the cloud's: what the gateway asks
 	// the managed identity for, for Azure OpenAI and for Redis.
 	suffix := map[string]string{"": "azure.com", "AzureUSGovernment": "azure.us", "AzureChinaCloud": "azure.cn"}[p.Cloud]
 	wantOpenAI, wantRedis := "https://cognitiveservices."+suffix+"/.default", "https://redis."+suffix+"/.default"

@@ -9,7 +9,7 @@ import (
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
 )
 
-// TestOtlpHeadersParseAlike (issue 34, item 6): the gateway's
+// TestOtlpHeadersParseAlike: the gateway's
 // OTEL_EXPORTER_OTLP_HEADERS parser makes of each shared case what
 // gateway.bicep's otlpHeaders gives the Container Apps agent
 // (scripts/bicepcheck evaluates that on the same file), so a header list

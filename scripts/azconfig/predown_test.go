@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestPredownHook (issue 34, item 9) runs the azd predown hook (azure.yaml)
+// TestPredownHook runs the azd predown hook (azure.yaml)
 // with the values azd gives it and a stand-in for the Azure CLI that
 // answers as Azure would for an environment with a shared app and two
 // tenants: every role assignment of every identity in the group is

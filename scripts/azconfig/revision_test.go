@@ -47,7 +47,7 @@ func revisions(t *testing.T, p params) map[string]map[string]string {
 	return out
 }
 
-// TestConfigChangeRollsOnlyItsApp (issue 34, item 1): a day-two edit of
+// TestConfigChangeRollsOnlyItsApp: a day-two edit of
 // the parameters changes the revision template of exactly the apps whose
 // config it changes, so each of those, and no other, gets a new revision
 // that reads the new config; before, the template did not depend on the

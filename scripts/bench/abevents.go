@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The per-event A/B (issue 38): the gateway's CPU per relayed event
+// The per-event A/B: the gateway's CPU per relayed event
 // against the floor's, each level's two figures taken over the same
 // seconds. Run one after the other, as the closed loop runs them, the
 // two sides of one repetition meet different states of a shared

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The interleaved A/B targets (issue 38): telemetry on costs a
+// The interleaved A/B targets: telemetry on costs a
 // non-streaming request at most 5% more CPU than off, and the gateway's
 // CPU per relayed event is within 5% of the floor's at each level, each
 // as the median of at least minABReps per-repetition ratios.

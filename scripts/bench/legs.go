@@ -19,7 +19,7 @@ import (
 // (Azure OpenAI, most vLLM deployments) are HTTPS and some offer HTTP/2,
 // and what a relay spends per event depends on it (Go's TLS reads whole
 // records, nginx reads the socket and then OpenSSL's buffer), so speed
-// claims are measured in these shapes beside plain HTTP (issue 24, §5).
+// claims are measured in these shapes beside plain HTTP.
 const (
 	legPlain = "plain" // HTTP/1.1 over TCP
 	legTLS   = "tls"   // HTTP/1.1 over TLS, the stub's certificate signed by the bench's private CA

@@ -68,8 +68,8 @@ type plan struct {
 	// abRate is the rate of the telemetry on/off A/B in the plain phase:
 	// well below the gateway's limit on one core, where CPU per request is
 	// the relay's work and not a saturated core's batching (at 3,000
-	// req/s a quiet machine's gateway used most of its core before issue
-	// 38). Equal to fixedRate, the pair runs once, in the plain table.
+	// req/s a quiet machine's gateway once used most of its core). Equal
+	// to fixedRate, the pair runs once, in the plain table.
 	abRate int
 	// abWindow is twice each A/B side's measured load per repetition
 	// (abPair: abSlices windows of abWindow/2); abReps is how many

@@ -1,6 +1,6 @@
 package main
 
-// The neighbour phase (issues 22 and 32): one tenant's added TTFT on a
+// The neighbour phase: one tenant's added TTFT on a
 // gateway while another tenant floods it, with the flooding tenant
 // uncapped and capped by max_concurrent_requests, while the flood reads
 // its streams as fast as the stub sends them, and while anonymous

@@ -90,7 +90,7 @@ func gitOut(root string, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// Target bounds, from the issue.
+// Target bounds.
 const (
 	p50Slack      = time.Millisecond
 	p99Ratio      = 1.5
@@ -182,7 +182,7 @@ func (r *report) verdicts() []verdictRow {
 	return rows
 }
 
-// Targets against nginx, from the issue: CPU per event within 10% of
+// Targets against nginx: CPU per event within 10% of
 // nginx's at every level, and at 500 streams (or the highest level below
 // it) p99 added TTFT within 1.5× and RSS within 2× of nginx's.
 const (

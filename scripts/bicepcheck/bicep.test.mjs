@@ -499,7 +499,7 @@ test('every main.parameters.json entry is a main.bicep parameter and the reverse
   assert.equal(paramEnv.get('gatewayExists'), 'SERVICE_GATEWAY_RESOURCE_EXISTS', 'azd says whether the shared app exists');
   assert.equal(paramEnv.get('gatewayImage'), 'GATEWAY_IMAGE');
   // The image azd deployed last is never fed back: after azd down it names
-  // an image in a registry that no longer exists (issue 23).
+  // an image in a registry that no longer exists.
   assert.ok(![...paramEnv.values()].includes('SERVICE_GATEWAY_IMAGE_NAME'), 'no parameter reads SERVICE_GATEWAY_IMAGE_NAME');
   assert.equal(paramEnv.get('environmentName'), 'AZURE_ENV_NAME');
   assert.equal(paramEnv.get('location'), 'AZURE_LOCATION');
@@ -517,7 +517,7 @@ test('the README names every azd variable the parameters read, and every one it 
 test('the config template: valid JSON, every placeholder filled by app.bicep and nothing else', () => {
   const doc = JSON.parse(configTemplate);
   // No listen: the image's PORT (its exposed port) decides, and an explicit
-  // listen would always win over it (issue 22).
+  // listen would always win over it.
   assert.equal(doc.listen, undefined, 'the generated config names no listen');
   const inTemplate = new Set([...configTemplate.matchAll(/__[A-Z_]+__/g)].map((m) => m[0]));
   const filled = [...configPairs.keys()];
@@ -791,7 +791,7 @@ test('token scopes come from the cloud the deployment runs in, and reach every a
   assert.match(af.vars.get('sharedStore').text, /scope: redisTokenScope/);
 });
 
-// The managed OpenTelemetry agent (issue 25): one parameter, otelDestination
+// The managed OpenTelemetry agent: one parameter, otelDestination
 // (GATEWAY_OTEL_DESTINATION), decides it; empty changes nothing.
 test('OpenTelemetry: the agent\'s configuration for each destination, and nothing when the parameter is empty', () => {
   const isOtel = userFunction(main, 'isOtelDestination');
@@ -864,7 +864,7 @@ test('OpenTelemetry: the agent\'s configuration for each destination, and nothin
   for (const v of ['GATEWAY_OTEL_DESTINATION', 'GATEWAY_OTEL_HEADERS']) assert.match(azureSection, new RegExp(v));
 });
 
-// Issue 34, item 10: a bad GATEWAY_TENANTS row or an isolated tenant whose
+// A bad GATEWAY_TENANTS row or an isolated tenant whose
 // model has no deployment fails up front with the field named (fail() in
 // main.bicep, before the gateway module), not with an ARM expression error
 // after identities and Redis access exist; requests and interval default.
@@ -906,7 +906,7 @@ test('tenant rows: defaults for requests and interval, fail() up front for what 
   assert.match(poolModels, /m => models\[m\]/, 'app.bicep indexes its models by the tenant\'s model names');
 });
 
-// Issue 34, item 1: the config is a Container Apps secret, and a changed
+// The config is a Container Apps secret, and a changed
 // secret makes no revision; the digest of every secret in the container's
 // env (the revision template) does, for exactly the apps whose secrets
 // changed. scripts/azconfig's TestConfigChangeRollsOnlyItsApp computes
@@ -926,7 +926,7 @@ test('every app\'s revision template carries a digest of its secrets, so a confi
   assert.doesNotMatch(runGo, /GATEWAY_CONFIG_HASH/);
 });
 
-// Issue 34, item 2: the Key Vault grant is made as soon as the shared
+// The Key Vault grant is made as soon as the shared
 // identity exists and before any app module, as the pull grant is, never
 // in the same module just before the app that resolves the reference.
 test('Key Vault Secrets User is granted before any app, by gateway.bicep', () => {
@@ -943,7 +943,7 @@ test('Key Vault Secrets User is granted before any app, by gateway.bicep', () =>
   assert.ok(!params(tenantApps).has('keyVaultEnv') && !params(tenantApps).has('gatewayConfigKeyVaultSecretUri'), 'tenant apps read no vault');
 });
 
-// Issue 34, item 6: the agent's headers are read as the gateway reads
+// The agent's headers are read as the gateway reads
 // OTEL_EXPORTER_OTLP_HEADERS (percent-decoded values), checked on the cases
 // scripts/azconfig's TestOtlpHeadersParseAlike runs the gateway's parser on.
 test('OTLP headers: the agent gets what the gateway would send, on the shared cases', () => {

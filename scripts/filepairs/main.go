@@ -1,7 +1,7 @@
 // Command filepairs counts how many pairs of a package's non-test files
 // reference each other: file A uses a package-level identifier (a
 // function, method, type, variable or constant) declared in file B, or the
-// reverse. Issue 24 measures the server package's coupling by it:
+// reverse. It measures a package's coupling, the server package's first:
 //
 //	go run ./scripts/filepairs -tags lambda.norpc ./shared/server
 //

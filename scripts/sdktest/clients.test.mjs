@@ -95,7 +95,7 @@ test('responses.create, a follow-up, and responses.stream', async () => {
   assert.equal(final.usage.output_tokens, tokens);
 });
 
-// Issue 21: the AzureOpenAI class's Responses and models calls carry no
+// The AzureOpenAI class's Responses and models calls carry no
 // deployment (POST /openai/responses, GET /openai/models?api-version=…).
 test('AzureOpenAI: responses.create, retrieve, and models.list', async () => {
   const c = new AzureOpenAI({ endpoint, apiKey: token, apiVersion: '2025-04-01-preview', maxRetries: 0 });
@@ -108,7 +108,7 @@ test('AzureOpenAI: responses.create, retrieve, and models.list', async () => {
   assert.ok(models.includes('llama'), `models: ${models}`);
 });
 
-// Issue 21: an id the gateway never recorded for this tenant is a 404 the
+// An id the gateway never recorded for this tenant is a 404 the
 // SDK raises as NotFoundError, and never reaches a backend.
 test('responses: a follow-up of an unknown id is NotFoundError', async () => {
   await assert.rejects(client().responses.create({ model: 'llama', input: 'x', previous_response_id: 'resp_not_yours' }), (e) => {
@@ -118,7 +118,7 @@ test('responses: a follow-up of an unknown id is NotFoundError', async () => {
   });
 });
 
-// Issue 21: a Responses stream the backend drops mid-way ends with the
+// A Responses stream the backend drops mid-way ends with the
 // Responses API's error event, which the Vercel AI SDK (default
 // openai('…') = Responses) raises as an API error, not a schema error.
 test('Vercel AI SDK: a dropped Responses stream is an API error', async () => {

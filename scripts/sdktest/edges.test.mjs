@@ -1,4 +1,4 @@
-// Early answers through the official openai npm package (issue 22): a
+// Early answers through the official openai npm package: a
 // prompt over the gateway's max_body_bytes, or a bad token with a large
 // body, is answered while the SDK is still uploading; the SDK must read
 // that answer, not a reset ("Connection error", retried twice). Run by

@@ -137,7 +137,7 @@ test('tokens per minute: request_too_large_for_budget before any byte', { skip: 
       (e) => {
         assert.ok(e instanceof OpenAI.RateLimitError, `got ${e?.constructor?.name}: ${e}`);
         // Its least reservation is above the whole limit: it can never
-        // run, so no retry-after (issue 30).
+        // run, so no retry-after.
         assert.equal(e.code, 'request_too_large_for_budget');
         assert.equal(e.type, 'tokens');
         assert.match(e.message, /tokens per min/);

@@ -394,7 +394,7 @@ func callOutput(callID, output string) responses.ResponseInputItemUnionParam {
 // apply_patch, is called with a custom_tool_call whose input is a patch
 // in the tool's grammar (whole, and streamed as
 // response.custom_tool_call_input.delta/.done); with its output back the
-// answer is text. Issue 37, finding 9: the stub answered in prose.
+// answer is text. Before, the stub answered in prose.
 func TestSDKResponsesCustomTool(t *testing.T) {
 	t.Parallel()
 	c, _ := sdkClient(t, fast)

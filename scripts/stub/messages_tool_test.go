@@ -23,7 +23,7 @@ func TestToolToCall(t *testing.T) {
 		{"tool_result answered in text", `[{"name":"f"}]`, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"f"}]}`, ""},
 		{"the user's words after the reminders", claudeTools, `{"role":"user","content":[` + reminder + `,{"type":"text","text":"Use the Bash tool to run echo"}]}`, "Bash"},
 		{"a name inside a longer one is no mention", claudeTools, `{"role":"user","content":[` + reminder + `,{"type":"text","text":"Make a TaskCreated event"}]}`, "Bash"},
-		// Issue 37, finding 9: the fallback called Agent, whose subagents
+		// The fallback once called Agent, whose subagents
 		// called Agent again (about 270 requests in 180 s).
 		{"an agent tool is never the default", claudeTools, `{"role":"user","content":"Say hello."}`, "Bash"},
 		{"reminders after the user's words", claudeTools, `{"role":"user","content":[{"type":"text","text":"Use the Bash tool"},` + reminder + `]}`, "Bash"},
@@ -60,7 +60,7 @@ func TestToolToCall(t *testing.T) {
 // change (old_string and new_string differ; Claude Code refuses an edit
 // that changes nothing), and structured output (output_config.format or
 // the beta's output_format, a json_schema) is answered with JSON that
-// satisfies the schema (issue 37, finding 9).
+// satisfies the schema.
 func TestMessagesAgentAnswers(t *testing.T) {
 	t.Parallel()
 	_, ts := start(t, fast)

@@ -803,8 +803,8 @@ func TestRequestsBounded(t *testing.T) {
 }
 
 // TestResponseRequiredFields: the stub's Response objects carry every
-// field the Open Responses schema requires (issue 37, finding 12: eight
-// were missing, and tools[].strict), whole and in a stream's events;
+// field the Open Responses schema requires (eight were once missing, and
+// tools[].strict), whole and in a stream's events;
 // completed_at is null until the response completed.
 func TestResponseRequiredFields(t *testing.T) {
 	t.Parallel()

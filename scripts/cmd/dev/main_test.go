@@ -15,7 +15,7 @@ import (
 // tenant a mint line names exists and may use what the lines say (gpt-4o
 // and the Claude models); the agents' default model names are served;
 // contoso has token budgets and tailspin a quota smaller than a prompt.
-// Issue 37, finding 8: the mint line named a tenant that could use
+// Before, the mint line named a tenant that could use
 // neither the headline model nor any Claude model, and no tenant had a
 // budget.
 func TestReadyTextTenants(t *testing.T) {

@@ -260,7 +260,7 @@ func trackedProblem(name string, head []byte, size int64) string {
 }
 
 // TestNoBinariesTracked: no tracked file is an executable or over 2 MiB.
-// Issue 34: a 29.7 MB gateway.exe was committed and, outside both ignore
+// A 29.7 MB gateway.exe was once committed and, outside both ignore
 // files, uploaded by every azd deploy. Scripts (a #! line) are fine.
 func TestNoBinariesTracked(t *testing.T) {
 	for _, tc := range []struct {
