@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -24,7 +25,9 @@ const aud = "llm-gateway"
 // that can answer 503 ("down") or hold JWKS responses until released.
 type testIssuer struct {
 	*devissuer.Issuer
-	srv      *httptest.Server
+	h        http.Handler // the issuer's own
+	url      string       // the issuer's base URL
+	client   *http.Client // reaches url
 	down     atomic.Bool
 	requests atomic.Int64 // every request that reached the gate
 
@@ -35,33 +38,63 @@ type testIssuer struct {
 
 func newTestIssuer(t testing.TB, opts devissuer.Options) *testIssuer {
 	t.Helper()
+	ti := gatedIssuer(t, opts)
+	srv := httptest.NewServer(ti)
+	t.Cleanup(srv.Close)
+	ti.url, ti.client = srv.URL, srv.Client()
+	ti.SetIssuer(ti.url)
+	return ti
+}
+
+// newBubbleIssuer is newTestIssuer served in process, for the tests that
+// run in a synctest bubble: its client calls the gate directly, so no
+// request waits on a socket and the verifier's refreshes and retries run
+// on the bubble's clock.
+func newBubbleIssuer(t testing.TB, opts devissuer.Options) *testIssuer {
+	t.Helper()
+	ti := gatedIssuer(t, opts)
+	ti.url, ti.client = "http://issuer.test", &http.Client{Transport: inProcess{ti}}
+	ti.SetIssuer(ti.url)
+	return ti
+}
+
+func gatedIssuer(t testing.TB, opts devissuer.Options) *testIssuer {
+	t.Helper()
 	iss, err := devissuer.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ti := &testIssuer{Issuer: iss}
-	h := iss.Handler()
-	ti.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ti.requests.Add(1)
-		if ti.down.Load() {
-			http.Error(w, "down", http.StatusServiceUnavailable)
-			return
-		}
-		ti.mu.Lock()
-		hold, arrived := ti.hold, ti.arrived
-		ti.mu.Unlock()
-		if hold != nil && r.URL.Path == "/jwks.json" {
-			arrived <- struct{}{}
-			<-hold
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ti.srv.Close)
-	iss.SetIssuer(ti.srv.URL)
-	return ti
+	return &testIssuer{Issuer: iss, h: iss.Handler()}
 }
 
-func (ti *testIssuer) jwksURL() string { return ti.srv.URL + "/jwks.json" }
+// ServeHTTP is the gate in front of the issuer's handler.
+func (ti *testIssuer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ti.requests.Add(1)
+	if ti.down.Load() {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	ti.mu.Lock()
+	hold, arrived := ti.hold, ti.arrived
+	ti.mu.Unlock()
+	if hold != nil && r.URL.Path == "/jwks.json" {
+		arrived <- struct{}{}
+		<-hold
+	}
+	ti.h.ServeHTTP(w, r)
+}
+
+// inProcess is a RoundTripper that answers from a handler in the caller's
+// goroutine.
+type inProcess struct{ h http.Handler }
+
+func (p inProcess) RoundTrip(r *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	return rec.Result(), nil
+}
+
+func (ti *testIssuer) jwksURL() string { return ti.url + "/jwks.json" }
 
 func (ti *testIssuer) mint(t testing.TB, c devissuer.Claims) string {
 	t.Helper()
@@ -82,7 +115,7 @@ func newVerifier(t testing.TB, ti *testIssuer, edit func(*auth.Config)) *auth.Ve
 	if edit != nil {
 		edit(&cfg)
 	}
-	v, err := auth.New(cfg, ti.srv.Client(), nil)
+	v, err := auth.New(cfg, ti.client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,45 +302,45 @@ func TestVerifyRejectsBadTokens(t *testing.T) {
 // requests meanwhile: they must all wait for the one fetch Start began.
 func TestVerifyFirstRequestWaitsForStartFetch(t *testing.T) {
 	t.Parallel()
-	ti := newTestIssuer(t, devissuer.Options{})
-	hold := make(chan struct{})
-	ti.mu.Lock()
-	ti.hold, ti.arrived = hold, make(chan struct{}, 100)
-	ti.mu.Unlock()
-	tok := ti.mint(t, devissuer.Claims{Tenant: "t1", Alg: "ES256"})
-	before := ti.JWKSRequests()
-	v := newVerifier(t, ti, nil)
-	<-ti.arrived // Start's fetch is now in flight and held
+	synctest.Test(t, func(t *testing.T) {
+		ti := newBubbleIssuer(t, devissuer.Options{})
+		hold := make(chan struct{})
+		ti.mu.Lock()
+		ti.hold, ti.arrived = hold, make(chan struct{}, 100)
+		ti.mu.Unlock()
+		tok := ti.mint(t, devissuer.Claims{Tenant: "t1", Alg: "ES256"})
+		before := ti.JWKSRequests()
+		v := newVerifier(t, ti, nil)
+		<-ti.arrived // Start's fetch is now in flight and held
 
-	const n = 20
-	var started, done sync.WaitGroup
-	errs := make(chan error, n)
-	for range n {
-		started.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			started.Done()
-			_, err := v.Verify(context.Background(), bearer(tok))
-			errs <- err
-		}()
-	}
-	started.Wait()
-	time.Sleep(50 * time.Millisecond) // let them reach the wait; correctness does not depend on it
-	ti.mu.Lock()
-	ti.hold = nil
-	ti.mu.Unlock()
-	close(hold)
-	done.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatalf("Verify: %v", err)
+		const n = 20
+		var done sync.WaitGroup
+		errs := make(chan error, n)
+		for range n {
+			done.Go(func() {
+				_, err := v.Verify(t.Context(), bearer(tok))
+				errs <- err
+			})
 		}
-	}
-	if got := ti.JWKSRequests() - before; got != 1 {
-		t.Fatalf("JWKS requests = %d, want exactly 1 (singleflight)", got)
-	}
+		synctest.Wait() // every Verify waits, none answered
+		if len(errs) != 0 {
+			t.Fatalf("%d of %d Verify calls answered while the start's fetch was held", len(errs), n)
+		}
+		ti.mu.Lock()
+		ti.hold = nil
+		ti.mu.Unlock()
+		close(hold)
+		done.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("Verify: %v", err)
+			}
+		}
+		if got := ti.JWKSRequests() - before; got != 1 {
+			t.Fatalf("JWKS requests = %d, want exactly 1 (singleflight)", got)
+		}
+	})
 }
 
 func TestVerifyWaitIsBoundedByContext(t *testing.T) {
@@ -332,7 +365,7 @@ func TestNewDoesNoIO(t *testing.T) {
 	t.Parallel()
 	ti := newTestIssuer(t, devissuer.Options{})
 	cfg := auth.Config{Issuer: ti.IssuerURL(), Audiences: []string{aud}}
-	v, err := auth.New(cfg, ti.srv.Client(), nil)
+	v, err := auth.New(cfg, ti.client, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,100 +444,99 @@ func TestUnknownKIDFloodIsRateLimited(t *testing.T) {
 
 func TestIssuerDownThenRecovers(t *testing.T) {
 	t.Parallel()
-	ti := newTestIssuer(t, devissuer.Options{})
-	ti.down.Store(true)
-	v := newVerifier(t, ti, func(c *auth.Config) {
-		c.JWKSURL = "" // discovery must recover too
-		c.RetryMin = 10 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		ti := newBubbleIssuer(t, devissuer.Options{})
+		ti.down.Store(true)
+		v := newVerifier(t, ti, func(c *auth.Config) {
+			c.JWKSURL = "" // discovery must recover too
+			c.RetryMin = 10 * time.Millisecond
+		})
+		tok := ti.mint(t, devissuer.Claims{Tenant: "t1"})
+
+		_, err := v.Verify(t.Context(), bearer(tok))
+		if !errors.Is(err, auth.ErrKeysUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
+			t.Fatalf("issuer down: err = %v, want ErrKeysUnavailable only", err)
+		}
+		// A token that cannot be valid is still a 401, not a 503.
+		if _, err := v.Verify(t.Context(), "Bearer garbage"); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Fatalf("garbage while issuer down: %v", err)
+		}
+
+		ti.down.Store(false)
+		time.Sleep(10 * time.Millisecond) // RetryMin since the last failure
+		if _, err := v.Verify(t.Context(), bearer(tok)); err != nil {
+			t.Fatalf("RetryMin after the issuer came up: %v", err)
+		}
 	})
-	tok := ti.mint(t, devissuer.Claims{Tenant: "t1"})
-
-	_, err := v.Verify(context.Background(), bearer(tok))
-	if !errors.Is(err, auth.ErrKeysUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
-		t.Fatalf("issuer down: err = %v, want ErrKeysUnavailable only", err)
-	}
-	// A token that cannot be valid is still a 401, not a 503.
-	if _, err := v.Verify(context.Background(), "Bearer garbage"); !errors.Is(err, auth.ErrInvalidToken) {
-		t.Fatalf("garbage while issuer down: %v", err)
-	}
-
-	ti.down.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err = v.Verify(context.Background(), bearer(tok))
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, auth.ErrKeysUnavailable) || time.Now().After(deadline) {
-			t.Fatalf("after issuer came up: %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestRefreshFollowsClampedCacheControl(t *testing.T) {
 	t.Parallel()
-	// max-age is an hour; RefreshMax clamps it to 50ms, so refreshes go on.
-	ti := newTestIssuer(t, devissuer.Options{MaxAge: time.Hour})
-	newVerifier(t, ti, func(c *auth.Config) {
-		c.RefreshMin = 10 * time.Millisecond
-		c.RefreshMax = 50 * time.Millisecond
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for ti.JWKSRequests() < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("JWKS requests = %d after 20s, want periodic refreshes", ti.JWKSRequests())
+	synctest.Test(t, func(t *testing.T) {
+		// max-age is an hour; RefreshMax clamps it to 50ms, so refreshes go on.
+		ti := newBubbleIssuer(t, devissuer.Options{MaxAge: time.Hour})
+		newVerifier(t, ti, func(c *auth.Config) {
+			c.RefreshMin = 10 * time.Millisecond
+			c.RefreshMax = 50 * time.Millisecond
+		})
+		time.Sleep(175 * time.Millisecond)
+		synctest.Wait()
+		if n := ti.JWKSRequests(); n != 4 {
+			t.Fatalf("JWKS requests = %d after 175ms, want 4 (the start's fetch, then one every 50ms)", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	})
 }
 
 func TestRefreshRespectsMaxAge(t *testing.T) {
 	t.Parallel()
 	// max-age an hour, within [min,max]: after the first fetch no refresh
 	// happens while another verifier with a short max-age refreshes often.
-	slow := newTestIssuer(t, devissuer.Options{MaxAge: time.Hour})
-	fast := newTestIssuer(t, devissuer.Options{MaxAge: time.Second})
-	for _, ti := range []*testIssuer{slow, fast} {
-		newVerifier(t, ti, func(c *auth.Config) {
-			c.RefreshMin = time.Second
-			c.RefreshMax = 2 * time.Hour
-		})
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for fast.JWKSRequests() < 3 {
-		if time.Now().After(deadline) {
-			t.Fatalf("fast issuer: JWKS requests = %d, want refreshes every second", fast.JWKSRequests())
+	synctest.Test(t, func(t *testing.T) {
+		slow := newBubbleIssuer(t, devissuer.Options{MaxAge: time.Hour})
+		fast := newBubbleIssuer(t, devissuer.Options{MaxAge: time.Second})
+		for _, ti := range []*testIssuer{slow, fast} {
+			newVerifier(t, ti, func(c *auth.Config) {
+				c.RefreshMin = time.Second
+				c.RefreshMax = 2 * time.Hour
+			})
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if n := slow.JWKSRequests(); n != 1 {
-		t.Fatalf("slow issuer (max-age 1h): JWKS requests = %d, want 1", n)
-	}
+		time.Sleep(2500 * time.Millisecond)
+		synctest.Wait()
+		if n := fast.JWKSRequests(); n != 3 {
+			t.Fatalf("fast issuer (max-age 1s): JWKS requests = %d after 2.5s, want 3 (one a second)", n)
+		}
+		if n := slow.JWKSRequests(); n != 1 {
+			t.Fatalf("slow issuer (max-age 1h): JWKS requests = %d, want 1", n)
+		}
+	})
 }
 
 func TestStartStopsWithContext(t *testing.T) {
 	t.Parallel()
-	ti := newTestIssuer(t, devissuer.Options{MaxAge: time.Hour})
-	v, err := auth.New(auth.Config{
-		Issuer: ti.IssuerURL(), JWKSURL: ti.jwksURL(), Audiences: []string{aud},
-		RefreshMin: 10 * time.Millisecond, RefreshMax: 10 * time.Millisecond,
-	}, ti.srv.Client(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	v.Start(ctx)
-	for ti.JWKSRequests() < 2 {
-		time.Sleep(5 * time.Millisecond)
-	}
-	cancel()
-	time.Sleep(200 * time.Millisecond) // a refresh already in flight may still land
-	n := ti.JWKSRequests()
-	time.Sleep(200 * time.Millisecond)
-	if got := ti.JWKSRequests(); got != n {
-		t.Fatalf("refreshes continued after ctx ended: %d -> %d", n, got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ti := newBubbleIssuer(t, devissuer.Options{MaxAge: time.Hour})
+		v, err := auth.New(auth.Config{
+			Issuer: ti.IssuerURL(), JWKSURL: ti.jwksURL(), Audiences: []string{aud},
+			RefreshMin: 10 * time.Millisecond, RefreshMax: 10 * time.Millisecond,
+		}, ti.client, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		v.Start(ctx)
+		time.Sleep(25 * time.Millisecond) // the start's fetch and two refreshes
+		synctest.Wait()
+		if n := ti.JWKSRequests(); n < 2 {
+			t.Fatalf("JWKS requests = %d after 25ms of 10ms refreshes, want at least 2", n)
+		}
+		cancel()
+		synctest.Wait() // the refresh loop has returned
+		n := ti.JWKSRequests()
+		time.Sleep(time.Second)
+		if got := ti.JWKSRequests(); got != n {
+			t.Fatalf("refreshes continued after ctx ended: %d -> %d", n, got)
+		}
+	})
 }
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -561,8 +593,8 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 	t.Parallel()
 	ti := newTestIssuer(t, devissuer.Options{})
 	ti.SetIssuer("https://impostor.example") // discovery names another issuer
-	v := newVerifier(t, ti, func(c *auth.Config) { c.Issuer, c.JWKSURL = ti.srv.URL, "" })
-	tok := ti.mint(t, devissuer.Claims{Tenant: "t1", Issuer: ti.srv.URL})
+	v := newVerifier(t, ti, func(c *auth.Config) { c.Issuer, c.JWKSURL = ti.url, "" })
+	tok := ti.mint(t, devissuer.Claims{Tenant: "t1", Issuer: ti.url})
 	_, err := v.Verify(context.Background(), bearer(tok))
 	if !errors.Is(err, auth.ErrKeysUnavailable) || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("err = %v, want ErrKeysUnavailable naming the issuer mismatch", err)
@@ -577,67 +609,67 @@ func TestDiscoveryIssuerMismatch(t *testing.T) {
 // UnknownKIDInterval after the issuer recovered.
 func TestRotationDuringIssuerOutage(t *testing.T) {
 	t.Parallel()
-	ti := newTestIssuer(t, devissuer.Options{})
-	v := newVerifier(t, ti, func(c *auth.Config) {
-		c.UnknownKIDInterval = time.Hour
-		c.RetryMin = 50 * time.Millisecond
+	synctest.Test(t, func(t *testing.T) {
+		ti := newBubbleIssuer(t, devissuer.Options{})
+		v := newVerifier(t, ti, func(c *auth.Config) {
+			c.UnknownKIDInterval = time.Hour
+			c.RetryMin = 50 * time.Millisecond
+		})
+		if _, err := v.Verify(t.Context(), bearer(ti.mint(t, devissuer.Claims{Tenant: "t1"}))); err != nil {
+			t.Fatal(err)
+		}
+		if !v.Ready() {
+			t.Fatal("not ready after a verified token")
+		}
+		ti.down.Store(true)
+		if err := ti.Rotate(); err != nil {
+			t.Fatal(err)
+		}
+		rotated := ti.mint(t, devissuer.Claims{Tenant: "t2"})
+		for i := range 3 { // the first spends the unknown-kid budget, the rest find it spent
+			_, err := v.Verify(t.Context(), bearer(rotated))
+			if !errors.Is(err, auth.ErrKeysUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
+				t.Fatalf("try %d during the outage: %v, want ErrKeysUnavailable only", i, err)
+			}
+		}
+		ti.down.Store(false)
+		if _, err := v.Verify(t.Context(), bearer(rotated)); !errors.Is(err, auth.ErrKeysUnavailable) {
+			t.Fatalf("at the recovery, within RetryMin of the last failure: %v, want ErrKeysUnavailable", err)
+		}
+		time.Sleep(50 * time.Millisecond) // RetryMin
+		p, err := v.Verify(t.Context(), bearer(rotated))
+		if err != nil || p.Tenant != "t2" {
+			t.Fatalf("RetryMin after the recovery (unknown_kid_interval 1h): %+v, %v; want t2's token served", p, err)
+		}
+		// A kid nobody signs with, while the issuer answers, is still a 401.
+		forged := ti.mint(t, devissuer.Claims{Tenant: "t1", Kid: "forged"})
+		if _, err := v.Verify(t.Context(), bearer(forged)); !errors.Is(err, auth.ErrInvalidToken) {
+			t.Fatalf("forged kid with the issuer up: %v, want an invalid token", err)
+		}
 	})
-	if _, err := v.Verify(context.Background(), bearer(ti.mint(t, devissuer.Claims{Tenant: "t1"}))); err != nil {
-		t.Fatal(err)
-	}
-	if !v.Ready() {
-		t.Fatal("not ready after a verified token")
-	}
-	ti.down.Store(true)
-	if err := ti.Rotate(); err != nil {
-		t.Fatal(err)
-	}
-	rotated := ti.mint(t, devissuer.Claims{Tenant: "t2"})
-	for i := range 3 { // the first spends the unknown-kid budget, the rest find it spent
-		_, err := v.Verify(context.Background(), bearer(rotated))
-		if !errors.Is(err, auth.ErrKeysUnavailable) || errors.Is(err, auth.ErrInvalidToken) {
-			t.Fatalf("try %d during the outage: %v, want ErrKeysUnavailable only", i, err)
-		}
-	}
-	ti.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := v.Verify(context.Background(), bearer(rotated))
-		if err == nil && p.Tenant == "t2" {
-			break
-		}
-		if err != nil && !errors.Is(err, auth.ErrKeysUnavailable) {
-			t.Fatalf("after the issuer recovered: %v, want ErrKeysUnavailable until the new key is fetched", err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the rotated key was not fetched within 10s of the recovery (unknown_kid_interval 1h): %v", err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// A kid nobody signs with, while the issuer answers, is still a 401.
-	forged := ti.mint(t, devissuer.Claims{Tenant: "t1", Kid: "forged"})
-	if _, err := v.Verify(context.Background(), bearer(forged)); !errors.Is(err, auth.ErrInvalidToken) {
-		t.Fatalf("forged kid with the issuer up: %v, want an invalid token", err)
-	}
 }
 
 // TestReadyOnlyAfterKeys: a verifier is not ready until its first fetch
 // succeeded.
 func TestReadyOnlyAfterKeys(t *testing.T) {
 	t.Parallel()
-	ti := newTestIssuer(t, devissuer.Options{})
-	ti.down.Store(true)
-	v := newVerifier(t, ti, func(c *auth.Config) { c.RetryMin = 10 * time.Millisecond })
-	time.Sleep(50 * time.Millisecond)
-	if v.Ready() {
-		t.Fatal("ready with the issuer down since the start")
-	}
-	ti.down.Store(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for !v.Ready() {
-		if time.Now().After(deadline) {
-			t.Fatal("not ready 10s after the issuer came up")
+	synctest.Test(t, func(t *testing.T) {
+		ti := newBubbleIssuer(t, devissuer.Options{})
+		ti.down.Store(true)
+		v := newVerifier(t, ti, func(c *auth.Config) { c.RetryMin = 10 * time.Millisecond })
+		time.Sleep(50 * time.Millisecond)
+		synctest.Wait()
+		if v.Ready() {
+			t.Fatal("ready with the issuer down since the start")
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		ti.down.Store(false)
+		// The start's loop retries with a backoff that doubles from
+		// RetryMin: at 10, 30 and 70 ms, so the try at 70 ms finds the
+		// issuer up.
+		time.Sleep(20 * time.Millisecond)
+		synctest.Wait()
+		if !v.Ready() {
+			t.Fatal("not ready after the retry at 70ms (backoff 10, 20, 40ms from the start), the issuer up since 50ms")
+		}
+	})
 }

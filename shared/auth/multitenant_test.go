@@ -23,7 +23,7 @@ const (
 func templateVerifier(t *testing.T, ti *testIssuer, edit func(*auth.Config)) *auth.Verifier {
 	t.Helper()
 	return newVerifier(t, ti, func(c *auth.Config) {
-		c.Issuer = ti.srv.URL + "/" + auth.TenantPlaceholder + "/v2.0"
+		c.Issuer = ti.url + "/" + auth.TenantPlaceholder + "/v2.0"
 		if edit != nil {
 			edit(c)
 		}
@@ -31,7 +31,7 @@ func templateVerifier(t *testing.T, ti *testIssuer, edit func(*auth.Config)) *au
 }
 
 // dirIssuer is directory tid's own issuer under ti.
-func dirIssuer(ti *testIssuer, tid string) string { return ti.srv.URL + "/" + tid + "/v2.0" }
+func dirIssuer(ti *testIssuer, tid string) string { return ti.url + "/" + tid + "/v2.0" }
 
 func TestVerifyIssuerTemplate(t *testing.T) {
 	t.Parallel()
@@ -56,8 +56,8 @@ func TestVerifyIssuerTemplate(t *testing.T) {
 		{"iss with A as a prefix of the segment", tok(dirA, dirIssuer(ti, dirA+"x")), "issuer not accepted"},
 		{"iss of another host", tok(dirA, "https://evil.example/"+dirA+"/v2.0"), "issuer not accepted"},
 		{"iss in another case", tok(dirA, dirIssuer(ti, strings.ToUpper(dirA))), "issuer not accepted"},
-		{"iss is the template itself", tok(dirA, ti.srv.URL+"/{tenantid}/v2.0"), "issuer not accepted"},
-		{"tid is the placeholder, iss the template", tok("{tenantid}", ti.srv.URL+"/{tenantid}/v2.0"), `tenant claim "tid" is not a directory id that can name an issuer`},
+		{"iss is the template itself", tok(dirA, ti.url+"/{tenantid}/v2.0"), "issuer not accepted"},
+		{"tid is the placeholder, iss the template", tok("{tenantid}", ti.url+"/{tenantid}/v2.0"), `tenant claim "tid" is not a directory id that can name an issuer`},
 		{"tid with a slash", tok(dirA+"/v2.0", dirIssuer(ti, dirA+"/v2.0")), `tenant claim "tid" is not a directory id that can name an issuer`},
 		{"tid climbing a segment", tok("..", dirIssuer(ti, "..")), `tenant claim "tid" is not a directory id that can name an issuer`},
 		{"tid with dots inside", tok("a..b", dirIssuer(ti, "a..b")), `tenant claim "tid" is not a directory id that can name an issuer`},
