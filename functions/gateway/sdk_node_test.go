@@ -8,11 +8,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmgw/gateway/scripts/stub"
+	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // TestSDKNode runs scripts/sdktest (node --test with the official openai
@@ -69,3 +71,21 @@ func cleanEnv() []string {
 // request's prompt bound.
 const sdkBudgetTenants = "  - {id: budgeted, models: [llama], requests: 1000, interval: 1h, token_quota: 100, quota_period: month, max_output_tokens: 8}\n" +
 	"  - {id: tpm, models: [llama], requests: 1000, interval: 1h, tokens_per_minute: 30}\n"
+
+// nodeSDK finds node and scripts/sdktest with its openai package; a test
+// that lacks them fails in CI and skips elsewhere (testtool.Missing).
+func nodeSDK(t *testing.T) (node, dir string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testtool.Missing(t, "node not found on PATH: install Node.js 20+ and run `make test` (it runs `npm ci --prefix scripts/sdktest`)")
+	}
+	dir, err = filepath.Abs(filepath.Join("..", "..", "scripts", "sdktest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai", "package.json")); err != nil {
+		testtool.Missing(t, "scripts/sdktest/node_modules/openai missing: run `make test` (or `npm ci --prefix scripts/sdktest`): %v", err)
+	}
+	return node, dir
+}
