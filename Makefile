@@ -26,7 +26,7 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build compile run test test-short lint fmtcheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
+.PHONY: all build compile run test test-short lint fmtcheck tidycheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
 
 all: build
 
@@ -94,6 +94,16 @@ lint: fmtcheck staticcheck
 fmtcheck:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# tidycheck fails when go mod tidy would change a go.mod or go.sum (the
+# gateway's module and the two of its own under scripts/): -diff prints
+# the change and writes nothing. A dependency added or dropped without
+# tidy otherwise builds here and breaks a clean clone.
+TIDY_MODULES := . scripts/otelcol scripts/image/dockerfile
+tidycheck:
+	@rc=0; for m in $(TIDY_MODULES); do \
+	  (cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy would change $$m/go.mod or go.sum (above): run it there and commit the result"; rc=1; }; \
+	done; exit $$rc
+
 # lint-bg starts staticcheck (installed first if missing) in the
 # background: on empty caches it type-checks every dependency from source
 # (minutes on two cores), work that overlaps the npm installs and the
@@ -119,7 +129,8 @@ lint-wait:
 
 # make test: every test, with the real servers they need (redis-server and
 # the Lambda emulator are started by the tests themselves on loopback).
-# The test collector's build and staticcheck start first, in the background
+# gofmt and tidycheck come first (seconds); the test collector's build
+# and staticcheck then start in the background
 # (otelcol-bg, lint-bg; staticcheck's analysis waits for compile); the
 # tools, compile (every package the tests need, and bin/gateway) and the
 # npm installs then run side by side (-j4: the installs wait on the
@@ -129,7 +140,7 @@ lint-wait:
 # start goroutines, make channels or use sync) and does not vet again. A
 # failing test pass still waits for staticcheck, so its report is never
 # lost.
-test: fmtcheck otelcol-bg deps
+test: fmtcheck tidycheck otelcol-bg deps
 	@mkdir -p $(LINT_DIR) && touch $(LINT_DIR)/hold
 	@$(MAKE) -s lint-bg
 	$(MAKE) -j4 --output-sync=target redis rie compile deploychecks sdktest agents
