@@ -25,8 +25,9 @@ BUILD := $(GO) build -tags $(TAGS) -trimpath -ldflags='$(LDFLAGS)'
 
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.10.0
 
-.PHONY: all build compile run test test-short lint fmtcheck tidycheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
+.PHONY: all build compile run test test-short lint fmtcheck tidycheck vulncheck govulncheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
 
 all: build
 
@@ -82,6 +83,9 @@ rie:
 staticcheck:
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
+govulncheck:
+	@test -x $(GOBIN)/govulncheck || $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
 # make lint: gofmt, go vet and staticcheck, one after the other. make test
 # runs the same three without a pass of their own: gofmt first (a second),
 # go vet's every analyzer inside the test pass (-vet=all: vet and the
@@ -103,6 +107,21 @@ tidycheck:
 	@rc=0; for m in $(TIDY_MODULES); do \
 	  (cd $$m && $(GO) mod tidy -diff) || { echo "go mod tidy would change $$m/go.mod or go.sum (above): run it there and commit the result"; rc=1; }; \
 	done; exit $$rc
+
+# make vulncheck: govulncheck on every package of the gateway's module,
+# with the tags the binary is built with: it fails on a vulnerability in
+# the installed Go's standard library or a dependency that our code can
+# reach. It is a target of its own, which .ci/run calls after make test,
+# rather than a step of make test: govulncheck fetches the vulnerability
+# database over the network on every run, so a machine that can reach
+# the module proxy but not the database (a sandbox with a proxy only)
+# would fail make test for no fault of the code. Its exit status 3 is a
+# finding; any other failure is govulncheck's own, and says so.
+vulncheck: govulncheck
+	@rc=0; govulncheck -tags $(TAGS) ./... || rc=$$?; \
+	  if [ $$rc = 3 ]; then echo "govulncheck: vulnerabilities reachable from the gateway's code (above): upgrade the module, or Go, that fixes them"; \
+	  elif [ $$rc != 0 ]; then echo "govulncheck could not check (exit $$rc, above): if it could not fetch the vulnerability database, this machine cannot reach it; CI must"; fi; \
+	  exit $$rc
 
 # lint-bg starts staticcheck (installed first if missing) in the
 # background: on empty caches it type-checks every dependency from source
