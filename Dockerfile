@@ -17,7 +17,7 @@
 # that build links OpenSSL through cgo by default, which a static binary
 # on scratch cannot use; with it the binary uses Go's own crypto, as
 # upstream Go builds it.
-FROM mcr.microsoft.com/oss/go/microsoft/golang:1.26.8 AS build
+FROM mcr.microsoft.com/oss/go/microsoft/golang:1.26.10 AS build
 # BuildKit sets TARGETARCH to the platform being built, and this stage runs
 # as that platform (emulated on a host of another one); the legacy builder
 # and ACR leave it empty, and Go builds for the stage's own architecture.
