@@ -91,8 +91,8 @@ const DefaultCardinalityLimit = 2000
 // DefaultSampler is the OpenTelemetry specification's default,
 // parentbased_always_on: every request's trace is recorded (a trusted
 // caller's sampled flag decides its own). A recorded trace costs a
-// request about 2 KB and 5 µs of CPU (its spans, their batching and
-// export), where its metrics cost about 0.2 KB and 0.6 µs
+// request about 7 KB and 20 µs of CPU (the trace SDK's spans, their
+// batching and export), where its metrics cost about 0.2 KB and 0.6 µs
 // (docs/telemetry.md has the figures), so the deploys (bicep, SAM) set
 // OTEL_TRACES_SAMPLER=parentbased_traceidratio and
 // OTEL_TRACES_SAMPLER_ARG=0.1: one trace in ten. Every request is in

@@ -1,12 +1,10 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
 // OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
 // conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. The metrics SDK collects metrics,
-// those a request records aggregated by this package (aggregation); spans
-// are this package's own, sampled and batched as the trace SDK would
-// (spans.go), for a recorded request costs a tenth of what the SDK's
-// spans did. The exporters are this package's own too (wire.go encodes
-// OTLP with protowire alone), because the SDK's OTLP exporters link the
+// only package that imports the SDK. The trace SDK samples and batches
+// spans; the metrics SDK collects metrics, those a request records
+// aggregated by this package (aggregation). The exporters the SDK feeds
+// are this package's own (wire.go encodes OTLP with protowire alone), because the SDK's OTLP exporters link the
 // generated OTLP types and, through their service packages, gRPC: 15 MB
 // of binary and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
@@ -24,12 +22,15 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/llmgw/gateway/shared/telemetry"
 )
@@ -37,15 +38,16 @@ import (
 // Exporter records requests and attempts as metrics and spans and pushes
 // them over OTLP/HTTP. Its methods are safe for concurrent use.
 type Exporter struct {
-	cfg   Config
-	spans *batch                   // nil: no traces
-	mp    *sdkmetric.MeterProvider // nil: no metrics
-	tc    propagation.TraceContext
-	m     instruments
+	cfg    Config
+	tp     *sdktrace.TracerProvider // nil: no traces
+	mp     *sdkmetric.MeterProvider // nil: no metrics
+	tracer trace.Tracer
+	tc     propagation.TraceContext
+	m      instruments
 	// sets are the attribute sets and span names built so far.
 	sets *sets
-	// sampler decides which spans are recorded (sampling.go).
-	sampler sampler
+	// serverSpan and clientSpan are the spans' start options.
+	serverSpan, clientSpan trace.SpanStartOption
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
@@ -64,7 +66,8 @@ func New(cfg Config) (*Exporter, error) {
 		cfg.CardinalityLimit = DefaultCardinalityLimit
 	}
 	res := newResource(cfg)
-	e := &Exporter{cfg: cfg, sets: newSets(cfg.CardinalityLimit)}
+	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(cfg.CardinalityLimit),
+		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
 	var meter metric.Meter
 	var agg *aggregation
 	if cfg.TracesURL != "" {
@@ -73,8 +76,9 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
-		e.sampler = newSampler(cfg.Sampler, cfg.SamplerRatio)
-		e.spans = newBatch(exp, res, cfg)
+		e.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(batcher(exp, cfg)), sdktrace.WithResource(res),
+			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)))
+		e.tracer = e.tp.Tracer(scope)
 	}
 	if cfg.MetricsURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)
@@ -133,8 +137,8 @@ func (e *Exporter) Flush(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	var terr, merr error
-	if e.spans != nil {
-		wg.Go(func() { terr = e.spans.export(ctx) })
+	if e.tp != nil {
+		wg.Go(func() { terr = e.tp.ForceFlush(ctx) })
 	}
 	if e.mp != nil {
 		wg.Go(func() { merr = e.mp.ForceFlush(ctx) })
@@ -148,8 +152,8 @@ func (e *Exporter) Shutdown(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
 	var terr, merr error
-	if e.spans != nil {
-		wg.Go(func() { terr = e.spans.shutdown(ctx) })
+	if e.tp != nil {
+		wg.Go(func() { terr = e.tp.Shutdown(ctx) })
 	}
 	if e.mp != nil {
 		wg.Go(func() { merr = e.mp.Shutdown(ctx) })
@@ -168,55 +172,56 @@ func (e *Exporter) Ready(ctx context.Context, host string, at time.Time) {
 }
 
 // Begin starts a request's server span, continuing the caller's trace
-// only when configured to trust it. A span the sampler passes over is
-// only a span context; a recorded one keeps the request as it ends, its
-// attributes built when its batch is encoded (span).
+// only when configured to trust it. A recorded span's attributes are set
+// when it ends (End): the sampler sees a span's name and parent, never
+// its attributes (no sampler of the specification's reads them).
 func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Header) context.Context {
-	var parent trace.SpanContext
 	if e.cfg.TrustTraceparent {
 		ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
-		parent = trace.SpanContextFromContext(ctx)
 	}
-	if e.spans == nil {
+	if e.tp == nil {
 		// No spans; a trusted caller's trace still reaches the backends
-		// (Attempt).
+		// (Attempt's traceparent).
 		return ctx
 	}
-	sc, rec := e.newSpan(parent)
-	if !rec {
-		return withSpan(ctx, sc, nil)
+	name := e.sets.name(method, route)
+	if e.cfg.TrustTraceparent && trace.SpanContextFromContext(ctx).IsValid() {
+		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan)
+	} else {
+		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
 	}
-	return withSpan(ctx, sc, &span{sc: sc, parent: parent, name: e.sets.name(method, route), start: time.Now()})
+	return ctx
 }
 
 // Attempt starts a backend attempt's client span under the request's and
 // writes its traceparent into req's headers (a span the sampler passed
 // over too, so the backend is told not to record it). AttemptEnd ends it
-// with the context Attempt returns: a dropped attempt's is ctx itself,
-// so that one costs no span and no context.
+// with the context Attempt returns.
 func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.Attempt) context.Context {
-	parent := parentOf(ctx)
-	if e.spans == nil {
-		if parent.IsValid() {
-			setTraceparent(req.Header, parent)
-		}
-		return ctx
+	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
+	if span.SpanContext().IsValid() {
+		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	}
-	sc, rec := e.newSpan(parent)
-	setTraceparent(req.Header, sc)
-	if !rec {
-		return ctx
-	}
-	return withSpan(ctx, sc, &span{sc: sc, parent: parent, client: true, name: e.sets.name(a.Operation, a.Model), start: time.Now()})
+	return ctx
 }
 
 // AttemptEnd ends the attempt Attempt began (ctx is the context it
 // returned) with its result.
 func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result) {
-	if s := recorded(ctx); s != nil && s.client && s.ended.CompareAndSwap(false, true) {
-		s.endAttempt(a, r)
-		s.end = time.Now()
-		e.spans.add(s)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		// Every attribute in one call: the SDK grows its list on each.
+		var kv [9]attribute.KeyValue
+		attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
+			attribute.Int("llmgw.endpoint.priority", a.Priority))
+		if r.Status != 0 {
+			attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
+		}
+		if r.ErrorType != "" {
+			attrs = append(attrs, attribute.String("error.type", r.ErrorType))
+			span.SetStatus(codes.Error, r.ErrorType)
+		}
+		span.SetAttributes(attrs...)
+		span.End()
 	}
 	e.failedOver(r, a)
 }
@@ -239,19 +244,7 @@ func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 // metric's attribute set is built once per distinct set of values
 // (sets), not per request.
 func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
-	if s := recorded(ctx); s != nil && !s.client && s.ended.CompareAndSwap(false, true) {
-		// Named for what it was: GenAI's "{operation} {model}" for a
-		// model call.
-		if r.Operation != "" && r.Model != "" {
-			s.name = e.sets.name(r.Operation, r.Model)
-		}
-		s.endRequest(r)
-		s.end = r.End
-		if s.end.IsZero() {
-			s.end = time.Now()
-		}
-		e.spans.add(s)
-	}
+	e.endSpan(ctx, r)
 	if e.mp == nil {
 		return
 	}
@@ -298,4 +291,46 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())
 		}
 	}
+}
+
+// endSpan names the server span for what it was (GenAI's "{operation}
+// {model}" for a model call), sets its attributes, and ends it at r.End.
+func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	if r.Operation != "" && r.Model != "" {
+		span.SetName(e.sets.name(r.Operation, r.Model))
+	}
+	// Every attribute in one call: the SDK grows its list on each.
+	var kv [18]attribute.KeyValue
+	attrs := append(kv[:0],
+		attribute.String("http.request.method", r.Method),
+		attribute.String("http.route", r.Route),
+		attribute.Int("http.response.status_code", r.Status),
+		attribute.String("llmgw.tenant.id", r.Tenant),
+		attribute.String("llmgw.tenant.name", r.TenantName),
+		attribute.Int("llmgw.attempts", r.Attempts),
+	)
+	if r.Operation != "" {
+		attrs = append(attrs,
+			attribute.String("gen_ai.operation.name", r.Operation),
+			attribute.String("gen_ai.provider.name", r.Provider),
+			attribute.String("gen_ai.request.model", r.Model),
+			attribute.String("gen_ai.response.model", r.ResponseModel),
+			attribute.String("server.address", r.ServerAddress),
+			attribute.String("llmgw.pool", r.Pool),
+			attribute.Bool("llmgw.stream", r.Stream),
+		)
+		if r.Usage {
+			attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", r.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", r.OutputTokens))
+		}
+	}
+	if r.ErrorType != "" {
+		attrs = append(attrs, attribute.String("error.type", r.ErrorType))
+		span.SetStatus(codes.Error, r.ErrorType)
+	}
+	span.SetAttributes(attrs...)
+	span.End(trace.WithTimestamp(r.End))
 }
