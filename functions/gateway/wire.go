@@ -118,14 +118,15 @@ func newVerifier(ctx context.Context, cfg *config.Config, log *slog.Logger) (*au
 // secrets from the environment, the Entra login for keyless Redis, and
 // the answer timeout of each part's calls.
 func storeConfig(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger) (stores.Config, error) {
-	sc, login := assemble.StoreSecrets(cfg, getenv)
+	sc := assemble.Stores(cfg).WithSecrets(getenv)
 	sc.Log = log
-	if login == nil {
+	login := sc.RedisEntra
+	if login == nil || sc.Backend != stores.Redis {
 		return sc, nil
 	}
-	cred, err := newEntra(ctx, login.Entra, log)
+	cred, err := newEntra(ctx, login.Entra(), log)
 	if err != nil {
-		return sc, fmt.Errorf("%s: %w", login.Field, err)
+		return sc, fmt.Errorf("%s: %w", cfg.FieldName("store.redis_entra"), err)
 	}
 	sc.Credentials = func(ctx context.Context) (string, string, error) {
 		tok, err := cred.Token(ctx)

@@ -1,8 +1,8 @@
 // Package assemble maps the gateway's config file onto the settings of the
 // parts it wires, and checks the file whole: the file's own rules (package
-// config) and each part's rules (auth, ratelimit, budget, entra, server,
-// upstream) under the field paths of the sections that hold that part's
-// settings, every problem at once. The binary, its -check and the tests of
+// config) and each part's rules (auth, stores, ratelimit, budget, entra,
+// server, upstream) under the field paths of the sections that hold that
+// part's settings, every problem at once. The binary, its -check and the tests of
 // the shipped configs all load through Load or Parse, so a config one
 // accepts the others accept; the parts' constructors run the same rules.
 package assemble
@@ -20,7 +20,6 @@ import (
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
-	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
 // Load reads the config file at path with overlay merged over it
@@ -73,12 +72,9 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	Conn(c).Check(into(&p, ""))
 	c.Auth.Check(into(&p, "auth"))
-	Stores(c).Check(into(&p, "store"))
+	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c.Store, c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
 	ratelimit.CheckRefill(TenantLimits(c.Tenants), into(&p, "tenants"))
-	if e := c.Store.RedisEntra; e != nil && c.Store.Backend == stores.Redis {
-		RedisEntra(e).Check(into(&p, "store.redis_entra"), getenv)
-	}
 	c.Budget.Check(into(&p, "budget"))
 	cat := Catalogue(c, into(&p, "prices"))
 	for i, t := range c.Tenants {
@@ -184,28 +180,24 @@ func canBeOff(d *config.Duration) time.Duration {
 // Limiter is the request limiter's configuration without its shared
 // store, which the binary opens at start (stores.Open): its store is the
 // store section's.
-func Limiter(s config.Store, l config.Limiter) ratelimit.Config {
+func Limiter(s stores.Config, l config.Limiter) ratelimit.Config {
 	return ratelimit.Config{
 		Store:         s.Backend,
 		Timeout:       l.Timeout.D(),
-		DialTimeout:   s.DialTimeout.D(),
+		DialTimeout:   s.DialTimeout,
 		FailurePolicy: l.FailurePolicy,
 	}
 }
 
 // Stores is the shared store's configuration without its secrets, which
-// the binary resolves from the environment at start: each part's answer
-// timeout is its own section's (limiter.timeout for takes and cooldown
-// reads, budget.timeout for reservations), and the budgets' store is
-// asked for when a tenant has a budget.
+// the binary resolves from the environment at start
+// (stores.Config.WithSecrets): the store section as written, with each
+// part's answer timeout from its own section (limiter.timeout for takes
+// and cooldown reads, budget.timeout for reservations), and the budgets'
+// store asked for when a tenant has a budget.
 func Stores(c *config.Config) stores.Config {
-	sc := stores.Config{
-		Backend:        c.Store.Backend,
-		KeyPrefix:      c.Store.KeyPrefix,
-		DialTimeout:    c.Store.DialTimeout.D(),
-		TakeTimeout:    c.Limiter.Timeout.D(),
-		ReserveTimeout: c.Budget.Timeout,
-	}
+	sc := c.Store
+	sc.TakeTimeout, sc.ReserveTimeout = c.Limiter.Timeout.D(), c.Budget.Timeout
 	for _, t := range c.Tenants {
 		sc.Budgets = sc.Budgets || t.HasBudget()
 	}
@@ -228,16 +220,6 @@ func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
 		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
 		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
 	}.WithDefaults()
-}
-
-// RedisEntra is the keyless Redis login's credential: its scope is
-// Redis's unless the file names one.
-func RedisEntra(e *config.RedisEntra) entra.Config {
-	c := e.Config
-	if c.Scope == "" {
-		c.Scope = entra.RedisScope
-	}
-	return c
 }
 
 // TenantBudgets is the budget of each tenant that has one.

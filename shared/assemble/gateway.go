@@ -10,7 +10,6 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
-	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -101,34 +100,6 @@ func Budgets(c *config.Config) (budget.Config, []budget.TenantBudget, error) {
 	bc := c.Budget.Config.WithDefaults()
 	bc.DialTimeout = Stores(c).DialTimeout
 	return bc, tenants, err
-}
-
-// StoreLogin is the keyless Redis login: the credential's
-// configuration, the identity's object id as the username, and the field
-// the file wrote it under (for an error building the credential).
-type StoreLogin struct {
-	Entra    entra.Config
-	Username string
-	Field    string
-}
-
-// StoreSecrets is the shared store's configuration with the secrets the
-// file names resolved by getenv, and its keyless login when the file
-// asks for one (the binary builds the credential).
-func StoreSecrets(c *config.Config, getenv func(string) string) (stores.Config, *StoreLogin) {
-	sc := Stores(c)
-	s := c.Store
-	if sc.Backend != stores.Redis {
-		return sc, nil
-	}
-	sc.URL = getenv(s.RedisURLEnv)
-	if s.RedisPasswordEnv != "" {
-		sc.Password = getenv(s.RedisPasswordEnv)
-	}
-	if e := s.RedisEntra; e != nil {
-		return sc, &StoreLogin{Entra: RedisEntra(e), Username: e.Username, Field: c.FieldName("store.redis_entra")}
-	}
-	return sc, nil
 }
 
 // TrustTraceparent is whether the telemetry continues a caller's trace.

@@ -32,6 +32,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
@@ -108,11 +109,16 @@ type Config struct {
 
 	// Auth is the JWT verifier's section, its settings and their
 	// defaults the verifier's (auth.Config).
-	Auth     auth.Config `yaml:"auth" json:"auth" check:"part"`
-	Store    Store       `yaml:"store" json:"store"`
-	Limiter  Limiter     `yaml:"limiter" json:"limiter"`
-	Upstream Upstream    `yaml:"upstream" json:"upstream"`
-	Lambda   Lambda      `yaml:"lambda" json:"lambda"`
+	Auth auth.Config `yaml:"auth" json:"auth" check:"part"`
+	// Store is where the state replicas share lives (the limiter's
+	// buckets, the token budgets, the stored-response records, the
+	// backend-asked cooldowns), its settings and their defaults the
+	// shared stores' (stores.Config); each part keeps its own answer
+	// timeout and failure policy in its own section.
+	Store    stores.Config `yaml:"store" json:"store" check:"part"`
+	Limiter  Limiter       `yaml:"limiter" json:"limiter"`
+	Upstream Upstream      `yaml:"upstream" json:"upstream"`
+	Lambda   Lambda        `yaml:"lambda" json:"lambda"`
 	// Budget is the token budgets' section, its settings and their
 	// defaults the ledger's and the prompt bound's (budget.Settings).
 	Budget budget.Settings `yaml:"budget" json:"budget" check:"part"`
@@ -166,64 +172,20 @@ func (c *Config) ListenAddr(getenv func(string) string) string {
 	return c.Listen
 }
 
-// Store is where the state replicas share lives: the limiter's request
-// buckets, the token budgets, the stored-response records and the
-// backend-asked cooldowns. Each part keeps its own answer timeout and
-// failure policy in its own section.
-type Store struct {
-	// Backend is memory (per process) or redis (shared by replicas,
-	// survives scale-to-zero). Default memory.
-	Backend string `yaml:"backend" json:"backend"`
-	Redis   `yaml:",inline"`
-}
-
-// Redis is how the gateway reaches the store's Redis.
-type Redis struct {
-	// RedisURLEnv names the env var holding a redis:// or rediss:// URL.
-	RedisURLEnv string `yaml:"redis_url_env" json:"redis_url_env"`
-	// RedisPasswordEnv optionally names the env var holding the password.
-	RedisPasswordEnv string `yaml:"redis_password_env" json:"redis_password_env"`
-	// RedisEntra, when set, authenticates to Azure Cache for Redis / Azure
-	// Managed Redis with a Microsoft Entra ID token as the password (no key).
-	RedisEntra *RedisEntra `yaml:"redis_entra" json:"redis_entra"`
-	// KeyPrefix lets several gateways share one Redis. Default
-	// store.DefaultKeyPrefix.
-	KeyPrefix string `yaml:"key_prefix" json:"key_prefix"`
-	// DialTimeout is the dial budget of every Redis connection the gateway
-	// opens (limiter, budgets, response records, cooldowns): a take or
-	// reservation that waits for a connection being established (dial,
-	// TLS, login, a pool turn while the pool fills) waits up to this on
-	// top of its timeout, and is not a store failure; a store that cannot
-	// be reached within it is (issue 20). Default
-	// store.DefaultDialTimeout.
-	DialTimeout Duration `yaml:"dial_timeout" json:"dial_timeout" check:"part"`
-}
-
 // Limiter configures the per-tenant request buckets' use of the store.
 type Limiter struct {
 	// Store and the Redis settings are the deprecated aliases of
 	// store.backend and the store section's settings of the same names
 	// (the limiter's of old): Decode moves them there and notes each in
 	// Config.Deprecated.
-	Store string `yaml:"store" json:"store"`
-	Redis `yaml:",inline"`
+	Store                string `yaml:"store" json:"store"`
+	stores.RedisSettings `yaml:",inline"`
 	// Timeout bounds the store's answer to one take. Default
 	// ratelimit.DefaultTimeout.
 	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
 	// FailurePolicy is open or closed: what happens when the store is
 	// down. Default open.
 	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
-}
-
-// RedisEntra is the keyless Redis login: the identity's object id as the
-// username, its token (scope https://redis.azure.com/.default) as password.
-type RedisEntra struct {
-	// Config is the credential (entra.Config), which checks it; its
-	// scope is entra.RedisScope when the file names none.
-	entra.Config `yaml:",inline" check:"part"`
-	// Username is the identity's object (principal) id, as the Redis access
-	// policy assignment names it.
-	Username string `yaml:"username" json:"username"`
 }
 
 // Upstream tunes calls to backends.
@@ -669,7 +631,7 @@ func (c *Config) moveAliases(p *Problems) {
 	move("redis_entra", "redis_entra", l.RedisEntra != nil, s.RedisEntra != nil, func() { s.RedisEntra = l.RedisEntra })
 	move("key_prefix", "key_prefix", l.KeyPrefix != "", s.KeyPrefix != "", func() { s.KeyPrefix = l.KeyPrefix })
 	move("dial_timeout", "dial_timeout", l.DialTimeout != 0, s.DialTimeout != 0, func() { s.DialTimeout = l.DialTimeout })
-	l.Store, l.Redis = "", Redis{}
+	l.Store, l.RedisSettings = "", stores.RedisSettings{}
 }
 
 // FieldName is field ("store.key_prefix") as the file wrote it: its

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
@@ -68,9 +69,7 @@ type checker struct {
 func (ck *checker) add(field, format string, a ...any) { ck.p.add(field, format, a...) }
 
 func (ck *checker) needEnv(field, name string) {
-	if name != "" && ck.getenv(name) == "" {
-		ck.add(field, "environment variable %s is not set", name)
-	}
+	problem.NeedEnv(problem.Into((*[]string)(&ck.p), ""), field, name, ck.getenv)
 }
 
 // uniqueName reports a name that is empty or already in seen, and adds it.
@@ -85,15 +84,14 @@ func (ck *checker) uniqueName(seen map[string]bool, field, name, what string) {
 
 // Validate returns every problem with c by the file's own rules: no
 // negative numbers, the listen address, the rules between its sections
-// (unique names, tenants' models served, the Redis settings the shared
-// store needs) and the environment variables it names, which getenv must
-// resolve. The rules of the settings each part takes are that part's
-// (shared/assemble runs them).
+// (unique names, tenants' models served) and the environment variables
+// it names, which getenv must resolve. The rules of the settings each
+// part takes are that part's (shared/assemble runs them): the store
+// section's, its Redis variables among them, are the shared stores'.
 func (c *Config) Validate(getenv func(string) string) Problems {
 	ck := &checker{getenv: getenv}
 	validateNonNegative(ck, reflect.ValueOf(c).Elem(), "")
 	validateServer(ck, c)
-	validateStore(ck, &c.Store)
 	models := validatePools(ck, c.Pools)
 	validateAliases(ck, c.Aliases, models)
 	validateTenants(ck, c.Tenants, models)
@@ -151,30 +149,6 @@ func validateServer(ck *checker, c *Config) {
 	case "", "debug", "info", "warn", "error":
 	default:
 		ck.add("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
-	}
-}
-
-// validateStore checks what the shared store needs of the file: a
-// Redis URL's variable, and a Redis login by key or by Entra ID, not both.
-func validateStore(ck *checker, s *Store) {
-	if s.Backend != "redis" {
-		if s.RedisEntra != nil {
-			ck.add("store.redis_entra", "only used with store.backend redis")
-		}
-		return
-	}
-	if s.RedisURLEnv == "" {
-		ck.add("store.redis_url_env", "required when store.backend is redis")
-	}
-	ck.needEnv("store.redis_url_env", s.RedisURLEnv)
-	ck.needEnv("store.redis_password_env", s.RedisPasswordEnv)
-	if e := s.RedisEntra; e != nil {
-		if e.Username == "" {
-			ck.add("store.redis_entra.username", "required: the identity's object id")
-		}
-		if s.RedisPasswordEnv != "" {
-			ck.add("store.redis_password_env", "must be empty when store.redis_entra is set")
-		}
 	}
 }
 

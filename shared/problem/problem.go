@@ -58,6 +58,15 @@ func NotNegative[T ~int | ~int64](a At, field string, v T) {
 	}
 }
 
+// NeedEnv reports field when the environment variable name, which holds
+// a secret the setting names, is not set (getenv gives ""): a config is
+// checked where it runs. An empty name is no variable, and no problem.
+func NeedEnv(a At, field, name string, getenv func(string) string) {
+	if name != "" && getenv(name) == "" {
+		a.Add(field, "environment variable %s is not set", name)
+	}
+}
+
 // Err is nil for no problems, else one error for what (a component's name)
 // that lists them all.
 func Err(what string, list []string) error {

@@ -38,3 +38,15 @@ func TestNotNegative(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestNeedEnv(t *testing.T) {
+	var list []string
+	at := Into(&list, "store")
+	getenv := func(name string) string { return map[string]string{"SET": "x"}[name] }
+	NeedEnv(at, "redis_url_env", "UNSET", getenv)
+	NeedEnv(at, "redis_url_env", "SET", getenv)
+	NeedEnv(at, "redis_password_env", "", getenv)
+	if got := strings.Join(list, "|"); got != "store.redis_url_env: environment variable UNSET is not set" {
+		t.Fatalf("got %q", got)
+	}
+}

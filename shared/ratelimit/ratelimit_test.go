@@ -171,7 +171,7 @@ func TestRedisSharedBudget(t *testing.T) {
 		t.Errorf("two replicas admitted %d, want the shared 5", allowed)
 	}
 	// Another gateway with its own prefix has its own budget.
-	other := newLimiter(t, onRedis(t, cfg, stores.Config{URL: srv.URL(), KeyPrefix: "other:"}), redisLimits, nil)
+	other := newLimiter(t, onRedis(t, cfg, stores.Config{URL: srv.URL(), RedisSettings: stores.RedisSettings{KeyPrefix: "other:"}}), redisLimits, nil)
 	if d, err := other.Take(context.Background(), "t"); err != nil || !d.Allowed {
 		t.Errorf("other prefix: %+v, %v; want allowed", d, err)
 	}

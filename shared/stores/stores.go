@@ -24,7 +24,6 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
-	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/store"
@@ -49,33 +48,32 @@ const (
 const DefaultStateTimeout = time.Second
 
 // Config is where the shared state lives and the answer timeout of each
-// part's calls. The secrets are resolved: the binary reads them from the
-// environment before Open.
+// part's calls. Its fields with yaml names are the config file's store
+// section as written, its secrets by the environment variables that hold
+// them (WithSecrets reads them); the others are the program's. The
+// binary resolves the secrets before Open.
 type Config struct {
-	// Backend is Memory or Redis. Default Memory.
-	Backend string
+	// Backend is memory (per process) or redis (shared by replicas,
+	// survives scale-to-zero). Default Memory.
+	Backend       string `yaml:"backend" json:"backend"`
+	RedisSettings `yaml:",inline"`
 	// URL, Password and Credentials reach Redis (redisclient.ClientOptions).
-	URL, Password string
-	Credentials   func(ctx context.Context) (username, password string, err error)
-	// KeyPrefix prefixes every key of every part. Default
-	// store.DefaultKeyPrefix.
-	KeyPrefix string
-	// DialTimeout is every client's dial budget. Default
-	// store.DefaultDialTimeout.
-	DialTimeout time.Duration
+	URL         string                                                           `yaml:"-" json:"-"`
+	Password    string                                                           `yaml:"-" json:"-"`
+	Credentials func(ctx context.Context) (username, password string, err error) `yaml:"-" json:"-"`
 	// TakeTimeout bounds the limiter's takes and the cooldown reads (once
 	// per request). Default store.DefaultTimeout.
-	TakeTimeout time.Duration
+	TakeTimeout time.Duration `yaml:"-" json:"-"`
 	// ReserveTimeout bounds a budget reservation. Default
 	// store.DefaultTimeout.
-	ReserveTimeout time.Duration
+	ReserveTimeout time.Duration `yaml:"-" json:"-"`
 	// StateTimeout bounds every other call. Default DefaultStateTimeout.
-	StateTimeout time.Duration
+	StateTimeout time.Duration `yaml:"-" json:"-"`
 	// Budgets asks for the budgets' store; without it no reservation
 	// client is built.
-	Budgets bool
+	Budgets bool `yaml:"-" json:"-"`
 	// Log is told when a store is not reachable at start.
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-" json:"-"`
 }
 
 // Set is each part's store. With Memory, Limiter and Cooldowns are nil:
@@ -182,16 +180,6 @@ func (s *Set) client(c Config, timeout time.Duration) (*redis.Client, error) {
 	}
 	s.clients = append(s.clients, cl)
 	return cl, nil
-}
-
-// Check reports the problems with the store section's settings (backend,
-// dial_timeout; the answer timeouts are their parts' sections', checked
-// there) under at, defaults applied: the gateway's config check runs it
-// under store, and names a setting the file wrote under its deprecated
-// limiter key by that key (config.Config.WrittenAs).
-func (c Config) Check(at problem.At) {
-	c = c.WithDefaults()
-	store.CheckShared(at, "backend", c.Backend, c.DialTimeout)
 }
 
 // WithDefaults returns c with its zero values replaced by their defaults.

@@ -51,7 +51,7 @@ func TestOpenBadBackend(t *testing.T) {
 func TestOpenRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	for _, budgets := range []bool{false, true} {
-		s, err := Open(t.Context(), Config{Backend: Redis, URL: srv.URL(), KeyPrefix: "t:", TakeTimeout: 70 * time.Millisecond, ReserveTimeout: 90 * time.Millisecond, Budgets: budgets})
+		s, err := Open(t.Context(), Config{Backend: Redis, URL: srv.URL(), RedisSettings: RedisSettings{KeyPrefix: "t:"}, TakeTimeout: 70 * time.Millisecond, ReserveTimeout: 90 * time.Millisecond, Budgets: budgets})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -185,18 +185,13 @@ func New(cfg Config, log *slog.Logger) (*Credential, error) {
 // sets. New refuses what it reports; the gateway's config check calls it
 // for each Entra section.
 func (c Config) Check(at problem.At, getenv func(string) string) {
-	needEnv := func(field, name string) {
-		if getenv(name) == "" {
-			at.Add(field, "environment variable %s is not set", name)
-		}
-	}
 	switch c.Credential {
 	case ManagedIdentity:
 	case WorkloadIdentity:
-		needEnv("credential", "AZURE_TENANT_ID")
-		needEnv("credential", "AZURE_FEDERATED_TOKEN_FILE")
+		problem.NeedEnv(at, "credential", "AZURE_TENANT_ID", getenv)
+		problem.NeedEnv(at, "credential", "AZURE_FEDERATED_TOKEN_FILE", getenv)
 		if c.ClientID == "" {
-			needEnv("client_id", "AZURE_CLIENT_ID")
+			problem.NeedEnv(at, "client_id", "AZURE_CLIENT_ID", getenv)
 		}
 	case AzureCLI:
 		if c.ClientID != "" {
