@@ -303,7 +303,7 @@ var partDefaults = map[string]any{
 	"store.key_prefix":             store.DefaultKeyPrefix,
 	"store.dial_timeout":           store.DefaultDialTimeout,
 	"limiter.timeout":              ratelimit.DefaultTimeout,
-	"limiter.failure_policy":       store.PolicyOpen,
+	"limiter.failure_policy":       ratelimit.PolicyOpen,
 	"upstream.max_attempts":        server.DefaultMaxAttempts,
 	"upstream.header_timeout":      server.DefaultHeaderTimeout,
 	"upstream.response_timeout":    server.DefaultResponseTimeout,

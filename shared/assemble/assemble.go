@@ -73,7 +73,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	Conn(c).Check(into(&p, ""))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
-	Limiter(c.Store, c.Limiter).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
+	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
 	ratelimit.CheckRefill(TenantLimits(c.Tenants), into(&p, "tenants"))
 	c.Budget.Check(into(&p, "budget"))
 	cat := Catalogue(c, into(&p, "prices"))
@@ -178,15 +178,12 @@ func canBeOff(d *config.Duration) time.Duration {
 }
 
 // Limiter is the request limiter's configuration without its shared
-// store, which the binary opens at start (stores.Open): its store is the
-// store section's.
-func Limiter(s stores.Config, l config.Limiter) ratelimit.Config {
-	return ratelimit.Config{
-		Store:         s.Backend,
-		Timeout:       l.Timeout.D(),
-		DialTimeout:   s.DialTimeout,
-		FailurePolicy: l.FailurePolicy,
-	}
+// store, which the binary opens at start (stores.Open): the limiter
+// section as written, its store and dial budget the store section's.
+func Limiter(c *config.Config) ratelimit.Config {
+	lc := c.Limiter.Config
+	lc.Store, lc.DialTimeout = c.Store.Backend, c.Store.DialTimeout
+	return lc
 }
 
 // Stores is the shared store's configuration without its secrets, which
@@ -197,7 +194,7 @@ func Limiter(s stores.Config, l config.Limiter) ratelimit.Config {
 // store asked for when a tenant has a budget.
 func Stores(c *config.Config) stores.Config {
 	sc := c.Store
-	sc.TakeTimeout, sc.ReserveTimeout = c.Limiter.Timeout.D(), c.Budget.Timeout
+	sc.TakeTimeout, sc.ReserveTimeout = c.Limiter.Timeout, c.Budget.Timeout
 	for _, t := range c.Tenants {
 		sc.Budgets = sc.Budgets || t.HasBudget()
 	}

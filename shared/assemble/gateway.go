@@ -89,7 +89,7 @@ func Verifier(c *config.Config) auth.Config { return c.Auth }
 // store left to the caller: stores.Set.Limiter) and each tenant's
 // bucket.
 func RequestLimiter(c *config.Config) (ratelimit.Config, []ratelimit.TenantLimit) {
-	return Limiter(c.Store, c.Limiter).WithDefaults(), TenantLimits(c.Tenants)
+	return Limiter(c).WithDefaults(), TenantLimits(c.Tenants)
 }
 
 // Budgets is the token budgets' ledger configuration (its Log left to

@@ -25,7 +25,7 @@ func TestStoreAliases(t *testing.T) {
 	if !reflect.DeepEqual(old.Store, now.Store) {
 		t.Errorf("store: old keys give %+v, new %+v", old.Store, now.Store)
 	}
-	if a, b := Limiter(old.Store, old.Limiter), Limiter(now.Store, now.Limiter); !reflect.DeepEqual(a, b) {
+	if a, b := Limiter(old), Limiter(now); !reflect.DeepEqual(a, b) {
 		t.Errorf("limiter: old keys give %+v, new %+v", a, b)
 	}
 	sc := Stores(now)

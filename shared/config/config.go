@@ -32,6 +32,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
@@ -172,7 +173,10 @@ func (c *Config) ListenAddr(getenv func(string) string) string {
 	return c.Listen
 }
 
-// Limiter configures the per-tenant request buckets' use of the store.
+// Limiter is the limiter section: the request limiter's settings
+// (timeout, failure_policy), their defaults and rules the limiter's
+// (ratelimit.Config), and the deprecated aliases of the store section's
+// settings.
 type Limiter struct {
 	// Store and the Redis settings are the deprecated aliases of
 	// store.backend and the store section's settings of the same names
@@ -180,12 +184,7 @@ type Limiter struct {
 	// Config.Deprecated.
 	Store                string `yaml:"store" json:"store"`
 	stores.RedisSettings `yaml:",inline"`
-	// Timeout bounds the store's answer to one take. Default
-	// ratelimit.DefaultTimeout.
-	Timeout Duration `yaml:"timeout" json:"timeout" check:"part"`
-	// FailurePolicy is open or closed: what happens when the store is
-	// down. Default open.
-	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
+	ratelimit.Config     `yaml:",inline" check:"part"`
 }
 
 // Upstream tunes calls to backends.
@@ -630,7 +629,7 @@ func (c *Config) moveAliases(p *Problems) {
 	move("redis_password_env", "redis_password_env", l.RedisPasswordEnv != "", s.RedisPasswordEnv != "", func() { s.RedisPasswordEnv = l.RedisPasswordEnv })
 	move("redis_entra", "redis_entra", l.RedisEntra != nil, s.RedisEntra != nil, func() { s.RedisEntra = l.RedisEntra })
 	move("key_prefix", "key_prefix", l.KeyPrefix != "", s.KeyPrefix != "", func() { s.KeyPrefix = l.KeyPrefix })
-	move("dial_timeout", "dial_timeout", l.DialTimeout != 0, s.DialTimeout != 0, func() { s.DialTimeout = l.DialTimeout })
+	move("dial_timeout", "dial_timeout", l.RedisSettings.DialTimeout != 0, s.DialTimeout != 0, func() { s.DialTimeout = l.RedisSettings.DialTimeout })
 	l.Store, l.RedisSettings = "", stores.RedisSettings{}
 }
 

@@ -36,7 +36,7 @@ log_level: debug
 					t.Errorf("tenants %+v: the overlay's list replaces the file's", c.Tenants)
 				}
 				// limiter.key_prefix is the deprecated alias of store's.
-				if c.Store.KeyPrefix != "llmgw:acme:" || c.Limiter.Timeout.D().Milliseconds() != 80 || c.Limiter.FailurePolicy != "closed" {
+				if c.Store.KeyPrefix != "llmgw:acme:" || c.Limiter.Timeout.Milliseconds() != 80 || c.Limiter.FailurePolicy != "closed" {
 					t.Errorf("limiter %+v, store %+v: fields merge", c.Limiter, c.Store)
 				}
 				if c.LogLevel != "" {

@@ -14,7 +14,7 @@ import (
 // reports, by field path, every key the schema lacks, every key written
 // twice and every value that does not decode into its field's type. The
 // yaml package's own strict mode names Go types ("field foo not found in
-// type config.Store") and stops at the first unknown key; this names the
+// type config.Upstream") and stops at the first unknown key; this names the
 // field the operator wrote ("auth.foo: unknown field") and lists them all.
 func checkSchema(doc *yaml.Node) Problems {
 	w := schemaWalker{}

@@ -112,26 +112,29 @@ func (tl TenantLimit) counts() uint64 {
 type StoreFunc func(tokens uint64, interval time.Duration) (limiter.Store, error)
 
 // Config chooses and tunes the store. Its zero value is a valid memory
-// limiter; every field's zero value means its documented default.
+// limiter; every field's zero value means its documented default. Its
+// fields with yaml names (timeout, failure_policy) are the config file's
+// limiter section as written; the others are the program's, or the store
+// section's (Store, DialTimeout).
 type Config struct {
 	// Store is "memory" (the default) or "redis", the store section's
 	// backend, which New and Check validate the limits against. Memory is
 	// per process: use redis whenever more than one replica serves, or the
 	// host scales to zero. Redis needs Shared.
-	Store string
+	Store string `yaml:"-" json:"-"`
 
 	// Shared, when set, makes the buckets' stores in a store every replica
 	// shares (the gateway's stores.Set.Limiter, on the store section's
 	// Redis); its owner builds and closes what they use. A take then waits
 	// at most Timeout + DialTimeout for it, behind the breaker and the
 	// failure policy. Nil keeps the buckets in this process.
-	Shared StoreFunc
+	Shared StoreFunc `yaml:"-" json:"-"`
 
 	// Timeout bounds the shared store's answer to one Take (the socket
 	// reads and writes on an established connection: the owner's client's
 	// answer timeout), so a healthy store never adds more than this to a
 	// request. Default DefaultTimeout. Unused for memory.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout" json:"timeout"`
 
 	// DialTimeout bounds a Take that must wait for a connection being
 	// established (dial, TLS, login, or a pool turn while the pool fills):
@@ -139,7 +142,7 @@ type Config struct {
 	// healthy store, a burst after scale-from-zero, is not a store failure
 	// (issue 20). The pool is warmed in the background at start (Warm).
 	// Default DefaultDialTimeout. Unused for memory.
-	DialTimeout time.Duration
+	DialTimeout time.Duration `yaml:"-" json:"-"`
 
 	// FailurePolicy decides a take when the store fails, times out or the
 	// breaker is open: "open" allows the request (Decision.Degraded), "closed"
@@ -153,19 +156,19 @@ type Config struct {
 	// number it stands for) and, with telemetry on, counted (the limit
 	// decision "degraded"), and backends still enforce their own quotas.
 	// Choose "closed" where a hard cap matters more than availability.
-	FailurePolicy string
+	FailurePolicy string `yaml:"failure_policy" json:"failure_policy"`
 
 	// BreakerThreshold is the number of store failures in a row (of takes
 	// begun after the store last answered; store.Breaker) after which the
 	// breaker opens: takes skip the store and apply FailurePolicy at once.
 	// Default store.DefaultBreakerThreshold.
-	BreakerThreshold int
+	BreakerThreshold int `yaml:"-" json:"-"`
 
 	// BreakerCooldown is how long the breaker stays open before one take
 	// probes the store again; success closes it, failure reopens it. So
 	// recovery after the store returns is automatic. Default
 	// store.DefaultBreakerCooldown.
-	BreakerCooldown time.Duration
+	BreakerCooldown time.Duration `yaml:"-" json:"-"`
 }
 
 // Decision is the outcome of one Take.
