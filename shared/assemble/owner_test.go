@@ -34,6 +34,10 @@ pools:
 store: {backend: redis, redis_url_env: R, redis_entra: {credential: managed-identity, username: u}}
 upstream: {keepalive_interval: 1s}
 lambda: {min_remaining: 1s}
+prices:
+  currency: USD
+  version: v1
+  models: [{model: m1, input: "1", output: "2", long_context: {above_input_tokens: 10, input_multiplier: "2", output_multiplier: "1.5"}}]
 `
 
 // TestOneRulePerNumber sets each signed number of the config, one at a

@@ -19,33 +19,11 @@ import (
 // targets; nil when c prices nothing. Problems go to at (the prices
 // section); the wiring calls it on a checked config and passes a zero At.
 func Catalogue(c *config.Config, at problem.At) *price.Catalogue {
-	cat := price.New(priceSpec(c.Prices), request.FeatureNames(), at)
+	cat := price.New(c.Prices, request.FeatureNames(), at)
 	for alias, target := range c.Aliases {
 		cat.Alias(alias, target)
 	}
 	return cat
-}
-
-func priceSpec(p config.Prices) price.Spec {
-	s := price.Spec{Currency: p.Currency, Version: p.Version}
-	for _, m := range p.Models {
-		ms := price.ModelSpec{Model: m.Model, RateSpec: rateSpec(m.Rates)}
-		for _, t := range m.Tiers {
-			ms.Tiers = append(ms.Tiers, price.TierSpec{Name: t.Name, Multiplier: t.Multiplier, RateSpec: rateSpec(t.Rates)})
-		}
-		if lc := m.LongContext; lc != nil {
-			ms.LongContext = &price.LongSpec{AboveInputTokens: lc.AboveInputTokens, InputMultiplier: lc.InputMultiplier, OutputMultiplier: lc.OutputMultiplier}
-		}
-		s.Models = append(s.Models, ms)
-	}
-	for _, f := range p.Features {
-		s.Features = append(s.Features, price.FeatureSpec{Name: f.Name, PerUse: f.PerUse})
-	}
-	return s
-}
-
-func rateSpec(r config.Rates) price.RateSpec {
-	return price.RateSpec{Input: r.Input, CachedInput: r.CachedInput, CacheWrite: r.CacheWrite, CacheWrite1h: r.CacheWrite1h, Output: r.Output}
 }
 
 // ServiceTiers is a tenant's service_tiers as a set (empty: the standard

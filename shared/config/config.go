@@ -32,6 +32,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -124,10 +125,11 @@ type Config struct {
 	// defaults the ledger's and the prompt bound's (budget.Settings).
 	Budget budget.Settings `yaml:"budget" json:"budget" check:"part"`
 	// Prices is the price catalogue the spend limits charge by
-	// (tenants[].spend_per_*; docs/spend.md). Default none.
-	Prices  Prices   `yaml:"prices" json:"prices"`
-	Tenants []Tenant `yaml:"tenants" json:"tenants"`
-	Pools   []Pool   `yaml:"pools" json:"pools"`
+	// (tenants[].spend_per_*; docs/spend.md), its settings and rules the
+	// catalogue's (price.Spec). Default none.
+	Prices  price.Spec `yaml:"prices" json:"prices" check:"part"`
+	Tenants []Tenant   `yaml:"tenants" json:"tenants"`
+	Pools   []Pool     `yaml:"pools" json:"pools"`
 	// Aliases maps a public model name to a model a pool serves: a
 	// request, a tenant's allow-list and /v1/models read the alias as
 	// that model (its pool, its backend name). Clients that ask for a
@@ -390,71 +392,6 @@ func (t Tenant) Spends() bool {
 		}
 	}
 	return t.ProjectDefault != nil && t.ProjectDefault.Spends() || t.UserDefault != nil && t.UserDefault.Spends()
-}
-
-// Prices is the price catalogue (issue 35): one currency, each public
-// model's prices per million tokens, each server feature's price per use.
-// Amounts are decimal strings ("2.50"), read exactly, at most six decimal
-// places; the ledger counts micro-units.
-type Prices struct {
-	// Currency is the ISO 4217 code of every amount (USD). Required with
-	// models.
-	Currency string `yaml:"currency" json:"currency"`
-	// Version names this edition of the prices (a date: "2026-12-01");
-	// the access log carries it beside each cost. Required with models.
-	Version  string         `yaml:"version" json:"version"`
-	Models   []ModelPrice   `yaml:"models" json:"models"`
-	Features []FeaturePrice `yaml:"features" json:"features"`
-}
-
-// Rates is one price set per million tokens. cached_input (a cache read)
-// and cache_write (Anthropic's 5-minute write) default to input,
-// cache_write_1h to cache_write.
-type Rates struct {
-	Input        string `yaml:"input" json:"input"`
-	CachedInput  string `yaml:"cached_input" json:"cached_input"`
-	CacheWrite   string `yaml:"cache_write" json:"cache_write"`
-	CacheWrite1h string `yaml:"cache_write_1h" json:"cache_write_1h"`
-	// Output prices every output token, reasoning included.
-	Output string `yaml:"output" json:"output"`
-}
-
-// ModelPrice prices one public model (the name clients send, or an
-// alias's target: an alias costs what its target does).
-type ModelPrice struct {
-	Model string `yaml:"model" json:"model"`
-	Rates `yaml:",inline" json:",inline"`
-	// Source says where and when the prices were read (the provider's
-	// public page and the date), for whoever updates them.
-	Source string `yaml:"source" json:"source"`
-	// Tiers prices the model's other service tiers.
-	Tiers []TierPrice `yaml:"tiers" json:"tiers"`
-	// LongContext raises the rates above an input-token threshold.
-	LongContext *LongContext `yaml:"long_context" json:"long_context"`
-}
-
-// TierPrice prices one service tier (flex, priority, scale): multiplier
-// times the model's rates, or rates of its own.
-type TierPrice struct {
-	Name       string `yaml:"name" json:"name"`
-	Multiplier string `yaml:"multiplier" json:"multiplier"`
-	Rates      `yaml:",inline" json:",inline"`
-}
-
-// LongContext is a long-context tier: above above_input_tokens input
-// tokens (cached included), every input-side rate is times
-// input_multiplier and the output rate times output_multiplier.
-type LongContext struct {
-	AboveInputTokens int64  `yaml:"above_input_tokens" json:"above_input_tokens"`
-	InputMultiplier  string `yaml:"input_multiplier" json:"input_multiplier"`
-	OutputMultiplier string `yaml:"output_multiplier" json:"output_multiplier"`
-}
-
-// FeaturePrice is the money one use of a server feature costs (its
-// tenants[].features[].cost_per_use is the token-equivalent, apart).
-type FeaturePrice struct {
-	Name   string `yaml:"name" json:"name"`
-	PerUse string `yaml:"per_use" json:"per_use"`
 }
 
 // Pool is a set of interchangeable endpoints of one wire format.

@@ -221,42 +221,59 @@ func (c *Catalogue) Feature(name string) Micros {
 // Empty reports whether the catalogue prices no model.
 func (c *Catalogue) Empty() bool { return c == nil || len(c.models) == 0 }
 
-// Spec is the catalogue as the config file writes it: amounts as decimal
-// strings in the currency's units (prices per million tokens),
-// multipliers as decimal strings ("0.5", "2").
+// Spec is the catalogue as the config file writes it (its prices
+// section, by its yaml names): amounts as decimal strings in the
+// currency's units (prices per million tokens, "2.50", read exactly, at
+// most six decimal places; the ledger counts micro-units), multipliers
+// as decimal strings ("0.5", "2"). New checks it. Default none: the
+// zero Spec prices nothing.
 type Spec struct {
 	// Currency is the ISO 4217 code of every amount (USD, EUR, …).
-	Currency string
-	// Version names this edition of the prices (a date is a good one).
-	Version  string
-	Models   []ModelSpec
-	Features []FeatureSpec
+	// Required with models.
+	Currency string `yaml:"currency" json:"currency"`
+	// Version names this edition of the prices (a date: "2026-12-01");
+	// the access log carries it beside each cost. Required with models.
+	Version  string        `yaml:"version" json:"version"`
+	Models   []ModelSpec   `yaml:"models" json:"models"`
+	Features []FeatureSpec `yaml:"features" json:"features"`
 }
 
-// RateSpec is one price set per million tokens. CachedInput defaults to
-// Input, CacheWrite to Input, CacheWrite1h to CacheWrite: a kind left out
-// is never cheaper than the input it is.
+// RateSpec is one price set per million tokens. CachedInput (a cache
+// read) defaults to Input, CacheWrite (Anthropic's 5-minute write) to
+// Input, CacheWrite1h to CacheWrite: a kind left out is never cheaper
+// than the input it is.
 type RateSpec struct {
-	Input, CachedInput, CacheWrite, CacheWrite1h, Output string
+	Input        string `yaml:"input" json:"input"`
+	CachedInput  string `yaml:"cached_input" json:"cached_input"`
+	CacheWrite   string `yaml:"cache_write" json:"cache_write"`
+	CacheWrite1h string `yaml:"cache_write_1h" json:"cache_write_1h"`
+	// Output prices every output token, reasoning included.
+	Output string `yaml:"output" json:"output"`
 }
 
-// ModelSpec prices one public model (the name clients send).
+// ModelSpec prices one public model (the name clients send, or an
+// alias's target: an alias costs what its target does).
 type ModelSpec struct {
-	Model string
-	RateSpec
+	Model    string `yaml:"model" json:"model"`
+	RateSpec `yaml:",inline"`
+	// Source says where and when the prices were read (the provider's
+	// public page and the date), for whoever updates them; New ignores
+	// it.
+	Source string `yaml:"source" json:"source"`
 	// Tiers prices the model's other service tiers: each its own rates or
 	// a multiplier of the standard ones.
-	Tiers []TierSpec
+	Tiers []TierSpec `yaml:"tiers" json:"tiers"`
 	// LongContext, when set, raises the rates above an input threshold.
-	LongContext *LongSpec
+	LongContext *LongSpec `yaml:"long_context" json:"long_context"`
 }
 
-// TierSpec prices one service tier: Multiplier times the standard rates,
-// or rates of its own (Input and Output required).
+// TierSpec prices one service tier (flex, priority, scale): Multiplier
+// times the standard rates, or rates of its own (Input and Output
+// required).
 type TierSpec struct {
-	Name       string
-	Multiplier string
-	RateSpec
+	Name       string `yaml:"name" json:"name"`
+	Multiplier string `yaml:"multiplier" json:"multiplier"`
+	RateSpec   `yaml:",inline"`
 }
 
 // LongSpec is a long-context tier: a request whose input tokens (cached
@@ -265,14 +282,17 @@ type TierSpec struct {
 // tier (as Anthropic and Gemini price their long-context models: 2× input
 // and 1.5× output).
 type LongSpec struct {
-	AboveInputTokens                  int64
-	InputMultiplier, OutputMultiplier string
+	AboveInputTokens int64  `yaml:"above_input_tokens" json:"above_input_tokens"`
+	InputMultiplier  string `yaml:"input_multiplier" json:"input_multiplier"`
+	OutputMultiplier string `yaml:"output_multiplier" json:"output_multiplier"`
 }
 
-// FeatureSpec prices one use of a server feature (web_search, …).
+// FeatureSpec prices one use of a server feature (web_search, …): the
+// money it costs (its tenants[].features[].cost_per_use is the
+// token-equivalent, apart).
 type FeatureSpec struct {
-	Name   string
-	PerUse string
+	Name   string `yaml:"name" json:"name"`
+	PerUse string `yaml:"per_use" json:"per_use"`
 }
 
 // New parses and checks spec, reporting every problem under at (the
