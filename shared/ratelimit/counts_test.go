@@ -13,8 +13,8 @@ import (
 
 // TestCountBucket: prompt counts (TakeCount) draw from a bucket of their
 // own, DefaultCountsPerRequest times the requests unless the limit names
-// its size, and never from the request bucket (issue 37, finding 10:
-// Claude Code's /context sends about 35 count_tokens at once).
+// its size, and never from the request bucket (Claude Code's /context
+// sends about 35 count_tokens at once).
 func TestCountBucket(t *testing.T) {
 	t.Parallel()
 	l := newLimiter(t, ratelimit.Config{}, []ratelimit.TenantLimit{

@@ -139,8 +139,8 @@ type Config struct {
 	// DialTimeout bounds a Take that must wait for a connection being
 	// established (dial, TLS, login, or a pool turn while the pool fills):
 	// such a take gets DialTimeout on top of Timeout, so a cold pool on a
-	// healthy store, a burst after scale-from-zero, is not a store failure
-	// (issue 20). The pool is warmed in the background at start (Warm).
+	// healthy store, a burst after scale-from-zero, is not a store failure.
+	// The pool is warmed in the background at start (Warm).
 	// Default DefaultDialTimeout. Unused for memory.
 	DialTimeout time.Duration `yaml:"-" json:"-"`
 

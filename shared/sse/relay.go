@@ -62,7 +62,7 @@ type Options struct {
 	// Activity, when set, is stored the time (Unix nanoseconds) of each
 	// read that completed an event carrying data: comments alone do not
 	// count, so a backend that sends only comments cannot hold a stream
-	// open past an idle bound that watches Activity (issue 22).
+	// open past an idle bound that watches Activity.
 	Activity *atomic.Int64
 	// Meter says which event's usage is the stream's bill and which
 	// events floor its output (Result.Final, Result.FloorEvents); the
@@ -87,8 +87,7 @@ type WriteFlusher interface {
 // Result describes what one Relay did. The fields a relay updates per
 // event come first, so that they share the first cache lines of the
 // relay's state with its own (relay): at hundreds of streams per core,
-// every line of a stream's state an event touches is a likely cache miss
-// (issue 38).
+// every line of a stream's state an event touches is a likely cache miss.
 type Result struct {
 	Events int64 // events written to the client (stripped ones excluded)
 	// TokenEvents counts the events written that may carry generated
@@ -120,7 +119,7 @@ type Result struct {
 	// Final: the usage was read from the stream's bill (Meter), so it is
 	// the backend's count of the whole answer. Without it a usage is at
 	// most the input counts or a running total: a client that leaves
-	// before the bill must not be charged those (issue 30).
+	// before the bill must not be charged those.
 	Final bool
 	Usage Usage // the last usage object seen (usage is cumulative)
 }
@@ -186,8 +185,8 @@ func (r *Relayer) Relay(dst io.Writer, flush func() error, src io.Reader, opt Op
 // Pending is a stream's first bytes, read before Relay (the server awaits
 // a stream's first event before it commits to the endpoint) into a buffer
 // of the Relayer's pool, so that the relay goes on in the same buffer
-// instead of the stream holding a second one (issue 38). Its zero value
-// holds nothing; Relayer.Pending fills one in.
+// instead of the stream holding a second one for its whole life. Its zero
+// value holds nothing; Relayer.Pending fills one in.
 type Pending struct {
 	r      *Relayer
 	pooled *[]byte // the pool's buffer, put back by Release

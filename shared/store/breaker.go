@@ -52,7 +52,7 @@ var ErrQueued = errors.New("store: queued for a connection")
 // at once; the probe's outcome closes or reopens it. A call that missed
 // its deadline although the store answered another call after it began
 // is not counted: the store was there, the miss was this host's (a burst
-// queued behind the scheduler on a loaded machine; issue 32: five such
+// queued behind the scheduler on a loaded machine: counted, five such
 // misses in one tenant's burst of 100 opened the one breaker for every
 // tenant). A store that answers nobody (down, blackholed) opens it after
 // threshold calls, as before, however long each takes to fail: a window

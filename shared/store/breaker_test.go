@@ -118,8 +118,8 @@ func TestCall(t *testing.T) {
 
 // TestBreakerBurst: one tenant's burst of 100 concurrent calls on a
 // loaded host, five of which in a row miss their deadline while the store
-// answers the others, opens nothing (before issue 32 five in a row opened
-// the one breaker for every tenant); a store that answers nobody opens it
+// answers the others, opens nothing (were such misses counted, five in a
+// row would open the one breaker for every tenant); a store that answers nobody opens it
 // after threshold calls as before, however slowly each fails.
 func TestBreakerBurst(t *testing.T) {
 	t.Parallel()

@@ -66,7 +66,7 @@ func (s *Store) call(ctx context.Context, op string, fn func() error) error {
 // encoded form (tenant + separator), which no other tenant's record starts
 // with. It returns 1 when it wrote, 0 when the id is someone else's. One
 // key, so any cluster slot serves it; compare and set in one step, so two
-// replicas racing for one id cannot both win (issue 31: a plain SET let a
+// replicas racing for one id cannot both win (a plain SET would let a
 // second tenant overwrite the owner).
 const putScript = `
 local v = redis.call('GET', KEYS[1])

@@ -17,7 +17,7 @@ import (
 
 // TestBreaker: records round-trip through a real redis-server; with the
 // network to it blackholed, calls fail within their timeout until the
-// breaker opens, then at once (issue 20: the limiter's breaker for the
+// breaker opens, then at once (the limiter's kind of breaker guards the
 // response records too); after the cooldown a probe finds Redis back.
 func TestBreaker(t *testing.T) {
 	t.Parallel()
@@ -73,9 +73,9 @@ func TestBreaker(t *testing.T) {
 }
 
 // TestConformance runs the affinity stores' one semantics on a real
-// redis-server: compare and set (issue 31: a plain SET let tenant B
-// overwrite tenant A's record, so B could read and delete A's response and
-// A got 404), a trim that removes only the tenant's own ids, and exactly
+// redis-server: compare and set (a plain SET would let tenant B overwrite
+// tenant A's record, so B could read and delete A's response and A would
+// get 404), a trim that removes only the tenant's own ids, and exactly
 // one winner when tenants race for an id. Each subtest has its own prefix.
 func TestConformance(t *testing.T) {
 	t.Parallel()

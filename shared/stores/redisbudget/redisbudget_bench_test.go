@@ -37,8 +37,8 @@ func BenchmarkReserveSettle(b *testing.B) {
 	spend.Limits.SpendPerMinute, spend.Limits.SpendPerDay, spend.Limits.SpendPerMonth = 1<<50, 1<<50, 1<<50
 	spend.MoneyMin, spend.MoneyWant = 1000, 42000
 	// tokens is a reservation with token limits only; tokens+spend adds
-	// the three spend limits, in the same two scripts (issue 35: no extra
-	// round trip).
+	// the three spend limits, in the same two scripts (spend limits cost
+	// no extra round trip).
 	for _, c := range []struct {
 		name   string
 		req    budget.Request

@@ -89,7 +89,7 @@ func TestRedisTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d.Quota.Used != 80 {
-		t.Fatalf("expired reservation not charged (issue 30: a lease end charges, never refunds): %+v", d)
+		t.Fatalf("expired reservation not charged (a lease end charges, never refunds): %+v", d)
 	}
 	st, err := s.Settle(ctx, "a", "1", budget.Charge{Tokens: 30})
 	if err != nil {
@@ -295,11 +295,11 @@ func TestSharedAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestSettleAfterFlush (issue 30): a store that loses its data between a
-// reservation and its settle (FLUSHALL on a real redis-server) once
-// charged the settle 0 and logged nothing. Now the settle finds no
-// counter, the ledger recreates it with the actual usage, in the quota
-// window too, and logs it.
+// TestSettleAfterFlush: a store that loses its data between a
+// reservation and its settle (FLUSHALL on a real redis-server) must not
+// charge the settle 0 and log nothing: the settle finds no counter, the
+// ledger recreates it with the actual usage, in the quota window too, and
+// logs it.
 func TestSettleAfterFlush(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

@@ -184,7 +184,7 @@ func WarmPool(ctx context.Context, c *redis.Client) error {
 // deadline earlier than now + budget is moved to it. The handshake is part
 // of establishing the connection (a TLS session's first records, a managed
 // Redis checking an Entra token); a take that waits for it is waiting for a
-// connection, not for a failing store (issue 20). Afterwards deadlines pass
+// connection, not for a failing store. Afterwards deadlines pass
 // through unchanged. A connection that go-redis can health-check (a
 // syscall.Conn) stays one.
 func establishing(c net.Conn, budget time.Duration) net.Conn {

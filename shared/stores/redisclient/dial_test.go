@@ -12,7 +12,7 @@ import (
 // TestSlowConnectionWithinDialBudget: a new connection whose handshake
 // takes longer than the answer timeout (a proxy holds it 150ms, as TLS and
 // a login may) is waited for within the dial budget, while an answer on an
-// established connection is still held to the timeout (issue 20).
+// established connection is still held to the timeout.
 func TestSlowConnectionWithinDialBudget(t *testing.T) {
 	t.Parallel()
 	const timeout = 50 * time.Millisecond
