@@ -150,8 +150,8 @@ var checkedTenants = length(union(tenantNames, [])) != length(tenantNames)
 // missingDeployments lists the models an isolated tenant calls that its
 // deployments (default: the models parameter) do not name: each would fail
 // the deployment with an ARM expression error in app.bicep, after the
-// tenant's identity and Redis access exist (issue 34). scripts/bicepcheck
-// evaluates it.
+// tenant's identity and Redis access exist, leaving them behind.
+// scripts/bicepcheck evaluates it.
 func missingDeployments(t object, defaults object) array => filter(t.models, m => !contains(contains(t, 'deployments') ? t.deployments : defaults, m))
 
 // tenantRowProblem names the first field a shared-tier tenant row
@@ -169,7 +169,7 @@ func isOtelDestination(d string) bool => empty(d) || d == 'appinsights' || (star
 // An OTLP endpoint without a scheme (host:4317) is refused here, as the
 // gateway refuses it in OTEL_EXPORTER_OTLP_ENDPOINT; an https endpoint
 // without headers is refused by the agent, so it is refused here first,
-// with the parameter named (issue 34).
+// with the parameter named.
 var checkedOtelDestination = !isOtelDestination(otelDestination)
   ? fail('otelDestination (GATEWAY_OTEL_DESTINATION): "${otelDestination}" is neither appinsights nor an http(s) URL of an OTLP endpoint (a scheme is required: https://host:4317)')
   : startsWith(otelDestination, 'https://') && empty(trim(otelHeaders))

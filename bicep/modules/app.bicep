@@ -167,8 +167,8 @@ var vaultEnv = [for (e, i) in keyVaultEnv: { name: e.env, secretRef: 'kv-${i}' }
 var secrets = concat([configSecret], redisSecrets, vaultSecrets)
 
 // configHash is a digest of every secret's value or reference, set as an env
-// var of the container so that it is part of the revision template (issue
-// 34). Container Apps makes no revision when only a secret changes and
+// var of the container so that it is part of the revision template.
+// Container Apps makes no revision when only a secret changes and
 // running replicas keep the value they started with ("deploy a new revision
 // or restart"); the gateway reads its config once, at start. With the
 // digest in the template, a changed tenant row, model list or required role

@@ -52,7 +52,7 @@ resource logs 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
   }
 }
 
-// The environment's managed OpenTelemetry agent (issue 25), on when
+// The environment's managed OpenTelemetry agent, on when
 // otelDestination is set. Container Apps then gives every app the agent's
 // address (OTEL_EXPORTER_OTLP_ENDPOINT, and OTEL_EXPORTER_OTLP_PROTOCOL=grpc,
 // the one protocol the agent takes), which the gateway reads like any
@@ -68,7 +68,8 @@ var otelAppInsights = otelDestination == 'appinsights'
 // trimmed and percent-decoded (Authorization=Basic%20… reaches the endpoint
 // as "Basic …"), and an entry without '=', with an empty key or with a bad
 // percent-escape dropped. scripts/bicepcheck/testdata/otlp-headers.json
-// holds the cases both parsers are tested on (issue 34).
+// holds the cases both parsers are tested on, so that they cannot drift
+// apart.
 func otlpHeaders(headers string) array => map(filter(map(filter(split(headers, ','), kv => contains(kv, '=') && !empty(trim(substring(kv, 0, indexOf(kv, '='))))), kv => { key: trim(substring(kv, 0, indexOf(kv, '='))), value: trim(substring(kv, indexOf(kv, '=') + 1)) }), h => isPercentEncoded(h.value)), h => { key: h.key, value: uriComponentToString(h.value) })
 
 // isPercentEncoded reports whether every '%' in v starts an escape of two
@@ -139,7 +140,7 @@ resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' = {
 // Every app pulls the one image with this identity, whose AcrPull grant is
 // made once, with the registry: an app added later (a new tenant) pulls
 // with a grant that has long propagated, instead of racing a grant made in
-// the same deployment (issue 23). On the first deployment every app runs
+// the same deployment. On the first deployment every app runs
 // the public placeholder, so nothing pulls from the registry until azd
 // deploy, minutes later.
 resource pullIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
@@ -248,8 +249,8 @@ resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' 
 // that reads Key Vault: its config or extra env vars), granted as soon as
 // the identity exists and before any app module starts, as the pull grant
 // is: an app created right after its grant fails its first revision with
-// "unable to fetch secret" while the grant propagates (issue 34;
-// microsoft/azure-container-apps #722, #930, #1174). A module skipped as a
+// "unable to fetch secret" while the grant propagates
+// (microsoft/azure-container-apps#722, #930, #1174). A module skipped as a
 // whole when no vault is named, so nothing in it is evaluated with an
 // empty name.
 module keyVaultAccess 'keyvault-access.bicep' = if (!empty(keyVaultName)) {
