@@ -258,7 +258,7 @@ func TestSAMTranslation(t *testing.T) {
 		// The Function URL's two permissions, once each: SAM makes both for
 		// AuthType NONE (lambda:InvokeFunction only via the URL, which URLs
 		// created since October 2025 need), so the template declares none
-		// of its own (issue 34: it had a duplicate).
+		// of its own (one it declared would duplicate SAM's).
 		var invoke, invokeURL []string
 		for pid, r := range res {
 			if r["Type"] != "AWS::Lambda::Permission" {

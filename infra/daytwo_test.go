@@ -90,7 +90,7 @@ func verifierFor(t *testing.T, a auth.Config, login *entraLogin) *auth.Verifier 
 // shipped gateway.yaml with the stack's overlay) accepts an Entra v2.0
 // access token for the API, whose aud is the API's client ID, on the shared
 // stack and on a tenant stack, and whatever case the directory ID is written
-// in; a token for another audience is refused (issue 23, item 8).
+// in; a token for another audience is refused.
 func TestShippedConfigAcceptsEntraV2Tokens(t *testing.T) {
 	const shippedTenant = "11111111-1111-1111-1111-111111111111" // gateway.yaml's table
 	const fabrikam = "3c4d5e6f-7081-4a2b-9c3d-4e5f60718293"
@@ -132,7 +132,7 @@ func TestShippedConfigAcceptsEntraV2Tokens(t *testing.T) {
 // is a new *SecretVersion: the reference then names that version (AWS's
 // form secret-id:SecretString:json-key:version-stage:version-id, stage
 // empty with an id), and it differs from the one before. Without a version
-// each stack keeps its original reference (issue 23, item 9).
+// each stack keeps its original reference.
 func TestSecretRotationReachesTheFunction(t *testing.T) {
 	const v1, v2 = "EXAMPLE1-90ab-cdef-fedc-ba987EXAMPLE", "EXAMPLE2-90ab-cdef-fedc-ba987EXAMPLE"
 	for _, s := range []struct{ env, secret, version string }{

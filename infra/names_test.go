@@ -47,7 +47,7 @@ func physicalNames(t *testing.T, stack string, params map[string]any) map[string
 	return out
 }
 
-// TestStackNames (issue 34, item 3): two environments' stacks for the same
+// TestStackNames: two environments' stacks for the same
 // tenant deploy side by side in one account and region, and so does a
 // stack of any name CloudFormation accepts (up to 128 characters), for
 // either architecture: no physical name repeats across stacks or passes

@@ -7,7 +7,7 @@ import (
 	"github.com/llmgw/gateway/shared/telemetry/otlp"
 )
 
-// TestTelemetrySecretAndLayer (issue 34, item 7): telemetry to an endpoint
+// TestTelemetrySecretAndLayer: telemetry to an endpoint
 // that wants a key is a deploy parameter, not a console edit the next
 // deploy undoes: OtlpHeadersSecret reaches the function as
 // OTEL_EXPORTER_OTLP_HEADERS through a Secrets Manager reference (pinned

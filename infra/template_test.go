@@ -370,8 +370,8 @@ func functionShape(t *testing.T, tmpl *cloudformation.Template, raw map[string]a
 		}
 	})
 	t.Run("the access log outlives the stack", func(t *testing.T) {
-		// sam delete of a tenant stack keeps its access log (issue 34),
-		// and a replacement keeps the old one.
+		// sam delete of a tenant stack keeps its access log, so its
+		// requests' record outlives it, and a replacement keeps the old one.
 		lg := sectionObjects(source(t), "Resources")["GatewayLogGroup"]
 		if lg["DeletionPolicy"] != "Retain" || lg["UpdateReplacePolicy"] != "Retain" {
 			t.Errorf("GatewayLogGroup DeletionPolicy %v, UpdateReplacePolicy %v: want Retain for both", lg["DeletionPolicy"], lg["UpdateReplacePolicy"])
