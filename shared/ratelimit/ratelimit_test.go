@@ -367,6 +367,9 @@ func TestRedisDebugSleep(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := srv.Sleep(time.Second)
+	// A generous bound, so that a DEBUG SLEEP that never answers fails the
+	// test instead of looping until the binary's timeout.
+	deadline := time.Now().Add(30 * time.Second)
 	degraded := 0
 	for {
 		select {
@@ -379,6 +382,9 @@ func TestRedisDebugSleep(t *testing.T) {
 			}
 			return
 		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("DEBUG SLEEP 1 still unanswered after 30s (%d takes degraded, stats %+v)", degraded, l.Stats())
 		}
 		d, err := takeTimed(t, l, timeout)
 		if err != nil {
