@@ -138,11 +138,11 @@ func schemaKeys(t reflect.Type, prefix string, out *[]string) {
 	}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		tag, flags, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if !f.IsExported() || tag == "-" {
 			continue
 		}
-		if tag == "" && f.Anonymous {
+		if strings.Contains(flags, "inline") {
 			schemaKeys(f.Type, prefix, out)
 			continue
 		}

@@ -38,7 +38,7 @@ func TestDefaultsAreTheParts(t *testing.T) {
 	}{
 		{"listen", cfg.Listen == "" && given.Listen == "", host.Listen == defaultListen},
 		{"log_level", cfg.LogLevel == "", log.Enabled(ctx, slog.LevelInfo) && !log.Enabled(ctx, slog.LevelDebug)},
-		{"max_header_bytes", cfg.MaxHeaderBytes == 0 && given.MaxHeaderBytes == 0,
+		{"max_header_bytes", cfg.Server.Limits.MaxHeaderBytes == 0 && given.MaxHeaderBytes == 0,
 			srv.MaxHeaderBytes == server.DefaultMaxHeaderBytes && host.MaxHeaderBytes == server.DefaultMaxHeaderBytes},
 		{"tenants[0].interval", cfg.Tenants[0].Interval == 0 && limits[0].Interval == 0,
 			limits[0].WithDefaults().Interval == ratelimit.DefaultInterval},
@@ -50,15 +50,15 @@ func TestDefaultsAreTheParts(t *testing.T) {
 		{"telemetry.flush_timeout", cfg.Telemetry.FlushTimeout == 0, host.FlushTimeout == defaultFlushTimeout},
 		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == defaultConnectTimeout},
 		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == defaultMaxIdleConnsPerHost},
-		{"max_body_bytes", cfg.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},
-		{"max_connections", cfg.MaxConnections == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == server.DefaultMaxConns},
+		{"max_body_bytes", cfg.Server.Limits.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},
+		{"max_connections", cfg.Server.Conns.MaxConns == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == server.DefaultMaxConns},
 		{"max_concurrent_requests", cfg.MaxConcurrentRequests == 0 && cfg.Tenants[0].MaxConcurrentRequests == 0,
 			srv.Tenants.Lookup("t1").MaxConcurrent == tenant.DefaultMaxConcurrent},
 		{"upstream.keepalive_interval", cfg.Upstream.KeepaliveInterval == nil && cfg.Pools[0].KeepaliveInterval == nil,
 			srv.Streams["p1"].KeepaliveInterval == server.DefaultKeepaliveInterval},
 		{"lambda.min_remaining", cfg.Lambda.MinRemaining == nil, srv.MinRemaining == server.DefaultMinRemaining},
-		{"body_read_timeout", cfg.BodyReadTimeout == 0, srv.BodyReadTimeout == server.DefaultBodyReadTimeout},
-		{"raw_syscalls", cfg.RawSyscalls == nil && !given.Conns.PlainConns && !assemble.BackendsOf(cfg).PlainConns,
+		{"body_read_timeout", cfg.Server.Limits.BodyReadTimeout == 0, srv.BodyReadTimeout == server.DefaultBodyReadTimeout},
+		{"raw_syscalls", cfg.Server.RawSyscalls == nil && !given.Conns.PlainConns && !assemble.BackendsOf(cfg).PlainConns,
 			!host.Conns.WithDefaults().PlainConns},
 	} {
 		if !tc.zero {

@@ -70,7 +70,7 @@ func into(p *config.Problems, path string) problem.At {
 // paths.
 func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
-	Conn(c).Check(into(&p, ""))
+	c.Server.Check(into(&p, ""))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
@@ -111,25 +111,6 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	}
 	return p
 }
-
-// Conn is the HTTP host's connection bounds (its Log left to the caller),
-// zero where the file leaves them out: the listener's defaults
-// (server.ConnOptions.WithDefaults).
-func Conn(c *config.Config) server.ConnOptions {
-	return server.ConnOptions{
-		MaxConns:      c.MaxConnections,
-		MaxPending:    c.MaxPendingConnections,
-		LingerTime:    c.LingeringTime.D(),
-		LingerTimeout: c.LingeringTimeout.D(),
-		LingerBytes:   c.LingeringMaxBytes,
-		PlainConns:    plainConns(c),
-	}
-}
-
-// plainConns is raw_syscalls written false: the client's and the
-// backends' connections then read and write through net, not package
-// rawconn.
-func plainConns(c *config.Config) bool { return c.RawSyscalls != nil && !*c.RawSyscalls }
 
 // Tenants is the tenant table's rows: a concurrency cap left out (by the
 // row and the top level) is zero, the table's default

@@ -294,7 +294,7 @@ func TestEdgeLimits(t *testing.T) {
 	// The caps' and the lingering bounds' defaults are the listener's and
 	// the tenant table's (server's and tenant's tests): left out, they
 	// reach them as zero, and the parts apply them.
-	if o, rows := Conn(c), Tenants(c.Tenants); o.MaxConns != 0 || o.WithDefaults().MaxConns != 4096 || rows[0].MaxConcurrent != 0 ||
+	if o, rows := c.Server.Listener(), Tenants(c.Tenants); o.MaxConns != 0 || o.WithDefaults().MaxConns != 4096 || rows[0].MaxConcurrent != 0 ||
 		tenant.NewTable(rows).Lookup("t1").MaxConcurrent != 512 {
 		t.Fatalf("defaults: max_connections %d tenant cap %d", o.MaxConns, rows[0].MaxConcurrent)
 	}

@@ -50,10 +50,10 @@ func HostOf(c *config.Config, getenv func(string) string) Host {
 		Listen:            c.ListenAddr(getenv),
 		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
 		IdleTimeout:       c.IdleTimeout.D(),
-		MaxHeaderBytes:    c.MaxHeaderBytes,
+		MaxHeaderBytes:    c.Server.Limits.MaxHeaderBytes,
 		ShutdownGrace:     c.ShutdownGrace.D(),
 		LogLevel:          c.LogLevel,
-		Conns:             Conn(c),
+		Conns:             c.Server.Listener(),
 		DeadlineMargin:    c.Lambda.DeadlineMargin.D(),
 		FlushTimeout:      c.Telemetry.FlushTimeout.D(),
 		Deprecated:        c.Deprecated,
@@ -66,12 +66,10 @@ func HostOf(c *config.Config, getenv func(string) string) Host {
 func Server(c *config.Config) server.Deps {
 	return server.Deps{
 		Tenants:           tenant.NewTable(Tenants(c.Tenants)),
-		MaxBodyBytes:      c.MaxBodyBytes,
-		MaxHeaderBytes:    c.MaxHeaderBytes,
+		Limits:            c.Server.Limits,
 		MaxAttempts:       c.Upstream.MaxAttempts,
 		DefaultCooldown:   c.Upstream.DefaultCooldown.D(),
 		StreamIdleTimeout: c.Upstream.StreamIdleTimeout.D(),
-		BodyReadTimeout:   c.BodyReadTimeout.D(),
 		HeaderTimeout:     c.Upstream.HeaderTimeout.D(),
 		ResponseTimeout:   c.Upstream.ResponseTimeout.D(),
 		Streams:           Streams(c),
@@ -166,5 +164,5 @@ type Backends struct {
 // BackendsOf is c's backend clients' connection settings.
 func BackendsOf(c *config.Config) Backends {
 	return Backends{ConnectTimeout: c.Upstream.ConnectTimeout.D(), MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost,
-		PlainConns: plainConns(c)}
+		PlainConns: !c.Server.RawConns()}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
@@ -47,54 +48,17 @@ type Config struct {
 	// ":PORT" (every interface, as a container needs), else the HTTP
 	// host's default, 127.0.0.1:8080 (functions/gateway). See ListenAddr.
 	Listen string `yaml:"listen" json:"listen"`
-	// MaxBodyBytes caps a request body; larger → 413. Default
-	// server.DefaultMaxBodyBytes.
-	MaxBodyBytes int64 `yaml:"max_body_bytes" json:"max_body_bytes"`
-	// BodyReadTimeout bounds reading one request body; a client slower
-	// than that gets 408. Default server.DefaultBodyReadTimeout.
-	BodyReadTimeout Duration `yaml:"body_read_timeout" json:"body_read_timeout"`
+	// Server is the HTTP server's settings at the top level (max_body_bytes,
+	// body_read_timeout, max_header_bytes, max_connections,
+	// max_pending_connections, lingering_*, raw_syscalls), their defaults
+	// and rules the server's (server.Settings).
+	Server server.Settings `yaml:",inline" check:"part"`
 	// ReadHeaderTimeout bounds reading a request's headers, from the
 	// connection's first byte. Default 10s (the host's, functions/gateway).
 	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
 	// IdleTimeout closes a keep-alive connection with no request for this
 	// long. Default 60s (the host's, functions/gateway).
 	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
-	// MaxHeaderBytes caps a request's header bytes (431 beyond). Default
-	// server.DefaultMaxHeaderBytes.
-	MaxHeaderBytes int `yaml:"max_header_bytes" json:"max_header_bytes"`
-	// MaxConnections caps the open client connections of the HTTP host
-	// (one replica); at it the least recently used idle connection is
-	// closed to make room, and only when none is idle is a new one
-	// answered 503 too_many_connections and closed, logged. The gateway
-	// lowers it at start to what the open-file limit allows. Default
-	// server.DefaultMaxConns (the listener's, server.ConnOptions).
-	MaxConnections int `yaml:"max_connections" json:"max_connections"`
-	// MaxPendingConnections caps the connections that have not yet sent
-	// a complete request header (a raw connect, a trickled header); at it
-	// the oldest is closed. At most max_connections. Default
-	// max_connections/4 (server.ConnOptions.MaxPending).
-	MaxPendingConnections int `yaml:"max_pending_connections" json:"max_pending_connections"`
-	// LingeringTime bounds, in all, the reading and discarding of a body
-	// still arriving after an early answer (413, 401, …), so that the
-	// client reads the answer instead of a reset (nginx's lingering_time).
-	// Default server.DefaultLingerTime.
-	LingeringTime Duration `yaml:"lingering_time" json:"lingering_time"`
-	// LingeringTimeout bounds each wait for more of such a body (nginx's
-	// lingering_timeout); at most lingering_time. Default
-	// server.DefaultLingerTimeout.
-	LingeringTimeout Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
-	// LingeringMaxBytes bounds what is discarded after an early answer.
-	// Default server.DefaultLingerBytes.
-	LingeringMaxBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
-	// RawSyscalls has the client's and the backends' TCP connections
-	// read and write with raw system calls (package rawconn), so that a
-	// gateway on one core does not wake the Go runtime's sysmon after
-	// each idle spell. false keeps net's own reads and writes: go tool
-	// trace then shows them as system calls, and sysmon preempts a
-	// goroutine that runs long right after an idle spell on time.
-	// Default true (server.ConnOptions.PlainConns and
-	// assemble.Backends.PlainConns false).
-	RawSyscalls *bool `yaml:"raw_syscalls" json:"raw_syscalls"`
 	// MaxConcurrentRequests caps each tenant's proxied requests in flight
 	// on one replica (429 too_many_concurrent_requests beyond, with
 	// Retry-After); a tenant's row may set its own. Per replica, not

@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 		{"budget failure policy from the limiter", c.Budget.FailurePolicy == "closed"},
 		{"listen left zero", c.Listen == ""},
 		{"log_level left zero", c.LogLevel == ""},
-		{"max_header_bytes left zero", c.MaxHeaderBytes == 0},
+		{"max_header_bytes left zero", c.Server.Limits.MaxHeaderBytes == 0},
 		{"tenant interval left zero", c.Tenants[0].Interval == 0},
 		{"endpoint auth left zero", c.Pools[0].Endpoints[0].Auth == ""},
 	}
@@ -93,12 +93,9 @@ func TestNegativeDurations(t *testing.T) {
 	top := func(field string) string { return minimal + field + ": -1s\n" }
 	in := func(section, field string) string { return minimal + section + ": {" + field + ": -1s}\n" }
 	cases := map[string]string{
-		"body_read_timeout":            top("body_read_timeout"),
 		"read_header_timeout":          top("read_header_timeout"),
 		"idle_timeout":                 top("idle_timeout"),
 		"shutdown_grace":               top("shutdown_grace"),
-		"lingering_time":               top("lingering_time"),
-		"lingering_timeout":            top("lingering_timeout"),
 		"upstream.header_timeout":      in("upstream", "header_timeout"),
 		"upstream.response_timeout":    in("upstream", "response_timeout"),
 		"upstream.connect_timeout":     in("upstream", "connect_timeout"),

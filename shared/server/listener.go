@@ -19,7 +19,10 @@ import (
 	"github.com/llmgw/gateway/shared/rawconn"
 )
 
-// ConnOptions bounds the client connections of an HTTP host.
+// ConnOptions bounds the client connections of an HTTP host (one
+// replica). The fields with yaml names are the config file's top-level
+// settings of those names (Settings holds them); the others are the
+// host's.
 type ConnOptions struct {
 	// MaxConns caps the open client connections. At the cap the least
 	// recently used idle connection (a kept-alive one between requests,
@@ -27,40 +30,43 @@ type ConnOptions struct {
 	// reclaims keep-alive connections when worker_connections run out;
 	// only when none is idle is the new connection answered 503
 	// too_many_connections (Retry-After: 1) and closed, and the refusals
-	// are logged (at most one line a second). Default DefaultMaxConns;
+	// are logged (at most one line a second). The gateway lowers it at
+	// start to what the open-file limit allows. Default DefaultMaxConns;
 	// negative = no cap, and none of the bounds below apply.
-	MaxConns int
+	MaxConns int `yaml:"max_connections" json:"max_connections"`
 	// MaxPending caps the connections that have not yet sent a complete
 	// request header (a raw connect, a trickled header); at it the
-	// oldest of them is closed to make room. Default MaxConns/4 (at
-	// least 1).
-	MaxPending int
+	// oldest of them is closed to make room. At most MaxConns. Default
+	// MaxConns/4 (at least 1).
+	MaxPending int `yaml:"max_pending_connections" json:"max_pending_connections"`
 	// IdleTimeout is the http.Server's IdleTimeout, which Attach reads:
 	// above the high-water mark (HighWater of MaxConns) a connection
 	// going idle gets min(IdleTimeout, PressureIdleTimeout) instead.
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `yaml:"-" json:"-"`
 	// PressureIdleTimeout and PressureLingerTime are the idle timeout and
 	// the lingering time above the high-water mark; both return to their
 	// configured values below it. Defaults DefaultPressureIdleTimeout and
 	// DefaultPressureLingerTime.
-	PressureIdleTimeout time.Duration
-	PressureLingerTime  time.Duration
-	// LingerTime bounds, in all, the discarding of what a client still
-	// sends after an early answer (nginx's lingering_time). Default
-	// DefaultLingerTime.
-	LingerTime time.Duration
+	PressureIdleTimeout time.Duration `yaml:"-" json:"-"`
+	PressureLingerTime  time.Duration `yaml:"-" json:"-"`
+	// LingerTime bounds, in all, the reading and discarding of a body
+	// still arriving after an early answer (413, 401, …), so that the
+	// client reads the answer instead of a reset (nginx's
+	// lingering_time). Default DefaultLingerTime.
+	LingerTime time.Duration `yaml:"lingering_time" json:"lingering_time"`
 	// LingerTimeout bounds each wait for more of it (nginx's
 	// lingering_timeout), at most LingerTime. Default DefaultLingerTimeout.
-	LingerTimeout time.Duration
+	LingerTimeout time.Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
 	// LingerBytes bounds how much is discarded. Default DefaultLingerBytes.
-	LingerBytes int64
+	LingerBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
 	// PlainConns leaves each accepted connection's reads and writes to
 	// net, as the runtime makes them, rather than raw system calls
 	// (package rawconn says what those give up). Default false: raw.
-	PlainConns bool
+	// The file sets it as raw_syscalls (Settings.Conns).
+	PlainConns bool `yaml:"-" json:"-"`
 	// Log receives the refusals and the high-water transitions (default:
 	// none).
-	Log *slog.Logger
+	Log *slog.Logger `yaml:"-" json:"-"`
 }
 
 // Defaults for the zero values of ConnOptions (WithDefaults).

@@ -66,12 +66,9 @@ type Deps struct {
 	// own writer.
 	AccessLog io.Writer
 
-	// MaxHeaderBytes caps the request line and headers (431 beyond, logged).
-	// Default DefaultMaxHeaderBytes.
-	MaxHeaderBytes int
-	// MaxBodyBytes caps a request body (413 beyond). Default
-	// DefaultMaxBodyBytes.
-	MaxBodyBytes int64
+	// Limits is the bounds on one request: its header and body bytes,
+	// the time to read its body.
+	Limits
 	// MaxAttempts bounds the endpoints tried before the first byte.
 	// Default DefaultMaxAttempts.
 	MaxAttempts int
@@ -84,9 +81,6 @@ type Deps struct {
 	// ResponseTimeout bounds a non-streaming answer (then 504, no retry).
 	// Default DefaultResponseTimeout.
 	ResponseTimeout time.Duration
-	// BodyReadTimeout bounds reading a request body. Default
-	// DefaultBodyReadTimeout.
-	BodyReadTimeout time.Duration
 	// StreamIdleTimeout ends a backend stream silent for this long.
 	// Default DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
@@ -141,8 +135,8 @@ type Server struct {
 	exchanges sync.Pool
 }
 
-// Defaults for the zero values of Deps and StreamPolicy, which New
-// applies. Where a setting can be turned off (MinRemaining, a stream's
+// Defaults for the zero values of Deps, Limits and StreamPolicy, which
+// New applies. Where a setting can be turned off (MinRemaining, a stream's
 // KeepaliveInterval) a negative value is off, as net.Dialer's KeepAlive.
 const (
 	// DefaultMaxHeaderBytes is a header block's cap. The HTTP host
@@ -176,12 +170,7 @@ const (
 
 // New wires the server. It does no I/O.
 func New(d Deps) *Server {
-	if d.MaxHeaderBytes <= 0 {
-		d.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if d.MaxBodyBytes <= 0 {
-		d.MaxBodyBytes = DefaultMaxBodyBytes
-	}
+	d.Limits = d.Limits.WithDefaults()
 	if d.MaxAttempts <= 0 {
 		d.MaxAttempts = DefaultMaxAttempts
 	}
@@ -193,9 +182,6 @@ func New(d Deps) *Server {
 	}
 	if d.ResponseTimeout <= 0 {
 		d.ResponseTimeout = DefaultResponseTimeout
-	}
-	if d.BodyReadTimeout <= 0 {
-		d.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	if d.StreamIdleTimeout <= 0 {
 		d.StreamIdleTimeout = DefaultStreamIdleTimeout

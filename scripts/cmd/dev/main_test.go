@@ -75,7 +75,7 @@ func TestReadyTextTenants(t *testing.T) {
 			}
 		}
 	}
-	if c.MaxBodyBytes < 32<<20 {
-		t.Errorf("max_body_bytes %d: below what Claude Code sends (32 MB)", c.MaxBodyBytes)
+	if c.Server.Limits.MaxBodyBytes < 32<<20 {
+		t.Errorf("max_body_bytes %d: below what Claude Code sends (32 MB)", c.Server.Limits.MaxBodyBytes)
 	}
 }
