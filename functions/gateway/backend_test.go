@@ -18,6 +18,7 @@ import (
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 const completionJSON = `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m",` +
@@ -232,8 +233,8 @@ func TestBackendClientDefaults(t *testing.T) {
 		dial        time.Duration
 		idlePerHost int
 	}{
-		{assemble.Backends{}, defaultConnectTimeout, defaultMaxIdleConnsPerHost},
-		{assemble.Backends{ConnectTimeout: time.Second, MaxIdleConnsPerHost: 7}, time.Second, 7},
+		{assemble.Backends{}, upstream.DefaultConnectTimeout, upstream.DefaultMaxIdleConnsPerHost},
+		{assemble.Backends{ClientSettings: upstream.ClientSettings{ConnectTimeout: time.Second, MaxIdleConnsPerHost: 7}}, time.Second, 7},
 	} {
 		tr := newHTTPClient(tc.in, nil).Transport.(*http.Transport)
 		if tr.TLSHandshakeTimeout != tc.dial || tr.MaxIdleConnsPerHost != tc.idlePerHost {
@@ -246,12 +247,12 @@ func TestBackendClientDefaults(t *testing.T) {
 // config leaves out, and given values win.
 func TestHostDefaults(t *testing.T) {
 	got := withHostDefaults(assemble.Host{})
-	if got.ReadHeaderTimeout != defaultReadHeaderTimeout || got.IdleTimeout != defaultIdleTimeout ||
-		got.ShutdownGrace != defaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout ||
+	if got.ReadHeaderTimeout != server.DefaultReadHeaderTimeout || got.IdleTimeout != server.DefaultIdleTimeout ||
+		got.ShutdownGrace != server.DefaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout ||
 		got.Listen != defaultListen || got.MaxHeaderBytes != server.DefaultMaxHeaderBytes {
 		t.Errorf("zero settings: %+v", got)
 	}
-	given := assemble.Host{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3, FlushTimeout: 4, Listen: ":9", MaxHeaderBytes: 5}
+	given := assemble.Host{HostSettings: server.HostSettings{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3}, FlushTimeout: 4, Listen: ":9", MaxHeaderBytes: 5}
 	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 || got.FlushTimeout != 4 ||
 		got.Listen != ":9" || got.MaxHeaderBytes != 5 {
 		t.Errorf("given settings changed: %+v", got)

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // TestDefaultsAreTheParts: each setting the file leaves out stays zero in
@@ -37,19 +38,19 @@ func TestDefaultsAreTheParts(t *testing.T) {
 		zero, part bool
 	}{
 		{"listen", cfg.Listen == "" && given.Listen == "", host.Listen == defaultListen},
-		{"log_level", cfg.LogLevel == "", log.Enabled(ctx, slog.LevelInfo) && !log.Enabled(ctx, slog.LevelDebug)},
+		{"log_level", cfg.Server.Host.LogLevel == "", log.Enabled(ctx, slog.LevelInfo) && !log.Enabled(ctx, slog.LevelDebug)},
 		{"max_header_bytes", cfg.Server.Limits.MaxHeaderBytes == 0 && given.MaxHeaderBytes == 0,
 			srv.MaxHeaderBytes == server.DefaultMaxHeaderBytes && host.MaxHeaderBytes == server.DefaultMaxHeaderBytes},
 		{"tenants[0].interval", cfg.Tenants[0].Interval == 0 && limits[0].Interval == 0,
 			limits[0].WithDefaults().Interval == ratelimit.DefaultInterval},
 		{"pools[0].endpoints[0].auth", cfg.Pools[0].Endpoints[0].Auth == "",
 			assemble.Endpoints(cfg)[0][0].Entra == nil},
-		{"read_header_timeout", cfg.ReadHeaderTimeout == 0, host.ReadHeaderTimeout == defaultReadHeaderTimeout},
-		{"idle_timeout", cfg.IdleTimeout == 0, host.IdleTimeout == defaultIdleTimeout},
-		{"shutdown_grace", cfg.ShutdownGrace == 0, host.ShutdownGrace == defaultShutdownGrace},
+		{"read_header_timeout", cfg.Server.Host.ReadHeaderTimeout == 0, host.ReadHeaderTimeout == server.DefaultReadHeaderTimeout},
+		{"idle_timeout", cfg.Server.Host.IdleTimeout == 0, host.IdleTimeout == server.DefaultIdleTimeout},
+		{"shutdown_grace", cfg.Server.Host.ShutdownGrace == 0, host.ShutdownGrace == server.DefaultShutdownGrace},
 		{"telemetry.flush_timeout", cfg.Telemetry.FlushTimeout == 0, host.FlushTimeout == defaultFlushTimeout},
-		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == defaultConnectTimeout},
-		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == defaultMaxIdleConnsPerHost},
+		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == upstream.DefaultConnectTimeout},
+		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == upstream.DefaultMaxIdleConnsPerHost},
 		{"max_body_bytes", cfg.Server.Limits.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},
 		{"max_connections", cfg.Server.Conns.MaxConns == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == server.DefaultMaxConns},
 		{"max_concurrent_requests", cfg.MaxConcurrentRequests == 0 && cfg.Tenants[0].MaxConcurrentRequests == 0,

@@ -169,16 +169,13 @@ func shutdownMargin(grace time.Duration) time.Duration {
 	return min(grace/4, 2*time.Second)
 }
 
-// Defaults of the host's own settings, applied to a zero by
-// withHostDefaults.
+// Defaults of the host's settings that are not server.HostSettings',
+// applied to a zero by withHostDefaults.
 const (
 	// defaultListen (listen) is loopback: a gateway run by hand serves
 	// only this machine until its config says otherwise; a container's
 	// port comes from $PORT or $CONTAINER_APP_PORT (assemble.HostOf).
-	defaultListen            = "127.0.0.1:8080"
-	defaultReadHeaderTimeout = 10 * time.Second // read_header_timeout
-	defaultIdleTimeout       = 60 * time.Second // idle_timeout
-	defaultShutdownGrace     = 30 * time.Second // shutdown_grace
+	defaultListen = "127.0.0.1:8080"
 	// defaultFlushTimeout (telemetry.flush_timeout) bounds a telemetry
 	// flush at the end of a Lambda invocation and after SIGTERM: a
 	// collector on loopback (the Lambda layer, the Container Apps agent)
@@ -187,15 +184,13 @@ const (
 )
 
 // withHostDefaults is h with its zero settings replaced by the host's
-// defaults (the log level's is the logger's: newLogger).
+// defaults (the timeouts' and the log level's are server.HostSettings').
 func withHostDefaults(h assemble.Host) assemble.Host {
 	h.Listen = cmp.Or(h.Listen, defaultListen)
 	// The handler's cap (server.New applies the same default): the
 	// host's net/http bound is twice it.
 	h.MaxHeaderBytes = cmp.Or(h.MaxHeaderBytes, server.DefaultMaxHeaderBytes)
-	h.ReadHeaderTimeout = cmp.Or(h.ReadHeaderTimeout, defaultReadHeaderTimeout)
-	h.IdleTimeout = cmp.Or(h.IdleTimeout, defaultIdleTimeout)
-	h.ShutdownGrace = cmp.Or(h.ShutdownGrace, defaultShutdownGrace)
+	h.HostSettings = h.HostSettings.WithDefaults()
 	h.FlushTimeout = cmp.Or(h.FlushTimeout, defaultFlushTimeout)
 	return h
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -283,19 +282,10 @@ func rootsWith(path string) (*x509.CertPool, error) {
 	return roots, nil
 }
 
-// Defaults of the backend clients' settings (upstream.connect_timeout,
-// upstream.max_idle_conns_per_host), applied by newHTTPClient to a zero.
-const (
-	defaultConnectTimeout      = 3 * time.Second
-	defaultMaxIdleConnsPerHost = 1024
-)
-
 // newHTTPClient is one backend client; roots nil trusts the system's CAs.
-// A zero ConnectTimeout is defaultConnectTimeout, a zero
-// MaxIdleConnsPerHost defaultMaxIdleConnsPerHost.
+// Its zero settings are upstream.ClientSettings' defaults.
 func newHTTPClient(c assemble.Backends, roots *x509.CertPool) *http.Client {
-	c.ConnectTimeout = cmp.Or(c.ConnectTimeout, defaultConnectTimeout)
-	c.MaxIdleConnsPerHost = cmp.Or(c.MaxIdleConnsPerHost, defaultMaxIdleConnsPerHost)
+	c.ClientSettings = c.ClientSettings.WithDefaults()
 	d := &net.Dialer{Timeout: c.ConnectTimeout, KeepAlive: 30 * time.Second}
 	dial := d.DialContext
 	if !c.PlainConns {

@@ -71,6 +71,7 @@ func into(p *config.Problems, path string) problem.At {
 func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	c.Server.Check(into(&p, ""))
+	c.Upstream.ClientSettings.Check(into(&p, "upstream"))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))

@@ -25,12 +25,10 @@ type Host struct {
 	// Listen is the address to serve HTTP on (config.Config.ListenAddr);
 	// "" when neither the file nor the environment names one: the host's
 	// default.
-	Listen            string
-	ReadHeaderTimeout time.Duration
-	IdleTimeout       time.Duration
-	MaxHeaderBytes    int
-	ShutdownGrace     time.Duration
-	LogLevel          string
+	Listen string
+	// HostSettings is the HTTP host's timeouts and log level.
+	server.HostSettings
+	MaxHeaderBytes int
 	// Conns is the listener's connection bounds (Log left to the caller).
 	Conns server.ConnOptions
 	// DeadlineMargin is the Lambda host's margin before an invocation's
@@ -47,16 +45,13 @@ type Host struct {
 // $CONTAINER_APP_PORT when c names no listen address.
 func HostOf(c *config.Config, getenv func(string) string) Host {
 	return Host{
-		Listen:            c.ListenAddr(getenv),
-		ReadHeaderTimeout: c.ReadHeaderTimeout.D(),
-		IdleTimeout:       c.IdleTimeout.D(),
-		MaxHeaderBytes:    c.Server.Limits.MaxHeaderBytes,
-		ShutdownGrace:     c.ShutdownGrace.D(),
-		LogLevel:          c.LogLevel,
-		Conns:             c.Server.Listener(),
-		DeadlineMargin:    c.Lambda.DeadlineMargin.D(),
-		FlushTimeout:      c.Telemetry.FlushTimeout.D(),
-		Deprecated:        c.Deprecated,
+		Listen:         c.ListenAddr(getenv),
+		HostSettings:   c.Server.Host,
+		MaxHeaderBytes: c.Server.Limits.MaxHeaderBytes,
+		Conns:          c.Server.Listener(),
+		DeadlineMargin: c.Lambda.DeadlineMargin.D(),
+		FlushTimeout:   c.Telemetry.FlushTimeout.D(),
+		Deprecated:     c.Deprecated,
 	}
 }
 
@@ -153,8 +148,7 @@ func Endpoints(c *config.Config) [][]Endpoint {
 
 // Backends is the backend clients' connection settings.
 type Backends struct {
-	ConnectTimeout      time.Duration
-	MaxIdleConnsPerHost int
+	upstream.ClientSettings
 	// PlainConns leaves the backend connections' reads and writes to
 	// net rather than raw system calls (package rawconn). Default
 	// false: raw.
@@ -163,6 +157,5 @@ type Backends struct {
 
 // BackendsOf is c's backend clients' connection settings.
 func BackendsOf(c *config.Config) Backends {
-	return Backends{ConnectTimeout: c.Upstream.ConnectTimeout.D(), MaxIdleConnsPerHost: c.Upstream.MaxIdleConnsPerHost,
-		PlainConns: !c.Server.RawConns()}
+	return Backends{ClientSettings: c.Upstream.ClientSettings, PlainConns: !c.Server.RawConns()}
 }

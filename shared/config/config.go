@@ -36,6 +36,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
+	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
 
@@ -50,15 +51,10 @@ type Config struct {
 	Listen string `yaml:"listen" json:"listen"`
 	// Server is the HTTP server's settings at the top level (max_body_bytes,
 	// body_read_timeout, max_header_bytes, max_connections,
-	// max_pending_connections, lingering_*, raw_syscalls), their defaults
-	// and rules the server's (server.Settings).
+	// max_pending_connections, lingering_*, raw_syscalls) and the HTTP
+	// host's (read_header_timeout, idle_timeout, shutdown_grace,
+	// log_level), their defaults and rules the server's (server.Settings).
 	Server server.Settings `yaml:",inline" check:"part"`
-	// ReadHeaderTimeout bounds reading a request's headers, from the
-	// connection's first byte. Default 10s (the host's, functions/gateway).
-	ReadHeaderTimeout Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
-	// IdleTimeout closes a keep-alive connection with no request for this
-	// long. Default 60s (the host's, functions/gateway).
-	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
 	// MaxConcurrentRequests caps each tenant's proxied requests in flight
 	// on one replica (429 too_many_concurrent_requests beyond, with
 	// Retry-After); a tenant's row may set its own. Per replica, not
@@ -66,12 +62,6 @@ type Config struct {
 	// request and a lease per stream. Default
 	// tenant.DefaultMaxConcurrent.
 	MaxConcurrentRequests int `yaml:"max_concurrent_requests" json:"max_concurrent_requests"`
-	// ShutdownGrace is how long open streams may run after SIGTERM.
-	// Default 30s (the host's, functions/gateway).
-	ShutdownGrace Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
-	// LogLevel is debug, info, warn or error. Default info (the log's:
-	// slog's zero level, functions/gateway).
-	LogLevel string `yaml:"log_level" json:"log_level"`
 
 	// Auth is the JWT verifier's section, its settings and their
 	// defaults the verifier's (auth.Config).
@@ -168,9 +158,10 @@ type Upstream struct {
 	// is tried (the first may still be working, and paying). Default
 	// server.DefaultResponseTimeout.
 	ResponseTimeout Duration `yaml:"response_timeout" json:"response_timeout"`
-	// ConnectTimeout bounds a TCP/TLS connect. Default 3s (the backend
-	// client's, functions/gateway).
-	ConnectTimeout Duration `yaml:"connect_timeout" json:"connect_timeout"`
+	// ClientSettings is the backend client's connect_timeout and
+	// max_idle_conns_per_host, their defaults and rules the client's
+	// (upstream.ClientSettings).
+	upstream.ClientSettings `yaml:",inline" check:"part"`
 	// StreamIdleTimeout ends a backend stream that sends nothing for this
 	// long (an SSE error event tells the client). Default
 	// server.DefaultStreamIdleTimeout.
@@ -184,9 +175,6 @@ type Upstream struct {
 	// provoked it, benches an endpoint for long. Default
 	// route.DefaultMaxCooldown.
 	MaxCooldown Duration `yaml:"max_cooldown" json:"max_cooldown"`
-	// MaxIdleConnsPerHost sizes the keep-alive pool per backend. Default
-	// 1024 (the backend client's, functions/gateway).
-	MaxIdleConnsPerHost int `yaml:"max_idle_conns_per_host" json:"max_idle_conns_per_host"`
 	// KeepaliveInterval: a streaming request whose backend has sent no event
 	// for this long gets the response headers and an SSE comment
 	// (": keepalive"), then one per interval, so that no proxy between the

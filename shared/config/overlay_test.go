@@ -39,8 +39,8 @@ log_level: debug
 				if c.Store.KeyPrefix != "llmgw:acme:" || c.Limiter.Timeout.Milliseconds() != 80 || c.Limiter.FailurePolicy != "closed" {
 					t.Errorf("limiter %+v, store %+v: fields merge", c.Limiter, c.Store)
 				}
-				if c.LogLevel != "" {
-					t.Errorf("log_level %q: null removes it (the logger's default applies)", c.LogLevel)
+				if c.Server.Host.LogLevel != "" {
+					t.Errorf("log_level %q: null removes it (the logger's default applies)", c.Server.Host.LogLevel)
 				}
 				if c.Auth.Issuer != "https://issuer.example" || len(c.Pools) != 1 {
 					t.Errorf("untouched fields changed: %+v %+v", c.Auth, c.Pools)

@@ -132,8 +132,8 @@ func validateNonNegative(ck *checker, v reflect.Value, path string) {
 	}
 }
 
-// validateServer checks the top-level (HTTP server) fields as written: an
-// empty one is the host's default (functions/gateway), never checked here.
+// validateServer checks the listen address as written: an empty one is
+// the host's default (functions/gateway), never checked here.
 func validateServer(ck *checker, c *Config) {
 	host, port, err := net.SplitHostPort(c.Listen)
 	switch {
@@ -144,11 +144,6 @@ func validateServer(ck *checker, c *Config) {
 		ck.add("listen", "port must be a number from 0 to 65535, not %q", port)
 	case !isHost(host):
 		ck.add("listen", "host %q is not an IP address or host name", host)
-	}
-	switch c.LogLevel {
-	case "", "debug", "info", "warn", "error":
-	default:
-		ck.add("log_level", "must be debug, info, warn or error, not %q", c.LogLevel)
 	}
 }
 

@@ -8,9 +8,10 @@ import (
 
 // Settings is the HTTP server's settings as the config file writes them,
 // at its top level (their yaml names): the handler's bounds on one
-// request and the listener's on the client connections. The config holds
-// it inline; New and NewListener apply the defaults, Check states the
-// rules.
+// request, the listener's on the client connections and the host's own.
+// The config holds
+// it inline; New, NewListener and the host (HostSettings.WithDefaults)
+// apply the defaults, Check states the rules.
 type Settings struct {
 	// Limits is the handler's bounds on one request (Deps.Limits).
 	Limits Limits `yaml:",inline"`
@@ -25,6 +26,65 @@ type Settings struct {
 	// goroutine that runs long right after an idle spell on time.
 	// Default true (ConnOptions.PlainConns false).
 	RawSyscalls *bool `yaml:"raw_syscalls" json:"raw_syscalls"`
+	// Host is the HTTP host's own settings (functions/gateway).
+	Host HostSettings `yaml:",inline"`
+}
+
+// HostSettings is the settings of the host that serves the handler: its
+// http.Server's timeouts, its shutdown and its log. A zero field is the
+// default its comment names, which WithDefaults applies.
+type HostSettings struct {
+	// ReadHeaderTimeout bounds reading a request's headers, from the
+	// connection's first byte. Default DefaultReadHeaderTimeout.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout" json:"read_header_timeout"`
+	// IdleTimeout closes a keep-alive connection with no request for this
+	// long. Default DefaultIdleTimeout.
+	IdleTimeout time.Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// ShutdownGrace is how long open streams may run after SIGTERM.
+	// Default DefaultShutdownGrace.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" json:"shutdown_grace"`
+	// LogLevel is debug, info, warn or error. Default DefaultLogLevel.
+	LogLevel string `yaml:"log_level" json:"log_level"`
+}
+
+// Defaults for the zero values of HostSettings.
+const (
+	DefaultReadHeaderTimeout = 10 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultShutdownGrace     = 30 * time.Second
+	// DefaultLogLevel is slog's zero level.
+	DefaultLogLevel = "info"
+)
+
+// WithDefaults is h with its zero (or negative) settings replaced by
+// their defaults.
+func (h HostSettings) WithDefaults() HostSettings {
+	if h.ReadHeaderTimeout <= 0 {
+		h.ReadHeaderTimeout = DefaultReadHeaderTimeout
+	}
+	if h.IdleTimeout <= 0 {
+		h.IdleTimeout = DefaultIdleTimeout
+	}
+	if h.ShutdownGrace <= 0 {
+		h.ShutdownGrace = DefaultShutdownGrace
+	}
+	if h.LogLevel == "" {
+		h.LogLevel = DefaultLogLevel
+	}
+	return h
+}
+
+// Check reports every problem with h under at, by the config file's
+// field names.
+func (h HostSettings) Check(at problem.At) {
+	problem.NotNegative(at, "read_header_timeout", h.ReadHeaderTimeout)
+	problem.NotNegative(at, "idle_timeout", h.IdleTimeout)
+	problem.NotNegative(at, "shutdown_grace", h.ShutdownGrace)
+	switch h.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		at.Add("log_level", "must be debug, info, warn or error, not %q", h.LogLevel)
+	}
 }
 
 // Limits is the request handler's bounds on one request. A zero field
@@ -83,4 +143,5 @@ func (s Settings) Check(at problem.At) {
 	problem.NotNegative(at, "lingering_timeout", s.Conns.LingerTimeout)
 	problem.NotNegative(at, "lingering_max_bytes", s.Conns.LingerBytes)
 	s.Conns.Check(at)
+	s.Host.Check(at)
 }
