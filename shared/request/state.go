@@ -3,6 +3,7 @@ package request
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
@@ -44,27 +45,52 @@ type StateError struct {
 
 func (e *StateError) Error() string { return e.Message }
 
-// itemContent is, per Responses input item type, the member that carries
-// the item itself: an item of that type with an id but without it is a
-// reference the backend resolves from its store. A reasoning item is
-// carried only by its encrypted_content (its summary is not what the model
-// reads back). Types not listed are carried by any member besides id,
-// type and status.
-var itemContent = map[string]string{
-	"":          "content", // an easy input message, or an item with no type
-	"message":   "content",
-	"reasoning": "encrypted_content",
+// itemContent is the allow-list of Responses input items that may name an
+// id: per item type (the variants of the API's input item union, checked
+// against the SDK's by TestItemContentMatchesSDK), the members that carry
+// the item itself. An item with an id passes only when its type is listed
+// and each member listed is present with content (not "", null, [] or
+// {}; "a|b": either); any other item with an id names a stored item the
+// backend would resolve from the account every tenant shares, and is
+// refused. A type listed with no members is never carried by its id. A
+// reasoning item is carried only by its encrypted_content (its summary is
+// not what the model reads back); a tool call by what it did and what it
+// returned, not by its ids, name or status.
+var itemContent = map[string][]string{
+	"":        {"content"}, // an easy input message, or an item reference without its type
+	"message": {"content"},
 	// A compaction item (what compaction returns; Codex sends it back) is
 	// carried only by its encrypted_content, the compacted window itself.
-	"compaction":            "encrypted_content",
-	"function_call":         "arguments",
-	"function_call_output":  "output",
-	"computer_call":         "action",
-	"computer_call_output":  "output",
-	"custom_tool_call":      "input",
-	"web_search_call":       "action",
-	"local_shell_call":      "action",
-	"image_generation_call": "result",
+	"compaction":              {"encrypted_content"},
+	"reasoning":               {"encrypted_content"},
+	"file_search_call":        {"queries", "results"},
+	"computer_call":           {"action|actions"},
+	"computer_call_output":    {"output"},
+	"web_search_call":         {"action"},
+	"function_call":           {"arguments"},
+	"function_call_output":    {"output"},
+	"tool_search_call":        {"arguments"},
+	"tool_search_output":      {"tools"},
+	"additional_tools":        {"tools"},
+	"configuration_update":    {"reasoning|text"},
+	"image_generation_call":   {"result"},
+	"code_interpreter_call":   {"code", "outputs"},
+	"local_shell_call":        {"action"},
+	"local_shell_call_output": {"output"},
+	"shell_call":              {"action"},
+	"shell_call_output":       {"output"},
+	"apply_patch_call":        {"operation"},
+	"apply_patch_call_output": {"output"},
+	"mcp_list_tools":          {"tools"},
+	"mcp_approval_request":    {"arguments"},
+	"mcp_approval_response":   {"approve"},
+	"mcp_call":                {"arguments", "output|error"},
+	"custom_tool_call":        {"input"},
+	"custom_tool_call_output": {"output"},
+	"program":                 {"code"},
+	"program_output":          {"result"},
+	"compaction_trigger":      nil,
+	"item_reference":          nil,
 }
 
 // StoredState checks body b (already parsed by ParseBody) of operation op
@@ -149,24 +175,53 @@ func itemRefused(b []byte, i int) string {
 	case !hasID:
 		return ""
 	}
-	if want, ok := itemContent[string(typ)]; ok {
-		if set, null := member(b, i, want); set && !null {
-			return ""
-		}
-		return fmt.Sprintf("an input item with an 'id' and no '%s' names a stored item, which is not served through the gateway: send the item with its '%s', or continue with 'previous_response_id'", want, want)
+	members, ok := itemContent[string(typ)]
+	if !ok || len(members) == 0 {
+		return fmt.Sprintf("an input item of type %q with an 'id' is not served through the gateway: the gateway cannot tell it from a stored item's reference. Send the item without its 'id', or continue with 'previous_response_id'", typ)
 	}
-	carried := false
-	jsonscan.Members(b, i, func(raw []byte, v, _ int) {
-		switch string(jsonscan.Key(raw, &kb)) {
-		case "id", "type", "status":
-		default:
-			carried = carried || b[v] != 'n'
+	for _, want := range members {
+		if !carries(b, i, want) {
+			return fmt.Sprintf("an input item with an 'id' and no '%s' (or an empty one) names a stored item, which is not served through the gateway: send the item with its '%s', or continue with 'previous_response_id'", want, want)
 		}
-	})
-	if carried {
-		return ""
 	}
-	return "an input item with only an 'id' names a stored item, which is not served through the gateway: send the item itself, or continue with 'previous_response_id'"
+	return ""
+}
+
+// carries reports whether the object at b[i] has a member named by want
+// ("a|b": either) with content at each occurrence: a key sent twice is
+// read differently by first-wins and last-wins decoders, so a check takes
+// the reading that refuses.
+func carries(b []byte, i int, want string) bool {
+	for want != "" {
+		var name string
+		name, want, _ = strings.Cut(want, "|")
+		found, empty := false, false
+		var kb [32]byte
+		jsonscan.Members(b, i, func(raw []byte, v, end int) {
+			if string(jsonscan.Key(raw, &kb)) == name {
+				found = true
+				empty = empty || !hasContent(b, v, end)
+			}
+		})
+		if found && !empty {
+			return true
+		}
+	}
+	return false
+}
+
+// hasContent reports whether the JSON value b[v:end] says something: not
+// null, "", [] or {}.
+func hasContent(b []byte, v, end int) bool {
+	switch b[v] {
+	case 'n':
+		return false
+	case '"':
+		return end-v > 2
+	case '[', '{':
+		return jsonscan.SkipWS(b, v+1) < end-1
+	}
+	return true
 }
 
 // member reports whether the object at b[i] has a member named name
