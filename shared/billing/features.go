@@ -34,13 +34,18 @@ type Priced struct {
 type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
 
 // Features refuses the server-side features of raw the tenant may not use
-// (unknown tool types too: they may be server tools) and prices the
+// (unknown tool types too: they may be server tools; a tool key read twice
+// or a max_uses that is not a count, which decoders would read
+// differently) and prices the
 // rest, per use, from the tenant's grants (tokens) and prices (money;
 // nil prices them at nothing). budgeted says whether the tenant's token
 // budget is enforced (asked only of a priced use without a bound, which
 // is then refused: the backend may repeat it without bound).
 func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func() bool, prices *price.Catalogue) (Priced, error) {
-	u := request.FeaturesOf(raw, op)
+	u, err := request.FeaturesOf(raw, op)
+	if err != nil {
+		return Priced{}, unreadable(err)
+	}
 	if !u.Any() {
 		return Priced{}, nil
 	}

@@ -1,11 +1,13 @@
 package billing
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 // Kind is what sort of refusal a Refusal is: the status hint server maps
@@ -148,6 +150,24 @@ func featureNotEnabled(param, feature string) *Refusal {
 func unboundedUses(param, feature string) *Refusal {
 	return &Refusal{Kind: Invalid, Code: "missing_required_parameter", Param: param,
 		Message: fmt.Sprintf("'%s' is required: each use of %s is charged to this tenant's token budget, and without max_uses the backend may run it without bound. Set max_uses on the tool.", param, feature)}
+}
+
+// unreadable: a tool whose reading would depend on the backend's JSON
+// decoder (request.FeaturesOf's *KeyError or *IntError), in the words
+// and code ParseBody's refusals of the same kind have.
+func unreadable(err error) *Refusal {
+	r := &Refusal{Kind: Invalid, Message: err.Error()}
+	var ke *request.KeyError
+	var ie *request.IntError
+	switch {
+	case errors.As(err, &ke):
+		r.Code, r.Param = ke.Code(), ke.Param
+	case errors.As(err, &ie):
+		r.Code, r.Param = ie.Code(), ie.Param
+	default:
+		r.Kind, r.Code = Failed, "budget_error"
+	}
+	return r
 }
 
 // unknownTool: a tool type the gateway does not know may be a server tool,

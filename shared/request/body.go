@@ -153,6 +153,14 @@ func (e *IntError) Error() string {
 	return fmt.Sprintf("Invalid type for '%s': expected an integer (or null).", e.Param)
 }
 
+// Code is the error code of OpenAI's error JSON for e.
+func (e *IntError) Code() string {
+	if e.BelowMin {
+		return "integer_below_min_value"
+	}
+	return "invalid_type"
+}
+
 // KeyError refuses a body whose reading would depend on the JSON decoder:
 // a key the gateway reads appears more than once, or in another spelling
 // than its own.
@@ -167,6 +175,14 @@ func (e *KeyError) Error() string {
 		return fmt.Sprintf("'%s' appears more than once in the request body (escaped spellings and case variants count as the same key); send it once", e.Param)
 	}
 	return fmt.Sprintf("%q is not a valid parameter name; parameter names are case-sensitive: use '%s'", e.Got, e.Param)
+}
+
+// Code is the error code of OpenAI's error JSON for e.
+func (e *KeyError) Code() string {
+	if e.Duplicate {
+		return "duplicate_parameter"
+	}
+	return "unknown_parameter"
 }
 
 // key identifies the keys the gateway reads in one object.
@@ -193,10 +209,16 @@ const (
 	keyBackground
 	keyServiceTier
 	keyStreamFormat
+	keyMaxToolCalls
+	keyType
+	keyMaxUses
+	keyContainer
+	keyTools
 )
 
-// topKeys and optionKeys are the keys the gateway reads or rewrites, top
-// level and inside stream_options. guarded marks those whose duplicates and
+// topKeys, optionKeys, thinkingKeys and toolKeys are the keys the gateway
+// reads or rewrites, top level, inside stream_options and thinking, and in
+// a tool object (FeaturesOf). guarded marks those whose duplicates and
 // variants are refused: what the gateway decides on. (messages, prompt and
 // input are only checked for presence; a variant of them alone is missing.)
 var (
@@ -204,20 +226,24 @@ var (
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
 		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground,
-		"service_tier": keyServiceTier, "stream_format": keyStreamFormat}
+		"service_tier": keyServiceTier, "stream_format": keyStreamFormat, "max_tool_calls": keyMaxToolCalls}
 	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
 	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
+	toolKeys     = map[string]key{"type": keyType, "max_uses": keyMaxUses, "container": keyContainer, "tools": keyTools}
 	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
 		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
-		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true, keyStreamFormat: true}
+		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true, keyStreamFormat: true,
+		keyMaxToolCalls: true, keyType: true, keyMaxUses: true, keyContainer: true, keyTools: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
 		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background",
-		keyServiceTier: "service_tier", keyStreamFormat: "stream_format"}
+		keyServiceTier: "service_tier", keyStreamFormat: "stream_format", keyMaxToolCalls: "max_tool_calls",
+		keyType: "type", keyMaxUses: "max_uses", keyContainer: "container", keyTools: "tools"}
 	topFolded      = foldedKeys(topKeys)
 	optionFolded   = foldedKeys(optionKeys)
 	thinkingFolded = foldedKeys(thinkingKeys)
+	toolFolded     = foldedKeys(toolKeys)
 )
 
 // optString reads the JSON value raw, a string or null, into dst; any
@@ -301,6 +327,9 @@ func ParseBody(b []byte) (Body, error) {
 			out.Background = string(b[v.start:v.end]) == "true"
 		case keyStreamFormat:
 			return optString(b[v.start:v.end], &out.StreamFormat, ErrFormatType)
+		case keyMaxToolCalls:
+			_, err := toolCalls(b[v.start:v.end])
+			return err
 		case keyServiceTier:
 			return optString(b[v.start:v.end], &out.ServiceTier, ErrTierType)
 		case keyConversation:
@@ -333,6 +362,15 @@ func count(v []byte, param string) (int64, error) {
 		return 0, &IntError{Param: param, BelowMin: true}
 	}
 	return int64(min(n, maxCount)), nil
+}
+
+// toolCalls reads the Responses API's max_tool_calls (FeaturesOf's bound
+// on built-in tool calls): a count, or 0, which bounds them too.
+func toolCalls(v []byte) (int64, error) {
+	if string(v) == "0" {
+		return 0, nil
+	}
+	return count(v, "max_tool_calls")
 }
 
 func (out *Body) parseStreamOptions(b []byte, v span) error {

@@ -121,6 +121,8 @@ func FuzzOneReading(f *testing.F) {
 		`{"model":"m","max_output_tokens":1e3}`,
 		`{"model":"m","best_of":4,"prompt":"x","max_tokens":"7"}`,
 		`{"max_output_tokens":9007199254740993,"model":"m"}`,
+		`{"model":"m","max_tool_calls":1000,"max_tool_c\u0061lls":1,"service_tier":"flex"}`,
+		`{"model":"m","service_tier":"default","Service_Tier":"priority"}`,
 	} {
 		f.Add(s, "", false, int64(0), uint8(0))
 		f.Add(s, "renamed", true, int64(50), uint8(1))

@@ -2,6 +2,7 @@ package request
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
@@ -184,23 +185,32 @@ func messagesFamily(t []byte) []byte {
 }
 
 // FeaturesOf reads which server-side features body b (parsed by
-// ParseBody) of op asks for. Every occurrence of a key is read, so a
-// duplicate cannot hide a feature from a first-wins or last-wins decoder.
-func FeaturesOf(b []byte, op Operation) Uses {
+// ParseBody, which reads max_tool_calls once) of op asks for. Every
+// occurrence of a key that asks for a feature is read, so a duplicate
+// cannot hide a feature from a first-wins or last-wins decoder; a key a
+// tool is billed or recognised by (type, max_uses, container, a
+// namespace's tools) is read once, as ParseBody reads model: a duplicate
+// or a variant spelling is refused (a *KeyError; a max_uses that is not a
+// count, an *IntError), its Param naming the tool ("tools[0].max_uses").
+func FeaturesOf(b []byte, op Operation) (Uses, error) {
 	var u Uses
 	rule := operations[op].features
 	i := jsonscan.SkipWS(b, 0)
 	if rule&^featDeclared == 0 || i >= len(b) || b[i] != '{' {
-		return u
+		return u, nil
 	}
 	var kb [32]byte
+	var err error
 	jsonscan.Members(b, i, func(raw []byte, v, end int) {
+		if err != nil {
+			return
+		}
 		// Params are constants: a key bound to a variable would be a
 		// string allocated per member.
 		switch string(jsonscan.Key(raw, &kb)) {
 		case "tools":
 			if b[v] == '[' && rule&(featResponsesTools|featChatTools|featMessagesTools) != 0 {
-				tools(&u, b, v, rule, "")
+				err = tools(&u, b, v, rule, "")
 			}
 		case "web_search_options":
 			if rule&featChatTools != 0 && b[v] != 'n' {
@@ -208,9 +218,7 @@ func FeaturesOf(b []byte, op Operation) Uses {
 			}
 		case "max_tool_calls":
 			if rule&featResponsesTools != 0 {
-				if n, neg, _, ok := jsonscan.Int(b, v, maxCount); ok && !neg {
-					u.MaxToolCalls = int64(n)
-				}
+				u.MaxToolCalls, err = toolCalls(b[v:end])
 			}
 		case "mcp_servers":
 			if rule&featMessagesTools != 0 && b[v] == '[' && jsonscan.SkipWS(b, v+1) < end-1 {
@@ -227,24 +235,25 @@ func FeaturesOf(b []byte, op Operation) Uses {
 			if rule&featResponsesTools != 0 && b[v] == '[' {
 				// Codex sends tools in an input item too (additional_tools):
 				// any item's tools are checked as the body's are.
-				inputTools(&u, b, v, rule)
+				err = inputTools(&u, b, v, rule)
 			}
 		case "system":
 			u.fileIDs(rule, b, v, end, "system.file_id")
 		}
 	})
-	return u
+	return u, err
 }
 
 // inputTools checks the tools arrays of the input items at b[v].
-func inputTools(u *Uses, b []byte, v int, rule featureRule) {
+func inputTools(u *Uses, b []byte, v int, rule featureRule) error {
 	var kb [32]byte
-	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; {
+	var err error
+	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']' && err == nil; {
 		e := jsonscan.SkipValue(b, i)
 		if b[i] == '{' {
 			jsonscan.Members(b, i, func(raw []byte, tv, _ int) {
-				if string(jsonscan.Key(raw, &kb)) == "tools" && b[tv] == '[' {
-					tools(u, b, tv, rule, "input.")
+				if err == nil && string(jsonscan.Key(raw, &kb)) == "tools" && b[tv] == '[' {
+					err = tools(u, b, tv, rule, "input.")
 				}
 			})
 		}
@@ -253,40 +262,49 @@ func inputTools(u *Uses, b []byte, v int, rule featureRule) {
 			i = jsonscan.SkipWS(b, i+1)
 		}
 	}
+	return err
 }
 
 // tools reads the tools array at b[v]; prefix is what its params are
 // named under ("" for the body's own tools).
-func tools(u *Uses, b []byte, v int, rule featureRule, prefix string) {
+func tools(u *Uses, b []byte, v int, rule featureRule, prefix string) error {
 	n := 0
 	for i := jsonscan.SkipWS(b, v+1); i < len(b) && b[i] != ']'; n++ {
 		e := jsonscan.SkipValue(b, i)
 		if b[i] == '{' {
-			tool(u, b, i, n, rule, prefix)
+			if err := tool(u, b, i, n, rule, prefix); err != nil {
+				return err
+			}
 		}
 		i = jsonscan.SkipWS(b, e)
 		if i < len(b) && b[i] == ',' {
 			i = jsonscan.SkipWS(b, i+1)
 		}
 	}
+	return nil
 }
 
-// tool reads one tool object at b[i], tools[n].
-func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
+// tool reads one tool object at b[i], tools[n]: each key it decides on
+// once (classify, as ParseBody's).
+func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) error {
 	var typ []byte
-	typed, types := false, 0
+	typed := false
 	var maxUses int64
 	container := false
 	nested := -1 // a namespace's tools array
-	var kb [32]byte
-	jsonscan.Members(b, i, func(raw []byte, v, end int) {
-		switch string(jsonscan.Key(raw, &kb)) {
-		case "tools":
+	var seen [len(guarded)]bool
+	err := eachMember(b, i, func(raw []byte, s span) error {
+		k, err := classify(raw, toolKeys, toolFolded, &seen)
+		if err != nil {
+			return err
+		}
+		v, end := s.start, s.end
+		switch k {
+		case keyTools:
 			if b[v] == '[' {
 				nested = v
 			}
-		case "type":
-			types++
+		case keyType:
 			if b[v] == '"' {
 				if t, ok := stringValue(b[v:end]); ok {
 					typ, typed = t, true
@@ -294,18 +312,15 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
 			} else if b[v] != 'n' {
 				typ, typed = []byte{0}, true // not a string: no tool the gateway knows
 			}
-		case "max_uses":
-			if n, neg, _, ok := jsonscan.Int(b, v, maxCount); ok && !neg {
-				maxUses = int64(n)
-			}
-		case "container":
-			container = container || b[v] == '"' // an existing container's id
+		case keyMaxUses:
+			maxUses, err = count(b[v:end], keyNames[k])
+		case keyContainer:
+			container = b[v] == '"' // an existing container's id
 		}
+		return err
 	})
-	if types > 1 {
-		// First-wins and last-wins decoders would read two tools: no
-		// tool the gateway knows.
-		typ, typed = []byte{0}, true
+	if err != nil {
+		return within(err, fmt.Sprintf("%stools[%d]", prefix, n))
 	}
 	f := -1
 	known := true
@@ -317,7 +332,9 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
 	case rule&featResponsesTools != 0 && string(typ) == "namespace" && nested >= 0:
 		// A namespace (Codex 0.171 groups its tools so) is as its tools
 		// are: each is checked, named by its place in the namespace.
-		tools(u, b, nested, rule, prefix)
+		if err := tools(u, b, nested, rule, prefix); err != nil {
+			return err
+		}
 	case rule&featResponsesTools != 0:
 		f, known = responsesTools[string(typ)]
 	case rule&featChatTools != 0:
@@ -340,6 +357,21 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) {
 	if container {
 		u.ask(Container, fmt.Sprintf("%stools[%d].container", prefix, n), 0)
 	}
+	return nil
+}
+
+// within names a refused key's param (a *KeyError's or *IntError's) as a
+// member of the object at param.
+func within(err error, param string) error {
+	var ke *KeyError
+	var ie *IntError
+	switch {
+	case errors.As(err, &ke):
+		ke.Param = param + "." + ke.Param
+	case errors.As(err, &ie):
+		ie.Param = param + "." + ie.Param
+	}
+	return err
 }
 
 // fileIDs asks for FileID at param when the value b[v:end] has a member

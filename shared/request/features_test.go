@@ -1,6 +1,10 @@
 package request
 
-import "testing"
+import (
+	"errors"
+	"strings"
+	"testing"
+)
 
 // TestFeaturesOf is the table of server-side feature shapes from the
 // OpenAI and Anthropic API references: which feature each asks
@@ -58,7 +62,6 @@ func TestFeaturesOf(t *testing.T) {
 		{"computer_use_preview", Responses, `{"tools":[{"type":"computer_use_preview","display_width":1,"display_height":1,"environment":"linux"}]}`, ComputerUse, "tools[0]", 0, ""},
 		{"input_file by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
 		{"input_image by id", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"}]}]}`, FileID, "input.file_id", 0, ""},
-		{"tool type twice", Responses, `{"tools":[{"type":"web_search","type":"function","name":"f"}]}`, 0, "", 0, "tools[0].type"},
 		{"unknown tool type", Responses, `{"tools":[{"type":"some_new_server_tool"}]}`, 0, "", 0, "tools[0].type"},
 		{"function tool", Responses, `{"tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{"file_id":{"type":"string"}}}}]}`, 0, "", 0, ""},
 		{"input_image by url", Responses, `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"https://x/cat.png"}]}]}`, 0, "", 0, ""},
@@ -76,7 +79,10 @@ func TestFeaturesOf(t *testing.T) {
 			if _, err := ParseBody([]byte(tt.body)); err != nil && err != ErrMissingModel {
 				t.Fatalf("not a body the parser takes: %v", err)
 			}
-			u := FeaturesOf([]byte(tt.body), tt.op)
+			u, err := FeaturesOf([]byte(tt.body), tt.op)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if u.Unknown != tt.unknown {
 				t.Fatalf("unknown %q, want %q", u.Unknown, tt.unknown)
 			}
@@ -92,6 +98,77 @@ func TestFeaturesOf(t *testing.T) {
 				t.Fatalf("%s at %q bound %d, want %q bound %d (uses %+v)", tt.feature, u.Param[tt.feature], u.Bound(tt.feature), tt.param, tt.bound, u)
 			}
 		})
+	}
+}
+
+// TestFeaturesOneReading: a key a tool is recognised or billed by is read
+// once, as ParseBody reads model: a duplicate, an escaped duplicate or a
+// variant spelling is refused with the param naming it, and so is a
+// max_uses or max_tool_calls that is not a count. (Before: max_uses read
+// the last of two, max_tool_calls too, and a backend that reads the first
+// ran up to 1000 uses reserved as 1; a second type made the tool unknown,
+// refused as unsupported_tool rather than as the duplicate it is.) The
+// top-level max_tool_calls is ParseBody's; the rest is FeaturesOf's.
+func TestFeaturesOneReading(t *testing.T) {
+	tests := []struct {
+		name, body, param string
+		op                Operation
+		dup               bool // a *KeyError for a duplicate; else a variant or an *IntError
+	}{
+		{"max_uses twice", `{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1000,"max_uses":1}]}`, "tools[0].max_uses", Messages, true},
+		{"max_uses escaped first", `{"tools":[{"type":"web_search_20250305","name":"web_search","max_\u0075ses":1000,"max_uses":1}]}`, "tools[0].max_uses", Messages, true},
+		{"max_uses in the second tool", `{"tools":[{"name":"f","input_schema":{}},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":1,"max_uses":50}]}`, "tools[1].max_uses", Messages, true},
+		{"max_uses a case variant", `{"tools":[{"type":"web_search_20250305","name":"web_search","Max_Uses":1000,"max_uses":1}]}`, "tools[0].max_uses", Messages, false},
+		{"max_uses a string", `{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":"1000"}]}`, "tools[0].max_uses", Messages, false},
+		{"max_uses an exponent", `{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1e3}]}`, "tools[0].max_uses", Messages, false},
+		{"tool type twice", `{"tools":[{"type":"web_search","type":"function","name":"f"}]}`, "tools[0].type", Responses, true},
+		{"tool type escaped twice", `{"tools":[{"type":"function","typ\u0065":"web_search","name":"f"}]}`, "tools[0].type", Responses, true},
+		{"tool type twice, chat", `{"messages":[],"tools":[{"type":"function","type":"web_search","function":{"name":"f"}}]}`, "tools[0].type", ChatCompletions, true},
+		{"container twice", `{"tools":[{"type":"code_interpreter","container":{"type":"auto"},"container":"cntr_of_another"}]}`, "tools[0].container", Responses, true},
+		{"namespace tools twice", `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}],"tools":[]}]}`, "tools[0].tools", Responses, true},
+		{"in a namespace", `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"web_search","type":"function"}]}]}`, "tools[1].type", Responses, true},
+		{"in an input item", `{"input":[{"type":"additional_tools","tools":[{"type":"function","name":"f","type":"web_search"}]}]}`, "input.tools[0].type", Responses, true},
+		{"max_tool_calls twice", `{"max_tool_calls":1000,"max_tool_calls":1,"tools":[{"type":"web_search"}]}`, "max_tool_calls", Responses, true},
+		{"max_tool_calls escaped first", `{"max_tool_c\u0061lls":1000,"max_tool_calls":1,"tools":[{"type":"web_search"}]}`, "max_tool_calls", Responses, true},
+		{"max_tool_calls a fraction", `{"max_tool_calls":1.5,"tools":[{"type":"web_search"}]}`, "max_tool_calls", Responses, false},
+		{"service_tier twice", `{"service_tier":"default","service_tier":"priority"}`, "service_tier", Responses, true},
+		{"max_output_tokens escaped twice", `{"max_output_t\u006fkens":100000,"max_output_tokens":16}`, "max_output_tokens", Responses, true},
+		{"n twice", `{"messages":[],"n":1,"n":8}`, "n", ChatCompletions, true},
+		{"budget_tokens twice", `{"max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024,"budget_tokens":100000}}`, "thinking.budget_tokens", Messages, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := error(nil)
+			if _, err = ParseBody([]byte(tt.body)); errors.Is(err, ErrMissingModel) {
+				_, err = FeaturesOf([]byte(tt.body), tt.op)
+			}
+			var ke *KeyError
+			var ie *IntError
+			switch {
+			case errors.As(err, &ke):
+				if ke.Param != tt.param || ke.Duplicate != tt.dup {
+					t.Fatalf("%+v, want param %q duplicate %v", ke, tt.param, tt.dup)
+				}
+			case errors.As(err, &ie):
+				if ie.Param != tt.param || tt.dup {
+					t.Fatalf("%+v, want param %q duplicate %v", ie, tt.param, tt.dup)
+				}
+			default:
+				t.Fatalf("%v, want a refusal naming %s", err, tt.param)
+			}
+		})
+	}
+	// The same bodies read once pass.
+	for _, body := range []string{
+		`{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1}]}`,
+		`{"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":null}]}`,
+	} {
+		if u, err := FeaturesOf([]byte(body), Messages); err != nil || u.Bound(WebSearch) != 1 && !strings.Contains(body, "null") {
+			t.Errorf("%s: %+v %v", body, u, err)
+		}
+	}
+	if u, err := FeaturesOf([]byte(`{"max_tool_calls":0,"tools":[{"type":"web_search"}]}`), Responses); err != nil || u.MaxToolCalls != 0 {
+		t.Errorf("max_tool_calls 0: %+v %v", u, err)
 	}
 }
 
@@ -113,7 +190,7 @@ func BenchmarkFeaturesOf(b *testing.B) {
 	body := []byte(`{"model":"m","max_tokens":100,"system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[{"name":"get_weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]}`)
 	b.ReportAllocs()
 	for range b.N {
-		if u := FeaturesOf(body, Messages); u.Any() {
+		if u, err := FeaturesOf(body, Messages); err != nil || u.Any() {
 			b.Fatal("a feature")
 		}
 	}
