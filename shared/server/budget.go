@@ -22,7 +22,7 @@ import (
 // billing.CheckTier after the body is resolved, reserveBudget right after the request-rate
 // take (proxy.go), the output cap in every attempt's rewrite and the
 // relay's cut (billing.Reservation's OutputCap and MaxTokenEvents), and
-// settleBudget once, when the request ends (serve). Package billing
+// settle once, when the request ends (deferred in serveProxy). Package billing
 // decides each step; this file makes the store's calls, writes the
 // headers and logs. A tenant without a budget costs one map lookup; with
 // no Budgets at all, one nil check.
@@ -110,10 +110,23 @@ func (s *Server) observed(ex *exchange) billing.Observed {
 	return o
 }
 
-// settleBudget settles the request's reservation, once, when the request
-// ends (serve), with what billing decides it is charged
-// (billing.Reservation.Settle). The client has its answer first: the
-// response is flushed before the store round trip.
+// settle is the request path's last step (serveProxy defers it right
+// after the reservation): it answers *errp, the error the path ends in,
+// through errors.go as serve would have (and clears it), so the client
+// has its answer before the store round trip, then settles the
+// reservation, even when that answer aborts the response.
+func (s *Server) settle(w http.ResponseWriter, ex *exchange, errp *error) {
+	defer s.settleBudget(w, ex)
+	if err := *errp; err != nil {
+		*errp = nil
+		answerError(w, ex, err)
+	}
+}
+
+// settleBudget settles the request's reservation, once, with what
+// billing decides it is charged (billing.Reservation.Settle). The client
+// has its answer first: the response is flushed before the store round
+// trip.
 func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	b := ex.budget
 	if b == nil || !b.Held {

@@ -180,6 +180,17 @@ func dispatchError(e *dispatch.Error) *apiError {
 	return serverError(http.StatusInternalServerError, "internal_error", "the gateway failed to handle the request")
 }
 
+// answerError renders err, the error a handler returned: as the whole
+// response, or, when a stream's headers already went out (a keepalive
+// comment), as the stream's one error event.
+func answerError(w http.ResponseWriter, ex *exchange, err error) {
+	if ex.keepalive.Stop() {
+		failStream(w, ex, err)
+		return
+	}
+	fail(w, ex, err)
+}
+
 // fail answers with e unless the response has started, in which case the
 // connection is aborted: a started response cannot change its status.
 func fail(w http.ResponseWriter, ex *exchange, err error) {

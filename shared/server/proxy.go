@@ -29,7 +29,7 @@ func (s *Server) proxy(op request.Operation) handler {
 // serveProxy is the request path, step by step: each step is a call into
 // the package, or the helper, that owns it, and returns what went wrong
 // for serve to answer.
-func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange, op request.Operation, deployment string) error {
+func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange, op request.Operation, deployment string) (err error) {
 	ex.op, ex.creates = op, op.Creates()
 	ctx := ex.context(r)
 	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
@@ -91,11 +91,15 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	}
 
 	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
-	// of the request's tokens (prompt bound + output cap), settled once at
-	// the end (serve) from the counted usage.
+	// of the request's tokens (prompt bound + output cap).
 	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, body, raw); err != nil {
 		return err
 	}
+	// 8. Settle, registered here so that it runs once on every ending
+	// (an error, a panic or an aborted answer, a client gone, the
+	// shutdown): the client's answer first, then the reservation charged
+	// what billing decides from what was observed (budget.go).
+	defer s.settle(w, ex, &err)
 
 	// 6. Route and rewrite: model → pool → endpoint, failover before the
 	// first byte (dispatch), with the output cap billing decided.

@@ -147,11 +147,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h handler) {
 	ex := s.begin(w, r)
 	defer s.finish(w, ex)
 	if err := h(w, r, ex); err != nil {
-		if ex.keepalive.Stop() {
-			failStream(w, ex, err)
-			return
-		}
-		fail(w, ex, err)
+		answerError(w, ex, err)
 	}
 }
 
@@ -245,9 +241,10 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request) *exchange {
 }
 
 // finish recovers a panic into a 500, then, with the client answered,
-// settles the request's budget, frees its concurrency slot, writes the
-// access-log line and reports the request to telemetry. The exchange
-// goes back to the pool: about 1 KB a request (issue 38).
+// frees the request's concurrency slot, writes the access-log line and
+// reports the request to telemetry (a reservation was settled by the
+// path that made it: serveProxy's settle). The exchange goes back to the
+// pool, so a request allocates none.
 func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 	v := recover()
 	if v != nil && v != http.ErrAbortHandler {
@@ -260,7 +257,6 @@ func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 			v = http.ErrAbortHandler
 		}
 	}
-	s.settleBudget(w, ex)
 	if ex.slot != nil {
 		ex.slot.Release()
 	}
