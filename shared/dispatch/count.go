@@ -1,13 +1,76 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/route"
 )
+
+// maxCountAnswer bounds a count endpoint's answer: {"input_tokens":N}.
+const maxCountAnswer = 4 << 10
+
+// maxCount is the largest count believed: past 2^53 a JSON number is no
+// longer an exact integer in most decoders (the budget store's bound too).
+const maxCount = 1 << 53
+
+// Count asks the count endpoint of op's Counter, at pool's first endpoint
+// in order, for the exact input tokens of raw (the client's body, model
+// named as the client did), with the client's headers h and the request's
+// id. It is the gateway's own call, bounded by ctx: the caller makes it
+// where an upper bound of the prompt would refuse the request and the
+// prompt itself may fit. ok is false when op has no counter, the endpoint
+// cannot count, or the count failed or cannot be true; the caller then
+// keeps its bound.
+func (d *Dispatcher) Count(ctx context.Context, id string, pool *route.Pool, op request.Operation, model string, raw []byte, h http.Header) (int64, bool) {
+	counter, ok := op.Counter()
+	if !ok || pool == nil {
+		return 0, false
+	}
+	var scratch [8]*route.Endpoint
+	order, _ := d.Router.Order(pool, scratch[:0], 1, 0)
+	if len(order) == 0 {
+		return 0, false
+	}
+	target := d.Targets[order[0]]
+	if !target.Supports(counter) {
+		return 0, false
+	}
+	cb, err := CountBody(raw, counter, target.BodyModel(model))
+	if err != nil {
+		return 0, false
+	}
+	req, err := target.NewRequest(ctx, counter, model, cb, h)
+	if err != nil {
+		return 0, false
+	}
+	req.Header.Set("X-Request-Id", id)
+	resp, err := d.Client.Do(req)
+	if err != nil {
+		d.Log.Info("input-token count failed: the prompt bound stands", "request_id", id, "pool", pool.Name, "err", err)
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		d.Log.Info("input-token count refused: the prompt bound stands", "request_id", id, "pool", pool.Name, "status", resp.StatusCode)
+		return 0, false
+	}
+	var v struct {
+		InputTokens *int64 `json:"input_tokens"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxCountAnswer)).Decode(&v); err != nil ||
+		v.InputTokens == nil || *v.InputTokens < 1 || *v.InputTokens > maxCount {
+		d.Log.Warn("input-token count answer cannot be true: the prompt bound stands", "request_id", id, "pool", pool.Name)
+		return 0, false
+	}
+	return *v.InputTokens, true
+}
 
 // countKeys are, per counting operation, the members of a body it
 // accepts: Anthropic's count_tokens refuses every other member of a

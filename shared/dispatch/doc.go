@@ -6,7 +6,8 @@
 // gateway cannot read, a JSON answer that is not JSON, a redirect), a
 // stream's first event awaited before its endpoint is committed, and
 // the relay (Relay): SSE event by event with one write and flush each,
-// or a JSON answer as sent, cut when the backend goes silent.
+// or a JSON answer as sent, cut when the backend goes silent; and the
+// gateway's own call for a prompt's exact input-token count (Count).
 //
 // It is its own package so that the transport is tested without an HTTP
 // server, and so that the request path (package server) reads as the

@@ -63,7 +63,15 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	}
 	d, err := s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
 	if err == nil && billing.Recount(ask, d) {
-		if n, ok := s.exactPrompt(ctx, ex, in, pool, op, body, raw); ok && n < ask.PromptBound {
+		// The pool's exact count of the prompt (dispatch.Count): a prompt
+		// bound the tenant cannot afford is not refused when the prompt
+		// itself fits (Claude Code's first request bounds at about four
+		// times its count). Made once, only here, and no request token is
+		// taken for it.
+		cctx, cancel := context.WithTimeout(ctx, s.CountTimeout)
+		n, ok := s.backends.Count(cctx, ex.id, pool, op, body.Model, raw, in)
+		cancel()
+		if ok && n < ask.PromptBound {
 			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", ex.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
 			ask.PromptBound = n
 			d, err = s.Budgets.Reserve(ctx, tenantID, ex.id, ask)

@@ -36,9 +36,9 @@
 //     tenant may use, what a request reserves, what it is charged) and
 //     returns typed refusals, which errors.go renders (refusalError); the
 //     settle reads dispatch's Result (MaySpend, Cut).
-//     spend.go answers the spend view; count.go asks a pool for a
-//     prompt's exact count when its bound is refused (the body shaped by
-//     dispatch.CountBody). responses.go: the stored-response routes
+//     The pool's exact count of a prompt whose bound is refused is
+//     dispatch's call (Count). spend.go answers the spend view.
+//     responses.go: the stored-response routes
 //     (their one round trip is dispatch's Fetch) and affinity.
 //   - listener.go: the HTTP host's connections (the cap, and the lingering
 //     close an early answer asks for through the request's context).
