@@ -15,16 +15,12 @@ type Reservation struct {
 	Levels bool
 	// Held: the store holds a reservation to settle (a tenant with token
 	// limits, and the store answered).
-	Held    bool
-	Bound   int64 // the prompt bound reserved for
-	Granted int64
-	Cap     int64 // the output cap per choice written into the request (0: none)
-	Choices int64
-	// MaySpend: a backend may have spent tokens on the request (the
-	// transport notes it per attempt).
-	MaySpend bool
+	Held     bool
+	Bound    int64 // the prompt bound reserved for
+	Granted  int64
+	Cap      int64 // the output cap per choice written into the request (0: none)
+	Choices  int64
 	NoOutput bool // embeddings: nothing generated
-	Cut      bool // the relay ended the stream at its reservation
 	Charged  int64
 	// Unsettled: the store did not confirm the settle (the ledger keeps
 	// it for replay): nothing is logged as charged.

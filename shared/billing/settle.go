@@ -47,6 +47,10 @@ type Observed struct {
 	Remembered bool
 	// Strict is the ledger's mode (budget.Ledger.Strict).
 	Strict bool
+	// MaySpend: a backend may have spent tokens on the request (the
+	// transport notes it per attempt); Cut: the relay ended the stream at
+	// its reservation.
+	MaySpend, Cut bool
 }
 
 // Settlement is how a reservation settles.
@@ -117,10 +121,10 @@ func (r *Reservation) Settle(o Observed) Settlement {
 		// Input counts (message_start) or a running total: the stream
 		// ended before the event that carries its bill.
 		s.Why = "the stream ended before the event that carries its usage"
-	case r.Cut:
+	case o.Cut:
 		// The backend ignored the cap and reported nothing.
 		s.Why = "the stream was cut at its reservation without usage"
-	case !r.MaySpend:
+	case !o.MaySpend:
 	default:
 		s.Why = "the backend reported no usage"
 	}

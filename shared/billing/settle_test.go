@@ -33,13 +33,13 @@ func TestSettle(t *testing.T) {
 		{"the backend's usage", Reservation{}, final(usage(150, 300)), 450, false},
 		{"a usage that cannot be true", Reservation{}, final(Usage{Prompt: -1}), 1000, true},
 		{"fewer output tokens than the events relayed", Reservation{}, Observed{Usage: usage(150, 3), HasUsage: true, Final: true, OutputFloor: 40, TokenEvents: 40}, 1000, true},
-		{"a stream that ended before its bill", Reservation{MaySpend: true}, Observed{Usage: usage(150, 0), HasUsage: true, TokenEvents: 10}, 1000, true},
-		{"counted past the reservation", Reservation{MaySpend: true}, Observed{Usage: usage(150, 0), HasUsage: true, TokenEvents: 1500}, 1700, true},
-		{"cut at its reservation without usage", Reservation{Cut: true, MaySpend: true}, Observed{TokenEvents: 900}, 1100, true},
+		{"a stream that ended before its bill", Reservation{}, Observed{MaySpend: true, Usage: usage(150, 0), HasUsage: true, TokenEvents: 10}, 1000, true},
+		{"counted past the reservation", Reservation{}, Observed{MaySpend: true, Usage: usage(150, 0), HasUsage: true, TokenEvents: 1500}, 1700, true},
+		{"cut at its reservation without usage", Reservation{}, Observed{Cut: true, MaySpend: true, TokenEvents: 900}, 1100, true},
 		{"no backend can have spent anything", Reservation{}, Observed{}, 0, false},
-		{"the backend reported nothing", Reservation{MaySpend: true}, Observed{}, 1000, true},
-		{"a JSON answer's bytes are counted", Reservation{MaySpend: true}, Observed{AnswerBytes: 5000}, 5200, true},
-		{"embeddings count no answer bytes", Reservation{MaySpend: true, NoOutput: true}, Observed{AnswerBytes: 5000}, 1000, true},
+		{"the backend reported nothing", Reservation{}, Observed{MaySpend: true}, 1000, true},
+		{"a JSON answer's bytes are counted", Reservation{}, Observed{MaySpend: true, AnswerBytes: 5000}, 5200, true},
+		{"embeddings count no answer bytes", Reservation{NoOutput: true}, Observed{MaySpend: true, AnswerBytes: 5000}, 1000, true},
 		{"features by the backend's count", Reservation{Features: searches},
 			final(Usage{Tokens: 15, Trusted: true, Prompt: 10, Completion: 5, ToolsReported: true, WebSearches: 2}), 215, false},
 		{"features as reserved when not counted", Reservation{Features: searches}, final(usage(10, 5)), 415, false},
@@ -75,8 +75,10 @@ func TestSettleBackground(t *testing.T) {
 		{"reserved at levels", true, Observed{Remembered: true}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := Reservation{Held: true, Background: true, Levels: c.levels, Granted: 1000, MaySpend: true}
-			s := r.Settle(c.o)
+			r := Reservation{Held: true, Background: true, Levels: c.levels, Granted: 1000}
+			o := c.o
+			o.MaySpend = true
+			s := r.Settle(o)
 			if s.Deferred != c.deferred || r.Deferred != c.deferred {
 				t.Fatalf("deferred %v, want %v", s.Deferred, c.deferred)
 			}
@@ -117,9 +119,11 @@ func TestSettleMoney(t *testing.T) {
 		{"no usage: counted at the worst case", standard, Observed{AnswerBytes: 2000}, 200 + 10*2000, price.TierStandard, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := Reservation{Held: true, Granted: 1000, Bound: 200, Choices: 1, MaySpend: true,
+			r := Reservation{Held: true, Granted: 1000, Bound: 200, Choices: 1,
 				Spend: Spending{Spend: budget.Spend{Model: m, Tiers: c.ask.may}, Tier: c.ask, Granted: 5000}}
-			s := r.Settle(c.o)
+			o := c.o
+			o.MaySpend = true
+			s := r.Settle(o)
 			if s.Charge.Money != c.money || r.Spend.Cost != c.money || r.Spend.Billed != c.billed || s.Bill.Disputed != c.disputed {
 				t.Fatalf("money %d at %s (disputed %v), want %d at %s (%v)", s.Charge.Money, r.Spend.Billed, s.Bill.Disputed, c.money, c.billed, c.disputed)
 			}

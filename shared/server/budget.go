@@ -106,7 +106,8 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 // observed is what the request path saw of ex by its end, for billing.
 func (s *Server) observed(ex *exchange) billing.Observed {
 	o := billing.Observed{HasUsage: ex.HasUsage, Final: ex.UsageFinal, OutputFloor: ex.OutputFloor,
-		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.remembered, Strict: s.Budgets.Strict()}
+		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.remembered, Strict: s.Budgets.Strict(),
+		MaySpend: ex.MaySpend, Cut: ex.Cut}
 	if ex.HasUsage {
 		u := ex.Usage
 		o.Usage = billing.Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
@@ -143,10 +144,6 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	if ex.WroteHeader {
 		_ = http.NewResponseController(w).Flush()
 	}
-	// What the conversation with the backends saw: whether a backend may
-	// have spent tokens, and whether the relay cut the stream at its
-	// reservation (dispatch.Result).
-	b.MaySpend, b.Cut = ex.MaySpend, ex.Cut
 	st := b.Settle(s.observed(ex))
 	if st.Deferred {
 		// Its usage settles it when the response is retrieved

@@ -35,7 +35,7 @@
 //     decided; package billing decides (the features and service tiers a
 //     tenant may use, what a request reserves, what it is charged) and
 //     returns typed refusals, which errors.go renders (refusalError); the
-//     settle reads dispatch's Result (MaySpend, Cut).
+//     settle reads dispatch's Result (billing.Observed).
 //     The pool's exact count of a prompt whose bound is refused is
 //     dispatch's call (Count). spend.go answers the spend view.
 //     responses.go: the stored-response routes
