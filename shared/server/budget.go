@@ -55,9 +55,9 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	if !ok {
 		return nil
 	}
-	q := billing.Request{Tenant: tenantID, Op: op, Body: body, Raw: raw, Scanner: s.BudgetScanner, Limits: lim, Scope: ex.scope,
-		Features: ex.features, Tier: ex.tier, PreviousTokens: ex.previousTokens, Prices: s.Prices}
-	ask, err := billing.Plan(&q)
+	q := &ex.bill
+	q.Tenant, q.Op, q.Body, q.Raw, q.Scanner, q.Limits, q.Prices = tenantID, op, body, raw, s.BudgetScanner, lim, s.Prices
+	ask, err := billing.Plan(q)
 	if err != nil {
 		return err
 	}
@@ -99,14 +99,14 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	if !d.Allowed {
 		return billing.Refuse(tenantID, d, now, currency)
 	}
-	ex.budget = billing.NewReservation(&q, ask, d)
+	ex.budget = billing.NewReservation(q, ask, d)
 	return nil
 }
 
 // observed is what the request path saw of ex by its end, for billing.
 func (s *Server) observed(ex *exchange) billing.Observed {
 	o := billing.Observed{HasUsage: ex.HasUsage, Final: ex.UsageFinal, OutputFloor: ex.OutputFloor,
-		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.remembered, Strict: s.Budgets.Strict(),
+		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.stored.remembered, Strict: s.Budgets.Strict(),
 		MaySpend: ex.MaySpend, Cut: ex.Cut}
 	if ex.HasUsage {
 		u := ex.Usage
@@ -248,7 +248,7 @@ func setSpendHeaders(h http.Header, d budget.Decision, now time.Time, currency s
 }
 
 // checkFeatures refuses the server-side features and Anthropic-Beta
-// values the tenant may not use, and prices the rest into ex.features
+// values the tenant may not use, and prices the rest into ex.bill.Features
 // (billing.Features, billing.Betas).
 func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte, h http.Header) error {
 	if op.Anthropic() {
@@ -265,7 +265,7 @@ func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operat
 	if err != nil {
 		return err
 	}
-	ex.features = p
+	ex.bill.Features = p
 	return nil
 }
 

@@ -86,7 +86,7 @@ func BenchmarkBudgetStep(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				ex := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, tier: std, scope: budget.Scope{Project: "p", User: strconv.Itoa(i % 50)}}
+				ex := &exchange{logEntry: logEntry{id: strconv.Itoa(i)}, bill: billing.Request{Tier: std, Scope: budget.Scope{Project: "p", User: strconv.Itoa(i % 50)}}}
 				if err := s.reserveBudget(ctx, w, ex, nil, nil, "t1", request.ChatCompletions, &body, raw); err != nil {
 					b.Fatalf("refused: %v", err)
 				}

@@ -80,7 +80,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	if err := s.checkFeatures(ex, t, op, raw, r.Header); err != nil {
 		return err
 	}
-	if ex.tier, err = billing.CheckTier(t, body.ServiceTier); err != nil {
+	if ex.bill.Tier, err = billing.CheckTier(t, body.ServiceTier); err != nil {
 		return err
 	}
 
@@ -137,7 +137,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool *route.Pool, body *request.Body, raw []byte) *dispatch.Call {
 	ex.hooks = hooks{s: s, ex: ex}
 	ex.call = dispatch.Call{ID: ex.id, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
-		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.pin,
+		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
 		FirstTokenTimeout: s.streamPolicy(pool).FirstTokenTimeout, Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
 	return &ex.call
@@ -185,7 +185,7 @@ func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant,
 		return nil, tenantNotAllowed(p.Tenant)
 	}
 	ex.tenant, ex.subject, ex.tenantName = t.ID, p.Subject, t.Name
-	ex.scope = budget.Scope{Project: p.Project, User: p.User}
+	ex.bill.Scope = budget.Scope{Project: p.Project, User: p.User}
 	return t, nil
 }
 

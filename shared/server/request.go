@@ -17,11 +17,9 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/billing"
-	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
-	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -57,10 +55,22 @@ type logEntry struct {
 
 // exchange is one request's state on its way through the path (one
 // request and its answer, hence the name; the package request reads the
-// client's body): its log
-// entry, and what the steps hand each other (the stream's writer, the
-// routing pin, the budget reservation, the body watcher) and serve lets
-// go of at the end.
+// client's body), grouped by owner, so that each part is written by the
+// step that owns it and read by the rest:
+//
+//   - logEntry: the access log's record (accesslog.go), dispatch.Result
+//     embedded, which the conversation with the backends writes;
+//   - bill and budget: billing's state, what the steps gather for
+//     billing.Plan (the caller's scope, the features' priced uses, the
+//     tier asked, a continued response's stored context) and the
+//     reservation billing.NewReservation made (budget.go);
+//   - call and hooks: the conversation with the backends (dispatch.Call,
+//     and what it tells the server as it goes);
+//   - stored: the stored response it continues or creates (responses.go);
+//   - tel: its telemetry (telemetry.go);
+//   - the rest is the HTTP side: the response's id, the keepalive, the
+//     operation and its body, the concurrency slot, the body watcher,
+//     which serve lets go of at the end.
 type exchange struct {
 	logEntry
 	// idHeader is the response's X-Request-Id value, which every backend
@@ -69,56 +79,38 @@ type exchange struct {
 	// keepalive, when set, owns the stream's writes (keepalive.Writer).
 	keepalive *keepalive.Writer
 	op        request.Operation
-	// parsed is the request body's routing fields (request.Body), read
-	// once by resolve.
-	parsed request.Body
-	pin    string // the endpoint a stored response lives on ("" = any)
-	// scope is the caller's project and user from its verified token:
-	// the budget levels below its tenant (never the request's say).
-	scope          budget.Scope
-	previousTokens int64                // the continued response's recorded total tokens (0 = none known)
-	budget         *billing.Reservation // the request's token budget; nil without one
-	// tier is the service tier the request asked for and the tiers it
-	// may be served at (billing.CheckTier).
-	tier billing.TierAsk
-	// slot is the tenant whose concurrency slot the request holds (admit).
-	slot *tenant.Tenant
-	// features is the token-equivalent of the server-side features the
-	// request may use (billing.Features): reserved with its prompt,
-	// charged with its usage.
-	features billing.Priced
-	// body is the request body as boundBody watches it; nil when there is
-	// none or no connection to bound (Lambda).
-	body *watchedBody
-	// call is the request's conversation with the backends (dispatch),
-	// and hooks what it tells the server as it goes (telemetry, the
-	// stored response's owner).
-	call  dispatch.Call
-	hooks hooks
 	// creates: a POST /v1/responses, whose answer is a stored response to
 	// record.
 	creates bool
-	// remembered: the stored response's owner was recorded (once).
-	remembered bool
+	// parsed is the request body's routing fields (request.Body), read
+	// once by resolve.
+	parsed request.Body
+	// slot is the tenant whose concurrency slot the request holds (admit).
+	slot *tenant.Tenant
+	// body is the request body as boundBody watches it; nil when there is
+	// none or no connection to bound (Lambda).
+	body *watchedBody
 
-	responseID string // the stored response's id, once remembered
+	// bill is what billing.Plan reads, filled in as the steps go: Scope
+	// (the caller's project and user from its verified token, never the
+	// request's say), Features (billing.Features), Tier
+	// (billing.CheckTier), PreviousTokens (a continued response's
+	// recorded total); the rest when the budget is reserved.
+	bill   billing.Request
+	budget *billing.Reservation // the request's token budget; nil without one
 
-	// Telemetry (telemetry.go), all unset without it: ctx carries the
-	// server span; backend is the last attempt, attempt the context its
-	// span was begun with (nil: ended); streamOpen: counted in
-	// llmgw.streams.open; telRequest is the request as reported (report).
-	ctx        context.Context
-	backend    telemetry.Attempt
-	attempt    context.Context
-	streamOpen bool
-	telRequest telemetry.Request
+	call  dispatch.Call
+	hooks hooks
+
+	stored storedState
+	tel    traceState
 }
 
 // context is the context a request's backend calls are made under: the
 // request's, carrying its server span when telemetry is on.
 func (ex *exchange) context(r *http.Request) context.Context {
-	if ex.ctx != nil {
-		return ex.ctx
+	if ex.tel.ctx != nil {
+		return ex.tel.ctx
 	}
 	return r.Context()
 }

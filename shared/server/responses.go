@@ -32,6 +32,15 @@ type Affinity interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// storedState is a request's part in the stored responses: the endpoint
+// the response it continues lives on, and the one it creates, once
+// recorded.
+type storedState struct {
+	pin        string // the endpoint a stored response lives on ("" = any)
+	id         string // the created response's id, once recorded or refused
+	remembered bool   // its owner was recorded (once)
+}
+
 // affinityTimeout bounds one affinity store call on the request path.
 const affinityTimeout = time.Second
 
@@ -56,7 +65,7 @@ func (s *Server) pinPrevious(ctx context.Context, ex *exchange, tenantID string,
 	case o.Pool != pool.Name:
 		return previousElsewhere(id, o.Model, ex.model)
 	}
-	ex.pin, ex.previousTokens = o.Endpoint, o.Tokens
+	ex.stored.pin, ex.bill.PreviousTokens = o.Endpoint, o.Tokens
 	return nil
 }
 
@@ -74,7 +83,7 @@ const HeaderUnrecorded = dispatch.HeaderUnrecorded
 // with object "response") once the scanner has read it; h, when not nil,
 // is the response header still to be sent. It records once per request.
 func (s *Server) rememberAnswer(ex *exchange, scan *sse.AnswerScanner, h http.Header) {
-	if ex.remembered || ex.responseID != "" {
+	if ex.stored.remembered || ex.stored.id != "" {
 		return
 	}
 	id, object := scan.ID()
@@ -107,7 +116,7 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 	if id == "" {
 		return true
 	}
-	ex.responseID = id
+	ex.stored.id = id
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.Endpoint}
@@ -129,7 +138,7 @@ func (s *Server) rememberID(ex *exchange, id string) bool {
 		s.Log.Warn("stored response not recorded: its id is refused to every tenant, its creator included", "request_id", ex.id, "response_id", id, "err", err)
 		return false
 	}
-	ex.remembered = true
+	ex.stored.remembered = true
 	return true
 }
 
@@ -280,7 +289,7 @@ func isWebSocket(r *http.Request) bool {
 // rememberUsage adds a recorded response's usage to its record once the
 // answer is relayed: a follow-up reserves it as its stored context.
 func (s *Server) rememberUsage(ex *exchange) {
-	if !ex.remembered || !ex.HasUsage {
+	if !ex.stored.remembered || !ex.HasUsage {
 		return
 	}
 	billed, ok := ex.Usage.Billed()
@@ -290,7 +299,7 @@ func (s *Server) rememberUsage(ex *exchange) {
 	ctx, cancel := context.WithTimeout(context.Background(), affinityTimeout)
 	defer cancel()
 	o := affinity.Owner{Tenant: ex.tenant, Model: ex.model, Pool: ex.pool, Endpoint: ex.Endpoint, Tokens: billed}
-	if err := s.Affinity.Put(ctx, ex.responseID, o, s.ResponseTTL); err != nil {
+	if err := s.Affinity.Put(ctx, ex.stored.id, o, s.ResponseTTL); err != nil {
 		s.Log.Warn("response usage not recorded: a follow-up reserves no stored context", "request_id", ex.id, "err", err)
 	}
 }

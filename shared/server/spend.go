@@ -38,7 +38,7 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange)
 	if err := s.take(ctx, w, ex, t.ID, true); err != nil {
 		return err
 	}
-	d, err := s.Budgets.Windows(ctx, t.ID, ex.scope, "spend-view/"+ex.id)
+	d, err := s.Budgets.Windows(ctx, t.ID, ex.bill.Scope, "spend-view/"+ex.id)
 	if err != nil {
 		if errors.Is(err, budget.ErrUnavailable) {
 			return budgetUnavailable()
@@ -48,7 +48,7 @@ func (s *Server) spendView(w http.ResponseWriter, r *http.Request, ex *exchange)
 	v.Levels = append(v.Levels, viewLevel("tenant", t.ID, d.Tenant(), lim.QuotaPeriod))
 	// The levels below the tenant the caller's token names, in the order
 	// they are reserved at (its project, then its user).
-	for i, l := range lim.Levels.Of(ex.scope) {
+	for i, l := range lim.Levels.Of(ex.bill.Scope) {
 		if i < len(d.Levels) {
 			kind, name, _ := strings.Cut(l.Name, ":")
 			v.Levels = append(v.Levels, viewLevel(kind, name, d.Levels[i], l.Limits.QuotaPeriod))

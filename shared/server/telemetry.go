@@ -30,10 +30,22 @@ type Telemetry interface {
 	End(ctx context.Context, r *telemetry.Request)
 }
 
+// traceState is a request's telemetry, all unset without it: ctx
+// carries the server span; backend is the last attempt, attempt the
+// context its span was begun with (nil: ended); streamOpen: counted in
+// llmgw.streams.open; request is the request as reported (report).
+type traceState struct {
+	ctx        context.Context
+	backend    telemetry.Attempt
+	attempt    context.Context
+	streamOpen bool
+	request    telemetry.Request
+}
+
 // traced begins the request's telemetry (begin calls it).
 func (s *Server) traced(ex *exchange, r *http.Request) {
 	if s.Telemetry != nil {
-		ex.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
+		ex.tel.ctx = s.Telemetry.Begin(r.Context(), r.Method, routeOf(r.URL.Path), r.Header)
 	}
 }
 
@@ -57,16 +69,16 @@ func (h *hooks) AttemptBegins(ctx context.Context, req *http.Request, target *up
 	}
 	model := ex.call.Body.Model
 	addr, port := telemetry.HostPort(req.URL.Scheme, req.URL.Host)
-	ex.backend = telemetry.Attempt{Operation: ex.op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
+	ex.tel.backend = telemetry.Attempt{Operation: ex.op.GenAIName(), Model: model, ResponseModel: target.BodyModel(model),
 		Provider: target.Provider(), ServerAddress: addr, ServerPort: port, Tenant: ex.tenant, Priority: priority}
-	ex.attempt = s.Telemetry.Attempt(ctx, req, &ex.backend)
+	ex.tel.attempt = s.Telemetry.Attempt(ctx, req, &ex.tel.backend)
 }
 
 // AttemptFailed ends a failed attempt's span, and notes why the request
 // left its best priority (its failure's code) when it spills.
 func (h *hooks) AttemptFailed(fail *dispatch.Error, failover, spill bool) {
 	ex := h.ex
-	if ex.attempt == nil && (!spill || ex.spill != "") {
+	if ex.tel.attempt == nil && (!spill || ex.spill != "") {
 		return // nothing to word the failure for
 	}
 	code := dispatchError(fail).Code
@@ -89,24 +101,24 @@ func (h *hooks) CreatedAnswer(scan *sse.AnswerScanner, hd http.Header) {
 // attemptEnds ends the current attempt's span (AttemptFailed for a
 // failed attempt; report for the one that answered).
 func (s *Server) attemptEnds(ex *exchange, r telemetry.Result) {
-	if ex.attempt != nil {
-		s.Telemetry.AttemptEnd(ex.attempt, &ex.backend, r)
-		ex.attempt = nil
+	if ex.tel.attempt != nil {
+		s.Telemetry.AttemptEnd(ex.tel.attempt, &ex.tel.backend, r)
+		ex.tel.attempt = nil
 	}
 }
 
 // streamOpens counts a stream being relayed; report counts its end.
 func (s *Server) streamOpens(ex *exchange) {
 	if s.Telemetry != nil {
-		ex.streamOpen = true
-		s.Telemetry.Stream(ex.ctx, ex.pool, 1)
+		ex.tel.streamOpen = true
+		s.Telemetry.Stream(ex.tel.ctx, ex.pool, 1)
 	}
 }
 
 // report hands the ended request to telemetry (finish calls it, after the
 // access log).
 func (s *Server) report(ex *exchange) {
-	if s.Telemetry == nil || ex.ctx == nil {
+	if s.Telemetry == nil || ex.tel.ctx == nil {
 		return
 	}
 	errType := ""
@@ -114,14 +126,14 @@ func (s *Server) report(ex *exchange) {
 		errType = ex.Outcome
 	}
 	s.attemptEnds(ex, telemetry.Result{Status: ex.UpstreamStatus, ErrorType: errType})
-	if ex.streamOpen {
-		ex.streamOpen = false
-		s.Telemetry.Stream(ex.ctx, ex.pool, -1)
+	if ex.tel.streamOpen {
+		ex.tel.streamOpen = false
+		s.Telemetry.Stream(ex.tel.ctx, ex.pool, -1)
 	}
 	keepalives, _ := ex.keepalive.Stats()
 	// The record lives in the exchange: handed to an interface, a local
 	// would be allocated for every request.
-	t := &ex.telRequest
+	t := &ex.tel.request
 	*t = telemetry.Request{
 		Route: routeOf(ex.path), Method: ex.method,
 		Tenant: ex.tenant, TenantName: ex.tenantName,
@@ -136,10 +148,10 @@ func (s *Server) report(ex *exchange) {
 	}
 	if ex.pool != "" { // a model a pool serves: a bounded name, from config
 		t.Operation, t.Model = ex.op.GenAIName(), ex.model
-		t.ResponseModel, t.Provider = ex.backend.ResponseModel, ex.backend.Provider
-		t.ServerAddress, t.ServerPort = ex.backend.ServerAddress, ex.backend.ServerPort
+		t.ResponseModel, t.Provider = ex.tel.backend.ResponseModel, ex.tel.backend.Provider
+		t.ServerAddress, t.ServerPort = ex.tel.backend.ServerAddress, ex.tel.backend.ServerPort
 	}
-	s.Telemetry.End(ex.ctx, t)
+	s.Telemetry.End(ex.tel.ctx, t)
 }
 
 // routeOf is a path's route template: the http.route attribute, bounded
