@@ -493,7 +493,7 @@ func missingParameter(field string) *apiError {
 }
 
 // unsupportedCap refuses an output-cap field op does not have: a backend
-// may ignore it, so a budget could not trust it (issue 20).
+// may ignore it, so a budget could not trust it.
 func unsupportedCap(field string, op request.Operation) *apiError {
 	use := ""
 	if op.HasCaps() {
@@ -510,7 +510,8 @@ func unsupportedStream(op request.Operation) *apiError {
 }
 
 // storedStateRefused: a body names stored state whose owner the gateway
-// does not record (issues 21 and 31: request.StoredState).
+// does not record (request.StoredState), which the one backend key
+// would serve to any tenant that names it.
 func storedStateRefused(param, msg string) *apiError {
 	return invalidRequest(http.StatusBadRequest, "stored_state_not_supported", param, msg)
 }

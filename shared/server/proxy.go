@@ -180,7 +180,7 @@ func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant,
 		// The claim is the token's, not config's: a signed token of a
 		// tenant not in the table (any directory of an Entra {tenantid}
 		// issuer) must not add a metric series or a log value of its
-		// choosing (issue 31). The caller's answer names its claim.
+		// choosing. The caller's answer names its claim.
 		ex.tenant, ex.Detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
@@ -259,7 +259,8 @@ func (s *Server) resolve(ctx context.Context, ex *exchange, t *tenant.Tenant, op
 		}
 	}
 	// Stored state the gateway cannot prove the tenant owns is refused
-	// before any backend sees it (issues 21 and 31).
+	// before any backend sees it: one backend key serves every tenant, so
+	// the backend would serve it to anyone who names it.
 	if serr := request.StoredState(raw, op); serr != nil {
 		return body, nil, storedStateRefused(serr.Param, serr.Message)
 	}

@@ -271,8 +271,8 @@ func (s *Server) finish(w http.ResponseWriter, ex *exchange) {
 // the client was written that event (or, for JSON, the answer's first
 // bytes). A request that never reached a backend is the gateway's time
 // throughout. Each part is clamped at zero, so added_ms is never negative:
-// a stream's headers go to the client before its first event (issue 22:
-// compared with them, 1 stream in 6 was "negative"), and that wait is the
+// a stream's headers go to the client before its first event (compared
+// with them, 1 stream in 6 was "negative"), and that wait is the
 // backend's, not the gateway's.
 func addedMs(ex *logEntry, end time.Time) float64 {
 	span := func(a, b time.Time) time.Duration {

@@ -58,7 +58,7 @@ func (s *Server) pinPrevious(ctx context.Context, ex *exchange, tenantID string,
 	}
 	switch {
 	case !ok || o.Tenant != tenantID:
-		// Fails closed (issue 21): an id with no record (never recorded,
+		// Fails closed: an id with no record (never recorded,
 		// expired, evicted, lost with the store) may be anyone's, so it is
 		// nobody's, answered exactly as another tenant's id is.
 		return previousNotFound(id)
