@@ -7,15 +7,22 @@
 // dispatch's: server hands it a dispatch.Call with what the path decided,
 // and reads the dispatch.Result it leaves, which the access log embeds.
 //
-// The whole path reads top to bottom in proxy.go (serveProxy; each step is
-// a call into the package, or the file, that owns it, and returns an error
-// rather than answering it). The files:
+// The whole path reads top to bottom in proxy.go (serveProxy: authenticate,
+// tenant, admit, read, resolve, features, tier, take, reserve, dispatch
+// and relay, settle; each step is a call into the package, or the file,
+// that owns it, and returns an error rather than answering it). The
+// settle is deferred right after the reservation, so it runs once on
+// every ending, and answers the client before the store's round trip.
+// The files:
 //
 //   - request.go is the one wrapper every route goes through, the Caddy and
 //     httputil shape (ServeHTTP → serve: the request id, the body's time
 //     bound, recovery, the access log, and the one rendering of the error a
-//     handler returns), and keeps a request's state (exchange) apart from
-//     its log entry (logEntry).
+//     handler returns), and keeps a request's state (exchange), grouped
+//     by owner: the log entry (logEntry, with dispatch.Result), billing's
+//     (billing.Request, billing.Reservation), dispatch's (dispatch.Call),
+//     the stored response's (responses.go), the telemetry's
+//     (telemetry.go), and the HTTP side's own.
 //   - errors.go is the one place statuses, codes, messages and Retry-After
 //     are decided and rendered, in OpenAI's and Anthropic's shapes, as a
 //     body or as a stream's error event (every error the gateway answers
@@ -43,6 +50,23 @@
 //   - listener.go: the HTTP host's connections (the cap, and the lingering
 //     close an early answer asks for through the request's context).
 //   - telemetry.go: the calls into the optional OpenTelemetry exporter.
+//
+// Where the next operations go. Every operation is a row of package
+// request's table, and the steps above read the row. A multipart upload
+// (audio transcription and translation) would give its row a body kind,
+// JSON or multipart, with the reader for it: read and resolve take the
+// model and the few fields the gateway decides on from the form's fields,
+// never buffering the file twice; billing's Plan reads the fields it
+// prices (the model, the file's duration or size bound); dispatch relays
+// the body as read, boundary and all. A WebSocket session (the Responses
+// API over a WebSocket, as Codex asks for it) would be a row whose answer
+// is a session, not a
+// request and its response: the same steps up to the reservation, then
+// dispatch relays frames both ways for the session's life, with the
+// settle at its end from the usage its events report. Today a WebSocket
+// upgrade is refused before the route table's handler is picked (route,
+// then responses.go's refuseWebSocket: 426, so a client falls back to
+// HTTP).
 //
 // go run ./scripts/filepairs -tags lambda.norpc ./shared/server counts the
 // pairs of these files that reference each other.
