@@ -1,12 +1,13 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
-// OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
-// conventions' metrics and spans, and the gateway's own metrics. It is the
-// only package that imports the SDK. The trace SDK samples and batches
-// spans; the metrics SDK collects metrics, those a request records
-// aggregated by this package (aggregation). The exporters the SDK feeds
-// are this package's own (wire.go encodes OTLP with protowire alone), because the SDK's OTLP exporters link the
-// generated OTLP types and, through their service packages, gRPC: 15 MB
-// of binary and a slower start even with telemetry off. A gateway that scales to zero cannot
+// OpenTelemetry Go SDK over OTLP/HTTP (protobuf) or OTLP/gRPC: the GenAI
+// semantic conventions' metrics and spans, and the gateway's own metrics.
+// It is the only package that imports the SDK. The trace SDK samples and
+// batches spans; the metrics SDK aggregates metrics and its periodic
+// reader collects them. The exporters the SDK feeds are this package's
+// own (wire.go encodes OTLP with protowire alone), because the SDK's OTLP
+// exporters link the generated OTLP types and, through their service
+// packages, gRPC: 15 MB of binary and a slower start even with telemetry
+// off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
 // before the process stops or freezes.
 package otlp
@@ -62,14 +63,10 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 60 * time.Second
 	}
-	if cfg.CardinalityLimit <= 0 {
-		cfg.CardinalityLimit = DefaultCardinalityLimit
-	}
 	res := newResource(cfg)
-	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(cfg.CardinalityLimit),
+	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(memoLimit),
 		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
 	var meter metric.Meter
-	var agg *aggregation
 	if cfg.TracesURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS, cfg.TracesGRPC)
 		if err != nil {
@@ -86,18 +83,19 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, cfg.MetricsGRPC, hc), cfg.Delta)
-		agg = newAggregation(exp.Temporality, cfg.CardinalityLimit)
-		e.mp = sdkmetric.NewMeterProvider(
-			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout),
-				sdkmetric.WithProducer(agg))),
-			sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
+		opts := []sdkmetric.Option{sdkmetric.WithResource(res),
+			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout)))}
+		if cfg.CardinalityLimit > 0 {
+			opts = append(opts, sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
+		}
+		e.mp = sdkmetric.NewMeterProvider(opts...)
 		meter = e.mp.Meter(scope)
 	}
 	if meter == nil {
 		return e, nil
 	}
 	var err error
-	e.m, err = newInstruments(meter, agg)
+	e.m, err = newInstruments(meter)
 	return e, err
 }
 
@@ -132,7 +130,9 @@ func newResource(cfg Config) *resource.Resource {
 }
 
 // Flush exports every pending span and metric, bounded by ctx, and says
-// how long it took. Both signals are flushed at once.
+// how long it took. Both signals are flushed at once, each after the
+// export the background has in flight (the SDK's ForceFlush): on Lambda
+// the sandbox may freeze when Flush returns.
 func (e *Exporter) Flush(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -223,20 +223,20 @@ func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telem
 		span.SetAttributes(attrs...)
 		span.End()
 	}
-	e.failedOver(r, a)
+	e.failedOver(ctx, r, a)
 }
 
 // failedOver counts an attempt that failed over to another endpoint.
-func (e *Exporter) failedOver(r telemetry.Result, a *telemetry.Attempt) {
+func (e *Exporter) failedOver(ctx context.Context, r telemetry.Result, a *telemetry.Attempt) {
 	if r.Failover && e.mp != nil {
-		e.m.failovers.add(e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}), 1)
+		e.m.failovers.Add(ctx, 1, e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}).add...)
 	}
 }
 
 // Stream counts a stream opened (+1) or ended (-1) on a pool.
 func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 	if e.mp != nil {
-		e.m.streams.add(e.sets.pool(pool), delta)
+		e.m.streams.Add(ctx, delta, e.sets.pool(pool).add...)
 	}
 }
 
@@ -250,42 +250,42 @@ func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
 	}
 	m := &e.m
 	tenant := tenantKey{r.Tenant, r.TenantName}
-	m.requests.add(e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}), 1)
+	m.requests.Add(ctx, 1, e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}).add...)
 	if r.Limit != "" {
-		m.limiter.add(e.sets.decision(decisionKey{r.Limit, tenant}), 1)
+		m.limiter.Add(ctx, 1, e.sets.decision(decisionKey{r.Limit, tenant}).add...)
 	}
 	if r.Budget != "" {
-		m.budget.add(e.sets.decision(decisionKey{r.Budget, tenant}), 1)
-		tset := e.sets.tenant(tenant)
+		m.budget.Add(ctx, 1, e.sets.decision(decisionKey{r.Budget, tenant}).add...)
+		tset := e.sets.tenant(tenant).add
 		if r.Reserved > 0 {
-			m.reserved.add(tset, r.Reserved)
+			m.reserved.Add(ctx, r.Reserved, tset...)
 		}
 		if r.Charged > 0 {
-			m.charged.add(tset, r.Charged)
+			m.charged.Add(ctx, r.Charged, tset...)
 		}
 	}
 	if r.Cost > 0 && r.Operation != "" {
 		// Only a tenant of the table has a spend limit, and only a model a
 		// pool serves is priced: every attribute is bounded by config.
-		m.cost.add(e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}), r.Cost)
+		m.cost.Add(ctx, r.Cost, e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}).add...)
 	}
 	if r.Keepalives > 0 {
-		m.keepalives.add(e.sets.pool(r.Pool), int64(r.Keepalives))
+		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)
 	}
 	if r.Operation == "" {
 		return
 	}
 	genai := e.sets.genAI(genaiKey{operation: r.Operation, provider: r.Provider, model: r.Model, responseModel: r.ResponseModel,
 		address: r.ServerAddress, port: r.ServerPort, tenant: tenant, errorType: r.ErrorType})
-	m.duration.record(genai.all, r.End.Sub(r.Start).Seconds())
+	m.duration.Record(ctx, r.End.Sub(r.Start).Seconds(), genai.all.rec...)
 	if r.Usage {
-		m.tokens.record(genai.input, r.InputTokens)
-		m.tokens.record(genai.output, r.OutputTokens)
+		m.tokens.Record(ctx, r.InputTokens, genai.input.rec...)
+		m.tokens.Record(ctx, r.OutputTokens, genai.output.rec...)
 	}
 	if !r.FirstEvent.IsZero() {
-		m.ttft.record(genai.all, r.FirstEvent.Sub(r.Start).Seconds())
+		m.ttft.Record(ctx, r.FirstEvent.Sub(r.Start).Seconds(), genai.all.rec...)
 		if r.Usage && r.OutputTokens > 1 {
-			m.tpot.record(genai.all, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1))
+			m.tpot.Record(ctx, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1), genai.all.rec...)
 		}
 		if !e.cfg.Start.IsZero() && e.firstEvent.CompareAndSwap(false, true) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())

@@ -2,6 +2,7 @@ package otlp
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -120,36 +121,65 @@ func TestFullQueueDrops(t *testing.T) {
 }
 
 // TestFlushWaitsForTheExportInFlight: a Flush returns only once the
-// batch the background export took off the queue is sent (on Lambda the
-// sandbox may freeze when the flush returns).
+// export the background took on (a full batch of spans, a periodic
+// collect of metrics) is sent, on Lambda the sandbox may freeze when the
+// flush returns, and no later than its context's deadline.
 func TestFlushWaitsForTheExportInFlight(t *testing.T) {
 	t.Parallel()
-	release, let := held()
-	col := newCollector(t, func(w http.ResponseWriter) { <-release })
-	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on", BatchSize: 2, BatchDelay: time.Hour, Timeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
-	t.Cleanup(let)
-	request(exp) // a batch: the processor takes it and its export hangs
-	waitFor(t, "the background export", func() bool { return col.n.Load() == 1 })
-	flushed := make(chan error, 1)
-	go func() {
-		_, err := exp.Flush(context.Background())
-		flushed <- err
-	}()
-	select {
-	case err := <-flushed:
-		t.Fatalf("Flush returned (%v) with a batch still on its way", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	let()
-	if err := <-flushed; err != nil {
-		t.Fatal(err)
-	}
-	if got := exported(t, col); len(got) != 2 {
-		t.Fatalf("%d spans exported when Flush returned, want 2", len(got))
+	for _, c := range []struct {
+		name string
+		cfg  func(url string) Config
+		// sent is what the collector holds once Flush returned.
+		sent func(t *testing.T, col *collector)
+	}{
+		{"spans", func(url string) Config {
+			return Config{TracesURL: url + "/v1/traces", Sampler: "always_on", BatchSize: 2, BatchDelay: time.Hour, Timeout: time.Minute}
+		}, func(t *testing.T, col *collector) {
+			if got := exported(t, col); len(got) != 2 {
+				t.Fatalf("%d spans exported when Flush returned, want 2", len(got))
+			}
+		}},
+		{"metrics", func(url string) Config {
+			return Config{MetricsURL: url + "/v1/metrics", Interval: 20 * time.Millisecond, Timeout: time.Minute}
+		}, func(t *testing.T, col *collector) {
+			if n := col.n.Load(); n < 2 {
+				t.Fatalf("%d metric exports when Flush returned, want the periodic one and the flush's", n)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			release, let := held()
+			col := newCollector(t, func(w http.ResponseWriter) { <-release })
+			exp, err := New(c.cfg(col.URL))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+			t.Cleanup(let)
+			request(exp) // the background's export of it hangs
+			waitFor(t, "the background export", func() bool { return col.n.Load() == 1 })
+			short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			if _, err := exp.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Flush past its deadline: %v", err)
+			}
+			flushed := make(chan error, 1)
+			go func() {
+				_, err := exp.Flush(context.Background())
+				flushed <- err
+			}()
+			select {
+			case err := <-flushed:
+				t.Fatalf("Flush returned (%v) with an export still on its way", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			let()
+			if err := <-flushed; err != nil {
+				t.Fatal(err)
+			}
+			c.sent(t, col)
+		})
 	}
 }
 

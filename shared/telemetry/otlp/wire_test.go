@@ -634,11 +634,10 @@ func wantArray[T any](xs []T, value func(T) attribute.Value) []*commonpb.AnyValu
 // BenchmarkAppendMetrics: one export's encoding (the gateway's metrics
 // of a few tenants), into a reused buffer as the exporter does.
 func BenchmarkAppendMetrics(b *testing.B) {
-	agg := newAggregation(sdkmetric.DefaultTemporalitySelector, 0)
-	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(agg))
+	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader), sdkmetric.WithResource(testResource))
-	exp := &Exporter{mp: mp, sets: newSets(DefaultCardinalityLimit)}
-	m, err := newInstruments(mp.Meter(scope), agg)
+	exp := &Exporter{mp: mp, sets: newSets(memoLimit)}
+	m, err := newInstruments(mp.Meter(scope))
 	if err != nil {
 		b.Fatal(err)
 	}
