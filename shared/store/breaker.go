@@ -46,6 +46,17 @@ var ErrBreakerOpen = errors.New("breaker open")
 // (redisclient.Queued), so that this package needs no Redis client.
 var ErrQueued = errors.New("store: queued for a connection")
 
+// ErrMisconfigured marks an error that is the gateway's configuration,
+// not the store's health: a Redis Cluster's MOVED, ASK or CROSSSLOT
+// answer (the client kind does not match the server, or a script's keys
+// span slots), or a client kind the server was found not to match at
+// start. The breaker counts it for nothing, since one tenant's keys on
+// another node must not skip the store for every tenant; the guard logs
+// it as a configuration error and every policy refuses the call (a
+// fail-open limiter would otherwise silently stop limiting). A Redis
+// store marks those answers with it (redisclient.Classify).
+var ErrMisconfigured = errors.New("store: misconfigured")
+
 // Breaker skips a failing store. After threshold failures in a row of
 // calls that began after the store last answered, it opens for cooldown;
 // then exactly one call probes the store while the others keep failing
@@ -191,7 +202,8 @@ const (
 // is skipped; else fn's error, counted as a store failure unless ctx was
 // canceled (the caller left, which says nothing about the store), the
 // call waited too long for a pooled connection (ErrQueued: the gateway's
-// own queue), or the store answered another
+// own queue), the call failed for the gateway's configuration
+// (ErrMisconfigured), or the store answered another
 // call meanwhile (Breaker). A ctx that passed its deadline counts
 // otherwise: the store did not answer in time.
 func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
@@ -207,9 +219,10 @@ func (b *Breaker) call(ctx context.Context, fn func() error) (change, error) {
 			return recovered, nil
 		}
 		return unchanged, nil
-	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, ErrQueued):
-		// A pool turn not had in time is the gateway's own queue, not
-		// the store: like a caller that left, it counts for nothing.
+	case errors.Is(ctx.Err(), context.Canceled), errors.Is(err, ErrQueued), errors.Is(err, ErrMisconfigured):
+		// A pool turn not had in time is the gateway's own queue, and a
+		// configuration error is the gateway's, not the store: like a
+		// caller that left, they count for nothing.
 		b.Abandon(probe)
 		return unchanged, err
 	case b.Failure(start, time.Now(), probe):

@@ -153,15 +153,19 @@ func TestBreakerBurst(t *testing.T) {
 // TestCallQueuedNotCounted: a call that could not get a pooled
 // connection in time (the gateway's own queue, ErrQueued) is not a store
 // failure.
+// A configuration error (ErrMisconfigured: one tenant's keys answered
+// MOVED) is not one either: it must not skip the store for every tenant.
 func TestCallQueuedNotCounted(t *testing.T) {
 	t.Parallel()
-	b := NewBreaker(2, time.Hour)
-	for range 10 {
-		if _, err := b.call(context.Background(), func() error { return fmt.Errorf("take: %w", ErrQueued) }); !errors.Is(err, ErrQueued) {
-			t.Fatalf("err %v", err)
+	for _, mark := range []error{ErrQueued, ErrMisconfigured} {
+		b := NewBreaker(2, time.Hour)
+		for range 10 {
+			if _, err := b.call(context.Background(), func() error { return fmt.Errorf("take: %w", mark) }); !errors.Is(err, mark) {
+				t.Fatalf("err %v", err)
+			}
 		}
-	}
-	if s, _ := b.Snapshot(); s != BreakerClosed {
-		t.Fatalf("pool timeouts opened the breaker: %s", s)
+		if s, _ := b.Snapshot(); s != BreakerClosed {
+			t.Fatalf("%v opened the breaker: %s", mark, s)
+		}
 	}
 }

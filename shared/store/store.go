@@ -79,6 +79,7 @@ type Guard struct {
 	log     *slog.Logger
 
 	storeErrors, degraded atomic.Uint64
+	misconfigured         atomic.Bool // logged once
 }
 
 // NewGuard returns the guard of the store that name's log lines speak of,
@@ -117,6 +118,9 @@ func (g *Guard) Call(ctx context.Context, op string, within time.Duration, fn fu
 	case recovered:
 		g.log.Info(g.name + ": store recovered, breaker closed")
 	}
+	if errors.Is(err, ErrMisconfigured) && !g.misconfigured.Swap(true) {
+		g.log.Error(g.name+": store misconfigured: calls are refused until the configuration is fixed", "err", err)
+	}
 	return err
 }
 
@@ -124,15 +128,21 @@ func (g *Guard) Call(ctx context.Context, op string, within time.Duration, fn fu
 // left, which says nothing about the store: left is ctx's cause, no policy
 // applies and nothing is counted. Otherwise the call counts as degraded
 // (and as a store error unless the breaker skipped the store), and refuse
-// reports that the policy is closed.
+// reports that the policy is closed. A configuration error
+// (ErrMisconfigured) is refused whatever the policy and is no store
+// error: going ahead would hide it (a fail-open limiter that stops
+// limiting the tenants whose keys are on another node).
 func (g *Guard) Failure(ctx context.Context, err error) (refuse bool, left error) {
 	if ctx.Err() != nil {
 		return false, context.Cause(ctx)
 	}
+	g.degraded.Add(1)
+	if errors.Is(err, ErrMisconfigured) {
+		return true, nil
+	}
 	if !errors.Is(err, ErrBreakerOpen) {
 		g.storeErrors.Add(1)
 	}
-	g.degraded.Add(1)
 	return g.closed, nil
 }
 

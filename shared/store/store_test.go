@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -51,6 +52,34 @@ func TestGuard(t *testing.T) {
 			}
 			if log := buf.String(); !strings.Contains(log, `msg="test: store failing, breaker open" op=op`) {
 				t.Errorf("log %q: want the opening with name and op", log)
+			}
+		})
+	}
+}
+
+// TestGuardMisconfigured: a configuration error (a Redis Cluster's MOVED
+// or CROSSSLOT) is refused whatever the policy, counts as no store error
+// and opens no breaker, and is logged once as an error.
+func TestGuardMisconfigured(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []string{store.PolicyOpen, store.PolicyClosed} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			g := store.NewGuard("test", policy, store.NewBreaker(2, time.Hour), slog.New(slog.NewTextHandler(&buf, nil)))
+			ctx := context.Background()
+			moved := fmt.Errorf("MOVED 1512 127.0.0.1:7001: %w", store.ErrMisconfigured)
+			for range 5 {
+				err := g.Call(ctx, "op", time.Second, func(context.Context) error { return moved })
+				if refuse, left := g.Failure(ctx, err); !refuse || left != nil {
+					t.Fatalf("misconfigured: refuse %v, left %v; want refused", refuse, left)
+				}
+			}
+			if s := g.Stats(); s.Degraded != 5 || s.StoreErrors != 0 || s.BreakerOpens != 0 {
+				t.Errorf("stats %+v; want 5 degraded, no store error, no opening", s)
+			}
+			if log := buf.String(); strings.Count(log, "level=ERROR") != 1 || !strings.Contains(log, "MOVED") {
+				t.Errorf("log %q: want one error line naming the answer", log)
 			}
 		})
 	}
