@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os/exec"
 	"regexp"
@@ -29,6 +30,9 @@ import (
 type Options struct {
 	// Password, when set, is required of clients (--requirepass).
 	Password string
+	// Cluster starts the server as a Redis Cluster node (--cluster-enabled
+	// yes), its bus on a second free port; StartCluster joins three.
+	Cluster bool
 }
 
 // Server is one redis-server process owned by a test.
@@ -38,6 +42,7 @@ type Server struct {
 	args     func(port int) []string
 	password string
 	port     int
+	bus      int // the cluster bus's port; 0 when not a cluster node
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -83,6 +88,12 @@ func StartWith(t testing.TB, o Options) *Server {
 		if o.Password != "" {
 			a = append(a, "--requirepass", o.Password)
 		}
+		if o.Cluster {
+			// cluster-port (Redis 7) frees the bus from port+10000,
+			// which may be past 65535 for an ephemeral port.
+			a = append(a, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+				"--cluster-port", strconv.Itoa(s.bus))
+		}
 		return a
 	}
 	t.Cleanup(s.Stop)
@@ -95,6 +106,11 @@ func StartWith(t testing.TB, o Options) *Server {
 			t.Fatalf("redistest: %v", err)
 		}
 		s.port = port
+		if o.Cluster {
+			if s.bus, err = loopback.FreePort(); err != nil {
+				t.Fatalf("redistest: %v", err)
+			}
+		}
 		if lastErr = s.start(); lastErr == nil {
 			return s
 		}
@@ -247,9 +263,16 @@ func (s *Server) Log() string {
 // do sends one command (after AUTH when a password is set) and reads one
 // simple reply per command, failing on an error reply.
 func (s *Server) do(timeout time.Duration, args ...string) error {
+	_, err := s.query(timeout, args...)
+	return err
+}
+
+// query is do that returns the command's reply: a bulk or simple
+// string's content, "" for other kinds.
+func (s *Server) query(timeout time.Duration, args ...string) (string, error) {
 	c, err := net.DialTimeout("tcp", s.Addr(), timeout)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(timeout))
@@ -261,15 +284,16 @@ func (s *Server) do(timeout time.Duration, args ...string) error {
 	}
 	writeCommand(&buf, args...)
 	if _, err := c.Write(buf.Bytes()); err != nil {
-		return err
+		return "", err
 	}
 	r := bufio.NewReader(c)
+	var reply string
 	for range n {
-		if err := readReply(r); err != nil {
-			return err
+		if reply, err = readReply(r); err != nil {
+			return "", err
 		}
 	}
-	return nil
+	return reply, nil
 }
 
 func writeCommand(buf *bytes.Buffer, args ...string) {
@@ -279,40 +303,46 @@ func writeCommand(buf *bytes.Buffer, args ...string) {
 	}
 }
 
-// readReply reads one RESP2 reply, skipping its content; an error reply is
+// readReply reads one RESP2 reply: a simple or bulk string's content, ""
+// for an integer or an array (whose elements it skips); an error reply is
 // returned as an error.
-func readReply(r *bufio.Reader) error {
+func readReply(r *bufio.Reader) (string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
 	line = strings.TrimRight(line, "\r\n")
 	if line == "" {
-		return errors.New("empty reply")
+		return "", errors.New("empty reply")
 	}
 	switch line[0] {
-	case '+', ':':
-		return nil
+	case '+':
+		return line[1:], nil
+	case ':':
+		return "", nil
 	case '-':
-		return errors.New(line[1:])
+		return "", errors.New(line[1:])
 	case '$':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil || n < 0 {
-			return err
+			return "", err
 		}
-		_, err = r.Discard(n + 2)
-		return err
+		b := make([]byte, n+2)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return "", err
+		}
+		return string(b[:n]), nil
 	case '*':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {
-			return err
+			return "", err
 		}
 		for range n {
-			if err := readReply(r); err != nil {
-				return err
+			if _, err := readReply(r); err != nil {
+				return "", err
 			}
 		}
-		return nil
+		return "", nil
 	}
-	return fmt.Errorf("unexpected reply %q", line)
+	return "", fmt.Errorf("unexpected reply %q", line)
 }

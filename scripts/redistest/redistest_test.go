@@ -109,3 +109,36 @@ func TestMissingBinaryFails(t *testing.T) {
 		t.Errorf("Fatalf message %q does not say how to install redis-server", rec.msg)
 	}
 }
+
+// TestCluster: three primaries join into one cluster within a few
+// seconds; each serves only its slots (a key of another node's slot is
+// answered MOVED), and a command on two keys of different slots is
+// refused with CROSSSLOT, as a managed cluster does.
+func TestCluster(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	c := StartCluster(t)
+	t.Logf("cluster of %d started in %s: %s", len(c.Nodes), time.Since(start), c.URL())
+	moved := 0
+	for _, n := range c.Nodes {
+		// "a" is slot 15495, "b" 3300: every node but one owns neither.
+		if err := n.do(time.Second, "SET", "a", "1"); err != nil {
+			if !strings.HasPrefix(err.Error(), "MOVED 15495 ") {
+				t.Fatalf("SET a on %s: %v, want MOVED 15495", n.Addr(), err)
+			}
+			moved++
+		}
+		if err := n.do(time.Second, "MSET", "a", "1", "b", "2"); err == nil || !strings.HasPrefix(err.Error(), "CROSSSLOT") {
+			t.Errorf("MSET over two slots on %s: %v, want CROSSSLOT", n.Addr(), err)
+		}
+	}
+	if moved != 2 {
+		t.Errorf("%d of 3 nodes answered MOVED for one key, want 2", moved)
+	}
+	for _, n := range c.Nodes {
+		n.Stop()
+		if n.PID() != 0 {
+			t.Errorf("node %s still running after Stop", n.Addr())
+		}
+	}
+}
