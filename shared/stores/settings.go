@@ -68,6 +68,9 @@ func (c Config) Check(at problem.At, getenv func(string) string) {
 		if c.RedisEntra != nil {
 			at.Add("redis_entra", "only used with %s redis", at.Name("backend"))
 		}
+		if c.RedisCluster {
+			at.Add("redis_cluster", "only used with %s redis", at.Name("backend"))
+		}
 		return
 	}
 	if c.RedisURLEnv == "" {

@@ -57,6 +57,13 @@ type Config struct {
 	// survives scale-to-zero). Default Memory.
 	Backend       string `yaml:"backend" json:"backend"`
 	RedisSettings `yaml:",inline"`
+	// RedisCluster builds Redis Cluster clients (redisclient.New's
+	// Cluster: the OSS cluster API, whose nodes answer MOVED for another
+	// node's keys) instead of single-node ones. At start the gateway asks
+	// the server which it is and refuses a mismatch (Set.Misconfigured).
+	// Default false: one node, or a proxy over shards (Azure Managed
+	// Redis's EnterpriseCluster policy).
+	RedisCluster bool `yaml:"redis_cluster" json:"redis_cluster"`
 	// URL, Password and Credentials reach Redis (redisclient.ClientOptions).
 	URL         string                                                           `yaml:"-" json:"-"`
 	Password    string                                                           `yaml:"-" json:"-"`
@@ -90,8 +97,20 @@ type Set struct {
 	// Budget is the token budgets' store (nil without Config.Budgets).
 	Budget budget.Store
 
-	clients []*redis.Client
+	clients       []redis.UniversalClient
+	gate          redisclient.Gate
+	misconfigured chan error
 }
+
+// Misconfigured yields the configuration error found when the server
+// was asked, in the background after Open, whether it is a Redis Cluster
+// and it did not match Config.RedisCluster; by then every store's calls
+// fail with it (store.ErrMisconfigured) and it has been logged. The
+// binary stops on it: the gateway refuses to run on a store it would
+// reach wrongly. Nothing is sent with Memory, with a kind that matches,
+// or while the store cannot be reached (a call's MOVED or CROSSSLOT is
+// then a configuration error of its own: redisclient.Classify).
+func (s *Set) Misconfigured() <-chan error { return s.misconfigured }
 
 // Open builds every part's store of c.Backend. It does no I/O in the
 // caller's path: with Redis it establishes the pools (and loads the
@@ -99,7 +118,7 @@ type Set struct {
 // reachable yet. Close releases what it built.
 func Open(ctx context.Context, c Config) (_ *Set, err error) {
 	c = c.WithDefaults()
-	s := &Set{}
+	s := &Set{misconfigured: make(chan error, 1)}
 	switch c.Backend {
 	case Memory:
 		s.Affinity = affinity.NewMemory(0, time.Now)
@@ -132,7 +151,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		return nil, err
 	}
 	s.Affinity = redisaffinity.New(state, c.KeyPrefix, c.Log)
-	warm(ctx, c.Log, "shared state", func(ctx context.Context) error { return redisclient.WarmPool(ctx, state) })
+	warms := []warming{{"shared state", func(ctx context.Context) error { return redisclient.WarmPool(ctx, state) }}}
 	// Cooldowns are read once per request: a client with the take's tight
 	// answer timeout, so a slow store delays no request longer.
 	cool, err := s.client(c, c.TakeTimeout)
@@ -140,7 +159,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		return nil, err
 	}
 	s.Cooldowns = rediscool.New(cool, c.KeyPrefix, c.Log)
-	warm(ctx, c.Log, "shared cooldowns", func(ctx context.Context) error { return redisclient.WarmPool(ctx, cool) })
+	warms = append(warms, warming{"shared cooldowns", func(ctx context.Context) error { return redisclient.WarmPool(ctx, cool) }})
 	if c.Budgets {
 		reserve, err := s.client(c, c.ReserveTimeout)
 		if err != nil {
@@ -153,9 +172,43 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		s.Budget = rs
 		// The scripts loaded and the reservation pool established, the
 		// first reservations are one EVALSHA each.
-		warm(ctx, c.Log, "budget", rs.Warm)
+		warms = append(warms, warming{"budget", rs.Warm})
 	}
+	go s.check(ctx, c, state, warms)
 	return s, nil
+}
+
+// warming is one store's warm-up: what it warms, for the log, and how.
+type warming struct {
+	what string
+	fn   func(context.Context) error
+}
+
+// check runs in the background: it asks the server whether its kind
+// matches c.RedisCluster (on cl, within the dial budget), then warms
+// every store in parallel; readiness waits for neither. On a mismatch it
+// shuts every client's gate, logs the error with the setting to fix and
+// sends it on Misconfigured, and warms nothing.
+func (s *Set) check(ctx context.Context, c Config, cl redis.UniversalClient, warms []warming) {
+	kctx, cancel := context.WithTimeout(ctx, c.DialTimeout+c.StateTimeout)
+	err := redisclient.CheckKind(kctx, cl)
+	cancel()
+	switch {
+	case errors.Is(err, store.ErrMisconfigured):
+		s.gate.Shut(err)
+		c.Log.Error("store misconfigured: every shared-state call is refused", "setting", redisclient.ClusterSetting, "err", err)
+		s.misconfigured <- err
+		return
+	case err != nil:
+		c.Log.Warn("store not reachable yet: its kind (cluster or not) is not checked", "err", err)
+	}
+	for _, w := range warms {
+		go func() {
+			if err := w.fn(ctx); err != nil {
+				c.Log.Warn(w.what+" store not reachable yet", "err", err)
+			}
+		}()
+	}
 }
 
 // Close closes every client Open built.
@@ -169,15 +222,16 @@ func (s *Set) Close() error {
 }
 
 // client is a client on c's Redis whose answers are bounded by timeout,
-// closed by Close.
-func (s *Set) client(c Config, timeout time.Duration) (*redis.Client, error) {
-	cl, err := redisclient.NewClient(redisclient.ClientOptions{
+// behind the set's gate, closed by Close.
+func (s *Set) client(c Config, timeout time.Duration) (redis.UniversalClient, error) {
+	cl, err := redisclient.New(redisclient.ClientOptions{
 		URL: c.URL, Password: c.Password, Credentials: c.Credentials,
-		Timeout: timeout, DialTimeout: c.DialTimeout,
+		Timeout: timeout, DialTimeout: c.DialTimeout, Cluster: c.RedisCluster,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
+	cl.AddHook(&s.gate)
 	s.clients = append(s.clients, cl)
 	return cl, nil
 }
@@ -194,13 +248,4 @@ func (c Config) WithDefaults() Config {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
 	return c
-}
-
-// warm runs fn in the background; readiness does not wait for it.
-func warm(ctx context.Context, log *slog.Logger, what string, fn func(context.Context) error) {
-	go func() {
-		if err := fn(ctx); err != nil {
-			log.Warn(what+" store not reachable yet", "err", err)
-		}
-	}()
 }

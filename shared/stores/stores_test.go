@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/scripts/redistest"
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/store"
 )
 
 // TestOpenMemory: the memory backend hands each part this process's
@@ -61,13 +62,13 @@ func TestOpenRedis(t *testing.T) {
 		if (s.Budget != nil) != budgets {
 			t.Errorf("budgets %v: budget store %v", budgets, s.Budget)
 		}
-		if got := s.clients[0].Options().ReadTimeout; got != 70*time.Millisecond {
+		if got := s.clients[0].(*redis.Client).Options().ReadTimeout; got != 70*time.Millisecond {
 			t.Errorf("limiter client's answer timeout %s, want limiter.timeout's 70ms", got)
 		}
 		want := 3 // limiter, state, cooldowns
 		if budgets {
 			want++ // reservations
-			if got := s.clients[3].Options().ReadTimeout; got != 90*time.Millisecond {
+			if got := s.clients[3].(*redis.Client).Options().ReadTimeout; got != 90*time.Millisecond {
 				t.Errorf("reservation client's answer timeout %s, want budget.timeout's 90ms", got)
 			}
 		}
@@ -102,5 +103,48 @@ func TestOpenBadURL(t *testing.T) {
 	s, err := Open(t.Context(), Config{Backend: Redis, URL: "bogus://x"})
 	if err == nil || s != nil {
 		t.Fatalf("got %v, %v; want an error and no set", s, err)
+	}
+}
+
+// TestOpenKindMismatch: Open does no I/O, then finds in the background
+// that the server's kind does not match redis_cluster (a single-node
+// client on a cluster node; a cluster client on a single node): it sends
+// the configuration error, naming the setting, on Misconfigured, and
+// every part's calls fail with it from then on. A matching kind sends
+// nothing.
+func TestOpenKindMismatch(t *testing.T) {
+	t.Parallel()
+	single, cluster := redistest.Start(t), redistest.StartCluster(t)
+	for _, tc := range []struct {
+		name    string
+		url     string
+		cluster bool
+		wrong   bool
+	}{
+		{name: "single client on a cluster node", url: cluster.Nodes[0].URL(), wrong: true},
+		{name: "cluster client on a single node", url: single.URL(), cluster: true, wrong: true},
+		{name: "cluster client on a cluster", url: cluster.URL(), cluster: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(t.Context(), Config{Backend: Redis, URL: tc.url, RedisCluster: tc.cluster, Budgets: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			select {
+			case err := <-s.Misconfigured():
+				if !tc.wrong || !errors.Is(err, store.ErrMisconfigured) || !strings.Contains(err.Error(), "store.redis_cluster") {
+					t.Fatalf("misconfigured: %v", err)
+				}
+			case <-time.After(3 * time.Second):
+				if tc.wrong {
+					t.Fatal("no configuration error within 3s")
+				}
+			}
+			_, _, err = s.Affinity.Get(t.Context(), "resp_1")
+			if errors.Is(err, store.ErrMisconfigured) != tc.wrong {
+				t.Fatalf("a call after the check: %v; want misconfigured %v", err, tc.wrong)
+			}
+		})
 	}
 }

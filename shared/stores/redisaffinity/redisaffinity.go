@@ -55,7 +55,7 @@ func (s *Store) tenantKey(tenant string) string { return s.prefix + "resp-tenant
 
 // call runs one Redis call through the breaker; ctx is the caller's.
 func (s *Store) call(ctx context.Context, op string, fn func() error) error {
-	if err := s.guard.Call(ctx, op, 0, func(context.Context) error { return redisclient.Queued(fn()) }); err != nil {
+	if err := s.guard.Call(ctx, op, 0, func(context.Context) error { return redisclient.Classify(fn()) }); err != nil {
 		return fmt.Errorf("redisaffinity: %s: %w", op, err)
 	}
 	return nil

@@ -77,17 +77,23 @@ func TestBreaker(t *testing.T) {
 // tenant A's record, so B could read and delete A's response and A would
 // get 404), a trim that removes only the tenant's own ids, and exactly
 // one winner when tenants race for an id. Each subtest has its own prefix.
+// It runs on a single node and on a three-primary cluster (a cluster
+// client: every command and script touches one key, so none spans slots).
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: srv.URL(), Timeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	for _, k := range redistest.Kinds(t) {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			c, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			affinitytest.Run(t, func(t *testing.T, perTenant int) affinity.Store {
+				s := redisaffinity.New(c, strings.ReplaceAll(t.Name(), "/", ":")+":", nil)
+				s.PerTenant = perTenant
+				return s
+			})
+		})
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	affinitytest.Run(t, func(t *testing.T, perTenant int) affinity.Store {
-		s := redisaffinity.New(c, strings.ReplaceAll(t.Name(), "/", ":")+":", nil)
-		s.PerTenant = perTenant
-		return s
-	})
 }

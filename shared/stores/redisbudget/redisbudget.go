@@ -145,7 +145,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 	}
 	res, err := reserveScript.Run(ctx, s.fast, s.keys(tenant, r.Levels), args...).Int64Slice()
 	if err != nil {
-		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", redisclient.Queued(err))
+		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", redisclient.Classify(err))
 	}
 	if len(res) != 5+9*n {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
@@ -179,7 +179,7 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
 	res, err := settleScript.Run(ctx, s.client, s.keys(tenant, actual.Levels), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
 	if err != nil {
-		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", redisclient.Queued(err))
+		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", redisclient.Classify(err))
 	}
 	if len(res) == 0 || res[0] == 0 {
 		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil
@@ -194,8 +194,8 @@ func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Cha
 
 // Warm loads the scripts into Redis, which also dials a connection, so
 // that the first Reserve is a single EVALSHA round trip; then, when
-// Reserve's client is a *redis.Client, it establishes that client's
-// connection pool (redisclient.WarmPool), so that a burst of first
+// Reserve's client is a redis.UniversalClient, it establishes that
+// client's connection pools (redisclient.WarmPool), so that a burst of first
 // reservations finds connections ready. Call it in the background at
 // start; the settle client's owner warms that one.
 func (s *Store) Warm(ctx context.Context) error {
@@ -204,7 +204,7 @@ func (s *Store) Warm(ctx context.Context) error {
 			return fmt.Errorf("redisbudget: warm: %w", err)
 		}
 	}
-	if rc, ok := s.fast.(*redis.Client); ok {
+	if rc, ok := s.fast.(redis.UniversalClient); ok {
 		if err := redisclient.WarmPool(ctx, rc); err != nil {
 			return fmt.Errorf("redisbudget: warm: %w", err)
 		}

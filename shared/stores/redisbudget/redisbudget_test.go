@@ -45,16 +45,26 @@ func newStore(t testing.TB, c redisbudget.Client, now func() time.Time) *redisbu
 	return s
 }
 
-// TestConformance runs the shared store semantics on a real redis-server,
-// with the scripts' clock set by the tests (the Now seam), so minutes, days,
-// months and leases pass without waiting.
+// TestConformance runs the shared store semantics on a real redis-server
+// and on a three-primary cluster (a cluster client: a tenant's and its
+// levels' keys share one hash tag, so one script touches them in one
+// slot), with the scripts' clock set by the tests (the Now seam), so
+// minutes, days, months and leases pass without waiting.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	client := newClient(t, srv, 5*time.Second)
-	budgettest.Run(t, func(t *testing.T, now func() time.Time) budget.Store {
-		return newStore(t, client, now)
-	})
+	for _, k := range redistest.Kinds(t) {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			client, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = client.Close() })
+			budgettest.Run(t, func(t *testing.T, now func() time.Time) budget.Store {
+				return newStore(t, client, now)
+			})
+		})
+	}
 }
 
 // TestRedisTime runs on Redis's own clock: windows and resets come from

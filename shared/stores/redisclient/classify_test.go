@@ -11,10 +11,10 @@ import (
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
-// TestQueuedMarksPoolTimeout: go-redis's pool timeout, wrapped or not,
+// TestClassifyMarksPoolTimeout: go-redis's pool timeout, wrapped or not,
 // is marked as the caller's queue with its message unchanged; any other
 // error, and nil, pass through as they are.
-func TestQueuedMarksPoolTimeout(t *testing.T) {
+func TestClassifyMarksPoolTimeout(t *testing.T) {
 	t.Parallel()
 	other := errors.New("READONLY")
 	for _, tc := range []struct {
@@ -29,18 +29,18 @@ func TestQueuedMarksPoolTimeout(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := redisclient.Queued(tc.err)
+			got := redisclient.Classify(tc.err)
 			if errors.Is(got, store.ErrQueued) != tc.queued {
-				t.Errorf("Queued(%v) is store.ErrQueued: %v, want %v", tc.err, !tc.queued, tc.queued)
+				t.Errorf("Classify(%v) is store.ErrQueued: %v, want %v", tc.err, !tc.queued, tc.queued)
 			}
 			if !tc.queued {
 				if got != tc.err {
-					t.Errorf("Queued(%v) = %v, want it unchanged", tc.err, got)
+					t.Errorf("Classify(%v) = %v, want it unchanged", tc.err, got)
 				}
 				return
 			}
 			if !errors.Is(got, redis.ErrPoolTimeout) || got.Error() != tc.err.Error() {
-				t.Errorf("Queued(%v) = %q: want the pool timeout with its message", tc.err, got)
+				t.Errorf("Classify(%v) = %q: want the pool timeout with its message", tc.err, got)
 			}
 		})
 	}

@@ -55,6 +55,14 @@ type ClientOptions struct {
 	// caller whose command may wait for a connection gives its context
 	// Timeout + DialTimeout. Default store.DefaultDialTimeout.
 	DialTimeout time.Duration
+	// Cluster, when set, makes New build a Redis Cluster client (OSS
+	// cluster API: ElastiCache and MemoryDB in cluster mode, Valkey or
+	// Redis with cluster-enabled, Azure Managed Redis with the OSSCluster
+	// policy): it learns the slots from the URL's node and every
+	// ?addr=host:port beside it, and follows MOVED and ASK. Default false:
+	// one node, or a proxy that hides the shards (Azure Managed Redis's
+	// EnterpriseCluster policy). The store section's redis_cluster.
+	Cluster bool
 }
 
 // NewClient builds a Redis client tuned for a store with a tight budget.
@@ -84,13 +92,25 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	}
 	opts, err := redis.ParseURL(o.URL)
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			// url.Error quotes the whole URL, password included.
-			return nil, fmt.Errorf("store: parse Redis URL: %w", uerr.Err)
-		}
-		return nil, fmt.Errorf("store: parse Redis URL: %w", err)
+		return nil, parseError(err)
 	}
+	tune(opts, o)
+	return redis.NewClient(opts), nil
+}
+
+// parseError is a URL's parse error without the URL, which url.Error
+// quotes whole, password included.
+func parseError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("store: parse Redis URL: %w", err)
+}
+
+// tune applies o and the store's tuning (NewClient's list) to opts, which
+// the URL set: what the URL's query set wins.
+func tune(opts *redis.Options, o ClientOptions) {
 	if o.Password != "" {
 		opts.Password = o.Password
 	}
@@ -143,7 +163,6 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 	if opts.MaintNotificationsConfig == nil {
 		opts.MaintNotificationsConfig = &maintnotifications.Config{Mode: maintnotifications.ModeDisabled}
 	}
-	return redis.NewClient(opts), nil
 }
 
 // WarmPool establishes c's pool (dial, TLS, login) at once: PoolSize PINGs
@@ -156,7 +175,18 @@ func NewClient(o ClientOptions) (*redis.Client, error) {
 // (Holding each connection with c.Conn() would pin exactly PoolSize, but
 // go-redis cannot initialize a Conn's connection with streaming
 // credentials: it panics, v9.23.)
-func WarmPool(ctx context.Context, c *redis.Client) error {
+// A cluster client's pool of every primary is established the same way.
+func WarmPool(ctx context.Context, c redis.UniversalClient) error {
+	switch c := c.(type) {
+	case *redis.Client:
+		return warmPool(ctx, c)
+	case *redis.ClusterClient:
+		return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return warmPool(ctx, n) })
+	}
+	return nil
+}
+
+func warmPool(ctx context.Context, c *redis.Client) error {
 	n := c.Options().PoolSize
 	errs := make([]error, n)
 	var wg sync.WaitGroup

@@ -39,15 +39,19 @@ end
 return 0`)
 
 // left returns each key's PTTL (negative = none): one round trip for a
-// whole pool. Keys of one pool may span cluster slots; a single-node
-// Redis (the limiter's) serves them in one script.
+// whole pool. A pool's keys share its hash tag (Store.key), so a Redis
+// Cluster, or a proxy over shards such as Azure Managed Redis's
+// EnterpriseCluster, keeps them in one slot and serves them in one
+// script rather than refusing it with CROSSSLOT.
 var left = redis.NewScript(`
 local r = {}
 for i, k in ipairs(KEYS) do r[i] = redis.call('PTTL', k) end
 return r`)
 
 // New uses c (a client whose answer timeout suits a per-request read,
-// see redisclient.NewClient) with keys prefix + "cool:" + pool + "|" + endpoint.
+// see redisclient.New) with keys prefix + "cool:{" + pool + "}|" +
+// endpoint: the pool's name is their hash tag, so one pool's keys are in
+// one cluster slot.
 // Calls go through a circuit breaker and fail open: a replica that cannot
 // reach the store routes on its own view, which holds every cooldown it
 // saw itself.
@@ -68,7 +72,12 @@ func (s *Store) poolKeys(p *route.Pool) []string {
 	return ks
 }
 
-func (s *Store) key(e *route.Endpoint) string { return s.prefix + "cool:" + e.Pool + "|" + e.Name }
+// key is e's key, under its pool's hash tag. A pool name holding a brace
+// still tags the key with one slot per pool (Redis hashes up to the first
+// "}" after the first "{"), though not its whole name.
+func (s *Store) key(e *route.Endpoint) string {
+	return s.prefix + "cool:{" + e.Pool + "}|" + e.Name
+}
 
 // Publish records that e cools for d from now, unless a longer cooldown
 // is recorded.
@@ -78,7 +87,7 @@ func (s *Store) Publish(ctx context.Context, e *route.Endpoint, d time.Duration)
 		return nil
 	}
 	err := s.guard.Call(ctx, "publish", 0, func(ctx context.Context) error {
-		return redisclient.Queued(extend.Run(ctx, s.c, []string{s.key(e)}, ms).Err())
+		return redisclient.Classify(extend.Run(ctx, s.c, []string{s.key(e)}, ms).Err())
 	})
 	if err != nil {
 		return fmt.Errorf("rediscool: publish %s: %w", e.Name, err)
@@ -93,7 +102,7 @@ func (s *Store) Fetch(ctx context.Context, p *route.Pool, dst []time.Duration) e
 	err := s.guard.Call(ctx, "fetch", 0, func(ctx context.Context) error {
 		var err error
 		got, err = left.Run(ctx, s.c, ks).Int64Slice()
-		return redisclient.Queued(err)
+		return redisclient.Classify(err)
 	})
 	if err != nil {
 		return fmt.Errorf("rediscool: fetch %s: %w", p.Name, err)

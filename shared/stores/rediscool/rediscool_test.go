@@ -14,7 +14,13 @@ import (
 // replica is one gateway's router on the shared redis-server.
 func replica(t *testing.T, url string) (*route.Router, *route.Pool) {
 	t.Helper()
-	c, err := redisclient.NewClient(redisclient.ClientOptions{URL: url, Timeout: time.Second})
+	return replicaOn(t, redistest.Kind{URL: url})
+}
+
+// replicaOn is replica on k: a cluster client for a cluster.
+func replicaOn(t *testing.T, k redistest.Kind) (*route.Router, *route.Pool) {
+	t.Helper()
+	c, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +40,26 @@ func first(r *route.Router, p *route.Pool) string {
 	return o[0].Name
 }
 
-// TestSharedCooldown: two gateways on one redis-server. A cooldown the
+// TestSharedCooldown: two gateways on one redis-server, and on one
+// three-primary cluster (the pool's endpoint keys share its hash tag: one
+// read of the pool's keys, one slot, no CROSSSLOT). A cooldown the
 // PTU asked of one is seen by the other on its next request (it never
 // pays a 429 to learn it), a shorter one published later by the second
 // does not shorten it on either, and both send to the PTU again once it
 // ends.
 func TestSharedCooldown(t *testing.T) {
-	rs := redistest.Start(t)
-	ra, pa := replica(t, rs.URL())
-	rb, pb := replica(t, rs.URL())
+	t.Parallel()
+	for _, k := range redistest.Kinds(t) {
+		t.Run(k.Name, func(t *testing.T) {
+			t.Parallel()
+			testSharedCooldown(t, k)
+		})
+	}
+}
+
+func testSharedCooldown(t *testing.T, k redistest.Kind) {
+	ra, pa := replicaOn(t, k)
+	rb, pb := replicaOn(t, k)
 	ctx := context.Background()
 	if first(ra, pa) != "https://ptu" || first(rb, pb) != "https://ptu" {
 		t.Fatal("the PTU must go first on both before any cooldown")
@@ -56,7 +73,7 @@ func TestSharedCooldown(t *testing.T) {
 	rb.Cooldown(ctx, pb.Endpoints[0], 10*time.Millisecond, true)
 	time.Sleep(50 * time.Millisecond)
 	// A third replica, started from zero, learns it from the store too.
-	rc, pc := replica(t, rs.URL())
+	rc, pc := replicaOn(t, k)
 	for name, r := range map[string]struct {
 		r *route.Router
 		p *route.Pool

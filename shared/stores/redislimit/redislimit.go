@@ -133,7 +133,7 @@ func (s *Store) Take(ctx context.Context, key string) (tokens, remaining, reset 
 	}
 	res, err := takeScript.Run(ctx, s.client, []string{s.prefix + key}, s.tokens, s.intervalUS, s.ttlMS).Int64Slice()
 	if err != nil {
-		return 0, 0, 0, false, fmt.Errorf("redisstore: take: %w", redisclient.Queued(err))
+		return 0, 0, 0, false, fmt.Errorf("redisstore: take: %w", redisclient.Classify(err))
 	}
 	if len(res) != 4 {
 		return 0, 0, 0, false, fmt.Errorf("redisstore: take: unexpected reply of %d values", len(res))
@@ -211,7 +211,7 @@ func (s *Store) Burst(ctx context.Context, key string, tokens uint64) error {
 
 // Warm loads the scripts into Redis, which also dials a connection, so that
 // the first Take is a single EVALSHA round trip; then, when the client is a
-// *redis.Client, it establishes the client's connection pool
+// redis.UniversalClient, it establishes the client's connection pools
 // (redisclient.WarmPool), so that a burst of first takes finds connections
 // ready. Call it in the background at start, once for the stores that share
 // a client.
@@ -228,7 +228,7 @@ func (s *Store) Warm(ctx context.Context) error {
 			return fmt.Errorf("redisstore: warm: %w", err)
 		}
 	}
-	if c, ok := s.client.(*redis.Client); ok {
+	if c, ok := s.client.(redis.UniversalClient); ok {
 		return redisclient.WarmPool(ctx, c) // its error names itself
 	}
 	return nil

@@ -30,6 +30,17 @@ func newClient(t testing.TB, srv *redistest.Server) *redis.Client {
 	return c
 }
 
+// newKindClient is newClient on k: a cluster client for a cluster.
+func newKindClient(t testing.TB, k redistest.Kind) redis.UniversalClient {
+	t.Helper()
+	c, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 func newStore(t testing.TB, c redislimit.Client, cfg redislimit.Config) *redislimit.Store {
 	t.Helper()
 	s, err := redislimit.New(c, cfg)
@@ -303,68 +314,75 @@ func TestSetGetBurst(t *testing.T) {
 
 // TestConcurrentTakes fires many goroutines at one key, through one client
 // and through two clients (two replicas) on one Redis, and requires exactly
-// Tokens admitted in the tick, each remaining value handed out exactly once.
+// Tokens admitted in the tick, each remaining value handed out exactly once;
+// on a single node and on a three-primary cluster (cluster clients: a
+// take's one key is in one slot, on whichever node owns it).
 func TestConcurrentTakes(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	for _, tc := range []struct {
-		name     string
-		replicas int
-	}{
-		{"one client", 1},
-		{"two replicas", 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			const tokens, goroutines, takesEach = 50, 100, 5
-			var stores []*redislimit.Store
-			for range tc.replicas {
-				// A separate client per replica: separate pools, as two processes.
-				stores = append(stores, newStore(t, newClient(t, srv), redislimit.Config{
-					Tokens: tokens, Interval: time.Minute, KeyPrefix: "conc:" + tc.name + ":",
-				}))
-			}
-			var (
-				mu        sync.Mutex
-				remaining []uint64
-				resets    = map[uint64]bool{}
-				wg        sync.WaitGroup
-				gate      = make(chan struct{})
-			)
-			for g := range goroutines {
-				s := stores[g%len(stores)]
-				wg.Go(func() {
-					<-gate
-					for range takesEach {
-						_, rem, reset, ok, err := s.Take(context.Background(), "tenant")
-						if err != nil {
-							t.Error(err)
-							return
-						}
-						mu.Lock()
-						resets[reset] = true
-						if ok {
-							remaining = append(remaining, rem)
-						}
-						mu.Unlock()
-					}
-				})
-			}
-			close(gate)
-			wg.Wait()
-			if len(resets) != 1 {
-				t.Fatalf("takes spanned %d ticks of a one-minute interval", len(resets))
-			}
-			if len(remaining) != tokens {
-				t.Fatalf("admitted %d of %d takes, want exactly %d", len(remaining), goroutines*takesEach, tokens)
-			}
-			sort.Slice(remaining, func(i, j int) bool { return remaining[i] < remaining[j] })
-			for i, r := range remaining {
-				if r != uint64(i) {
-					t.Fatalf("remaining values %v: want each of 0..%d once", remaining, tokens-1)
+	for _, k := range redistest.Kinds(t) {
+		for _, tc := range []struct {
+			name     string
+			replicas int
+		}{
+			{"one client", 1},
+			{"two replicas", 2},
+		} {
+			t.Run(k.Name+"/"+tc.name, func(t *testing.T) {
+				t.Parallel()
+				testConcurrentTakes(t, k, tc.name, tc.replicas)
+			})
+		}
+	}
+}
+
+func testConcurrentTakes(t *testing.T, k redistest.Kind, name string, replicas int) {
+	const tokens, goroutines, takesEach = 50, 100, 5
+	var stores []*redislimit.Store
+	for range replicas {
+		// A separate client per replica: separate pools, as two processes.
+		stores = append(stores, newStore(t, newKindClient(t, k), redislimit.Config{
+			Tokens: tokens, Interval: time.Minute, KeyPrefix: "conc:" + name + ":",
+		}))
+	}
+	var (
+		mu        sync.Mutex
+		remaining []uint64
+		resets    = map[uint64]bool{}
+		wg        sync.WaitGroup
+		gate      = make(chan struct{})
+	)
+	for g := range goroutines {
+		s := stores[g%len(stores)]
+		wg.Go(func() {
+			<-gate
+			for range takesEach {
+				_, rem, reset, ok, err := s.Take(context.Background(), "tenant")
+				if err != nil {
+					t.Error(err)
+					return
 				}
+				mu.Lock()
+				resets[reset] = true
+				if ok {
+					remaining = append(remaining, rem)
+				}
+				mu.Unlock()
 			}
 		})
+	}
+	close(gate)
+	wg.Wait()
+	if len(resets) != 1 {
+		t.Fatalf("takes spanned %d ticks of a one-minute interval", len(resets))
+	}
+	if len(remaining) != tokens {
+		t.Fatalf("admitted %d of %d takes, want exactly %d", len(remaining), goroutines*takesEach, tokens)
+	}
+	sort.Slice(remaining, func(i, j int) bool { return remaining[i] < remaining[j] })
+	for i, r := range remaining {
+		if r != uint64(i) {
+			t.Fatalf("remaining values %v: want each of 0..%d once", remaining, tokens-1)
+		}
 	}
 }
 
