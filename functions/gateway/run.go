@@ -131,6 +131,11 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 	select {
 	case err := <-done:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-gw.stores.Misconfigured():
+		// Found within a round trip of the start: the store is reached
+		// as the wrong kind (store.redis_cluster), so refuse to run.
+		_ = srv.Close()
+		return err
 	case <-ctx.Done():
 	}
 	grace := host.ShutdownGrace
