@@ -38,7 +38,7 @@ func TestRedisClusterReplicas(t *testing.T) {
 		limiter: "limiter: {timeout: 2s, failure_policy: closed}\n" +
 			"store: {backend: redis, redis_url_env: REDIS_URL, redis_cluster: true, key_prefix: \"e2e:\"}\n" +
 			"budget: {timeout: 2s}\n",
-		env: map[string]string{"REDIS_URL": rc.URL()},
+		env:     map[string]string{"REDIS_URL": rc.URL()},
 		tenants: fmt.Sprintf("  - {id: clusco, models: [ptu-m], requests: %d, interval: 1h, tokens_per_minute: 100000, token_quota: 1000000, quota_period: month, spend_per_day: \"2.00\"}\n", requests),
 		extra: fmt.Sprintf(`  - name: tiers
     kind: vllm
