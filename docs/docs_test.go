@@ -299,6 +299,7 @@ var partDefaults = map[string]any{
 	"store.redis_entra.scope":          entra.RedisScope,
 	"store.redis_entra.timeout":        entra.DefaultTimeout,
 	"store.key_prefix":                 store.DefaultKeyPrefix,
+	"store.redis_cluster":              stores.Config{}.RedisCluster,
 	"store.dial_timeout":               store.DefaultDialTimeout,
 	"limiter.timeout":                  ratelimit.DefaultTimeout,
 	"limiter.failure_policy":           ratelimit.PolicyOpen,
