@@ -211,7 +211,7 @@ race-wait:
 # otelcol-bg builds the test collector (scripts/otelcol, a module of its own:
 # minutes on a fresh machine) into bin/otelcol in the background, so that it
 # builds while lint, the npm installs and the first test packages run; the
-# tests that start a collector wait on its lock (scripts/otelcoltest) rather
+# tests that start a collector wait on its lock (internal/testing/otelcoltest) rather
 # than build it again, and a later run finds it there.
 otelcol-bg:
 	@mkdir -p bin/otelcol

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/internal/testing/testtool"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // TestSDKNodeAgents runs scripts/sdktest/agents.test.mjs against a live

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
 )

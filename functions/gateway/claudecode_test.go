@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/testtool"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // claudeCodeTenants are the tenants Claude Code runs as: "coder" with a

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/testtool"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // codexPlatform is the name of @openai/codex's optional package holding

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 // TestFDLimitRaised: at start the soft open-file limit is the hard one,

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
 const (

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 )
 
 // A host is one way to run the gateway: the in-process HTTP server, or the

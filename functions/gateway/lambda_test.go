@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 	"github.com/llmgw/gateway/scripts/devissuer"
-	"github.com/llmgw/gateway/scripts/lambdatest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

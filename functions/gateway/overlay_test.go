@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/shared/config"
 )
 

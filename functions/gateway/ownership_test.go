@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 )
 
 // TestOwnershipEndToEnd: docs/ownership.md's rules, through the binary's

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 )
 
 // redisLimiter is the limiter block for a gateway on a real redis-server.

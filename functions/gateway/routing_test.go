@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

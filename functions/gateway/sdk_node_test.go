@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/testtool"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/testtool"
 )
 
 // TestSDKNode runs scripts/sdktest (node --test with the official openai

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
-	"github.com/llmgw/gateway/scripts/otelcoltest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/otelcoltest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/otelcoltest"
+	"github.com/llmgw/gateway/internal/testing/otelcoltest"
 )
 
 // TestTelemetryGzipDelta: the real collector reads the gateway's own OTLP

@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/scripts/stub"
-	"github.com/llmgw/gateway/scripts/syncbuf"
 )
 
 // binDir holds the gateway binary the tests build; TestMain removes it.

@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/internal/loopback"
+	"github.com/llmgw/gateway/internal/testing/loopback"
 	"golang.org/x/sys/unix"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 // cuttingServer answers as the stub does, except that the first cuts

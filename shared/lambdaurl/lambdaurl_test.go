@@ -18,7 +18,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 )
 

@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 )
 
 // gatedUpstream is a stub SSE backend that emits event k only once the

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/redistest"
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/redistest"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/stores"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/request"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 // serveListener serves h on a loopback Listener with o and idle, and

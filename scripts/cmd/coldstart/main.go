@@ -47,10 +47,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/loopback"
 	"github.com/llmgw/gateway/scripts/devissuer"
-	"github.com/llmgw/gateway/scripts/internal/loopback"
 	"github.com/llmgw/gateway/scripts/internal/stats"
-	"github.com/llmgw/gateway/scripts/lambdatest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 )
 
 // TestRun measures one cold start per host with the real binary and checks

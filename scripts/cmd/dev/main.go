@@ -20,8 +20,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/otelcoltest"
 	"github.com/llmgw/gateway/scripts/devissuer"
-	"github.com/llmgw/gateway/scripts/otelcoltest"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 

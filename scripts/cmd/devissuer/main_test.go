@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 func TestRunServesAndStops(t *testing.T) {

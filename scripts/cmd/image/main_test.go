@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/lambdatest"
+	"github.com/llmgw/gateway/internal/testing/lambdatest"
 )
 
 // TestRun writes a layout from a real static binary for this machine's

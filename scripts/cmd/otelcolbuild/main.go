@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/otelcoltest"
+	"github.com/llmgw/gateway/internal/testing/otelcoltest"
 )
 
 func main() {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/redistest"
+	"github.com/llmgw/gateway/internal/testing/redistest"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/llmgw/gateway/shared/stores/redislimit"
 	"github.com/redis/go-redis/v9"

@@ -14,7 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
-	"github.com/llmgw/gateway/scripts/testtool"
+	"github.com/llmgw/gateway/internal/testing/testtool"
 )
 
 // netnsEnv marks the re-executed test binary running inside a fresh network

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/internal/loopback"
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/loopback"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 // Options tunes Start.

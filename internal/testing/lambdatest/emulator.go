@@ -17,7 +17,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/llmgw/gateway/scripts/internal/loopback"
+	"github.com/llmgw/gateway/internal/testing/loopback"
 )
 
 // EmulatorTool is the AWS Lambda Runtime Interface Emulator binary name;

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmgw/gateway/scripts/syncbuf"
+	"github.com/llmgw/gateway/internal/testing/syncbuf"
 )
 
 // builds caches Build's work for the life of the process:

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/scripts/testtool"
+	"github.com/llmgw/gateway/internal/testing/testtool"
 )
 
 // TestMissing runs a test that lacks its tool with CI unset and set, in a
