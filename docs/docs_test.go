@@ -25,6 +25,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -254,7 +255,7 @@ func isSection(keys []string, p string) bool {
 // where this package can read it, each with the reason.
 var proseDefaults = map[string]string{
 	"listen":                              "the environment's port, else the binary's own default (functions/gateway)",
-	"max_pending_connections":             "a share of max_connections (server.ConnOptions.MaxPending)",
+	"max_pending_connections":             "a share of max_connections (listener.Options.MaxPending)",
 	"telemetry.flush_timeout":             "the binary's own (functions/gateway, package main)",
 	"budget.failure_policy":               "another setting's value (limiter.failure_policy)",
 	"tenants[].max_concurrent_requests":   "another setting's value (max_concurrent_requests)",
@@ -275,11 +276,11 @@ var partDefaults = map[string]any{
 	"max_body_bytes":      server.DefaultMaxBodyBytes,
 	"body_read_timeout":   server.DefaultBodyReadTimeout,
 	"max_header_bytes":    server.DefaultMaxHeaderBytes,
-	"max_connections":     server.DefaultMaxConns,
-	"lingering_time":      server.DefaultLingerTime,
-	"lingering_timeout":   server.DefaultLingerTimeout,
-	"lingering_max_bytes": server.DefaultLingerBytes,
-	"raw_syscalls":        !server.ConnOptions{}.WithDefaults().PlainConns,
+	"max_connections":     listener.DefaultMaxConns,
+	"lingering_time":      listener.DefaultLingerTime,
+	"lingering_timeout":   listener.DefaultLingerTimeout,
+	"lingering_max_bytes": listener.DefaultLingerBytes,
+	"raw_syscalls":        !listener.Options{}.WithDefaults().PlainConns,
 	"read_header_timeout": server.DefaultReadHeaderTimeout,
 	"idle_timeout":        server.DefaultIdleTimeout,
 	"shutdown_grace":      server.DefaultShutdownGrace,

@@ -11,6 +11,7 @@ import (
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -52,7 +53,7 @@ func TestDefaultsAreTheParts(t *testing.T) {
 		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == upstream.DefaultConnectTimeout},
 		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == upstream.DefaultMaxIdleConnsPerHost},
 		{"max_body_bytes", cfg.Server.Limits.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},
-		{"max_connections", cfg.Server.Conns.MaxConns == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == server.DefaultMaxConns},
+		{"max_connections", cfg.Server.Conns.MaxConns == 0 && given.Conns.MaxConns == 0, host.Conns.WithDefaults().MaxConns == listener.DefaultMaxConns},
 		{"max_concurrent_requests", cfg.MaxConcurrentRequests == 0 && cfg.Tenants[0].MaxConcurrentRequests == 0,
 			srv.Tenants.Lookup("t1").MaxConcurrent == tenant.DefaultMaxConcurrent},
 		{"upstream.keepalive_interval", cfg.Upstream.KeepaliveInterval == nil && cfg.Pools[0].KeepaliveInterval == nil,

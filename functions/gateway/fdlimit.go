@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 )
 
 // fdReserve is the open files kept beyond those of the client
@@ -20,7 +20,7 @@ const fdReserveMin = 16
 // allows with maxConns configured (0 = no cap): maxConns when the limit
 // holds it (or is unknown, 0), else what the limit does hold. Each
 // connection takes two descriptors (its own and its backend request's),
-// and the refusals in progress (server.Refusing, a quarter of the cap)
+// and the refusals in progress (listener.Refusing, a quarter of the cap)
 // one each. Without the clamp accepted connections took every descriptor
 // and no backend dial succeeded, a total outage; with it a
 // connection beyond the cap is refused cleanly. A limit too small for
@@ -30,7 +30,7 @@ func connsWithin(maxConns int, fds uint64) (int, error) {
 		return maxConns, nil
 	}
 	reserve := max(min(uint64(fdReserve), fds/4), fdReserveMin)
-	fits := func(n int) bool { return uint64(2*n+server.Refusing(n))+reserve <= fds }
+	fits := func(n int) bool { return uint64(2*n+listener.Refusing(n))+reserve <= fds }
 	if !fits(1) {
 		return 0, fmt.Errorf("max_connections: the open-file limit (%d) leaves no descriptor for a client connection; raise it (ulimit -n)", fds)
 	}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 )
 
 // TestConnsWithin: the cap follows the open-file limit (two descriptors a
@@ -39,7 +39,7 @@ func TestConnsWithin(t *testing.T) {
 			if err != nil || got != tt.want {
 				t.Fatalf("connsWithin(%d, %d) = %d, %v; want %d", tt.max, tt.fds, got, err, tt.want)
 			}
-			if need := uint64(2*got + server.Refusing(got)); tt.fds > 0 && need+max(min(fdReserve, tt.fds/4), fdReserveMin) > tt.fds {
+			if need := uint64(2*got + listener.Refusing(got)); tt.fds > 0 && need+max(min(fdReserve, tt.fds/4), fdReserveMin) > tt.fds {
 				t.Fatalf("%d connections need %d descriptors and the reserve, more than %d", got, need, tt.fds)
 			}
 		})

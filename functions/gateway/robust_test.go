@@ -222,10 +222,10 @@ func serverGoroutines() (int, string) {
 	n := 0
 	var sample string
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "shared/server.(*Listener).Accept") {
+		if strings.Contains(g, "shared/server/listener.(*Listener).Accept") {
 			continue // the accept loop, not a request
 		}
-		if strings.Contains(g, "shared/server.(*conn).Read") && !strings.Contains(g, "shared/server.(*Server)") {
+		if strings.Contains(g, "shared/server/listener.(*conn).Read") && !strings.Contains(g, "shared/server.(*Server)") {
 			continue // net/http waiting on a connection for its next request, not in a handler
 		}
 		if strings.Contains(g, "llmgw/gateway/shared/server.") || strings.Contains(g, "llmgw/gateway/shared/sse.") {

@@ -15,6 +15,7 @@ import (
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
@@ -84,6 +85,7 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 	addr := host.Listen
 	conns := host.Conns.WithDefaults() // MaxConns sized below
 	conns.Log = log
+	conns.Refusal = server.TooManyConnections // worded with the handler's errors
 	fds := raiseFDLimit()
 	want := conns.MaxConns
 	if conns.MaxConns, err = connsWithin(want, fds); err != nil {
@@ -97,7 +99,7 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	ln := server.NewListener(tcp, conns)
+	ln := listener.New(tcp, conns)
 	// Every connection is bounded from its first byte, with a token or
 	// without: the headers by ReadHeaderTimeout and MaxHeaderBytes (431
 	// beyond, and net/http closes), the body by the handler's read deadline

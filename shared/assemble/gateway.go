@@ -10,6 +10,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
+	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -30,7 +31,7 @@ type Host struct {
 	server.HostSettings
 	MaxHeaderBytes int
 	// Conns is the listener's connection bounds (Log left to the caller).
-	Conns server.ConnOptions
+	Conns listener.Options
 	// DeadlineMargin is the Lambda host's margin before an invocation's
 	// deadline.
 	DeadlineMargin time.Duration

@@ -36,7 +36,7 @@
 // CPU per event at 100, 300 and 500 streams with it, which is why it is
 // on by default. To turn it off, for a trace or for a workload that
 // needs sysmon's preemption, set raw_syscalls: false in the gateway's
-// configuration: the listener (server.ConnOptions.PlainConns) and the
+// configuration: the listener (listener.Options.PlainConns) and the
 // backend clients (assemble.Backends.PlainConns) then keep net's own
 // connections.
 //

@@ -5,8 +5,9 @@ import (
 	"time"
 )
 
-// TestDefaults: zero Deps and ConnOptions take the defaults the config
-// file documents for the fields the gateway wires into them.
+// TestDefaults: zero Deps take the defaults the config file documents for
+// the fields the gateway wires into them (listener's TestDefaults: the
+// connections' options).
 func TestDefaults(t *testing.T) {
 	s := New(Deps{})
 	if s.MaxBodyBytes != 1<<20 || s.MaxAttempts != 3 || s.HeaderTimeout != 2*time.Minute {
@@ -23,9 +24,5 @@ func TestDefaults(t *testing.T) {
 	if a := s.Streams["a"]; a.KeepaliveInterval != DefaultKeepaliveInterval || a.FirstTokenTimeout != time.Second ||
 		s.Streams["off"].KeepaliveInterval >= 0 || s.MinRemaining >= 0 || given["a"].KeepaliveInterval != 0 {
 		t.Fatalf("streams %+v (given %+v), min remaining %s", s.Streams, given, s.MinRemaining)
-	}
-	o := ConnOptions{}.WithDefaults()
-	if o.LingerTime != 30*time.Second || o.LingerTimeout != 5*time.Second || o.LingerBytes != 64<<20 || o.MaxConns != DefaultMaxConns || o.MaxPending != DefaultMaxConns/4 {
-		t.Fatalf("ConnOptions defaults: %+v", o)
 	}
 }

@@ -47,8 +47,15 @@
 //     dispatch's call (Count). spend.go answers the spend view.
 //     responses.go: the stored-response routes
 //     (their one round trip is dispatch's Fetch) and affinity.
-//   - listener.go: the HTTP host's connections (the cap, and the lingering
-//     close an early answer asks for through the request's context).
+//   - The HTTP host's client connections are package listener's
+//     (shared/server/listener): the cap and its idle eviction, the pending
+//     share, the refusal at the cap and the lingering close. It wraps a
+//     net.Listener and holds no handler logic, so it stands apart, with its
+//     own tests, and the connections' next rules grow there. server meets
+//     it twice: TooManyConnections (errors.go) renders the refusal it
+//     writes, so that every error is worded here, and boundBody's early
+//     answer asks for the lingering close (listener.Linger) through the
+//     request's context.
 //   - telemetry.go: the calls into the optional OpenTelemetry exporter.
 //
 // Where the next operations go. Every operation is a row of package

@@ -643,7 +643,7 @@ func headersTooLarge(max int) *apiError {
 		fmt.Sprintf("the request's headers exceed the gateway's limit of %d bytes", max))
 }
 
-// What a caller or a neighbour can hold (listener.go, proxy.go).
+// What a caller or a neighbour can hold (package listener, proxy.go).
 
 // shuttingDown is what a request still open when the shutdown grace is
 // nearly over gets: as the answer before its first byte, or as a
@@ -661,6 +661,19 @@ func notReady() *apiError {
 func tooManyConnections(max int) *apiError {
 	return serverErrorRetry(http.StatusServiceUnavailable, "too_many_connections",
 		fmt.Sprintf("this gateway replica holds its limit of %d open connections (max_connections); retry shortly", max), time.Second)
+}
+
+// TooManyConnections renders the whole HTTP/1.1 answer to a connection
+// refused at the cap of maxConns (listener.Options.Refusal): the listener
+// writes it on the bare connection, before net/http reads a request, so
+// it is framed here, Connection: close.
+func TooManyConnections(maxConns int) []byte {
+	e := tooManyConnections(maxConns)
+	body := e.JSON()
+	head := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n" +
+		"Content-Type: application/json\r\nRetry-After: " + retryAfterSeconds(e.RetryAfter) + "\r\n" +
+		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	return append([]byte(head), body...)
 }
 
 func tooManyConcurrent(tenantID string, max int) *apiError {

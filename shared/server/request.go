@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/keepalive"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -175,7 +176,7 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength < 0 {
 		w.Header()["Connection"] = []string{"close"}
 	}
-	r.Body = &watchedBody{ReadCloser: r.Body, conn: connOf(r)}
+	r.Body = &watchedBody{ReadCloser: r.Body, ctx: r.Context()}
 }
 
 // watchedBody notes whether a request body was read to its end, so that an
@@ -184,17 +185,15 @@ func (s *Server) boundBody(w http.ResponseWriter, r *http.Request) {
 type watchedBody struct {
 	io.ReadCloser
 	done bool
-	conn *conn // nil: not through a Listener (tests, Lambda)
+	ctx  context.Context // the request's: its connection, when a listener's, lingers
 }
 
 // closeEarly ends the connection after an answer given while the body is
-// still unread: Connection: close, and a lingering close (listener.go), so
-// that a client still sending reads the answer instead of a reset.
+// still unread: Connection: close, and a lingering close (listener.Linger),
+// so that a client still sending reads the answer instead of a reset.
 func (b *watchedBody) closeEarly(h http.Header) {
 	h["Connection"] = []string{"close"}
-	if b.conn != nil {
-		b.conn.linger.Store(true)
-	}
+	listener.Linger(b.ctx)
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {

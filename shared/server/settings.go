@@ -4,27 +4,28 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/problem"
+	"github.com/llmgw/gateway/shared/server/listener"
 )
 
 // Settings is the HTTP server's settings as the config file writes them,
 // at its top level (their yaml names): the handler's bounds on one
 // request, the listener's on the client connections and the host's own.
 // The config holds
-// it inline; New, NewListener and the host (HostSettings.WithDefaults)
+// it inline; New, listener.New and the host (HostSettings.WithDefaults)
 // apply the defaults, Check states the rules.
 type Settings struct {
 	// Limits is the handler's bounds on one request (Deps.Limits).
 	Limits Limits `yaml:",inline"`
 	// Conns is the listener's bounds on the client connections
-	// (NewListener), raw_syscalls aside.
-	Conns ConnOptions `yaml:",inline"`
+	// (listener.New), raw_syscalls aside.
+	Conns listener.Options `yaml:",inline"`
 	// RawSyscalls has the client's and the backends' TCP connections
 	// read and write with raw system calls (package rawconn), so that a
 	// gateway on one core does not wake the Go runtime's sysmon after
 	// each idle spell. false keeps net's own reads and writes: go tool
 	// trace then shows them as system calls, and sysmon preempts a
 	// goroutine that runs long right after an idle spell on time.
-	// Default true (ConnOptions.PlainConns false).
+	// Default true (listener.Options.PlainConns false).
 	RawSyscalls *bool `yaml:"raw_syscalls" json:"raw_syscalls"`
 	// Host is the HTTP host's own settings (functions/gateway).
 	Host HostSettings `yaml:",inline"`
@@ -123,8 +124,8 @@ func (s Settings) RawConns() bool { return s.RawSyscalls == nil || *s.RawSyscall
 
 // Listener is the listener's options as the file sets them (its Log
 // left to the caller), zero where the file leaves them out
-// (ConnOptions.WithDefaults).
-func (s Settings) Listener() ConnOptions {
+// (listener.Options.WithDefaults).
+func (s Settings) Listener() listener.Options {
 	o := s.Conns
 	o.PlainConns = !s.RawConns()
 	return o
@@ -132,7 +133,7 @@ func (s Settings) Listener() ConnOptions {
 
 // Check reports every problem with s under at, by the config file's
 // field names: no count or duration below zero, and the listener's
-// bounds between each other (ConnOptions.Check).
+// bounds between each other (listener.Options.Check).
 func (s Settings) Check(at problem.At) {
 	problem.NotNegative(at, "max_body_bytes", s.Limits.MaxBodyBytes)
 	problem.NotNegative(at, "body_read_timeout", s.Limits.BodyReadTimeout)

@@ -1,8 +1,9 @@
-package server
+package listener
 
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -17,7 +18,7 @@ import (
 
 // serveListener serves h on a loopback Listener with o and idle, and
 // returns its address and log.
-func serveListener(t *testing.T, o ConnOptions, idle time.Duration, h http.Handler) (string, *Listener, *syncbuf.Buffer) {
+func serveListener(t *testing.T, o Options, idle time.Duration, h http.Handler) (string, *Listener, *syncbuf.Buffer) {
 	t.Helper()
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +26,7 @@ func serveListener(t *testing.T, o ConnOptions, idle time.Duration, h http.Handl
 	}
 	logs := &syncbuf.Buffer{}
 	o.Log = slog.New(slog.NewJSONHandler(logs, nil))
-	ln := NewListener(tcp, o)
+	ln := New(tcp, o)
 	srv := &http.Server{Handler: h, IdleTimeout: idle, ReadHeaderTimeout: time.Minute}
 	ln.Attach(srv)
 	go func() { _ = srv.Serve(ln) }()
@@ -64,12 +65,13 @@ func closedWithin(c net.Conn, d time.Duration) bool {
 
 // TestListenerHighWater: at the high-water mark (80% of the cap) idle
 // connections get the short idle timeout instead of the server's minute,
-// and the transitions in and out are logged once each. Before issue 32
-// an idle connection held its slot for the whole idle timeout.
+// and the transitions in and out are logged once each. Without the
+// shortened timeout an idle connection held its slot for the whole idle
+// timeout, and new connections were refused meanwhile.
 func TestListenerHighWater(t *testing.T) {
 	t.Parallel()
 	const max = 10
-	addr, ln, logs := serveListener(t, ConnOptions{MaxConns: max, PressureIdleTimeout: 300 * time.Millisecond}, time.Minute,
+	addr, ln, logs := serveListener(t, Options{MaxConns: max, PressureIdleTimeout: 300 * time.Millisecond}, time.Minute,
 		http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	below := keptAlive(t, addr) // idle before the mark: shortened when it is reached
 	var conns []net.Conn
@@ -110,11 +112,9 @@ func TestListenerHighWater(t *testing.T) {
 // connection instead of holding its slot for lingering_time.
 func TestListenerLingeringGivesWay(t *testing.T) {
 	t.Parallel()
-	addr, ln, _ := serveListener(t, ConnOptions{MaxConns: 1, LingerTime: time.Minute, LingerTimeout: time.Minute}, time.Minute,
+	addr, ln, _ := serveListener(t, Options{MaxConns: 1, LingerTime: time.Minute, LingerTimeout: time.Minute}, time.Minute,
 		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if c := connOf(r); c != nil {
-				c.linger.Store(true)
-			}
+			Linger(r.Context())
 			w.Header().Set("Connection", "close")
 			w.WriteHeader(http.StatusUnauthorized)
 		}))
@@ -161,7 +161,7 @@ func TestListenerPressureAfterIdleHook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := NewListener(tcp, ConnOptions{MaxConns: 10, PressureIdleTimeout: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
+	ln := New(tcp, Options{MaxConns: 10, PressureIdleTimeout: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { _ = ln.Close() })
 	client, err := net.Dial("tcp", tcp.Addr().String())
 	if err != nil {
@@ -202,20 +202,20 @@ func TestListenerPlainConns(t *testing.T) {
 	raw := runtime.GOOS == "linux"
 	for _, c := range []struct {
 		name      string
-		o         ConnOptions
+		o         Options
 		wantPlain bool
 	}{
-		{"raw", ConnOptions{MaxConns: 4}, !raw},
-		{"raw without a cap", ConnOptions{MaxConns: -1}, !raw},
-		{"plain", ConnOptions{MaxConns: 4, PlainConns: true}, true},
-		{"plain without a cap", ConnOptions{MaxConns: -1, PlainConns: true}, true},
+		{"raw", Options{MaxConns: 4}, !raw},
+		{"raw without a cap", Options{MaxConns: -1}, !raw},
+		{"plain", Options{MaxConns: 4, PlainConns: true}, true},
+		{"plain without a cap", Options{MaxConns: -1, PlainConns: true}, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			plain := make(chan bool, 1)
 			addr, _, _ := serveListener(t, c.o, time.Minute,
 				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					conn := connOf(r)
+					conn := connOf(r.Context())
 					if conn == nil {
 						t.Error("the request's connection is not the listener's")
 						return
@@ -226,6 +226,71 @@ func TestListenerPlainConns(t *testing.T) {
 			_ = keptAlive(t, addr)
 			if got := <-plain; got != c.wantPlain {
 				t.Fatalf("net's own connection: %v, want %v", got, c.wantPlain)
+			}
+		})
+	}
+}
+
+// TestDefaults: zero Options take the defaults the config file documents
+// for the fields the gateway wires into them.
+func TestDefaults(t *testing.T) {
+	o := Options{}.WithDefaults()
+	if o.LingerTime != 30*time.Second || o.LingerTimeout != 5*time.Second || o.LingerBytes != 64<<20 || o.MaxConns != DefaultMaxConns || o.MaxPending != DefaultMaxConns/4 {
+		t.Fatalf("Options defaults: %+v", o)
+	}
+}
+
+// TestListenerRefusal: a connection beyond the cap, with none idle to
+// give way, is answered with Options.Refusal rendered for the cap, byte
+// for byte, after it sent its request, and closed; without Refusal, with a
+// bare 503.
+func TestListenerRefusal(t *testing.T) {
+	t.Parallel()
+	rendered := func(maxConns int) []byte {
+		body := fmt.Sprintf("cap %d", maxConns)
+		return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	for _, c := range []struct {
+		name    string
+		refusal func(int) []byte
+		want    string
+	}{
+		{"bare", nil, bareRefusal},
+		{"rendered", rendered, string(rendered(1))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			busy, release := make(chan struct{}), make(chan struct{})
+			addr, _, _ := serveListener(t, Options{MaxConns: 1, Refusal: c.refusal}, time.Minute,
+				http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+					close(busy)
+					<-release
+				}))
+			defer close(release)
+			held, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Close()
+			if _, err := io.WriteString(held, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			<-busy // the one slot is busy: nothing can give way
+			refused, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer refused.Close()
+			if _, err := io.WriteString(refused, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			_ = refused.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(refused)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != c.want {
+				t.Fatalf("refusal %q, want %q", got, c.want)
 			}
 		})
 	}

@@ -1,16 +1,23 @@
-package server
-
-// The HTTP host's client connections: a cap on how many are open, and a
+// Package listener owns the HTTP host's client connections: a cap on how
+// many are open, where idle ones give way to new ones and those without a
+// complete header hold a share; a refusal answered at the cap; and a
 // lingering close after an early answer, so that a client still sending
-// its body reads the answer instead of a reset (issue 22). Lambda has no
-// connections: none of this applies there.
+// its body reads the answer instead of a reset that would drop it.
+// Lambda has no connections: none of this applies there.
+//
+// It is a net.Listener wrapper with no handler logic, apart from package
+// server (the HTTP handler) so that the connections' policy reads and
+// tests on its own. The two meet at two points: the refusal's answer,
+// which server renders from its one error catalogue and hands over as
+// Options.Refusal, and Linger, by which server's handler asks for the
+// lingering close of the request's connection.
+package listener
 
 import (
 	"context"
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,11 +26,10 @@ import (
 	"github.com/llmgw/gateway/shared/rawconn"
 )
 
-// ConnOptions bounds the client connections of an HTTP host (one
-// replica). The fields with yaml names are the config file's top-level
-// settings of those names (Settings holds them); the others are the
-// host's.
-type ConnOptions struct {
+// Options bounds the client connections of an HTTP host (one replica).
+// The fields with yaml names are the config file's top-level settings of
+// those names (server.Settings holds them); the others are the host's.
+type Options struct {
 	// MaxConns caps the open client connections. At the cap the least
 	// recently used idle connection (a kept-alive one between requests,
 	// or one lingering after its answer) is closed to make room, as nginx
@@ -62,14 +68,21 @@ type ConnOptions struct {
 	// PlainConns leaves each accepted connection's reads and writes to
 	// net, as the runtime makes them, rather than raw system calls
 	// (package rawconn says what those give up). Default false: raw.
-	// The file sets it as raw_syscalls (Settings.Conns).
+	// The file sets it as raw_syscalls (server.Settings.Conns).
 	PlainConns bool `yaml:"-" json:"-"`
+	// Refusal renders, for the cap maxConns, the whole answer to a
+	// connection refused at the cap, as HTTP/1.1 writes it: status line,
+	// headers (Connection: close among them) and body. New renders it
+	// once. The HTTP host passes server.TooManyConnections, so that the
+	// refusal is worded where every other error is. Default: a 503 with
+	// Retry-After: 1 and no body.
+	Refusal func(maxConns int) []byte `yaml:"-" json:"-"`
 	// Log receives the refusals and the high-water transitions (default:
 	// none).
 	Log *slog.Logger `yaml:"-" json:"-"`
 }
 
-// Defaults for the zero values of ConnOptions (WithDefaults).
+// Defaults for the zero values of Options (WithDefaults).
 const (
 	DefaultMaxConns            = 4096
 	DefaultLingerTime          = 30 * time.Second
@@ -125,20 +138,20 @@ func Refusing(maxConns int) int { return min(max(maxConns/4, 1), maxRefusing) }
 var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // Listener wraps an HTTP host's listener: it counts the open connections
-// and keeps them within ConnOptions.MaxConns (idle ones give way, pending
+// and keeps them within Options.MaxConns (idle ones give way, pending
 // ones within their share), and closes a connection that a handler marked
 // (an answer given before the body was read) by lingering: write side
 // shut, then what the client still sends read and discarded within
 // LingerTime, LingerTimeout and LingerBytes. Attach it to the
 // http.Server that serves it: it follows each connection's state through
-// ConnState, and handlers mark through ConnContext.
+// ConnState, and handlers mark a connection with Linger.
 //
 // Nothing here keys on the remote address: behind an ingress every
 // connection comes from a few addresses, so the order of arrival and of
 // idleness is all that decides.
 type Listener struct {
 	net.Listener
-	opt      ConnOptions
+	opt      Options
 	refusing chan struct{} // a slot per refusal in progress
 	refused  atomic.Int64  // refusals not yet logged
 	logged   atomic.Int64  // unix nanoseconds of the last refusal line
@@ -154,9 +167,9 @@ type Listener struct {
 
 // WithDefaults returns o with its zero (or negative) bounds replaced by
 // their defaults, a zero MaxConns by DefaultMaxConns (a negative one is no
-// cap). NewListener applies it; the HTTP host applies it first to size
+// cap). New applies it; the HTTP host applies it first to size
 // MaxConns within its open-file limit.
-func (o ConnOptions) WithDefaults() ConnOptions {
+func (o Options) WithDefaults() Options {
 	if o.MaxConns == 0 {
 		o.MaxConns = DefaultMaxConns
 	}
@@ -184,8 +197,8 @@ func (o ConnOptions) WithDefaults() ConnOptions {
 // Check reports every problem with o (defaults applied) under at, by the
 // gateway config's field names (lingering_time, lingering_timeout,
 // max_pending_connections). The gateway's config check calls it;
-// NewListener trusts what it accepts.
-func (o ConnOptions) Check(at problem.At) {
+// New trusts what it accepts.
+func (o Options) Check(at problem.At) {
 	o = o.WithDefaults()
 	if o.MaxConns > 0 && o.MaxPending > o.MaxConns {
 		at.Add("max_pending_connections", "must not exceed %s (%d), got %d", at.Name("max_connections"), o.MaxConns, o.MaxPending)
@@ -195,19 +208,21 @@ func (o ConnOptions) Check(at problem.At) {
 	}
 }
 
-// NewListener wraps ln; zero fields of o take their defaults.
-func NewListener(ln net.Listener, o ConnOptions) *Listener {
+// New wraps ln; zero fields of o take their defaults.
+func New(ln net.Listener, o Options) *Listener {
 	o = o.WithDefaults()
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	e := tooManyConnections(o.MaxConns)
-	body := e.JSON()
-	answer := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n" +
-		"Content-Type: application/json\r\nRetry-After: " + retryAfterSeconds(e.RetryAfter) + "\r\n" +
-		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
-	return &Listener{Listener: ln, opt: o, answer: append([]byte(answer), body...), refusing: make(chan struct{}, Refusing(o.MaxConns))}
+	answer := []byte(bareRefusal)
+	if o.Refusal != nil {
+		answer = o.Refusal(o.MaxConns)
+	}
+	return &Listener{Listener: ln, opt: o, answer: answer, refusing: make(chan struct{}, Refusing(o.MaxConns))}
 }
+
+// bareRefusal is the refusal without Options.Refusal.
+const bareRefusal = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 
 // Attach makes srv tell l about its connections: ConnState for their
 // state, ConnContext for the handlers' marks; it reads srv.IdleTimeout
@@ -425,7 +440,7 @@ func (l *Listener) refuse(c net.Conn) {
 }
 
 // ConnContext puts the connection in its requests' contexts, for
-// an early answer's lingering close (http.Server.ConnContext).
+// an early answer's lingering close (http.Server.ConnContext, Linger).
 func (l *Listener) ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if lc, ok := c.(*conn); ok {
 		return context.WithValue(ctx, connKey{}, lc)
@@ -576,8 +591,18 @@ func lingerOn(c net.Conn, total, timeout time.Duration, max int64) {
 	}
 }
 
-// connOf is r's connection when it came through a Listener, else nil.
-func connOf(r *http.Request) *conn {
-	c, _ := r.Context().Value(connKey{}).(*conn)
+// Linger has the connection that ctx's request came on close by
+// lingering (an answer given before its body was read); nothing when the
+// request did not come through a Listener (tests, Lambda).
+func Linger(ctx context.Context) {
+	if c := connOf(ctx); c != nil {
+		c.linger.Store(true)
+	}
+}
+
+// connOf is the connection ctx's request came on through a Listener, else
+// nil.
+func connOf(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
 	return c
 }
