@@ -19,6 +19,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/prompt"
@@ -304,13 +305,13 @@ var partDefaults = map[string]any{
 	"store.dial_timeout":               store.DefaultDialTimeout,
 	"limiter.timeout":                  ratelimit.DefaultTimeout,
 	"limiter.failure_policy":           ratelimit.PolicyOpen,
-	"upstream.max_attempts":            server.DefaultMaxAttempts,
+	"upstream.max_attempts":            dispatch.DefaultMaxAttempts,
 	"upstream.connect_timeout":         upstream.DefaultConnectTimeout,
 	"upstream.max_idle_conns_per_host": upstream.DefaultMaxIdleConnsPerHost,
-	"upstream.header_timeout":          server.DefaultHeaderTimeout,
-	"upstream.response_timeout":        server.DefaultResponseTimeout,
-	"upstream.stream_idle_timeout":     server.DefaultStreamIdleTimeout,
-	"upstream.default_cooldown":        server.DefaultCooldown,
+	"upstream.header_timeout":          dispatch.DefaultHeaderTimeout,
+	"upstream.response_timeout":        dispatch.DefaultResponseTimeout,
+	"upstream.stream_idle_timeout":     dispatch.DefaultStreamIdleTimeout,
+	"upstream.default_cooldown":        dispatch.DefaultCooldown,
 	"upstream.max_cooldown":            route.DefaultMaxCooldown,
 	"upstream.keepalive_interval":      server.DefaultKeepaliveInterval,
 	"upstream.first_token_timeout":     time.Duration(0),

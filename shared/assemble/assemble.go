@@ -1,7 +1,7 @@
 // Package assemble maps the gateway's config file onto the settings of the
 // parts it wires, and checks the file whole: the file's own rules (package
 // config) and each part's rules (auth, stores, ratelimit, budget, entra,
-// server, upstream) under the field paths of the sections that hold that
+// server, dispatch, route, upstream) under the field paths of the sections that hold that
 // part's settings, every problem at once. The binary, its -check and the tests of
 // the shipped configs all load through Load or Parse, so a config one
 // accepts the others accept; the parts' constructors run the same rules.
@@ -71,7 +71,10 @@ func into(p *config.Problems, path string) problem.At {
 func check(c *config.Config, getenv func(string) string) config.Problems {
 	var p config.Problems
 	c.Server.Check(into(&p, ""))
+	c.Upstream.Dispatch.Check(into(&p, "upstream"))
 	c.Upstream.ClientSettings.Check(into(&p, "upstream"))
+	c.Upstream.Route.Check(into(&p, "upstream"))
+	c.Upstream.Streams.Check(into(&p, "upstream"))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
@@ -101,6 +104,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	}
 	for i, pl := range c.Pools {
 		at := into(&p, "pools").Item("", i)
+		pl.Streams.Check(at)
 		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders)
 		for j, e := range pl.Endpoints {
 			eat := at.Item("endpoints", j)
@@ -127,16 +131,13 @@ func Tenants(ts []config.Tenant) []tenant.Row {
 	return rows
 }
 
-// Streams is each pool's keepalive and first-token policy, by pool name: a
-// keepalive neither the pool nor upstream names is zero, the server's
-// default (server.DefaultKeepaliveInterval); one written 0 is off.
+// Streams is each pool's keepalive and first-token policy, by pool name,
+// upstream's where the pool writes none (config's defaults): a setting
+// neither names is nil, the server's default.
 func Streams(c *config.Config) map[string]server.StreamPolicy {
 	m := make(map[string]server.StreamPolicy, len(c.Pools))
 	for _, p := range c.Pools {
-		m[p.Name] = server.StreamPolicy{
-			KeepaliveInterval: canBeOff(p.KeepaliveInterval),
-			FirstTokenTimeout: p.FirstTokenTimeout.Or(0),
-		}
+		m[p.Name] = p.Streams
 	}
 	return m
 }

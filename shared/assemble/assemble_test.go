@@ -283,6 +283,35 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// TestStreamSettingsNotNegative: the upstream section's and a pool's
+// stream settings are their parts' (dispatch, route, server), each
+// negative one reported once by its field path.
+func TestStreamSettingsNotNegative(t *testing.T) {
+	in := func(field string) string { return minimal + "upstream: {" + field + ": -1s}\n" }
+	pool := func(field string) string {
+		return strings.Replace(minimal, "kind: vllm", "kind: vllm\n    "+field+": -1s", 1)
+	}
+	for path, cfg := range map[string]string{
+		"upstream.header_timeout":      in("header_timeout"),
+		"upstream.response_timeout":    in("response_timeout"),
+		"upstream.stream_idle_timeout": in("stream_idle_timeout"),
+		"upstream.default_cooldown":    in("default_cooldown"),
+		"upstream.max_cooldown":        in("max_cooldown"),
+		"upstream.keepalive_interval":  in("keepalive_interval"),
+		"upstream.first_token_timeout": in("first_token_timeout"),
+		"pools[0].keepalive_interval":  pool("keepalive_interval"),
+		"pools[0].first_token_timeout": pool("first_token_timeout"),
+	} {
+		t.Run(path, func(t *testing.T) {
+			_, err := Parse([]byte(cfg), env(nil))
+			want := path + ": must not be negative, got -1s"
+			if err == nil || strings.Count(err.Error(), want) != 1 {
+				t.Fatalf("want %q once, got %v", want, err)
+			}
+		})
+	}
+}
+
 // TestEdgeLimits: the connection and concurrency caps and the lingering
 // bounds have working defaults (the parts'), a tenant's cap defaults to
 // the top-level one, and bad values are named by field.
@@ -336,10 +365,10 @@ func TestStreamPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := server.New(Server(c))
-	if p := srv.Streams["p1"]; Streams(c)["p1"].KeepaliveInterval != 0 || p.KeepaliveInterval != server.DefaultKeepaliveInterval || p.FirstTokenTimeout != 9*time.Second {
+	if p := srv.Streams["p1"]; Streams(c)["p1"].KeepaliveInterval != nil || p.Keepalive() != server.DefaultKeepaliveInterval || p.FirstToken() != 9*time.Second {
 		t.Errorf("p1 %+v", p)
 	}
-	if p := srv.Streams["p2"]; p.KeepaliveInterval >= 0 || p.FirstTokenTimeout != 4*time.Second {
+	if p := srv.Streams["p2"]; p.Keepalive() != 0 || p.FirstToken() != 4*time.Second {
 		t.Errorf("p2 %+v: keepalive_interval 0s is off", p)
 	}
 	if d := srv.MinRemaining; d >= 0 {
@@ -347,7 +376,7 @@ func TestStreamPolicies(t *testing.T) {
 	}
 	c, _ = Parse([]byte(minimal+"upstream: {keepalive_interval: 5s}\n"), env(nil))
 	srv = server.New(Server(c))
-	if d, m := srv.Streams["p1"].KeepaliveInterval, srv.MinRemaining; d != 5*time.Second || MinRemaining(c.Lambda) != 0 || m != server.DefaultMinRemaining {
+	if d, m := srv.Streams["p1"].Keepalive(), srv.MinRemaining; d != 5*time.Second || MinRemaining(c.Lambda) != 0 || m != server.DefaultMinRemaining {
 		t.Errorf("keepalive %s from upstream, min_remaining %s by default", d, m)
 	}
 }

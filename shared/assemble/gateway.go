@@ -61,17 +61,13 @@ func HostOf(c *config.Config, getenv func(string) string) Host {
 // backend client, log, stores, budgets, telemetry).
 func Server(c *config.Config) server.Deps {
 	return server.Deps{
-		Tenants:           tenant.NewTable(Tenants(c.Tenants)),
-		Limits:            c.Server.Limits,
-		MaxAttempts:       c.Upstream.MaxAttempts,
-		DefaultCooldown:   c.Upstream.DefaultCooldown.D(),
-		StreamIdleTimeout: c.Upstream.StreamIdleTimeout.D(),
-		HeaderTimeout:     c.Upstream.HeaderTimeout.D(),
-		ResponseTimeout:   c.Upstream.ResponseTimeout.D(),
-		Streams:           Streams(c),
-		BudgetScanner:     c.Budget.Scanner,
-		Prices:            Catalogue(c, problem.At{}),
-		MinRemaining:      MinRemaining(c.Lambda),
+		Tenants:       tenant.NewTable(Tenants(c.Tenants)),
+		Limits:        c.Server.Limits,
+		Dispatch:      c.Upstream.Dispatch,
+		Streams:       Streams(c),
+		BudgetScanner: c.Budget.Scanner,
+		Prices:        Catalogue(c, problem.At{}),
+		MinRemaining:  MinRemaining(c.Lambda),
 	}
 }
 
@@ -113,7 +109,10 @@ func Routing(c *config.Config, shared route.Shared) ([]route.PoolSpec, route.Opt
 		}
 		specs = append(specs, ps)
 	}
-	return specs, route.Options{MaxCooldown: c.Upstream.MaxCooldown.D(), EjectBase: c.Upstream.DefaultCooldown.D(), Shared: shared}
+	// An ejection's base is the cooldown of a failure without
+	// Retry-After (dispatch.Settings.DefaultCooldown), its default too.
+	eject := c.Upstream.Dispatch.WithDefaults().DefaultCooldown
+	return specs, route.Options{Settings: c.Upstream.Route, EjectBase: eject, Shared: shared}
 }
 
 // Endpoint is one backend endpoint as the binary builds it.

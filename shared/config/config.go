@@ -32,8 +32,10 @@ import (
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
+	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/upstream"
@@ -143,49 +145,23 @@ type Limiter struct {
 	ratelimit.Config     `yaml:",inline" check:"part"`
 }
 
-// Upstream tunes calls to backends.
+// Upstream tunes calls to backends: each part's settings under the
+// upstream section, their defaults and rules that part's.
 type Upstream struct {
-	// MaxAttempts bounds endpoints tried per request before the first
-	// byte. Default server.DefaultMaxAttempts.
-	MaxAttempts int `yaml:"max_attempts" json:"max_attempts"`
-	// HeaderTimeout bounds the wait for a streaming backend's response
-	// headers; past it the next endpoint is tried. Default
-	// server.DefaultHeaderTimeout (long: some backends send no headers
-	// before the first token).
-	HeaderTimeout Duration `yaml:"header_timeout" json:"header_timeout"`
-	// ResponseTimeout bounds a non-streaming answer, which a backend sends
-	// only when it is done; past it the client gets 504 and no other endpoint
-	// is tried (the first may still be working, and paying). Default
-	// server.DefaultResponseTimeout.
-	ResponseTimeout Duration `yaml:"response_timeout" json:"response_timeout"`
+	// Dispatch is the backend conversation's max_attempts,
+	// header_timeout, response_timeout, stream_idle_timeout and
+	// default_cooldown (dispatch.Settings).
+	Dispatch dispatch.Settings `yaml:",inline" check:"part"`
 	// ClientSettings is the backend client's connect_timeout and
 	// max_idle_conns_per_host, their defaults and rules the client's
 	// (upstream.ClientSettings).
 	upstream.ClientSettings `yaml:",inline" check:"part"`
-	// StreamIdleTimeout ends a backend stream that sends nothing for this
-	// long (an SSE error event tells the client). Default
-	// server.DefaultStreamIdleTimeout.
-	StreamIdleTimeout Duration `yaml:"stream_idle_timeout" json:"stream_idle_timeout"`
-	// DefaultCooldown is how long a failed endpoint sits out when the backend
-	// gave no Retry-After. Default server.DefaultCooldown.
-	DefaultCooldown Duration `yaml:"default_cooldown" json:"default_cooldown"`
-	// MaxCooldown bounds the cooldown any one backend answer can set
-	// (retry-after-ms, Retry-After, x-ratelimit-reset-*,
-	// anthropic-ratelimit-*-reset), so that no single answer, whoever
-	// provoked it, benches an endpoint for long. Default
-	// route.DefaultMaxCooldown.
-	MaxCooldown Duration `yaml:"max_cooldown" json:"max_cooldown"`
-	// KeepaliveInterval: a streaming request whose backend has sent no event
-	// for this long gets the response headers and an SSE comment
-	// (": keepalive"), then one per interval, so that no proxy between the
-	// caller and the gateway cuts a long first-token wait or a long gap.
-	// Default server.DefaultKeepaliveInterval; 0 = off. A pool may
-	// override it.
-	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
-	// FirstTokenTimeout abandons an endpoint that answered a stream's
-	// headers but sent no event within it, and tries the next one (never on
-	// the last attempt). Default 0 = off; a pool may override it.
-	FirstTokenTimeout Duration `yaml:"first_token_timeout" json:"first_token_timeout"`
+	// Route is the router's max_cooldown (route.Settings).
+	Route route.Settings `yaml:",inline" check:"part"`
+	// Streams is every pool's keepalive_interval and
+	// first_token_timeout unless the pool writes its own
+	// (server.StreamPolicy).
+	Streams server.StreamPolicy `yaml:",inline" check:"part"`
 }
 
 // Lambda tunes the AWS Lambda host.
@@ -360,10 +336,10 @@ type Pool struct {
 	// credentials, hop-by-hop, encoding, account and identity headers are
 	// refused (upstream.CheckForward).
 	ForwardHeaders []string `yaml:"forward_headers" json:"forward_headers"`
-	// KeepaliveInterval and FirstTokenTimeout override upstream's for this
-	// pool (a reasoning model's pool may wait longer for a first token).
-	KeepaliveInterval *Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
-	FirstTokenTimeout *Duration `yaml:"first_token_timeout" json:"first_token_timeout"`
+	// Streams is the pool's keepalive_interval and first_token_timeout,
+	// each upstream's unless written here (a reasoning model's pool may
+	// wait longer for a first token); server.StreamPolicy.
+	Streams server.StreamPolicy `yaml:",inline" check:"part"`
 }
 
 // Endpoint is one backend URL in a pool.
@@ -438,15 +414,6 @@ type Duration time.Duration
 
 // D returns the standard library duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// Or is an optional duration's value: def when it is not given (nil), so
-// that 0 can mean off.
-func (d *Duration) Or(def time.Duration) time.Duration {
-	if d == nil {
-		return def
-	}
-	return d.D()
-}
 
 // UnmarshalYAML accepts a Go duration string. Its error is a *yaml.TypeError
 // so that decoding goes on and the loader can list every problem.
@@ -608,12 +575,9 @@ func (c *Config) applyDefaults() {
 }
 
 // applyDefaults: a pool's stream policy is upstream's unless it says
-// otherwise (a keepalive neither names stays nil: the server's default).
+// otherwise (a setting neither names stays nil: the server's default).
 func (p *Pool) applyDefaults(u Upstream) {
-	if p.KeepaliveInterval == nil {
-		p.KeepaliveInterval = u.KeepaliveInterval
-	}
-	defP(&p.FirstTokenTimeout, u.FirstTokenTimeout.D())
+	p.Streams = p.Streams.Or(u.Streams)
 	for j := range p.Endpoints {
 		e := &p.Endpoints[j]
 		if e.Weight == 0 && !e.weightGiven {
@@ -625,15 +589,6 @@ func (p *Pool) applyDefaults(u Upstream) {
 func def(s *string, v string) {
 	if *s == "" {
 		*s = v
-	}
-}
-
-// defP sets an optional duration, where 0 is a value (off) and nil is
-// "not given".
-func defP(d **Duration, v time.Duration) {
-	if *d == nil {
-		x := Duration(v)
-		*d = &x
 	}
 }
 

@@ -92,18 +92,9 @@ func TestJSONAccepted(t *testing.T) {
 func TestNegativeDurations(t *testing.T) {
 	in := func(section, field string) string { return minimal + section + ": {" + field + ": -1s}\n" }
 	cases := map[string]string{
-		"upstream.header_timeout":      in("upstream", "header_timeout"),
-		"upstream.response_timeout":    in("upstream", "response_timeout"),
-		"upstream.stream_idle_timeout": in("upstream", "stream_idle_timeout"),
-		"upstream.default_cooldown":    in("upstream", "default_cooldown"),
-		"upstream.max_cooldown":        in("upstream", "max_cooldown"),
-		"lambda.deadline_margin":       in("lambda", "deadline_margin"),
-		"lambda.min_remaining":         in("lambda", "min_remaining"),
-		"telemetry.flush_timeout":      in("telemetry", "flush_timeout"),
-		"upstream.keepalive_interval":  in("upstream", "keepalive_interval"),
-		"upstream.first_token_timeout": in("upstream", "first_token_timeout"),
-		"pools[0].keepalive_interval":  strings.Replace(minimal, "kind: vllm", "kind: vllm\n    keepalive_interval: -1s", 1),
-		"pools[0].first_token_timeout": strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: -1s", 1),
+		"lambda.deadline_margin":  in("lambda", "deadline_margin"),
+		"lambda.min_remaining":    in("lambda", "min_remaining"),
+		"telemetry.flush_timeout": in("telemetry", "flush_timeout"),
 	}
 	for _, path := range durationPaths(reflect.TypeFor[Config](), "") {
 		if _, ok := cases[path]; !ok {

@@ -47,8 +47,8 @@ log_level: debug
 				}
 			}, ""},
 		{"a new section is added", "upstream: {max_attempts: 5}\n", func(t *testing.T, c *Config) {
-			if c.Upstream.MaxAttempts != 5 {
-				t.Errorf("max_attempts %d", c.Upstream.MaxAttempts)
+			if c.Upstream.Dispatch.MaxAttempts != 5 {
+				t.Errorf("max_attempts %d", c.Upstream.Dispatch.MaxAttempts)
 			}
 		}, ""},
 		{"overlay problems are reported like the file's", `{"tenants":[{"id":"acme","models":["nope"],"requests":1}],"limiter":{"bogus":1}}`, nil,

@@ -61,7 +61,8 @@ type Hooks interface {
 }
 
 // Dispatcher holds the settings every conversation shares. Its zero
-// durations are not defaults: the caller (server.New) fills them in.
+// Settings are not defaults: the caller (server.New) applies
+// Settings.WithDefaults.
 type Dispatcher struct {
 	Router  Router
 	Health  StreamHealth
@@ -76,11 +77,7 @@ type Dispatcher struct {
 	// down: a stream it ends gets the shutdown error, not a client's.
 	Shutdown error
 
-	MaxAttempts       int
-	DefaultCooldown   time.Duration
-	HeaderTimeout     time.Duration
-	ResponseTimeout   time.Duration
-	StreamIdleTimeout time.Duration
+	Settings
 }
 
 // Call is one request's conversation with the backends: what the caller

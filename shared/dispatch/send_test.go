@@ -69,8 +69,8 @@ func testDispatcher(t *testing.T, do doerFunc) (*Dispatcher, *route.Pool, *fakeR
 	fr := &fakeRouter{}
 	return &Dispatcher{Router: fr, Health: fr, Targets: targets, Client: do, Buffers: &testBuffers{},
 		Log: slog.New(slog.DiscardHandler), Now: time.Now, Relayer: &sse.Relayer{},
-		MaxAttempts: 3, DefaultCooldown: time.Second, HeaderTimeout: time.Second, ResponseTimeout: time.Second,
-		StreamIdleTimeout: time.Second}, pool, fr
+		Settings: Settings{MaxAttempts: 3, DefaultCooldown: time.Second, HeaderTimeout: time.Second,
+			ResponseTimeout: time.Second, StreamIdleTimeout: time.Second}}, pool, fr
 }
 
 func testCall(t *testing.T, pool *route.Pool, raw string, w http.ResponseWriter, h Hooks) *Call {

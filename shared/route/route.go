@@ -13,6 +13,8 @@ import (
 	"sort"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
 // MaxEndpoints bounds a pool (config checks it): the order is built on the
@@ -76,10 +78,8 @@ type Router struct {
 type Options struct {
 	// Now is the clock; default time.Now.
 	Now func() time.Time
-	// MaxCooldown bounds the cooldown any one backend answer can set, so
-	// that neither a backend's nor a hostile caller's provoked answer can
-	// bench an endpoint for long. Default DefaultMaxCooldown.
-	MaxCooldown time.Duration
+	// Settings is what the config file sets of the router.
+	Settings
 	// EjectBase is the first outlier ejection's length; the n-th in a row
 	// lasts n times it, bounded by MaxCooldown. Default DefaultEjectBase.
 	EjectBase time.Duration
@@ -100,6 +100,24 @@ type Options struct {
 	// (shared/server BenchmarkRouting*) measures each part against its
 	// absence on the same code.
 	WeightedRandom, NoAffinity bool
+}
+
+// Settings is the router's settings as the config file's upstream
+// section writes them (their yaml names). A zero field is the default
+// its comment names, which New applies.
+type Settings struct {
+	// MaxCooldown bounds the cooldown any one backend answer can set
+	// (retry-after-ms, Retry-After, x-ratelimit-reset-*,
+	// anthropic-ratelimit-*-reset), so that neither a backend's nor a
+	// hostile caller's provoked answer can bench an endpoint for long.
+	// Default DefaultMaxCooldown.
+	MaxCooldown time.Duration `yaml:"max_cooldown" json:"max_cooldown"`
+}
+
+// Check reports every problem with s under at, by the config file's
+// field names.
+func (s Settings) Check(at problem.At) {
+	problem.NotNegative(at, "max_cooldown", s.MaxCooldown)
 }
 
 // Defaults for Options.

@@ -243,7 +243,7 @@ func TestCooldownNeverShortened(t *testing.T) {
 // MaxCooldown, however long it asks for.
 func TestCooldownBounded(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
-	r, p := priorityRouter(c, Options{MaxCooldown: 30 * time.Second})
+	r, p := priorityRouter(c, Options{Settings: Settings{MaxCooldown: 30 * time.Second}})
 	e := byName(p, "ptu1")
 	r.Cooldown(ctx, e, 24*time.Hour, true)
 	c.t = c.t.Add(29 * time.Second)

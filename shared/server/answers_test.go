@@ -51,7 +51,7 @@ func TestJSONAnswerChecked(t *testing.T) {
 		t.Run(name+", then a good endpoint", func(t *testing.T) {
 			calls := 0
 			first := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls++; h(w, r) })
-			g := newTestGatewayWith(t, func(d *Deps) { d.MaxAttempts = 2 }, first, good)
+			g := newTestGatewayWith(t, func(d *Deps) { d.Dispatch.MaxAttempts = 2 }, first, good)
 			// Failover order is random: the bad endpoint is tried first in
 			// about half the requests; every request must succeed.
 			for i := range 6 {
@@ -86,7 +86,7 @@ func TestNothingAfterDone(t *testing.T) {
 func TestCommentsDoNotHoldAStream(t *testing.T) {
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
-	g := newTestGatewayWith(t, func(d *Deps) { d.StreamIdleTimeout = 400 * time.Millisecond }, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	g := newTestGatewayWith(t, func(d *Deps) { d.Dispatch.StreamIdleTimeout = 400 * time.Millisecond }, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
 		w.(http.Flusher).Flush()

@@ -16,7 +16,7 @@ import (
 // timeout for the test pool "p".
 func keepaliveEvery(every, firstToken time.Duration) func(*Deps) {
 	return func(d *Deps) {
-		d.Streams = map[string]StreamPolicy{"p": {KeepaliveInterval: every, FirstTokenTimeout: firstToken}}
+		d.Streams = map[string]StreamPolicy{"p": {KeepaliveInterval: &every, FirstTokenTimeout: &firstToken}}
 	}
 }
 

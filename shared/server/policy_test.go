@@ -125,7 +125,7 @@ func TestFailoverPolicy(t *testing.T) {
 			_, _ = io.Copy(io.Discard, r.Body) // net/http notices a gone client only after the body
 			<-r.Context().Done()
 		})
-		g := newTestGatewayWith(t, func(d *Deps) { d.ResponseTimeout = 100 * time.Millisecond }, h, h)
+		g := newTestGatewayWith(t, func(d *Deps) { d.Dispatch.ResponseTimeout = 100 * time.Millisecond }, h, h)
 		resp, b := g.post(t, `{"model":"m","messages":[]}`)
 		if resp.StatusCode != 504 || errorCode(t, b) != "upstream_timeout" || calls.Load() != 1 {
 			t.Fatalf("status %d calls %d %s", resp.StatusCode, calls.Load(), b)
@@ -141,7 +141,7 @@ func TestFailoverPolicy(t *testing.T) {
 			}
 			sseBackend(w, r)
 		})
-		g := newTestGatewayWith(t, func(d *Deps) { d.HeaderTimeout = 100 * time.Millisecond }, h, h)
+		g := newTestGatewayWith(t, func(d *Deps) { d.Dispatch.HeaderTimeout = 100 * time.Millisecond }, h, h)
 		if resp, b := g.post(t, streamBody); resp.StatusCode != 200 || calls.Load() != 2 {
 			t.Fatalf("status %d calls %d %s", resp.StatusCode, calls.Load(), b)
 		}

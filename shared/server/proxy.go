@@ -106,7 +106,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	// Responses streams carry usage in response.completed: never inject
 	// stream_options there (Azure refuses it).
 	if body.Stream {
-		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).KeepaliveInterval, s.Now)
+		ex.keepalive = keepalive.Start(w, s.streamPolicy(pool).Keepalive(), s.Now)
 		defer ex.keepalive.Stop()
 	}
 	call := s.call(w, r, ex, pool, body, raw)
@@ -139,7 +139,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool
 	ex.call = dispatch.Call{ID: ex.id, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
 		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
-		FirstTokenTimeout: s.streamPolicy(pool).FirstTokenTimeout, Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
+		FirstTokenTimeout: s.streamPolicy(pool).FirstToken(), Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
 	return &ex.call
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/tenant"
@@ -135,7 +136,7 @@ func gatewayOnTiers(t testing.TB, kind string, tune func(*Deps), priorities []in
 		AccessLog: g.log,
 		// Failover order is random: tests make every endpoint behave the
 		// same way, by call count, where order would matter.
-		HeaderTimeout: 5 * time.Second,
+		Dispatch: dispatch.Settings{HeaderTimeout: 5 * time.Second},
 	}
 	if tune != nil {
 		tune(&d)

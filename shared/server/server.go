@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -69,21 +70,9 @@ type Deps struct {
 	// Limits is the bounds on one request: its header and body bytes,
 	// the time to read its body.
 	Limits
-	// MaxAttempts bounds the endpoints tried before the first byte.
-	// Default DefaultMaxAttempts.
-	MaxAttempts int
-	// DefaultCooldown benches an endpoint that failed without Retry-After.
-	// Default DefaultCooldown.
-	DefaultCooldown time.Duration
-	// HeaderTimeout bounds the wait for a streaming backend's headers
-	// (then the next endpoint is tried). Default DefaultHeaderTimeout.
-	HeaderTimeout time.Duration
-	// ResponseTimeout bounds a non-streaming answer (then 504, no retry).
-	// Default DefaultResponseTimeout.
-	ResponseTimeout time.Duration
-	// StreamIdleTimeout ends a backend stream silent for this long.
-	// Default DefaultStreamIdleTimeout.
-	StreamIdleTimeout time.Duration
+	// Dispatch is the backend conversation's attempts, timeouts and
+	// cooldown; New applies their defaults (dispatch.Settings).
+	Dispatch dispatch.Settings
 	// Streams is each pool's keepalive and first-token policy, by pool
 	// name; pools not in it get DefaultStreams. New applies
 	// StreamPolicy's defaults to each.
@@ -135,26 +124,17 @@ type Server struct {
 	exchanges sync.Pool
 }
 
-// Defaults for the zero values of Deps, Limits and StreamPolicy, which
-// New applies. Where a setting can be turned off (MinRemaining, a stream's
-// KeepaliveInterval) a negative value is off, as net.Dialer's KeepAlive.
+// Defaults for the zero values of Deps and Limits, and for the settings
+// a StreamPolicy leaves out, which New applies. MinRemaining can be
+// turned off: a negative value is off, as net.Dialer's KeepAlive.
 const (
 	// DefaultMaxHeaderBytes is a header block's cap. The HTTP host
 	// (functions/gateway) reads it too: its net/http bound is twice
 	// the handler's, so that a block between the two is answered 431 by
 	// the handler, logged, and a larger one by net/http itself.
-	DefaultMaxHeaderBytes = 32 << 10
-	DefaultMaxBodyBytes   = 1 << 20
-	DefaultMaxAttempts    = 3
-	DefaultCooldown       = 5 * time.Second
-	// DefaultHeaderTimeout is long because some backends hold a stream's
-	// headers until the first token, which a reasoning model may take
-	// minutes to produce; keepalive comments keep the client's hops open
-	// meanwhile. A dead endpoint fails fast on connect instead.
-	DefaultHeaderTimeout     = 2 * time.Minute
-	DefaultResponseTimeout   = 10 * time.Minute
-	DefaultBodyReadTimeout   = 10 * time.Second
-	DefaultStreamIdleTimeout = 2 * time.Minute
+	DefaultMaxHeaderBytes  = 32 << 10
+	DefaultMaxBodyBytes    = 1 << 20
+	DefaultBodyReadTimeout = 10 * time.Second
 	// DefaultCountTimeout: a count endpoint answers in well under a
 	// second; a refusal should not wait on a slow one.
 	DefaultCountTimeout = 2 * time.Second
@@ -171,32 +151,18 @@ const (
 // New wires the server. It does no I/O.
 func New(d Deps) *Server {
 	d.Limits = d.Limits.WithDefaults()
-	if d.MaxAttempts <= 0 {
-		d.MaxAttempts = DefaultMaxAttempts
-	}
-	if d.DefaultCooldown <= 0 {
-		d.DefaultCooldown = DefaultCooldown
-	}
-	if d.HeaderTimeout <= 0 {
-		d.HeaderTimeout = DefaultHeaderTimeout
-	}
-	if d.ResponseTimeout <= 0 {
-		d.ResponseTimeout = DefaultResponseTimeout
-	}
-	if d.StreamIdleTimeout <= 0 {
-		d.StreamIdleTimeout = DefaultStreamIdleTimeout
-	}
+	d.Dispatch = d.Dispatch.WithDefaults()
 	if d.CountTimeout <= 0 {
 		d.CountTimeout = DefaultCountTimeout
 	}
 	if d.MinRemaining == 0 {
 		d.MinRemaining = DefaultMinRemaining
 	}
-	d.DefaultStreams = d.DefaultStreams.withDefaults()
+	d.DefaultStreams = d.DefaultStreams.WithDefaults()
 	if len(d.Streams) > 0 {
 		streams := make(map[string]StreamPolicy, len(d.Streams)) // the caller's map stays as given
 		for name, p := range d.Streams {
-			streams[name] = p.withDefaults()
+			streams[name] = p.WithDefaults()
 		}
 		d.Streams = streams
 	}
@@ -216,25 +182,29 @@ func New(d Deps) *Server {
 	s.routes = s.routeTable()
 	s.backends = dispatch.Dispatcher{Router: d.Router, Health: d.Router, Targets: d.Targets, Client: d.Client,
 		Buffers: bodyBuffers{}, Log: d.Log, Now: d.Now, Relayer: &s.relayer, Shutdown: ErrShutdown,
-		MaxAttempts: d.MaxAttempts, DefaultCooldown: d.DefaultCooldown, HeaderTimeout: d.HeaderTimeout,
-		ResponseTimeout: d.ResponseTimeout, StreamIdleTimeout: d.StreamIdleTimeout}
+		Settings: d.Dispatch}
 	return s
 }
 
-// StreamPolicy is how a pool's streams ride out long silences.
+// StreamPolicy is how a pool's streams ride out long silences, as the
+// config file's upstream section and each pool write it (their yaml
+// names; a pool's setting left out is upstream's). A setting left out
+// (nil) is the default its comment names, which New applies.
 type StreamPolicy struct {
 	// KeepaliveInterval: after this long with nothing sent to the client,
-	// the response headers (if not yet sent) and an SSE comment go out, so
-	// no proxy in between cuts the stream for idleness. Default
-	// DefaultKeepaliveInterval; negative = off.
-	KeepaliveInterval time.Duration
+	// the response headers (if not yet sent) and an SSE comment
+	// (": keepalive") go out, then one per interval, so that no proxy
+	// between the caller and the gateway cuts a long first-token wait or
+	// a long gap. Default DefaultKeepaliveInterval; 0 = off.
+	KeepaliveInterval *time.Duration `yaml:"keepalive_interval" json:"keepalive_interval"`
 	// FirstTokenTimeout abandons an endpoint that answered a stream's
-	// headers but no event within it, for the next endpoint. It never cuts
-	// the last attempt. 0 = off.
-	FirstTokenTimeout time.Duration
+	// headers but sent no event within it, and tries the next one. It
+	// never cuts the last attempt. Default 0 = off.
+	FirstTokenTimeout *time.Duration `yaml:"first_token_timeout" json:"first_token_timeout"`
 }
 
-// streamPolicy is pool's keepalive and first-token policy.
+// streamPolicy is pool's keepalive and first-token policy, its defaults
+// applied.
 func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
 	if p, ok := s.Streams[pool.Name]; ok {
 		return p
@@ -242,11 +212,41 @@ func (s *Server) streamPolicy(pool *route.Pool) StreamPolicy {
 	return s.DefaultStreams
 }
 
-// withDefaults returns p with a zero KeepaliveInterval replaced by
-// DefaultKeepaliveInterval.
-func (p StreamPolicy) withDefaults() StreamPolicy {
-	if p.KeepaliveInterval == 0 {
-		p.KeepaliveInterval = DefaultKeepaliveInterval
+// Or is p with each setting it leaves out taken from parent: a pool's
+// policy under upstream's.
+func (p StreamPolicy) Or(parent StreamPolicy) StreamPolicy {
+	if p.KeepaliveInterval == nil {
+		p.KeepaliveInterval = parent.KeepaliveInterval
+	}
+	if p.FirstTokenTimeout == nil {
+		p.FirstTokenTimeout = parent.FirstTokenTimeout
 	}
 	return p
+}
+
+// WithDefaults is p with each setting it leaves out set to its default.
+func (p StreamPolicy) WithDefaults() StreamPolicy {
+	return p.Or(StreamPolicy{KeepaliveInterval: new(DefaultKeepaliveInterval), FirstTokenTimeout: new(time.Duration(0))})
+}
+
+// Keepalive is the keepalive interval, its default applied; 0 (or
+// negative) is off.
+func (p StreamPolicy) Keepalive() time.Duration {
+	return *p.WithDefaults().KeepaliveInterval
+}
+
+// FirstToken is the first-token timeout; 0 (or negative) is off.
+func (p StreamPolicy) FirstToken() time.Duration {
+	return *p.WithDefaults().FirstTokenTimeout
+}
+
+// Check reports every problem with p under at, by the config file's
+// field names.
+func (p StreamPolicy) Check(at problem.At) {
+	if p.KeepaliveInterval != nil {
+		problem.NotNegative(at, "keepalive_interval", *p.KeepaliveInterval)
+	}
+	if p.FirstTokenTimeout != nil {
+		problem.NotNegative(at, "first_token_timeout", *p.FirstTokenTimeout)
+	}
 }
