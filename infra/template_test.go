@@ -355,7 +355,7 @@ func functionShape(t *testing.T, tmpl *cloudformation.Template, raw map[string]a
 	})
 	t.Run("timeout within Lambda's 15 minutes and above the deadline margin", func(t *testing.T) {
 		cfg := shippedConfig(t, func(string) string { return "set" })
-		if fn.Timeout == nil || *fn.Timeout > 900 || float64(*fn.Timeout) <= cfg.Lambda.DeadlineMargin.D().Seconds() {
+		if fn.Timeout == nil || *fn.Timeout > 900 || float64(*fn.Timeout) <= cfg.Lambda.DeadlineMargin.Seconds() {
 			t.Errorf("Timeout %v", fn.Timeout)
 		}
 	})

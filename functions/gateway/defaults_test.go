@@ -58,7 +58,7 @@ func TestDefaultsAreTheParts(t *testing.T) {
 			srv.Tenants.Lookup("t1").MaxConcurrent == tenant.DefaultMaxConcurrent},
 		{"upstream.keepalive_interval", cfg.Upstream.Streams.KeepaliveInterval == nil && cfg.Pools[0].Streams.KeepaliveInterval == nil,
 			srv.Streams["p1"].Keepalive() == server.DefaultKeepaliveInterval},
-		{"lambda.min_remaining", cfg.Lambda.MinRemaining == nil, srv.MinRemaining == server.DefaultMinRemaining},
+		{"lambda.min_remaining", cfg.Lambda.MinRemaining == nil, *srv.Lambda.MinRemaining == server.DefaultMinRemaining},
 		{"body_read_timeout", cfg.Server.Limits.BodyReadTimeout == 0, srv.BodyReadTimeout == server.DefaultBodyReadTimeout},
 		{"raw_syscalls", cfg.Server.RawSyscalls == nil && !given.Conns.PlainConns && !assemble.BackendsOf(cfg).PlainConns,
 			!host.Conns.WithDefaults().PlainConns},

@@ -60,7 +60,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer gw.close()
 
 	if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
-		opts := lambdaurl.Options{DeadlineMargin: host.DeadlineMargin, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
+		opts := lambdaurl.Options{Settings: host.Lambda, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
 		if gw.tel != nil {
 			gw.tel.Ready(ctx, "lambda", time.Now())
 			// Lambda freezes the sandbox once the invocation ends: what a

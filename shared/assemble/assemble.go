@@ -9,7 +9,6 @@ package assemble
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
@@ -75,6 +74,8 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	c.Upstream.ClientSettings.Check(into(&p, "upstream"))
 	c.Upstream.Route.Check(into(&p, "upstream"))
 	c.Upstream.Streams.Check(into(&p, "upstream"))
+	c.Lambda.Settings.Check(into(&p, "lambda"))
+	c.Lambda.LambdaSettings.Check(into(&p, "lambda"))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
@@ -140,24 +141,6 @@ func Streams(c *config.Config) map[string]server.StreamPolicy {
 		m[p.Name] = p.Streams
 	}
 	return m
-}
-
-// MinRemaining is the least time a Lambda invocation must have left: zero
-// when the config leaves it out, the server's default
-// (server.DefaultMinRemaining); one written 0 is off.
-func MinRemaining(l config.Lambda) time.Duration { return canBeOff(l.MinRemaining) }
-
-// canBeOff is an optional duration the file may turn off, as the part
-// that takes it spells it: left out (nil) is zero, the part's default;
-// written 0 (off) is negative, the part's off.
-func canBeOff(d *config.Duration) time.Duration {
-	switch {
-	case d == nil:
-		return 0
-	case *d == 0:
-		return -1
-	}
-	return d.D()
 }
 
 // Limiter is the request limiter's configuration without its shared

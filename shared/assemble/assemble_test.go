@@ -283,9 +283,9 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestStreamSettingsNotNegative: the upstream section's and a pool's
-// stream settings are their parts' (dispatch, route, server), each
-// negative one reported once by its field path.
+// TestStreamSettingsNotNegative: the upstream section's, a pool's and
+// the lambda section's durations are their parts' (dispatch, route,
+// server, lambdaurl), each negative one reported once by its field path.
 func TestStreamSettingsNotNegative(t *testing.T) {
 	in := func(field string) string { return minimal + "upstream: {" + field + ": -1s}\n" }
 	pool := func(field string) string {
@@ -301,6 +301,8 @@ func TestStreamSettingsNotNegative(t *testing.T) {
 		"upstream.first_token_timeout": in("first_token_timeout"),
 		"pools[0].keepalive_interval":  pool("keepalive_interval"),
 		"pools[0].first_token_timeout": pool("first_token_timeout"),
+		"lambda.deadline_margin":       minimal + "lambda: {deadline_margin: -1s}\n",
+		"lambda.min_remaining":         minimal + "lambda: {min_remaining: -1s}\n",
 	} {
 		t.Run(path, func(t *testing.T) {
 			_, err := Parse([]byte(cfg), env(nil))
@@ -354,8 +356,8 @@ func TestEdgeLimits(t *testing.T) {
 
 // TestStreamPolicies: a pool's keepalive and first-token timeout are
 // upstream's unless it names its own; a keepalive or min_remaining nobody
-// names reaches the server as zero, its default, and one written 0 as
-// off (negative).
+// names reaches the server as nil, its default, and one written 0 as
+// off.
 func TestStreamPolicies(t *testing.T) {
 	cfg := strings.Replace(minimal, "kind: vllm", "kind: vllm\n    first_token_timeout: 9s", 1) +
 		`  - {name: p2, kind: vllm, models: {m2: ""}, endpoints: [{url: "http://127.0.0.1:8001"}], keepalive_interval: 0s}` + "\n" +
@@ -371,12 +373,12 @@ func TestStreamPolicies(t *testing.T) {
 	if p := srv.Streams["p2"]; p.Keepalive() != 0 || p.FirstToken() != 4*time.Second {
 		t.Errorf("p2 %+v: keepalive_interval 0s is off", p)
 	}
-	if d := srv.MinRemaining; d >= 0 {
+	if d := *srv.Lambda.MinRemaining; d != 0 {
 		t.Errorf("min_remaining 0s is off, got %s", d)
 	}
 	c, _ = Parse([]byte(minimal+"upstream: {keepalive_interval: 5s}\n"), env(nil))
 	srv = server.New(Server(c))
-	if d, m := srv.Streams["p1"].Keepalive(), srv.MinRemaining; d != 5*time.Second || MinRemaining(c.Lambda) != 0 || m != server.DefaultMinRemaining {
+	if d, m := srv.Streams["p1"].Keepalive(), *srv.Lambda.MinRemaining; d != 5*time.Second || c.Lambda.MinRemaining != nil || m != server.DefaultMinRemaining {
 		t.Errorf("keepalive %s from upstream, min_remaining %s by default", d, m)
 	}
 }

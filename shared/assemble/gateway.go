@@ -6,6 +6,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/problem"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -32,9 +33,8 @@ type Host struct {
 	MaxHeaderBytes int
 	// Conns is the listener's connection bounds (Log left to the caller).
 	Conns listener.Options
-	// DeadlineMargin is the Lambda host's margin before an invocation's
-	// deadline.
-	DeadlineMargin time.Duration
+	// Lambda is the Lambda host's margin before an invocation's deadline.
+	Lambda lambdaurl.Settings
 	// FlushTimeout bounds a telemetry flush.
 	FlushTimeout time.Duration
 	// Deprecated is the deprecated keys the file wrote, a line each, for
@@ -50,7 +50,7 @@ func HostOf(c *config.Config, getenv func(string) string) Host {
 		HostSettings:   c.Server.Host,
 		MaxHeaderBytes: c.Server.Limits.MaxHeaderBytes,
 		Conns:          c.Server.Listener(),
-		DeadlineMargin: c.Lambda.DeadlineMargin.D(),
+		Lambda:         c.Lambda.Settings,
 		FlushTimeout:   c.Telemetry.FlushTimeout.D(),
 		Deprecated:     c.Deprecated,
 	}
@@ -67,7 +67,7 @@ func Server(c *config.Config) server.Deps {
 		Streams:       Streams(c),
 		BudgetScanner: c.Budget.Scanner,
 		Prices:        Catalogue(c, problem.At{}),
-		MinRemaining:  MinRemaining(c.Lambda),
+		Lambda:        c.Lambda.LambdaSettings,
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/dispatch"
+	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
@@ -164,15 +165,14 @@ type Upstream struct {
 	Streams server.StreamPolicy `yaml:",inline" check:"part"`
 }
 
-// Lambda tunes the AWS Lambda host.
+// Lambda tunes the AWS Lambda host: each part's settings under the
+// lambda section, their defaults and rules that part's.
 type Lambda struct {
-	// DeadlineMargin is how long before the invocation deadline the stream is
-	// ended with an error event. Default lambdaurl.DefaultDeadlineMargin.
-	DeadlineMargin Duration `yaml:"deadline_margin" json:"deadline_margin"`
-	// MinRemaining refuses (503, Retry-After) a request whose invocation
-	// has less time left than this, rather than start it and cut it.
-	// Default server.DefaultMinRemaining; 0 = off.
-	MinRemaining *Duration `yaml:"min_remaining" json:"min_remaining"`
+	// Settings is the Lambda host's deadline_margin (lambdaurl.Settings).
+	lambdaurl.Settings `yaml:",inline" check:"part"`
+	// LambdaSettings is the request handler's min_remaining
+	// (server.LambdaSettings).
+	server.LambdaSettings `yaml:",inline" check:"part"`
 }
 
 // Telemetry is the OTLP export's behaviour (issue 25).

@@ -92,8 +92,6 @@ func TestJSONAccepted(t *testing.T) {
 func TestNegativeDurations(t *testing.T) {
 	in := func(section, field string) string { return minimal + section + ": {" + field + ": -1s}\n" }
 	cases := map[string]string{
-		"lambda.deadline_margin":  in("lambda", "deadline_margin"),
-		"lambda.min_remaining":    in("lambda", "min_remaining"),
 		"telemetry.flush_timeout": in("telemetry", "flush_timeout"),
 	}
 	for _, path := range durationPaths(reflect.TypeFor[Config](), "") {

@@ -28,20 +28,36 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/llmgw/gateway/shared/problem"
 )
 
-// DefaultDeadlineMargin is the DeadlineMargin used when Options leaves it zero.
+// DefaultDeadlineMargin is the DeadlineMargin used when Settings leaves it zero.
 const DefaultDeadlineMargin = 2 * time.Second
 
-// Options configures Handler and Start. The zero value works.
-type Options struct {
+// Settings is the Lambda host's settings as the config file's lambda
+// section writes them (their yaml names). The zero value works.
+type Settings struct {
 	// DeadlineMargin is how long before the Lambda invocation deadline the
 	// request context expires, so the handler can cancel its upstream work
 	// and end the response cleanly (for SSE: an error event) before Lambda
 	// freezes the function mid-write. Zero means DefaultDeadlineMargin; a
-	// negative value gives the request the Lambda deadline itself. A margin
-	// larger than the time left makes the request start already expired.
-	DeadlineMargin time.Duration
+	// negative value (which the config file cannot write) gives the
+	// request the Lambda deadline itself. A margin larger than the time
+	// left makes the request start already expired.
+	DeadlineMargin time.Duration `yaml:"deadline_margin" json:"deadline_margin"`
+}
+
+// Check reports every problem with s under at, by the config file's
+// field names.
+func (s Settings) Check(at problem.At) {
+	problem.NotNegative(at, "deadline_margin", s.DeadlineMargin)
+}
+
+// Options configures Handler and Start. The zero value works.
+type Options struct {
+	// Settings is what the config file sets of the host.
+	Settings
 
 	// ErrorLog receives handler panics, as http.Server.ErrorLog does.
 	// Nil means the log package's standard logger.

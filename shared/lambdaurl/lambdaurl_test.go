@@ -566,7 +566,7 @@ func TestDeadlineMargin(t *testing.T) {
 			})
 			ctx, cancel := context.WithDeadline(t.Context(), lambdaDeadline)
 			defer cancel()
-			resp, err := lambdaurl.Handler(h, lambdaurl.Options{DeadlineMargin: tt.margin})(ctx, &events.LambdaFunctionURLRequest{})
+			resp, err := lambdaurl.Handler(h, lambdaurl.Options{Settings: lambdaurl.Settings{DeadlineMargin: tt.margin}})(ctx, &events.LambdaFunctionURLRequest{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -592,7 +592,7 @@ func TestDeadlineEndsStreamCleanly(t *testing.T) {
 	// The request deadline is already past; the Lambda deadline is far.
 	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
 	defer cancel()
-	resp, err := lambdaurl.Handler(h, lambdaurl.Options{DeadlineMargin: waitTimeout})(ctx, &events.LambdaFunctionURLRequest{})
+	resp, err := lambdaurl.Handler(h, lambdaurl.Options{Settings: lambdaurl.Settings{DeadlineMargin: waitTimeout}})(ctx, &events.LambdaFunctionURLRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}

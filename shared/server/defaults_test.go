@@ -13,16 +13,16 @@ func TestDefaults(t *testing.T) {
 	if s.MaxBodyBytes != 1<<20 || s.Dispatch.MaxAttempts != 3 || s.Dispatch.HeaderTimeout != 2*time.Minute {
 		t.Fatalf("Deps defaults: max body %d, attempts %d, header timeout %s", s.MaxBodyBytes, s.Dispatch.MaxAttempts, s.Dispatch.HeaderTimeout)
 	}
-	if s.MaxHeaderBytes != DefaultMaxHeaderBytes || s.MinRemaining != DefaultMinRemaining || s.DefaultStreams.Keepalive() != DefaultKeepaliveInterval {
-		t.Fatalf("Deps defaults: max header bytes %d, min remaining %s, keepalive %s", s.MaxHeaderBytes, s.MinRemaining, s.DefaultStreams.Keepalive())
+	if s.MaxHeaderBytes != DefaultMaxHeaderBytes || *s.Lambda.MinRemaining != DefaultMinRemaining || s.DefaultStreams.Keepalive() != DefaultKeepaliveInterval {
+		t.Fatalf("Deps defaults: max header bytes %d, min remaining %s, keepalive %s", s.MaxHeaderBytes, *s.Lambda.MinRemaining, s.DefaultStreams.Keepalive())
 	}
 	// A pool's keepalive left out is the default; one given 0 (and a
-	// negative MinRemaining) is off, and stays so. The caller's map is not
+	// MinRemaining given 0) is off, and stays so. The caller's map is not
 	// written.
 	given := map[string]StreamPolicy{"a": {FirstTokenTimeout: new(time.Second)}, "off": {KeepaliveInterval: new(time.Duration(0))}}
-	s = New(Deps{Streams: given, MinRemaining: -1})
+	s = New(Deps{Streams: given, Lambda: LambdaSettings{MinRemaining: new(time.Duration(0))}})
 	if a := s.Streams["a"]; a.Keepalive() != DefaultKeepaliveInterval || a.FirstToken() != time.Second ||
-		s.Streams["off"].Keepalive() != 0 || s.MinRemaining >= 0 || given["a"].KeepaliveInterval != nil {
-		t.Fatalf("streams %+v (given %+v), min remaining %s", s.Streams, given, s.MinRemaining)
+		s.Streams["off"].Keepalive() != 0 || *s.Lambda.MinRemaining != 0 || given["a"].KeepaliveInterval != nil {
+		t.Fatalf("streams %+v (given %+v), min remaining %s", s.Streams, given, *s.Lambda.MinRemaining)
 	}
 }

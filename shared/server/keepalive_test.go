@@ -241,7 +241,7 @@ func sseDataLines(s string) []string {
 
 // TestMinRemaining: a request whose deadline is too near is refused whole.
 func TestMinRemaining(t *testing.T) {
-	g := newTestGatewayWith(t, func(d *Deps) { d.MinRemaining = time.Hour }, http.HandlerFunc(sseBackend))
+	g := newTestGatewayWith(t, func(d *Deps) { d.Lambda.MinRemaining = new(time.Hour) }, http.HandlerFunc(sseBackend))
 	h := g.srv.Config.Handler
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -32,7 +32,7 @@ func (s *Server) proxy(op request.Operation) handler {
 func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange, op request.Operation, deployment string) (err error) {
 	ex.op, ex.creates = op, op.Creates()
 	ctx := ex.context(r)
-	if dl, ok := ctx.Deadline(); ok && s.MinRemaining > 0 && dl.Sub(s.Now()) < s.MinRemaining {
+	if dl, ok := ctx.Deadline(); ok && *s.Lambda.MinRemaining > 0 && dl.Sub(s.Now()) < *s.Lambda.MinRemaining {
 		// Lambda: the invocation ends before a request could; refuse it
 		// whole rather than start it and cut it.
 		return deadlineTooNear()

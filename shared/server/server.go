@@ -78,10 +78,9 @@ type Deps struct {
 	// StreamPolicy's defaults to each.
 	Streams        map[string]StreamPolicy
 	DefaultStreams StreamPolicy
-	// MinRemaining refuses a request whose context deadline (a Lambda
-	// invocation's) is nearer than this. Default DefaultMinRemaining;
-	// negative = off.
-	MinRemaining time.Duration
+	// Lambda is the bound on a Lambda invocation's time left; New
+	// applies its default (LambdaSettings).
+	Lambda LambdaSettings
 	// CountTimeout bounds the gateway's own call to a pool's input-token
 	// count, made only when a prompt bound would be refused (count.go);
 	// past it the request is refused as if there were no count. Default
@@ -125,8 +124,7 @@ type Server struct {
 }
 
 // Defaults for the zero values of Deps and Limits, and for the settings
-// a StreamPolicy leaves out, which New applies. MinRemaining can be
-// turned off: a negative value is off, as net.Dialer's KeepAlive.
+// a StreamPolicy or LambdaSettings leaves out, which New applies.
 const (
 	// DefaultMaxHeaderBytes is a header block's cap. The HTTP host
 	// (functions/gateway) reads it too: its net/http bound is twice
@@ -155,9 +153,7 @@ func New(d Deps) *Server {
 	if d.CountTimeout <= 0 {
 		d.CountTimeout = DefaultCountTimeout
 	}
-	if d.MinRemaining == 0 {
-		d.MinRemaining = DefaultMinRemaining
-	}
+	d.Lambda = d.Lambda.WithDefaults()
 	d.DefaultStreams = d.DefaultStreams.WithDefaults()
 	if len(d.Streams) > 0 {
 		streams := make(map[string]StreamPolicy, len(d.Streams)) // the caller's map stays as given
@@ -248,5 +244,32 @@ func (p StreamPolicy) Check(at problem.At) {
 	}
 	if p.FirstTokenTimeout != nil {
 		problem.NotNegative(at, "first_token_timeout", *p.FirstTokenTimeout)
+	}
+}
+
+// LambdaSettings is the request handler's bound on a Lambda invocation's
+// time left, as the config file's lambda section writes it (its yaml
+// name). A setting left out (nil) is the default its comment names,
+// which New applies.
+type LambdaSettings struct {
+	// MinRemaining refuses (503, Retry-After) a request whose context
+	// deadline (a Lambda invocation's) is nearer than this, rather than
+	// start it and cut it. Default DefaultMinRemaining; 0 = off.
+	MinRemaining *time.Duration `yaml:"min_remaining" json:"min_remaining"`
+}
+
+// WithDefaults is l with each setting it leaves out set to its default.
+func (l LambdaSettings) WithDefaults() LambdaSettings {
+	if l.MinRemaining == nil {
+		l.MinRemaining = new(DefaultMinRemaining)
+	}
+	return l
+}
+
+// Check reports every problem with l under at, by the config file's
+// field names.
+func (l LambdaSettings) Check(at problem.At) {
+	if l.MinRemaining != nil {
+		problem.NotNegative(at, "min_remaining", *l.MinRemaining)
 	}
 }
