@@ -21,7 +21,8 @@ func Grants(fs []config.Feature) map[string]tenant.Grant {
 
 // accountWide are the features that name backend-account state by id
 // (config.Feature.AccountOwner).
-var accountWide = map[string]bool{"file_id": true, "container": true, "file_search": true}
+var accountWide = map[string]bool{"file_id": true, "container": true, "file_search": true,
+	"data_sources": true, "kv_transfer_params": true}
 
 // CheckFeatures reports the problems with a tenant's features and
 // anthropic_beta under at (the tenant): each feature a known name, named
@@ -37,7 +38,7 @@ func CheckFeatures(at problem.At, t config.Tenant) {
 		}
 		seen[f.Name] = true
 		if accountWide[f.Name] && !f.AccountOwner {
-			fat.Add("account_owner", "must be true to enable %q: it names files, containers or vector stores of the backend account by id, which the gateway cannot record to a tenant, so only a tenant that has the backend account to itself may use it (docs/ownership.md)", f.Name)
+			fat.Add("account_owner", "must be true to enable %q: it names files, containers, vector stores, search indexes or KV cache blocks of the backend account by id, which the gateway cannot record to a tenant, so only a tenant that has the backend account to itself may use it (docs/ownership.md)", f.Name)
 		}
 		problem.NotNegative(fat, "cost_per_use", f.CostPerUse)
 		problem.NotNegative(fat, "default_uses", f.DefaultUses)

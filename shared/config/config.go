@@ -291,7 +291,8 @@ type Feature struct {
 	DefaultUses int64 `yaml:"default_uses" json:"default_uses" check:"part"`
 	// AccountOwner says the tenant has the backend account to itself. The
 	// features that name account-wide state by id (file_id, container,
-	// file_search's vector stores) need it: the gateway serves no API
+	// file_search's vector stores, data_sources' indexes,
+	// kv_transfer_params' cache blocks) need it: the gateway serves no API
 	// that creates that state, so it can never record which tenant owns
 	// an id, and on a shared account one tenant would reach another's.
 	AccountOwner bool `yaml:"account_owner" json:"account_owner"`

@@ -31,6 +31,16 @@ const (
 	ComputerUse
 	FileID
 	Container
+	// DataSources is Azure OpenAI's "On your data" (chat's
+	// data_sources): the operator's resource retrieves from a search
+	// index or store as itself, so any index its identity reads is open.
+	DataSources
+	// Priority is vLLM's priority: a lower value preempts every other
+	// tenant's requests on the shared server.
+	Priority
+	// KVTransfer is vLLM's kv_transfer_params: remote hosts and block ids
+	// of the shared servers' KV caches, read and written as named.
+	KVTransfer
 	numFeatures
 )
 
@@ -44,6 +54,9 @@ var featureNames = [numFeatures]string{
 	ComputerUse:     "computer_use",
 	FileID:          "file_id",
 	Container:       "container",
+	DataSources:     "data_sources",
+	Priority:        "priority",
+	KVTransfer:      "kv_transfer_params",
 }
 
 // String is the feature's config name.
@@ -87,8 +100,14 @@ const (
 	// container are top-level fields.
 	featMessagesTools
 	// featFileIDs: a file_id anywhere in the prompt (messages, input,
-	// system) names a stored file.
+	// system) or in a server tool (code_interpreter's container.file_ids,
+	// image_generation's input_image_mask.file_id) names a stored file.
 	featFileIDs
+	// featDeclared: every row has it. The fields that reach the shared
+	// backend's or the account's state (data_sources, priority,
+	// kv_transfer_params) are features on every row, whatever its API
+	// documents: a backend that reads one where its API does not
+	// (Azure, vLLM) must not be reached by it.
 	featDeclared
 )
 
@@ -196,7 +215,7 @@ func FeaturesOf(b []byte, op Operation) (Uses, error) {
 	var u Uses
 	rule := operations[op].features
 	i := jsonscan.SkipWS(b, 0)
-	if rule&^featDeclared == 0 || i >= len(b) || b[i] != '{' {
+	if rule == 0 || i >= len(b) || b[i] != '{' {
 		return u, nil
 	}
 	var kb [32]byte
@@ -239,6 +258,18 @@ func FeaturesOf(b []byte, op Operation) (Uses, error) {
 			}
 		case "system":
 			u.fileIDs(rule, b, v, end, "system.file_id")
+		case "data_sources":
+			if b[v] != 'n' {
+				u.ask(DataSources, "data_sources", 0)
+			}
+		case "priority":
+			if b[v] != 'n' {
+				u.ask(Priority, "priority", 0)
+			}
+		case "kv_transfer_params":
+			if b[v] != 'n' {
+				u.ask(KVTransfer, "kv_transfer_params", 0)
+			}
 		}
 	})
 	return u, err
@@ -353,6 +384,13 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) error {
 		if maxUses == 0 && rule&featMessagesTools != 0 && (Feature(f) == WebSearch || Feature(f) == WebFetch) && u.Unbounded[f] == "" {
 			u.Unbounded[f] = param + ".max_uses"
 		}
+		// A server tool's file ids (code_interpreter's container.file_ids,
+		// image_generation's input_image_mask.file_id) name stored files
+		// as the prompt's do. Only a server tool's: a function's schema
+		// may well name a property file_id.
+		if !u.Asked(FileID) {
+			u.fileIDs(rule, b, i, jsonscan.SkipValue(b, i), param+".file_id")
+		}
 	}
 	if container {
 		u.ask(Container, fmt.Sprintf("%stools[%d].container", prefix, n), 0)
@@ -375,7 +413,8 @@ func within(err error, param string) error {
 }
 
 // fileIDs asks for FileID at param when the value b[v:end] has a member
-// named file_id (not null) at any depth and rule reads file ids.
+// named file_id or file_ids (not null, not an empty list) at any depth
+// and rule reads file ids.
 func (u *Uses) fileIDs(rule featureRule, b []byte, v, end int, param string) {
 	if rule&featFileIDs == 0 {
 		return
@@ -386,13 +425,26 @@ func (u *Uses) fileIDs(rule featureRule, b []byte, v, end int, param string) {
 			continue
 		}
 		e := jsonscan.SkipString(b, i)
-		if j := jsonscan.SkipWS(b, e); j < end && b[j] == ':' && b[jsonscan.SkipWS(b, j+1)] != 'n' &&
-			string(jsonscan.Key(b[i+1:e-1], &kb)) == "file_id" {
+		if j := jsonscan.SkipWS(b, e); j < end && b[j] == ':' && fileIDKey(jsonscan.Key(b[i+1:e-1], &kb)) && named(b, jsonscan.SkipWS(b, j+1)) {
 			u.ask(FileID, param, 0)
 			return
 		}
 		i = e - 1
 	}
+}
+
+func fileIDKey(k []byte) bool { return string(k) == "file_id" || string(k) == "file_ids" }
+
+// named reports whether the value at b[v] names something: not null and
+// not an empty list.
+func named(b []byte, v int) bool {
+	switch b[v] {
+	case 'n':
+		return false
+	case '[':
+		return b[jsonscan.SkipWS(b, v+1)] != ']'
+	}
+	return true
 }
 
 // DefaultAnthropicBetas are the anthropic-beta values every tenant may

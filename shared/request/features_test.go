@@ -72,6 +72,17 @@ func TestFeaturesOf(t *testing.T) {
 		{"chat web_search_options", ChatCompletions, `{"messages":[],"web_search_options":{}}`, WebSearch, "web_search_options", 0, ""},
 		{"chat function tool", ChatCompletions, `{"messages":[],"tools":[{"type":"function","function":{"name":"f"}}]}`, 0, "", 0, ""},
 		{"chat unknown tool", ChatCompletions, `{"messages":[],"tools":[{"type":"web_search"}]}`, 0, "", 0, "tools[0].type"},
+		// Fields that reach the account's or a shared backend's state, on
+		// every row: Azure's On your data, vLLM's scheduling and KV cache.
+		{"chat data_sources", ChatCompletions, `{"messages":[],"data_sources":[{"type":"azure_search","parameters":{"index_name":"i"}}]}`, DataSources, "data_sources", 0, ""},
+		{"data_sources null", ChatCompletions, `{"messages":[],"data_sources":null}`, 0, "", 0, ""},
+		{"vllm priority", Completions, `{"prompt":"x","priority":-10}`, Priority, "priority", 0, ""},
+		{"vllm kv_transfer_params", Embeddings, `{"input":"x","kv_transfer_params":{"remote_host":"h"}}`, KVTransfer, "kv_transfer_params", 0, ""},
+		// File ids inside a server tool name stored files too.
+		{"code_interpreter's file_ids", Responses, `{"tools":[{"type":"code_interpreter","container":{"type":"auto","file_ids":["file-1"]}}]}`, FileID, "tools[0].file_id", 0, ""},
+		{"code_interpreter's empty file_ids", Responses, `{"tools":[{"type":"code_interpreter","container":{"type":"auto","file_ids":[ ]}}]}`, CodeExecution, "tools[0]", 0, ""},
+		{"image_generation's mask", Responses, `{"tools":[{"type":"image_generation","input_image_mask":{"file_id":"file-1"}}]}`, FileID, "tools[0].file_id", 0, ""},
+		{"file_id in an input item's tool", Responses, `{"input":[{"type":"additional_tools","tools":[{"type":"image_generation","input_image_mask":{"file_id":"f"}}]}]}`, FileID, "input.file_id", 0, ""},
 		{"embeddings ignore tools", Embeddings, `{"input":"x","tools":[{"type":"web_search"}]}`, 0, "", 0, ""},
 	}
 	for _, tt := range tests {
