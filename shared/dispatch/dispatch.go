@@ -85,6 +85,9 @@ type Dispatcher struct {
 // lives in the caller's pooled request state, so a request allocates none.
 type Call struct {
 	ID string
+	// Tenant is the caller's tenant: the body's abuse-attribution ids and
+	// cache_salt are keyed by it (request.Changes.Tenant).
+	Tenant string
 	// IDHeader is the X-Request-Id value the client's response carries:
 	// every backend request carries the same slice.
 	IDHeader []string

@@ -98,7 +98,8 @@ func deferPriority(rest []*route.Endpoint, p int) {
 }
 
 // rewriteSlack covers what a rewrite adds: a longer model name,
-// "stream_options":{"include_usage":true} and an output cap.
+// "stream_options":{"include_usage":true} and an output cap (a
+// cache_salt or tenant-keyed ids beyond it grow the buffer once).
 const rewriteSlack = 144
 
 // rewrite is the attempt's body: raw with ch applied
@@ -130,7 +131,8 @@ func (d *Dispatcher) try(ctx context.Context, c *Call, res *Result, e *route.End
 	res.Endpoint = e.Name
 	res.Attempts++
 	out := d.rewrite(body, c.Raw, request.Changes{
-		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, OutputCap: c.OutputCap, CapField: target.CapField(c.Op)})
+		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, OutputCap: c.OutputCap, CapField: target.CapField(c.Op),
+		Tenant: c.Tenant, SaltCache: target.SaltsCache()})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, c.Op, body.Model, out, c.Header)
 	if err != nil {

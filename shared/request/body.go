@@ -6,6 +6,8 @@ package request
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +71,12 @@ type Body struct {
 	streamOptions span          // the "stream_options" value
 	includeUsage  span          // the include_usage value inside stream_options
 	input         span          // the "input" value
-	present       uint8
+	// ids are the abuse-attribution ids' values, by idField: strings
+	// (RewriteWith keys them per tenant) or absent (end 0).
+	ids [numIDs]span
+	// cacheSalt is the "cache_salt" value (end 0: absent).
+	cacheSalt span
+	present   uint8
 	// modelEscaped is set when the model value holds escapes or invalid
 	// UTF-8: it is then always rewritten in its canonical spelling, so the
 	// backend reads exactly the string the gateway authorized.
@@ -106,6 +113,17 @@ func (b *Body) ClientCap() int64 { return max(b.Caps[0], b.Caps[1], b.Caps[2]) }
 // of n and best_of, at least 1.
 func (b *Body) Choices() int64 { return max(b.N, b.BestOf, 1) }
 
+// idField names an abuse-attribution id: a value the backend account's
+// vendor reads as one end user of the account, whichever tenant sent it.
+type idField uint8
+
+const (
+	idUser             idField = iota // OpenAI's user
+	idSafetyIdentifier                // OpenAI's safety_identifier
+	idMetadataUserID                  // Anthropic's metadata.user_id
+	numIDs
+)
+
 // presence bits for the fields the server must check.
 const (
 	HasMessages uint8 = 1 << iota
@@ -131,6 +149,15 @@ var (
 	ErrTierType     = errors.New("'service_tier' must be a string")
 	ErrFormatType   = errors.New("'stream_format' must be a string")
 )
+
+// StringError refuses a field the gateway rewrites as a string (an
+// abuse-attribution id, cache_salt) sent as another type: a backend
+// that coerced it would read an id the gateway did not key.
+type StringError struct{ Param string }
+
+func (e *StringError) Error() string {
+	return fmt.Sprintf("Invalid type for '%s': expected a string (or null).", e.Param)
+}
 
 // maxCount is the largest n, best_of or output cap read; larger values
 // read as it (2^53: the largest integer every JSON decoder reads exactly).
@@ -214,6 +241,11 @@ const (
 	keyMaxUses
 	keyContainer
 	keyTools
+	keyUser
+	keySafetyIdentifier
+	keyMetadata
+	keyUserID
+	keyCacheSalt
 )
 
 // topKeys, optionKeys, thinkingKeys and toolKeys are the keys the gateway
@@ -226,22 +258,28 @@ var (
 		"messages": keyMessages, "prompt": keyPrompt, "input": keyInput, "previous_response_id": keyPreviousResponse,
 		"n": keyN, "best_of": keyBestOf, "max_tokens": keyMaxTokens, "max_completion_tokens": keyMaxCompletionTokens,
 		"max_output_tokens": keyMaxOutputTokens, "conversation": keyConversation, "thinking": keyThinking, "background": keyBackground,
-		"service_tier": keyServiceTier, "stream_format": keyStreamFormat, "max_tool_calls": keyMaxToolCalls}
+		"service_tier": keyServiceTier, "stream_format": keyStreamFormat, "max_tool_calls": keyMaxToolCalls,
+		"user": keyUser, "safety_identifier": keySafetyIdentifier, "metadata": keyMetadata, "cache_salt": keyCacheSalt}
 	optionKeys   = map[string]key{"include_usage": keyIncludeUsage}
+	metadataKeys = map[string]key{"user_id": keyUserID}
 	thinkingKeys = map[string]key{"budget_tokens": keyBudgetTokens}
 	toolKeys     = map[string]key{"type": keyType, "max_uses": keyMaxUses, "container": keyContainer, "tools": keyTools}
 	guarded      = [...]bool{keyModel: true, keyStream: true, keyStreamOptions: true, keyIncludeUsage: true, keyPreviousResponse: true,
 		keyN: true, keyBestOf: true, keyMaxTokens: true, keyMaxCompletionTokens: true, keyMaxOutputTokens: true, keyConversation: true,
 		keyThinking: true, keyBudgetTokens: true, keyBackground: true, keyServiceTier: true, keyStreamFormat: true,
-		keyMaxToolCalls: true, keyType: true, keyMaxUses: true, keyContainer: true, keyTools: true}
+		keyMaxToolCalls: true, keyType: true, keyMaxUses: true, keyContainer: true, keyTools: true,
+		keyUser: true, keySafetyIdentifier: true, keyMetadata: true, keyUserID: true, keyCacheSalt: true}
 	keyNames = [...]string{keyModel: "model", keyStream: "stream", keyStreamOptions: "stream_options",
 		keyMessages: "messages", keyPrompt: "prompt", keyInput: "input", keyIncludeUsage: "stream_options.include_usage", keyPreviousResponse: "previous_response_id",
 		keyN: "n", keyBestOf: "best_of", keyMaxTokens: "max_tokens", keyMaxCompletionTokens: "max_completion_tokens", keyMaxOutputTokens: "max_output_tokens",
 		keyConversation: "conversation", keyThinking: "thinking", keyBudgetTokens: "thinking.budget_tokens", keyBackground: "background",
 		keyServiceTier: "service_tier", keyStreamFormat: "stream_format", keyMaxToolCalls: "max_tool_calls",
-		keyType: "type", keyMaxUses: "max_uses", keyContainer: "container", keyTools: "tools"}
+		keyType: "type", keyMaxUses: "max_uses", keyContainer: "container", keyTools: "tools",
+		keyUser: "user", keySafetyIdentifier: "safety_identifier", keyMetadata: "metadata", keyUserID: "metadata.user_id",
+		keyCacheSalt: "cache_salt"}
 	topFolded      = foldedKeys(topKeys)
 	optionFolded   = foldedKeys(optionKeys)
+	metadataFolded = foldedKeys(metadataKeys)
 	thinkingFolded = foldedKeys(thinkingKeys)
 	toolFolded     = foldedKeys(toolKeys)
 )
@@ -336,6 +374,12 @@ func ParseBody(b []byte) (Body, error) {
 			out.Conversation = string(b[v.start:v.end]) != "null"
 		case keyThinking:
 			return out.parseThinking(b, v)
+		case keyUser, keySafetyIdentifier:
+			return idString(b, v, &out.ids[idField(k-keyUser)], keyNames[k])
+		case keyCacheSalt:
+			return idString(b, v, &out.cacheSalt, keyNames[k])
+		case keyMetadata:
+			return out.parseMetadata(b, v)
 		}
 		return nil
 	})
@@ -413,6 +457,38 @@ func (out *Body) parseThinking(b []byte, v span) error {
 			n, err := count(b[iv.start:iv.end], keyNames[k])
 			out.ThinkingBudget = n
 			return err
+		}
+		return nil
+	})
+}
+
+// idString records at dst the span of a string value the rewrite keys
+// per tenant; null is left as sent; any other type is refused.
+func idString(b []byte, v span, dst *span, param string) error {
+	switch b[v.start] {
+	case '"':
+		*dst = v
+	case 'n':
+	default:
+		return &StringError{Param: param}
+	}
+	return nil
+}
+
+// parseMetadata reads metadata's user_id (Anthropic's end-user id), read
+// once; metadata of another type is the backend's to refuse.
+func (out *Body) parseMetadata(b []byte, v span) error {
+	if b[v.start] != '{' {
+		return nil
+	}
+	var seen [len(guarded)]bool
+	return eachMember(b, v.start, func(raw []byte, iv span) error {
+		k, err := classify(raw, metadataKeys, metadataFolded, &seen)
+		if err != nil {
+			return err
+		}
+		if k == keyUserID {
+			return idString(b, iv, &out.ids[idMetadataUserID], keyNames[k])
 		}
 		return nil
 	})
@@ -552,6 +628,24 @@ type Changes struct {
 	// CapField is the field the backend's wire format reads
 	// (upstream.Target.CapField): always present in a capped body.
 	CapField CapField
+	// Tenant, when not empty, keys the body per tenant: each
+	// abuse-attribution id (user, safety_identifier, metadata.user_id)
+	// sent as a string becomes "{Tenant}:{id}", so that one tenant
+	// cannot speak as another's end user in the account's namespace; a
+	// cache_salt sent is replaced by the tenant's own (CacheSalt).
+	Tenant string
+	// SaltCache adds the tenant's cache_salt when the body has none (a
+	// backend that shares its prefix cache by salt: vLLM).
+	SaltCache bool
+}
+
+// CacheSalt appends to dst the cache_salt the gateway writes for tenant:
+// the hex SHA-256 of its id, the same on every replica. The client never
+// chooses it, so it need not be secret: one tenant's requests share
+// cached prefixes only with that tenant's.
+func CacheSalt(dst []byte, tenant string) []byte {
+	sum := sha256.Sum256([]byte("llmgw cache_salt\x00" + tenant))
+	return hex.AppendEncode(dst, sum[:16])
 }
 
 // RewriteWith appends to dst the body b with c applied, in one pass over
@@ -563,7 +657,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 		at, end int
 		with    func([]byte) []byte
 	}
-	var edits [2 + numCaps]edit
+	var edits [3 + int(numCaps) + int(numIDs)]edit
 	n := 0
 	model := c.Model
 	if model == "" && p.modelEscaped {
@@ -627,8 +721,32 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			n++
 		}
 	}
-	// In order of position; no two edits overlap, and the one insertion at
-	// the model's end sorts after the model's own edit.
+	if t := c.Tenant; t != "" {
+		for _, v := range p.ids {
+			if v.end == 0 {
+				continue
+			}
+			edits[n] = edit{v.start, v.end, func(d []byte) []byte {
+				id, _, err := unquote(b[v.start:v.end])
+				if err != nil { // json.Valid passed: cannot happen
+					id = ""
+				}
+				return appendQuoted(d, t+":"+id)
+			}}
+			n++
+		}
+		salt := func(d []byte) []byte { return append(CacheSalt(append(d, '"'), t), '"') }
+		switch {
+		case p.cacheSalt.end > 0:
+			edits[n] = edit{p.cacheSalt.start, p.cacheSalt.end, salt}
+			n++
+		case c.SaltCache && p.Has(hasModel):
+			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte { return salt(append(d, `,"cache_salt":`...)) }}
+			n++
+		}
+	}
+	// In order of position; no two edits overlap, and the insertions at
+	// the model's end sort after the model's own edit.
 	for i := 1; i < n; i++ {
 		for j := i; j > 0 && edits[j].at < edits[j-1].at; j-- {
 			edits[j], edits[j-1] = edits[j-1], edits[j]

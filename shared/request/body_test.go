@@ -169,11 +169,12 @@ func FuzzRewrite(f *testing.F) {
 		`{"stream_options":{},"model":"m"}`,
 		`{"model":"m","max_tokens":300,"max_output_tokens":null,"stream_options":{}}`,
 		`{"max_completion_tokens":5,"model":"m"}`,
+		`{"model":"m","user":"u","metadata":{"user_id":"a\u0062"},"safety_identifier":"s","cache_salt":"c"}`,
 	} {
-		f.Add(s, "renamed", true, int64(0), uint8(0))
-		f.Add(s, "", true, int64(40), uint8(2))
+		f.Add(s, "renamed", true, int64(0), uint8(0), false)
+		f.Add(s, "", true, int64(40), uint8(2), true)
 	}
-	f.Fuzz(func(t *testing.T, body, model string, inject bool, outCap int64, field uint8) {
+	f.Fuzz(func(t *testing.T, body, model string, inject bool, outCap int64, field uint8, keyed bool) {
 		b, err := ParseBody([]byte(body))
 		if err != nil || !utf8.ValidString(model) { // model names come from validated config
 			return
@@ -182,7 +183,11 @@ func FuzzRewrite(f *testing.F) {
 			outCap = 0
 		}
 		cf := CapField(field % uint8(numCaps))
-		out := b.RewriteWith(nil, []byte(body), Changes{Model: model, InjectUsage: inject, OutputCap: outCap, CapField: cf})
+		ch := Changes{Model: model, InjectUsage: inject, OutputCap: outCap, CapField: cf}
+		if keyed {
+			ch.Tenant, ch.SaltCache = "t", true
+		}
+		out := b.RewriteWith(nil, []byte(body), ch)
 		var before, after map[string]any
 		if err := json.Unmarshal([]byte(body), &before); err != nil {
 			t.Fatalf("accepted invalid JSON: %v", err)
@@ -213,8 +218,21 @@ func FuzzRewrite(f *testing.F) {
 				before[capNames[cf]] = float64(outCap)
 			}
 		}
+		if keyed {
+			for _, k := range []string{"user", "safety_identifier"} {
+				if v, ok := before[k].(string); ok {
+					before[k] = "t:" + v
+				}
+			}
+			if md, ok := before["metadata"].(map[string]any); ok {
+				if v, ok := md["user_id"].(string); ok {
+					md["user_id"] = "t:" + v
+				}
+			}
+			before["cache_salt"] = string(CacheSalt(nil, "t"))
+		}
 		if !reflect.DeepEqual(before, after) {
-			t.Fatalf("rewrite changed more than model/include_usage/caps:\nin  %s\nout %s", body, out)
+			t.Fatalf("rewrite changed more than model/include_usage/caps/ids:\nin  %s\nout %s", body, out)
 		}
 	})
 }

@@ -12,16 +12,20 @@ import (
 // every grant but file_id, t2 none.
 func accountStateGateway(t *testing.T, kind string) (*testGateway, *recordingBackend) {
 	t.Helper()
+	return recordedGateway(t, kind, map[string]tenant.Grant{"data_sources": {}, "priority": {}, "kv_transfer_params": {},
+		"code_execution": {}, "image_generation": {}})
+}
+
+// recordedGateway: one pool of kind for model "m", answered by a
+// recording backend; tenant t1 has grants, t2 none.
+func recordedGateway(t *testing.T, kind string, grants map[string]tenant.Grant) (*testGateway, *recordingBackend) {
+	t.Helper()
 	b := &recordingBackend{}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)
 	g := gatewayOnKind(t, kind, func(d *Deps) {
 		d.Auth = tokenIsTenant{}
-		d.Tenants = tenant.NewTable([]tenant.Row{
-			{ID: "t1", Models: []string{"m"}, Grants: map[string]tenant.Grant{"data_sources": {}, "priority": {}, "kv_transfer_params": {},
-				"code_execution": {}, "image_generation": {}}},
-			{ID: "t2", Models: []string{"m"}},
-		})
+		d.Tenants = tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}, Grants: grants}, {ID: "t2", Models: []string{"m"}}})
 	}, srv.URL)
 	return g, b
 }

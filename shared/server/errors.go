@@ -451,7 +451,10 @@ func unsupportedAPI(model string, op request.Operation) *apiError {
 func bodyError(err error) *apiError {
 	var ke *request.KeyError
 	var ie *request.IntError
+	var se *request.StringError
 	switch {
+	case errors.As(err, &se):
+		return invalidRequest(http.StatusBadRequest, "invalid_type", se.Param, se.Error())
 	case errors.As(err, &ke):
 		code := "unknown_parameter"
 		if ke.Duplicate {

@@ -136,7 +136,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 // endpoint a continued response is pinned to, the stream's keepalive.
 func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool *route.Pool, body *request.Body, raw []byte) *dispatch.Call {
 	ex.hooks = hooks{s: s, ex: ex}
-	ex.call = dispatch.Call{ID: ex.id, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
+	ex.call = dispatch.Call{ID: ex.id, Tenant: ex.tenant, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
 		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
 		FirstTokenTimeout: s.streamPolicy(pool).FirstToken(), Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}

@@ -38,6 +38,10 @@ type kind interface {
 	setHeaders(h http.Header, op request.Operation)
 }
 
+// cacheSalted is a kind whose prefix cache is shared between requests of
+// one cache_salt (Target.SaltsCache).
+type cacheSalted interface{ saltsCache() }
+
 // namedProvider is a kind whose gen_ai.provider.name is not its config
 // name (Target.Provider).
 type namedProvider interface{ provider() string }

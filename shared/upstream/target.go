@@ -170,6 +170,14 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 // (request.Operation.CapField) unless the kind reads another.
 func (t *Target) CapField(op request.Operation) request.CapField { return t.kind.capField(op) }
 
+// SaltsCache reports whether the endpoint's kind shares its prefix cache
+// between the requests of one cache_salt (vLLM): the gateway then writes
+// each tenant's own (request.Changes.SaltCache).
+func (t *Target) SaltsCache() bool {
+	_, ok := t.kind.(cacheSalted)
+	return ok
+}
+
 // Supports reports whether the endpoint's kind serves op; each kind's
 // file says which it does (the gateway translates no API into another).
 func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op) }

@@ -9,6 +9,11 @@ import "github.com/llmgw/gateway/shared/request"
 // compact and input_tokens (request.Operation.Hosted).
 type vllm struct{ openAI }
 
+// saltsCache: vLLM shares its prefix cache between requests of one
+// cache_salt, so a salt per tenant keeps one tenant from timing
+// another's cached prompts.
+func (vllm) saltsCache() {}
+
 func (vllm) capField(op request.Operation) request.CapField { return maxTokensFirst(op) }
 
 func (v vllm) supports(op request.Operation) bool {
