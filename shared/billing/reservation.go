@@ -103,13 +103,18 @@ func (r *Reservation) OutputCap() int64 {
 // that honours the cap written sends at most cap token events per choice,
 // plus each choice's role and finish chunks and Azure's filter chunks; one
 // more and it is ignoring the cap, so the stream is cut there. The bound
-// follows the grant, which covers a smaller cap the client chose too. 0 =
-// no bound: no strict reservation, or no output.
+// is the cap actually written, whichever limit wrote it (the client's,
+// the tenant's, the token grant or what a spend limit's money affords),
+// never more than the token grant leaves. 0 = no bound: no strict
+// reservation, or no output.
 func (r *Reservation) MaxTokenEvents() int64 {
 	if r == nil || !r.Held || r.Granted == 0 {
 		return 0
 	}
 	out := budget.GrantedOutput(r.Granted, r.Bound, r.Choices)
+	if r.Cap > 0 {
+		out = min(out, r.Cap)
+	}
 	if out <= 0 {
 		return 0 // embeddings
 	}
