@@ -38,9 +38,10 @@ type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
 // or a max_uses that is not a count, which decoders would read
 // differently) and prices the
 // rest, per use, from the tenant's grants (tokens) and prices (money;
-// nil prices them at nothing). budgeted says whether the tenant's token
-// budget is enforced (asked only of a priced use without a bound, which
-// is then refused: the backend may repeat it without bound).
+// nil prices them at nothing). budgeted says whether any of the tenant's
+// limits is enforced, tokens or money (asked only of a use priced in
+// either without a bound, which is then refused: the backend may repeat
+// it without bound).
 func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func() bool, prices *price.Catalogue) (Priced, error) {
 	u, err := request.FeaturesOf(raw, op)
 	if err != nil {
@@ -62,9 +63,12 @@ func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func(
 		if !ok {
 			return Priced{}, featureNotEnabled(u.Param[f], name)
 		}
-		if u.Unbounded[f] != "" && g.CostPerUse > 0 && budgeted() {
-			// A priced use the backend may repeat without bound would
-			// overshoot a budget: the tool must say how many it may run.
+		// In money: the catalogue's price per use (prices.features).
+		per := prices.Feature(name)
+		if u.Unbounded[f] != "" && (g.CostPerUse > 0 || per > 0) && budgeted() {
+			// A use priced in tokens or in money that the backend may
+			// repeat without bound would overshoot a limit of either: the
+			// tool must say how many it may run.
 			return Priced{}, unboundedUses(u.Unbounded[f], name)
 		}
 		uses := u.Bound(f)
@@ -73,8 +77,6 @@ func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func(
 		}
 		reserved := mulTokens(uses, g.CostPerUse)
 		p.total = min(p.total+reserved, budget.MaxTokens)
-		// In money: the catalogue's price per use (prices.features).
-		per := prices.Feature(name)
 		money := price.MulUses(uses, per)
 		p.money = min(p.money+money, price.MaxMicros)
 		switch f {

@@ -254,7 +254,7 @@ func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operat
 	if op.Anthropic() {
 		s.filterBetas(ex, t, h)
 	}
-	budgeted := func() bool { // the tenant's token budget is enforced
+	budgeted := func() bool { // any of the tenant's limits is enforced, tokens or money
 		if s.Budgets == nil {
 			return false
 		}
