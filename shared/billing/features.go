@@ -1,6 +1,7 @@
 package billing
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -29,7 +30,15 @@ type Priced struct {
 	// (Anthropic's usage.server_tool_use): their share of total and
 	// price, so the charge follows the count.
 	search, fetch pricedUse
+	// toolCalls is the Responses API's max_tool_calls to write (0: none):
+	// the fewest uses reserved for a priced hosted tool when the body
+	// bounds none, so the backend runs no more than was reserved.
+	toolCalls int64
 }
+
+// ToolCalls is the max_tool_calls to write into a Responses request
+// whose body bounds no built-in tool calls (0: none to write).
+func (p Priced) ToolCalls() int64 { return p.toolCalls }
 
 type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
 
@@ -74,6 +83,11 @@ func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func(
 		uses := u.Bound(f)
 		if uses <= 0 {
 			uses = g.DefaultUses
+		}
+		if u.MaxToolCalls == 0 && uses > 0 && op.Shape() == request.ShapeResponses && (g.CostPerUse > 0 || per > 0) {
+			// max_tool_calls bounds every built-in tool's calls together:
+			// the fewest any priced tool was reserved for.
+			p.toolCalls = min(uses, cmp.Or(p.toolCalls, uses))
 		}
 		reserved := mulTokens(uses, g.CostPerUse)
 		p.total = min(p.total+reserved, budget.MaxTokens)

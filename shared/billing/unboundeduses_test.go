@@ -48,3 +48,40 @@ func TestUnboundedUsesPricedInAnyDimension(t *testing.T) {
 		})
 	}
 }
+
+// TestToolCallsToWrite: a Responses request whose body bounds no
+// built-in tool calls gets max_tool_calls at the fewest uses reserved
+// for a priced hosted tool; none when the client bounded them, when no
+// tool is priced, or for the Messages API (its tools carry max_uses).
+func TestToolCallsToWrite(t *testing.T) {
+	tab := tenant.NewTable([]tenant.Row{
+		{ID: "money", Models: []string{"m"}, Grants: map[string]tenant.Grant{"web_search": {DefaultUses: 2}}},
+		{ID: "tokens", Models: []string{"m"}, Grants: map[string]tenant.Grant{"web_search": {CostPerUse: 100, DefaultUses: 3}}},
+	})
+	responses := func(bound string) []byte {
+		return []byte(`{"model":"m",` + bound + `"input":"hi","tools":[{"type":"web_search"}]}`)
+	}
+	for _, c := range []struct {
+		name, tenant string
+		op           request.Operation
+		raw          []byte
+		prices       *price.Catalogue
+		want         int64
+	}{
+		{"priced in money, no bound", "money", request.Responses, responses(""), prices(t), 2},
+		{"priced in tokens, no bound", "tokens", request.Responses, responses(""), nil, 3},
+		{"the client's bound", "tokens", request.Responses, responses(`"max_tool_calls":5,`), nil, 0},
+		{"priced in nothing", "money", request.Responses, responses(""), nil, 0},
+		{"the Messages API", "tokens", request.Messages, search("4"), nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Features(tab.Lookup(c.tenant), c.op, c.raw, func() bool { return true }, c.prices)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.ToolCalls(); got != c.want {
+				t.Fatalf("max_tool_calls %d, want %d", got, c.want)
+			}
+		})
+	}
+}

@@ -110,6 +110,10 @@ type Call struct {
 	OutputCap      int64
 	MaxTokenEvents int64
 	Choices        int64
+	// MaxToolCalls is the Responses API's max_tool_calls to write when
+	// the body bounds no built-in tool calls (0 = none): the uses billing
+	// reserved for its hosted tools.
+	MaxToolCalls int64
 	// FirstTokenTimeout abandons a stream's endpoint that sent no event
 	// within it (never the last attempt's); 0 = off.
 	FirstTokenTimeout time.Duration

@@ -98,9 +98,10 @@ func deferPriority(rest []*route.Endpoint, p int) {
 }
 
 // rewriteSlack covers what a rewrite adds: a longer model name,
-// "stream_options":{"include_usage":true} and an output cap (a
-// cache_salt or tenant-keyed ids beyond it grow the buffer once).
-const rewriteSlack = 144
+// "stream_options":{"include_usage":true}, an output cap and
+// max_tool_calls (a cache_salt or tenant-keyed ids beyond it grow the
+// buffer once).
+const rewriteSlack = 176
 
 // rewrite is the attempt's body: raw with ch applied
 // (request.Body.RewriteWith). Each attempt gets its own exactly sized
@@ -132,7 +133,7 @@ func (d *Dispatcher) try(ctx context.Context, c *Call, res *Result, e *route.End
 	res.Attempts++
 	out := d.rewrite(body, c.Raw, request.Changes{
 		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, OutputCap: c.OutputCap, CapField: target.CapField(c.Op),
-		Tenant: c.Tenant, SaltCache: target.SaltsCache()})
+		Tenant: c.Tenant, SaltCache: target.SaltsCache(), MaxToolCalls: c.MaxToolCalls})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, c.Op, body.Model, out, c.Header)
 	if err != nil {

@@ -76,7 +76,9 @@ type Body struct {
 	ids [numIDs]span
 	// cacheSalt is the "cache_salt" value (end 0: absent).
 	cacheSalt span
-	present   uint8
+	// maxToolCalls is the "max_tool_calls" value (end 0: absent).
+	maxToolCalls span
+	present      uint8
 	// modelEscaped is set when the model value holds escapes or invalid
 	// UTF-8: it is then always rewritten in its canonical spelling, so the
 	// backend reads exactly the string the gateway authorized.
@@ -366,6 +368,7 @@ func ParseBody(b []byte) (Body, error) {
 		case keyStreamFormat:
 			return optString(b[v.start:v.end], &out.StreamFormat, ErrFormatType)
 		case keyMaxToolCalls:
+			out.maxToolCalls = v
 			_, err := toolCalls(b[v.start:v.end])
 			return err
 		case keyServiceTier:
@@ -637,6 +640,11 @@ type Changes struct {
 	// SaltCache adds the tenant's cache_salt when the body has none (a
 	// backend that shares its prefix cache by salt: vLLM).
 	SaltCache bool
+	// MaxToolCalls, when positive, is the Responses API's max_tool_calls
+	// to write when the body bounds no built-in tool calls (the member
+	// absent or null): the uses its hosted tools were reserved for. A
+	// count the client sent is kept: it is what was reserved.
+	MaxToolCalls int64
 }
 
 // CacheSalt appends to dst the cache_salt the gateway writes for tenant:
@@ -657,7 +665,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 		at, end int
 		with    func([]byte) []byte
 	}
-	var edits [3 + int(numCaps) + int(numIDs)]edit
+	var edits [4 + int(numCaps) + int(numIDs)]edit
 	n := 0
 	model := c.Model
 	if model == "" && p.modelEscaped {
@@ -742,6 +750,17 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			n++
 		case c.SaltCache && p.Has(hasModel):
 			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte { return salt(append(d, `,"cache_salt":`...)) }}
+			n++
+		}
+	}
+	if mc := c.MaxToolCalls; mc > 0 && p.Has(hasModel) {
+		value := func(d []byte) []byte { return strconv.AppendInt(d, mc, 10) }
+		switch v := p.maxToolCalls; {
+		case v.end == 0: // absent: after the model, as the cap field is
+			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte { return value(append(d, `,"max_tool_calls":`...)) }}
+			n++
+		case string(b[v.start:v.end]) == "null":
+			edits[n] = edit{v.start, v.end, value}
 			n++
 		}
 	}

@@ -139,6 +139,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool
 	ex.call = dispatch.Call{ID: ex.id, Tenant: ex.tenant, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
 		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
+		MaxToolCalls:      ex.bill.Features.ToolCalls(),
 		FirstTokenTimeout: s.streamPolicy(pool).FirstToken(), Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
 	return &ex.call
 }
