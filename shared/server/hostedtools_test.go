@@ -19,9 +19,7 @@ import (
 // nothing was written: a backend ran 300 web_search_call items, billed as
 // the 2 uses reserved. A bound the client sent is kept as sent.
 func TestHostedToolCallsBounded(t *testing.T) {
-	cat := catalogue(t, price.Spec{Currency: "USD", Version: "v", Models: []price.ModelSpec{
-		{Model: "m", RateSpec: price.RateSpec{Input: "1", Output: "1"}}},
-		Features: []price.FeatureSpec{{Name: "web_search", PerUse: "0.01"}}})
+	cat := linearPrices(t, "1", []price.FeatureSpec{{Name: "web_search", PerUse: "0.01"}})
 	rb := &recordingBackend{h: func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","output":[{"type":"web_search_call","id":"ws_1","status":"completed"},{"type":"message","content":[{"type":"output_text","text":"hi"}]}],"usage":{"input_tokens":10,"output_tokens":5,"total_tokens":15}}`)

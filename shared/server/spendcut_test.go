@@ -10,6 +10,13 @@ import (
 	"github.com/llmgw/gateway/shared/request"
 )
 
+// linearPrices prices model "m" at one micro-unit an input token and
+// output micro-units an output token, and the features at their specs.
+func linearPrices(t *testing.T, output string, features []price.FeatureSpec) *price.Catalogue {
+	return catalogue(t, price.Spec{Currency: "USD", Version: "v", Models: []price.ModelSpec{
+		{Model: "m", RateSpec: price.RateSpec{Input: "1", Output: output}}}, Features: features})
+}
+
 // TestSpendCutAtTheMoneysCap: a tenant with 0.01 USD left a day gets an
 // output cap of what the money affords (about 980 tokens at 10 USD a
 // million); a backend that ignores it and streams 4,000 tokens is cut at
@@ -18,8 +25,7 @@ import (
 // the token grant: 4,000 tokens relayed, 0.04005 USD charged against
 // 0.01.
 func TestSpendCutAtTheMoneysCap(t *testing.T) {
-	cat := catalogue(t, price.Spec{Currency: "USD", Version: "v", Models: []price.ModelSpec{
-		{Model: "m", RateSpec: price.RateSpec{Input: "1", Output: "10"}}}})
+	cat := linearPrices(t, "10", nil)
 	at := attack{stream: true, events: 4000, report: 4000, clientCap: 4096}
 	g, spy := spendGateway(t, budget.Limits{SpendPerDay: 10_000}, price.Tiers(0), cat, nil,
 		attackBackend(request.ChatCompletions, at))

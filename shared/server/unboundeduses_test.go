@@ -20,9 +20,7 @@ func TestSpendOnlyUnboundedSearch(t *testing.T) {
 	b := &messagesBackend{}
 	srv := httptest.NewServer(b)
 	t.Cleanup(srv.Close)
-	cat := catalogue(t, price.Spec{Currency: "USD", Version: "v", Models: []price.ModelSpec{
-		{Model: "m", RateSpec: price.RateSpec{Input: "1", Output: "1"}}},
-		Features: []price.FeatureSpec{{Name: "web_search", PerUse: "0.01"}}})
+	cat := linearPrices(t, "1", []price.FeatureSpec{{Name: "web_search", PerUse: "0.01"}})
 	spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{SpendPerDay: 1_000_000}})
 	g := gatewayOnKind(t, "anthropic", func(d *Deps) {
 		d.Auth, d.Budgets, d.Prices = tokenIsTenant{}, spy, cat
