@@ -67,7 +67,7 @@ func TestPlan(t *testing.T) {
 		{"spend: priced at the tiers it may be served at, features' money", request.Messages, string(search("4")), spends,
 			func(q *Request) { q.Features, q.Tier = searches, priority },
 			budget.Ask{PromptBound: bound(request.Messages, string(search("4"))) + 400, Choices: 1, ClientCap: 16, Unbounded: true,
-				Spend: budget.Spend{Model: mustModel(t, cat), Tiers: price.Tiers(0).With(price.TierPriority), Fixed: 40_000}}, ""},
+				Spend: budget.Spend{Model: mustModel(t, cat), Tiers: price.Tiers(0).OrStandard().With(price.TierPriority), Fixed: 40_000}}, ""},
 		{"spend: a model without a price", request.ChatCompletions, `{"model":"unpriced","messages":[]}`, spends, nil, budget.Ask{}, "budget_error"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestCheckTier(t *testing.T) {
 	}{
 		{"none", "searcher", "", both, false, false},
 		{"auto", "searcher", "auto", both, false, false},
-		{"priority, allowed", "searcher", "priority", price.Tiers(0).With(price.TierPriority), true, false},
+		{"priority, allowed", "searcher", "priority", price.Tiers(0).OrStandard().With(price.TierPriority), true, false},
 		{"standard_only", "searcher", "standard_only", price.Tiers(0).With(price.TierStandard), true, false},
 		{"priority, not allowed", "plain", "priority", 0, false, true},
 		{"flex, not allowed", "searcher", "flex", 0, false, true},

@@ -18,7 +18,8 @@ type TierAsk struct {
 	// which the backend resolves (the bill is then the answer's tier).
 	tier     price.Tier
 	explicit bool
-	// may is the tiers the request may be served at: the one asked, or
+	// may is the tiers the request may be served at: the standard tier
+	// when it asked for it by name (the backend serves none dearer), else
 	// every tier the tenant may use.
 	may price.Tiers
 	// allowed is the tenant's tiers.
@@ -30,7 +31,10 @@ type TierAsk struct {
 // refused (param service_tier). Every tenant is held to its tiers, with
 // or without a spend limit: a dearer tier is money on the account every
 // tenant shares. "standard_only" is Anthropic's spelling of "standard,
-// never priority"; "" and "auto" leave the tier to the backend.
+// never priority"; "" and "auto" leave the tier to the backend. A
+// request that names a tier other than the standard one may still be
+// served dearer (flex asked, priority served, billed at 3.9 times its
+// reservation): it is reserved at the dearest of the tenant's tiers.
 func CheckTier(t *tenant.Tenant, serviceTier string) (TierAsk, error) {
 	allowed := t.Tiers.OrStandard()
 	ask := TierAsk{may: allowed, allowed: allowed}
@@ -49,7 +53,9 @@ func CheckTier(t *tenant.Tenant, serviceTier string) (TierAsk, error) {
 	if !allowed.Has(ask.tier) {
 		return ask, tierNotAllowed(serviceTier, allowed)
 	}
-	ask.may = price.Tiers(0).With(ask.tier)
+	if ask.tier == price.TierStandard {
+		ask.may = price.Tiers(0).With(ask.tier)
+	}
 	return ask, nil
 }
 

@@ -169,7 +169,7 @@ func TestSpendSettlesAtTheTierServed(t *testing.T) {
 		{"standard reported as default", std, "", "default", 1, 360, false},
 		{"auto: the answer's tier is the bill", all, "auto", "flex", 2, 180, false},
 		{"auto reserved at the dearest tier", all, "", "priority", 2, 720, false},
-		{"flex asked and served", all, "flex", "flex", 0, 180, false},
+		{"flex asked and served: reserved at the dearest tier", all, "flex", "flex", 2, 180, false},
 		{"priority asked, standard reported: billed priority", all, "priority", "default", 2, 720, true},
 		{"not permitted: billed the dearer", std, "", "priority", 1, 720, true},
 		{"unknown tier reported: the dearest priced", std, "", "turbo", 1, 720, true},
