@@ -29,6 +29,7 @@ import (
 	"github.com/llmgw/gateway/shared/server/listener"
 	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/stores"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -257,7 +258,6 @@ func isSection(keys []string, p string) bool {
 var proseDefaults = map[string]string{
 	"listen":                              "the environment's port, else the binary's own default (functions/gateway)",
 	"max_pending_connections":             "a share of max_connections (listener.Options.MaxPending)",
-	"telemetry.flush_timeout":             "the binary's own (functions/gateway, package main)",
 	"budget.failure_policy":               "another setting's value (limiter.failure_policy)",
 	"tenants[].max_concurrent_requests":   "another setting's value (max_concurrent_requests)",
 	"tenants[].count_requests":            "a multiple of tenants[].requests (ratelimit.DefaultCountsPerRequest)",
@@ -318,6 +318,7 @@ var partDefaults = map[string]any{
 	"lambda.deadline_margin":           lambdaurl.DefaultDeadlineMargin,
 	"lambda.min_remaining":             server.DefaultMinRemaining,
 	"telemetry.trust_traceparent":      false,
+	"telemetry.flush_timeout":          telemetry.DefaultFlushTimeout,
 
 	"tenants[].interval":                 ratelimit.DefaultInterval,
 	"tenants[].tokens_per_minute":        0,

@@ -248,12 +248,12 @@ func TestBackendClientDefaults(t *testing.T) {
 func TestHostDefaults(t *testing.T) {
 	got := withHostDefaults(assemble.Host{})
 	if got.ReadHeaderTimeout != server.DefaultReadHeaderTimeout || got.IdleTimeout != server.DefaultIdleTimeout ||
-		got.ShutdownGrace != server.DefaultShutdownGrace || got.FlushTimeout != defaultFlushTimeout ||
+		got.ShutdownGrace != server.DefaultShutdownGrace ||
 		got.Listen != defaultListen || got.MaxHeaderBytes != server.DefaultMaxHeaderBytes {
 		t.Errorf("zero settings: %+v", got)
 	}
-	given := assemble.Host{HostSettings: server.HostSettings{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3}, FlushTimeout: 4, Listen: ":9", MaxHeaderBytes: 5}
-	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 || got.FlushTimeout != 4 ||
+	given := assemble.Host{HostSettings: server.HostSettings{ReadHeaderTimeout: 1, IdleTimeout: 2, ShutdownGrace: 3}, Listen: ":9", MaxHeaderBytes: 5}
+	if got := withHostDefaults(given); got.ReadHeaderTimeout != 1 || got.IdleTimeout != 2 || got.ShutdownGrace != 3 ||
 		got.Listen != ":9" || got.MaxHeaderBytes != 5 {
 		t.Errorf("given settings changed: %+v", got)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/server/listener"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 )
@@ -49,7 +50,7 @@ func TestDefaultsAreTheParts(t *testing.T) {
 		{"read_header_timeout", cfg.Server.Host.ReadHeaderTimeout == 0, host.ReadHeaderTimeout == server.DefaultReadHeaderTimeout},
 		{"idle_timeout", cfg.Server.Host.IdleTimeout == 0, host.IdleTimeout == server.DefaultIdleTimeout},
 		{"shutdown_grace", cfg.Server.Host.ShutdownGrace == 0, host.ShutdownGrace == server.DefaultShutdownGrace},
-		{"telemetry.flush_timeout", cfg.Telemetry.FlushTimeout == 0, host.FlushTimeout == defaultFlushTimeout},
+		{"telemetry.flush_timeout", cfg.Telemetry.FlushTimeout == 0, cfg.Telemetry.WithDefaults().FlushTimeout == telemetry.DefaultFlushTimeout},
 		{"upstream.connect_timeout", cfg.Upstream.ConnectTimeout == 0, backend.TLSHandshakeTimeout == upstream.DefaultConnectTimeout},
 		{"upstream.max_idle_conns_per_host", cfg.Upstream.MaxIdleConnsPerHost == 0, backend.MaxIdleConnsPerHost == upstream.DefaultMaxIdleConnsPerHost},
 		{"max_body_bytes", cfg.Server.Limits.MaxBodyBytes == 0, srv.MaxBodyBytes == server.DefaultMaxBodyBytes},

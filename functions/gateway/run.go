@@ -66,9 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			// Lambda freezes the sandbox once the invocation ends: what a
 			// request recorded is exported before its stream ends.
 			opts.AfterResponse = func(ictx context.Context) {
-				fctx, cancel := context.WithTimeout(ictx, host.FlushTimeout)
-				defer cancel()
-				flushTelemetry(fctx, gw.tel, log, slog.LevelDebug, "invocation")
+				flushTelemetry(ictx, gw.tel, log, slog.LevelDebug, "invocation")
 			}
 		}
 		// lambda.Start blocks for the life of the process.
@@ -160,10 +158,8 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 	if gw.tel != nil {
 		// What the last streams recorded leaves before the process does:
 		// within flush_timeout and what is left of the grace, whichever
-		// ends first.
-		fctx, cancel := context.WithTimeout(sctx, host.FlushTimeout)
-		defer cancel()
-		flushTelemetry(fctx, gw.tel, log, slog.LevelInfo, "shutdown")
+		// ends first, whatever the collector does.
+		flushTelemetry(sctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}
 	return nil
 }
@@ -176,19 +172,11 @@ func shutdownMargin(grace time.Duration) time.Duration {
 	return min(grace/4, 2*time.Second)
 }
 
-// Defaults of the host's settings that are not server.HostSettings',
-// applied to a zero by withHostDefaults.
-const (
-	// defaultListen (listen) is loopback: a gateway run by hand serves
-	// only this machine until its config says otherwise; a container's
-	// port comes from $PORT or $CONTAINER_APP_PORT (assemble.HostOf).
-	defaultListen = "127.0.0.1:8080"
-	// defaultFlushTimeout (telemetry.flush_timeout) bounds a telemetry
-	// flush at the end of a Lambda invocation and after SIGTERM: a
-	// collector on loopback (the Lambda layer, the Container Apps agent)
-	// answers in milliseconds, a remote one in well under a second.
-	defaultFlushTimeout = 2 * time.Second
-)
+// defaultListen (listen) is loopback: a gateway run by hand serves only
+// this machine until its config says otherwise; a container's port comes
+// from $PORT or $CONTAINER_APP_PORT (assemble.HostOf). withHostDefaults
+// applies it to an empty listen.
+const defaultListen = "127.0.0.1:8080"
 
 // withHostDefaults is h with its zero settings replaced by the host's
 // defaults (the timeouts' and the log level's are server.HostSettings').
@@ -198,7 +186,6 @@ func withHostDefaults(h assemble.Host) assemble.Host {
 	// host's net/http bound is twice it.
 	h.MaxHeaderBytes = cmp.Or(h.MaxHeaderBytes, server.DefaultMaxHeaderBytes)
 	h.HostSettings = h.HostSettings.WithDefaults()
-	h.FlushTimeout = cmp.Or(h.FlushTimeout, defaultFlushTimeout)
 	return h
 }
 

@@ -66,16 +66,9 @@ func TestShutdownEndsStreamsInBand(t *testing.T) {
 	for range streams {
 		<-firsts
 	}
-	stopped := time.Now()
-	g.Stop()
-	wg.Wait()
+	took := stopTimed(t, g, wg.Wait)
 	close(results)
-	select {
-	case <-g.Exited:
-	case <-time.After(15 * time.Second):
-		t.Fatal("run did not return")
-	}
-	if took := time.Since(stopped); took > 5*time.Second+slack {
+	if took > 5*time.Second+slack {
 		t.Errorf("run returned %s after SIGTERM; the grace is 5s", took)
 	}
 	for r := range results {
@@ -101,6 +94,23 @@ func TestShutdownEndsStreamsInBand(t *testing.T) {
 	if strings.Contains(g.logs.String(), "not settled") {
 		t.Errorf("a budget was not settled:\n%s", g.logs.String())
 	}
+}
+
+// stopTimed stops g as SIGTERM would, runs then (when not nil) while
+// run stops, and says how long run took to return.
+func stopTimed(t *testing.T, g *gw, then func()) time.Duration {
+	t.Helper()
+	stopped := time.Now()
+	g.Stop()
+	if then != nil {
+		then()
+	}
+	select {
+	case <-g.Exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not return")
+	}
+	return time.Since(stopped)
 }
 
 // blackhole accepts connections and never answers: a collector that
@@ -153,19 +163,60 @@ func TestShutdownFlushBoundedByFlushTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	stopped := time.Now()
-	g.Stop()
-	select {
-	case <-g.Exited:
-	case <-time.After(20 * time.Second):
-		t.Fatal("run did not return")
-	}
-	// 1 s of flush, 1 s of the exporter's stop at close, and slack: far
-	// below the 10 s grace.
-	if took := time.Since(stopped); took > 2*time.Second+slack {
+	// 1 s of flush (the exporter's stop at close adds none: it stopped
+	// already), and slack: far below the 10 s grace.
+	if took := stopTimed(t, g, nil); took > time.Second+slack {
 		t.Errorf("run returned %s after SIGTERM with flush_timeout 1s (grace 10s)", took)
 	}
 	if !strings.Contains(g.logs.String(), `"msg":"telemetry flush failed"`) {
 		t.Errorf("no failed flush logged:\n%s", g.logs.String())
+	}
+}
+
+// TestShutdownFlushBoundedByGrace: with the collector blackholed, a
+// flush_timeout far past a 2 s grace and a stream that would outlast the
+// grace, the SIGTERM flush gets only what the stream left of the grace,
+// and run returns within the grace: neither the export in flight nor
+// the exporter's stop holds the process past it.
+func TestShutdownFlushBoundedByGrace(t *testing.T) {
+	t.Parallel()
+	const grace = 2 * time.Second
+	env := map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": "http://" + blackhole(t),
+		"OTEL_METRIC_EXPORT_INTERVAL": "3600000",
+		"GATEWAY_CONFIG_OVERLAY":      `{"shutdown_grace": "2s", "telemetry": {"flush_timeout": "1m"}}`,
+	}
+	g := startGateway(t, options{env: env})
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions",
+		strings.NewReader(`{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+g.token("contoso"))
+	req.Header.Set("X-Stub-Interval", "500ms")
+	req.Header.Set("X-Stub-Tokens", "100") // 50 s: past the grace
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := readEvent(bufio.NewReader(resp.Body)); err != nil {
+		t.Fatalf("first event: %v", err)
+	}
+	if took := stopTimed(t, g, nil); took > grace+slack {
+		t.Errorf("run returned %s after SIGTERM with a %s grace (flush_timeout 1m)", took, grace)
+	}
+	var flush struct {
+		Msg     string  `json:"msg"`
+		FlushMS float64 `json:"flush_ms"`
+	}
+	for line := range strings.Lines(g.logs.String()) {
+		if json.Unmarshal([]byte(line), &flush) == nil && flush.Msg == "telemetry flush failed" {
+			break
+		}
+		flush.Msg = ""
+	}
+	if flush.Msg == "" {
+		t.Fatalf("no failed flush logged:\n%s", g.logs.String())
+	}
+	if flush.FlushMS > float64(grace.Milliseconds()) {
+		t.Errorf("the flush took %.0f ms, more than the %s grace", flush.FlushMS, grace)
 	}
 }

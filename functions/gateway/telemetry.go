@@ -28,7 +28,7 @@ func newTelemetry(cfg *config.Config, getenv func(string) string, log *slog.Logg
 	if !tc.Enabled() {
 		return nil, nil
 	}
-	tc.TrustTraceparent = assemble.TrustTraceparent(cfg)
+	tc.Settings = assemble.Telemetry(cfg)
 	tc.Start = processStart
 	// The SDK reports a failed export here (process-wide, like the Redis
 	// logger): a warning in the JSON log, never a plain stderr line.
@@ -44,8 +44,8 @@ func newTelemetry(cfg *config.Config, getenv func(string) string, log *slog.Logg
 	return exp, nil
 }
 
-// flushTelemetry exports what is pending, bounded by ctx, and logs how
-// long it took (what the flush costs an invocation or a stop). At a stop
+// flushTelemetry exports what is pending, within ctx and flush_timeout
+// (the exporter's own bound), and logs how long it took (what the flush costs an invocation or a stop). At a stop
 // (why "shutdown") the exporter is shut down too.
 func flushTelemetry(ctx context.Context, tel *otlp.Exporter, log *slog.Logger, level slog.Level, why string) {
 	flush := tel.Flush

@@ -76,6 +76,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	c.Upstream.Streams.Check(into(&p, "upstream"))
 	c.Lambda.Settings.Check(into(&p, "lambda"))
 	c.Lambda.LambdaSettings.Check(into(&p, "lambda"))
+	c.Telemetry.Check(into(&p, "telemetry"))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))

@@ -283,9 +283,10 @@ func TestBudget(t *testing.T) {
 	}
 }
 
-// TestStreamSettingsNotNegative: the upstream section's, a pool's and
-// the lambda section's durations are their parts' (dispatch, route,
-// server, lambdaurl), each negative one reported once by its field path.
+// TestStreamSettingsNotNegative: the upstream section's, a pool's, the
+// lambda section's and the telemetry section's durations are their
+// parts' (dispatch, route, server, lambdaurl, telemetry), each negative
+// one reported once by its field path.
 func TestStreamSettingsNotNegative(t *testing.T) {
 	in := func(field string) string { return minimal + "upstream: {" + field + ": -1s}\n" }
 	pool := func(field string) string {
@@ -303,6 +304,7 @@ func TestStreamSettingsNotNegative(t *testing.T) {
 		"pools[0].first_token_timeout": pool("first_token_timeout"),
 		"lambda.deadline_margin":       minimal + "lambda: {deadline_margin: -1s}\n",
 		"lambda.min_remaining":         minimal + "lambda: {min_remaining: -1s}\n",
+		"telemetry.flush_timeout":      minimal + "telemetry: {flush_timeout: -1s}\n",
 	} {
 		t.Run(path, func(t *testing.T) {
 			_, err := Parse([]byte(cfg), env(nil))

@@ -1,8 +1,6 @@
 package assemble
 
 import (
-	"time"
-
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
@@ -12,6 +10,7 @@ import (
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/server/listener"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
@@ -35,8 +34,6 @@ type Host struct {
 	Conns listener.Options
 	// Lambda is the Lambda host's margin before an invocation's deadline.
 	Lambda lambdaurl.Settings
-	// FlushTimeout bounds a telemetry flush.
-	FlushTimeout time.Duration
 	// Deprecated is the deprecated keys the file wrote, a line each, for
 	// the log at start.
 	Deprecated []string
@@ -51,7 +48,6 @@ func HostOf(c *config.Config, getenv func(string) string) Host {
 		MaxHeaderBytes: c.Server.Limits.MaxHeaderBytes,
 		Conns:          c.Server.Listener(),
 		Lambda:         c.Lambda.Settings,
-		FlushTimeout:   c.Telemetry.FlushTimeout.D(),
 		Deprecated:     c.Deprecated,
 	}
 }
@@ -92,8 +88,10 @@ func Budgets(c *config.Config) (budget.Config, []budget.TenantBudget, error) {
 	return bc, tenants, err
 }
 
-// TrustTraceparent is whether the telemetry continues a caller's trace.
-func TrustTraceparent(c *config.Config) bool { return c.Telemetry.TrustTraceparent }
+// Telemetry is the OTLP export's behaviour (whether it continues a
+// caller's trace, its flushes' bound): the telemetry section as written,
+// which the exporter defaults (otlp.New).
+func Telemetry(c *config.Config) telemetry.Settings { return c.Telemetry }
 
 // Routing is the router's pools, in the config's order, and options;
 // shared, when not nil, carries backend-asked cooldowns between replicas.

@@ -39,6 +39,7 @@ import (
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/stores"
+	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/upstream"
 	"github.com/llmgw/gateway/shared/upstream/entra"
 )
@@ -96,10 +97,11 @@ type Config struct {
 	// An alias is a new name: not a pool's model, not another alias's
 	// target. Default none.
 	Aliases map[string]string `yaml:"aliases" json:"aliases"`
-	// Telemetry is how the gateway's OTLP export behaves; whether and
-	// where it exports is the standard OTEL_* environment's (docs/telemetry.md:
-	// Telemetry).
-	Telemetry Telemetry `yaml:"telemetry" json:"telemetry"`
+	// Telemetry is how the gateway's OTLP export behaves
+	// (trust_traceparent, flush_timeout), its settings, defaults and
+	// rules the telemetry's (telemetry.Settings); whether and where it
+	// exports is the standard OTEL_* environment's (docs/telemetry.md).
+	Telemetry telemetry.Settings `yaml:"telemetry" json:"telemetry" check:"part"`
 
 	// Deprecated lists, one line each, the deprecated keys the file
 	// wrote (limiter's store settings, now store's): the binary logs
@@ -173,21 +175,6 @@ type Lambda struct {
 	// LambdaSettings is the request handler's min_remaining
 	// (server.LambdaSettings).
 	server.LambdaSettings `yaml:",inline" check:"part"`
-}
-
-// Telemetry is the OTLP export's behaviour (issue 25).
-type Telemetry struct {
-	// TrustTraceparent continues a caller's W3C trace (traceparent,
-	// tracestate) in the gateway's spans. Default false: every request
-	// starts a trace of its own, so callers cannot place their requests
-	// in a trace they choose; set it when the callers are your own
-	// applications.
-	TrustTraceparent bool `yaml:"trust_traceparent" json:"trust_traceparent"`
-	// FlushTimeout bounds the export at the end of each Lambda invocation
-	// and, on SIGTERM, the export after the open streams ended (at least
-	// this long, even when shutdown_grace was spent on them). Default 2s
-	// (the host's, functions/gateway).
-	FlushTimeout Duration `yaml:"flush_timeout" json:"flush_timeout"`
 }
 
 // Tenant is one row of the tenant table.

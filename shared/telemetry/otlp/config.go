@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/llmgw/gateway/shared/telemetry"
 )
 
 // Config is the exporter's settings, read from the standard OpenTelemetry
@@ -42,10 +44,10 @@ type Config struct {
 	ServiceName string
 	// Resource is OTEL_RESOURCE_ATTRIBUTES, key by key.
 	Resource map[string]string
-	// TrustTraceparent continues a caller's W3C trace (traceparent,
-	// tracestate); off, every request starts its own trace, so a caller
-	// cannot choose the trace its requests are recorded under.
-	TrustTraceparent bool
+	// Settings is what the config file's telemetry section sets of the
+	// export (trust_traceparent, flush_timeout), its defaults and rules
+	// telemetry.Settings'; New applies its defaults.
+	telemetry.Settings
 	// Sampler is OTEL_TRACES_SAMPLER, which requests' spans are recorded
 	// and exported: always_on, always_off, traceidratio, or each of them
 	// parentbased_ (a trusted caller's sampled flag decides its trace).

@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,6 +51,8 @@ type Exporter struct {
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
+	// stopped: Shutdown was called.
+	stopped atomic.Bool
 }
 
 // New builds the exporter from cfg. It dials nothing: the first export
@@ -63,6 +64,7 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 60 * time.Second
 	}
+	cfg.Settings = cfg.Settings.WithDefaults()
 	res := newResource(cfg)
 	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(memoLimit),
 		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
@@ -129,37 +131,57 @@ func newResource(cfg Config) *resource.Resource {
 	return resource.NewSchemaless(attrs...)
 }
 
-// Flush exports every pending span and metric, bounded by ctx, and says
-// how long it took. Both signals are flushed at once, each after the
-// export the background has in flight (the SDK's ForceFlush): on Lambda
-// the sandbox may freeze when Flush returns.
+// Flush exports every pending span and metric, within ctx and
+// flush_timeout (telemetry.Settings.FlushTimeout), and says how long it
+// took. Both signals are flushed at once, each after the export the
+// background has in flight (the SDK's ForceFlush): on Lambda the sandbox
+// may freeze when Flush returns.
 func (e *Exporter) Flush(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	var wg sync.WaitGroup
-	var terr, merr error
-	if e.tp != nil {
-		wg.Go(func() { terr = e.tp.ForceFlush(ctx) })
-	}
-	if e.mp != nil {
-		wg.Go(func() { merr = e.mp.ForceFlush(ctx) })
-	}
-	wg.Wait()
-	return time.Since(start), errors.Join(terr, merr)
+	return e.both(ctx, (*sdktrace.TracerProvider).ForceFlush, (*sdkmetric.MeterProvider).ForceFlush)
 }
 
-// Shutdown flushes and stops both providers, bounded by ctx.
+// Shutdown flushes and stops both providers, within ctx and
+// flush_timeout. The first call does; a later one returns at once, so
+// that a stop after the final flush adds no wait of its own.
 func (e *Exporter) Shutdown(ctx context.Context) (time.Duration, error) {
+	if e.stopped.Swap(true) {
+		return 0, nil
+	}
+	return e.both(ctx, (*sdktrace.TracerProvider).Shutdown, (*sdkmetric.MeterProvider).Shutdown)
+}
+
+// both runs tf on the trace provider and mf on the metric provider at
+// once, and returns when both have returned or when ctx or flush_timeout
+// ends, whichever is first. Parts of the SDK's calls wait without ctx (a
+// metric reader's stop waits for the export its loop has in flight, a
+// second stop for the first), so an export that hangs cannot hold the
+// caller, and with it a stop or a Lambda invocation, past the bound: it
+// ends behind, its context cancelled.
+func (e *Exporter) both(ctx context.Context, tf func(*sdktrace.TracerProvider, context.Context) error,
+	mf func(*sdkmetric.MeterProvider, context.Context) error) (time.Duration, error) {
 	start := time.Now()
-	var wg sync.WaitGroup
-	var terr, merr error
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.FlushTimeout)
+	defer cancel()
+	errs := make(chan error, 2) // never blocks a call that ends behind
+	calls := 0
 	if e.tp != nil {
-		wg.Go(func() { terr = e.tp.Shutdown(ctx) })
+		calls++
+		go func() { errs <- tf(e.tp, ctx) }()
 	}
 	if e.mp != nil {
-		wg.Go(func() { merr = e.mp.Shutdown(ctx) })
+		calls++
+		go func() { errs <- mf(e.mp, ctx) }()
 	}
-	wg.Wait()
-	return time.Since(start), errors.Join(terr, merr)
+	var err error
+	for range calls {
+		select {
+		case cerr := <-errs:
+			err = errors.Join(err, cerr)
+		case <-ctx.Done():
+			return time.Since(start), errors.Join(err, context.Cause(ctx))
+		}
+	}
+	return time.Since(start), err
 }
 
 // Ready records the cold start: from the process's start until it was

@@ -121,7 +121,7 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
-	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "parentbased_traceidratio", SamplerRatio: 1e-9, TrustTraceparent: true})
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "parentbased_traceidratio", SamplerRatio: 1e-9, Settings: telemetry.Settings{TrustTraceparent: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -244,7 +244,7 @@ func TestMetricsLeavesOutWhatItCannotEncode(t *testing.T) {
 func TestSpansDecodeAsOTLP(t *testing.T) {
 	t.Parallel()
 	col := newCollector(t)
-	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "parentbased_always_on", TrustTraceparent: true, BatchDelay: time.Hour,
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "parentbased_always_on", Settings: telemetry.Settings{TrustTraceparent: true}, BatchDelay: time.Hour,
 		ServiceName: "llmgw", Resource: map[string]string{"service.instance.id": "abc"}})
 	if err != nil {
 		t.Fatal(err)
