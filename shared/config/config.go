@@ -548,8 +548,7 @@ func Read(path, overlay string) ([]byte, error) {
 // pool's stream policy from upstream's) and an endpoint's weight (an
 // explicit 0 is an error, not a default). Every other setting the file
 // leaves out stays zero here: its default is the part's that takes it
-// (TestDefaults; the binary's TestDefaultsAreTheParts checks that each
-// part applies its own).
+// (TestDefaults), which the part applies.
 func (c *Config) applyDefaults() {
 	// The budget store fails the way the limiter's does unless told
 	// otherwise.

@@ -44,8 +44,7 @@ pools:
 // TestDefaults: the file's own defaults (a setting one section takes
 // from another, an endpoint's weight) are applied, and the settings a
 // part takes stay zero when the file leaves them out: their defaults are
-// the parts' (the binary's TestDefaultsAreTheParts checks each part
-// applies its own).
+// the parts' (each part's tests check it applies its own).
 func TestDefaults(t *testing.T) {
 	c, err := parse([]byte(minimal+"max_concurrent_requests: 7\nlimiter: {failure_policy: closed}\n"), env(nil))
 	if err != nil {
