@@ -82,8 +82,39 @@ var (
 
 // Principal is who a verified token speaks for: its tenant, subject, and
 // the project and user claims (Config.ProjectClaim, UserClaim; empty
-// when the token has none).
-type Principal struct{ Tenant, Subject, Project, User string }
+// when the token has none). Key and Models are a gateway key's (package
+// keys; empty and nil for a JWT): its public id, and the models it
+// narrows the tenant's to.
+type Principal struct {
+	Tenant, Subject, Project, User string
+	Key                            string
+	Models                         *ModelSet
+}
+
+// ModelSet is a set of model names; a nil set holds every model (it
+// narrows nothing).
+type ModelSet struct{ names map[string]struct{} }
+
+// NewModelSet is the set of names; none: nil, every model.
+func NewModelSet(names []string) *ModelSet {
+	if len(names) == 0 {
+		return nil
+	}
+	m := &ModelSet{names: make(map[string]struct{}, len(names))}
+	for _, n := range names {
+		m.names[n] = struct{}{}
+	}
+	return m
+}
+
+// Allows reports whether model is in the set (always, for nil).
+func (m *ModelSet) Allows(model string) bool {
+	if m == nil {
+		return true
+	}
+	_, ok := m.names[model]
+	return ok
+}
 
 // Verifier checks bearer tokens against one issuer. It is safe for
 // concurrent use.
