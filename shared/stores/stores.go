@@ -4,11 +4,11 @@
 // socket read by its client's ReadTimeout), hands each part its store as
 // the interface the part declares (the limiter's go-limiter stores, the
 // stored-response records, the backend-asked cooldowns, the token
-// budgets'), so that no part knows which backend it has, and closes them
-// all. The Redis stores are the packages below it, named for what they
-// depend on (redislimit, redisbudget, redisaffinity, rediscool, all on
-// redisclient's clients); package store owns what every store's guard
-// has in common.
+// budgets', the gateway keys'), so that no part knows which backend it
+// has, and closes them all. The Redis stores are the packages below it,
+// named for what they depend on (redislimit, redisbudget, redisaffinity,
+// rediscool, rediskeys, all on redisclient's clients); package store
+// owns what every store's guard has in common.
 package stores
 
 import (
@@ -24,6 +24,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/affinity"
 	"github.com/llmgw/gateway/shared/budget"
+	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/store"
@@ -31,6 +32,7 @@ import (
 	"github.com/llmgw/gateway/shared/stores/redisbudget"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 	"github.com/llmgw/gateway/shared/stores/rediscool"
+	"github.com/llmgw/gateway/shared/stores/rediskeys"
 	"github.com/llmgw/gateway/shared/stores/redislimit"
 )
 
@@ -96,6 +98,8 @@ type Set struct {
 	Cooldowns route.Shared
 	// Budget is the token budgets' store (nil without Config.Budgets).
 	Budget budget.Store
+	// Keys holds the gateway keys made at run time (keys.Store).
+	Keys keys.Store
 
 	clients       []redis.UniversalClient
 	gate          redisclient.Gate
@@ -122,6 +126,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 	switch c.Backend {
 	case Memory:
 		s.Affinity = affinity.NewMemory(0, time.Now)
+		s.Keys = keys.NewMemory(nil)
 		if c.Budgets {
 			s.Budget = budget.NewMemory(nil)
 		}
@@ -151,6 +156,7 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 		return nil, err
 	}
 	s.Affinity = redisaffinity.New(state, c.KeyPrefix, c.Log)
+	s.Keys = rediskeys.New(state, c.KeyPrefix, c.Log)
 	warms := []warming{{"shared state", func(ctx context.Context) error { return redisclient.WarmPool(ctx, state) }}}
 	// Cooldowns are read once per request: a client with the take's tight
 	// answer timeout, so a slow store delays no request longer.
