@@ -13,6 +13,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/dispatch"
+	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
@@ -33,6 +34,10 @@ type apiError struct {
 	RetryAfter time.Duration
 	// Bearer adds WWW-Authenticate (RFC 6750 §3) for 401s.
 	Bearer bool
+	// NoRetry sends x-should-retry: false, which the OpenAI and Anthropic
+	// SDKs obey: an expired key fails the same way however often it is
+	// sent.
+	NoRetry bool
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -74,6 +79,9 @@ func (e *apiError) writeBody(w http.ResponseWriter, body []byte) {
 	}
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+	}
+	if e.NoRetry {
+		h.Set("X-Should-Retry", "false")
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
@@ -348,7 +356,7 @@ func authError(err error) *apiError {
 			Message: err.Error()}
 	}
 	return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_token",
-		Message: "invalid bearer token: " + err.Error(), Bearer: true}
+		Message: "invalid bearer token: " + err.Error(), Bearer: true, NoRetry: errors.Is(err, keys.ErrExpired)}
 }
 
 // limiterError: retry is when the store will next be tried

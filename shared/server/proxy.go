@@ -185,7 +185,7 @@ func (s *Server) principalTenant(r *http.Request, ex *exchange) (*tenant.Tenant,
 		ex.tenant, ex.Detail = UnknownTenant, "tenant_not_in_table"
 		return nil, tenantNotAllowed(p.Tenant)
 	}
-	ex.tenant, ex.subject, ex.tenantName = t.ID, p.Subject, t.Name
+	ex.tenant, ex.subject, ex.tenantName, ex.keyModels = t.ID, p.Subject, t.Name, p.Models
 	ex.bill.Scope = budget.Scope{Project: p.Project, User: p.User}
 	return t, nil
 }
@@ -247,7 +247,7 @@ func (s *Server) resolve(ctx context.Context, ex *exchange, t *tenant.Tenant, op
 	}
 	ex.model = body.Model
 	pool := s.Router.Pool(body.Model)
-	if pool == nil || !t.Allows(body.Model) {
+	if pool == nil || !t.Allows(body.Model) || !ex.keyModels.Allows(body.Model) {
 		return body, nil, modelNotFound(body.Model)
 	}
 	ex.pool = pool.Name

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/dispatch"
 	"github.com/llmgw/gateway/shared/keepalive"
@@ -88,6 +89,9 @@ type exchange struct {
 	parsed request.Body
 	// slot is the tenant whose concurrency slot the request holds (admit).
 	slot *tenant.Tenant
+	// keyModels narrows the tenant's models to a gateway key's
+	// (auth.Principal.Models); nil: the tenant's.
+	keyModels *auth.ModelSet
 	// body is the request body as boundBody watches it; nil when there is
 	// none or no connection to bound (Lambda).
 	body *watchedBody

@@ -202,7 +202,9 @@ func (s *Server) listModels(w http.ResponseWriter, r *http.Request, ex *exchange
 		Data   []modelObject `json:"data"`
 	}{Object: "list", Data: make([]modelObject, 0, len(models))}
 	for _, m := range models {
-		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
+		if ex.keyModels.Allows(m) {
+			list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
+		}
 	}
 	return writeJSON(w, ex, list)
 }
@@ -216,7 +218,7 @@ func (s *Server) getModel(w http.ResponseWriter, r *http.Request, ex *exchange, 
 	models := t.Models
 	ex.model = id
 	for _, m := range models {
-		if m == id {
+		if m == id && ex.keyModels.Allows(m) {
 			return writeJSON(w, ex, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
 		}
 	}
