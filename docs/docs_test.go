@@ -20,6 +20,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/dispatch"
+	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/prompt"
@@ -297,6 +298,9 @@ var partDefaults = map[string]any{
 	"auth.jwks_refresh_min":            auth.DefaultRefreshMin,
 	"auth.jwks_refresh_max":            auth.DefaultRefreshMax,
 	"auth.unknown_kid_interval":        auth.DefaultUnknownKIDInterval,
+	"api_keys.max_ttl":                 keys.DefaultMaxTTL,
+	"api_keys.cache_ttl":               keys.DefaultCacheTTL,
+	"api_keys.cache_size":              keys.DefaultCacheSize,
 	"store.backend":                    stores.Memory,
 	"store.redis_entra.scope":          entra.RedisScope,
 	"store.redis_entra.timeout":        entra.DefaultTimeout,

@@ -26,6 +26,9 @@ var errUsage = errors.New("usage")
 // happens before it is ready: JWKS and backend tokens are fetched in the
 // background.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 1 && args[1] == "keys" {
+		return runKeys(ctx, args[2:], getenv, stdout, stderr)
+	}
 	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG); $GATEWAY_CONFIG_OVERLAY, when set, is merged over it (RFC 7386)")

@@ -97,6 +97,9 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	}
 	deps := assemble.Server(cfg)
 	deps.Auth, deps.Ready = verifier, verifier
+	if deps.Auth, err = withKeys(cfg, verifier, g.stores.Keys, getenv); err != nil {
+		return nil, err
+	}
 	deps.Limiter, deps.Router, deps.Targets, deps.Client = g.limiter, router, targets, client
 	deps.Affinity, deps.Budgets, deps.Telemetry, deps.Log, deps.AccessLog = g.stores.Affinity, bud, tel, log, accessLog
 	g.handler = server.New(deps)

@@ -79,6 +79,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	c.Telemetry.Check(into(&p, "telemetry"))
 	c.Auth.Check(into(&p, "auth"))
 	c.Store.Check(into(&p, "store"), getenv)
+	checkKeys(c, into(&p, "api_keys"), getenv)
 	Limiter(c).Check(into(&p, "limiter"), TenantLimits(c.Tenants), into(&p, "tenants"))
 	ratelimit.CheckRefill(TenantLimits(c.Tenants), into(&p, "tenants"))
 	c.Budget.Check(into(&p, "budget"))

@@ -33,6 +33,7 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/dispatch"
+	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/ratelimit"
@@ -75,7 +76,11 @@ type Config struct {
 	// backend-asked cooldowns), its settings and their defaults the
 	// shared stores' (stores.Config); each part keeps its own answer
 	// timeout and failure policy in its own section.
-	Store    stores.Config `yaml:"store" json:"store" check:"part"`
+	Store stores.Config `yaml:"store" json:"store" check:"part"`
+	// APIKeys is the gateway keys' section (keys accepted beside JWTs,
+	// docs/keys.md), its settings and their defaults the keys' own
+	// (keys.Settings). Default none: JWTs only.
+	APIKeys  keys.Settings `yaml:"api_keys" json:"api_keys" check:"part"`
 	Limiter  Limiter       `yaml:"limiter" json:"limiter"`
 	Upstream Upstream      `yaml:"upstream" json:"upstream"`
 	Lambda   Lambda        `yaml:"lambda" json:"lambda"`

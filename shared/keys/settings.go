@@ -29,9 +29,6 @@ type Settings struct {
 	CacheTTL time.Duration `yaml:"cache_ttl" json:"cache_ttl"`
 	// CacheSize bounds the cached answers. Default DefaultCacheSize.
 	CacheSize int `yaml:"cache_size" json:"cache_size"`
-	// AdminRole is the role claim ("roles") an operator's JWT must carry
-	// to manage keys on /admin/keys; empty: no admin route.
-	AdminRole string `yaml:"admin_role" json:"admin_role"`
 	// Keys are the config's keys: the isolated tier, a tenant's keys in
 	// its own app's secret.
 	Keys []Record `yaml:"keys" json:"keys"`
@@ -61,8 +58,8 @@ func (s Settings) Check(at problem.At, getenv func(string) string, now time.Time
 	problem.NotNegative(at, "cache_size", s.CacheSize)
 	s = s.WithDefaults()
 	if s.SecretEnv == "" {
-		if len(s.Keys) > 0 || s.AdminRole != "" {
-			at.Add("secret_env", "required when keys or admin_role are set")
+		if len(s.Keys) > 0 {
+			at.Add("secret_env", "required when keys are listed")
 		}
 		return
 	}

@@ -10,8 +10,9 @@ import (
 
 // Store holds the keys made at run time, shared by every replica
 // (stores.Set.Keys: Redis, or this process's memory with the memory
-// backend). Get returns ErrNotFound for an id it does not hold; Delete
-// of such an id is no error.
+// backend). Get returns ErrNotFound for an id it does not hold, and a
+// record past its expiry as it is (the verifier answers ErrExpired);
+// List leaves those out. Delete of an id it does not hold is no error.
 type Store interface {
 	Lookup
 	Put(ctx context.Context, r Record) error
@@ -28,8 +29,8 @@ type Memory struct {
 
 var _ Store = (*Memory)(nil)
 
-// NewMemory is an empty Memory store; a nil now is time.Now (a record
-// past its expiry is gone).
+// NewMemory is an empty Memory store; a nil now is time.Now (List
+// leaves out a record past its expiry).
 func NewMemory(now func() time.Time) *Memory {
 	if now == nil {
 		now = time.Now
@@ -42,7 +43,7 @@ func (m *Memory) Get(_ context.Context, id string) (Record, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.recs[id]
-	if !ok || !m.now().Before(r.Expires) {
+	if !ok {
 		return Record{}, ErrNotFound
 	}
 	return r, nil
