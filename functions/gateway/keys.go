@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,9 +43,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 		return fmt.Errorf("%w: gateway keys create|list|revoke|rotate [flags]", errUsage)
 	}
 	verb := args[0]
-	fs := flag.NewFlagSet("keys "+verb, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file (default $GATEWAY_CONFIG)")
+	fs := newFlags("keys "+verb, getenv, stderr)
 	tenant := fs.String("tenant", "", "create: the key's tenant")
 	project := fs.String("project", "", "create: the key's project")
 	user := fs.String("user", "", "create: the key's user")
@@ -55,13 +52,7 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	overlap := fs.Duration("overlap", 24*time.Hour, "rotate: how long the old key keeps working")
 	id := fs.String("id", "", "revoke, rotate: the key's public id")
 	printEntry := fs.Bool("print", false, "create: print an api_keys.keys entry for the config instead of storing the key")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if *path == "" {
-		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
-	}
-	cfg, err := assemble.Load(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
+	cfg, err := fs.load(args[1:], getenv)
 	if err != nil {
 		return err
 	}

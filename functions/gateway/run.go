@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/assemble"
+	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/server/listener"
@@ -20,6 +21,30 @@ import (
 )
 
 var errUsage = errors.New("usage")
+
+// flags is a command's flags, -config among them.
+type flags struct {
+	*flag.FlagSet
+	path *string
+}
+
+func newFlags(name string, getenv func(string) string, stderr io.Writer) flags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG); $GATEWAY_CONFIG_OVERLAY, when set, is merged over it (RFC 7386)")
+	return flags{fs, path}
+}
+
+// load parses args and loads and checks the config they name.
+func (fs flags) load(args []string, getenv func(string) string) (*config.Config, error) {
+	if err := fs.Parse(args); err != nil {
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *fs.path == "" {
+		return nil, fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
+	}
+	return assemble.Load(*fs.path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
+}
 
 // run loads and validates the config, wires the parts, and serves until ctx
 // ends: HTTP, or Lambda when AWS_LAMBDA_RUNTIME_API is set. Nothing remote
@@ -29,17 +54,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) > 1 && args[1] == "keys" {
 		return runKeys(ctx, args[2:], getenv, stdout, stderr)
 	}
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", getenv("GATEWAY_CONFIG"), "config file, YAML or JSON (default $GATEWAY_CONFIG); $GATEWAY_CONFIG_OVERLAY, when set, is merged over it (RFC 7386)")
+	fs := newFlags(args[0], getenv, stderr)
 	check := fs.Bool("check", false, "validate the config and exit")
-	if err := fs.Parse(args[1:]); err != nil {
-		return fmt.Errorf("%w: %w", errUsage, err)
-	}
-	if *path == "" {
-		return fmt.Errorf("%w: no config: pass -config FILE or set GATEWAY_CONFIG", errUsage)
-	}
-	cfg, err := assemble.Load(*path, getenv("GATEWAY_CONFIG_OVERLAY"), getenv)
+	cfg, err := fs.load(args[1:], getenv)
 	if err != nil {
 		return err
 	}
