@@ -41,39 +41,25 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		helpers := instrumentHelpers(f)
 		ast.Inspect(f, func(n ast.Node) bool {
-			// A metric the gateway aggregates itself is a metricDef
-			// literal: its name, unit and SDK instrument kind.
-			if lit, ok := n.(*ast.CompositeLit); ok {
-				if id, ok := lit.Type.(*ast.Ident); ok && id.Name == "metricDef" {
-					var name, unit, kind string
-					for _, e := range lit.Elts {
-						kv, ok := e.(*ast.KeyValueExpr)
-						if !ok {
-							continue
+			// A call of a local helper that makes one kind of instrument
+			// (counter := func(name, unit, description string)
+			// metric.Int64Counter {…}): the kind is its result type, the
+			// unit its WithUnit literal or its unit argument.
+			if call, ok := n.(*ast.CallExpr); ok {
+				if id, ok := call.Fun.(*ast.Ident); ok {
+					if h, ok := helpers[id.Name]; ok && len(call.Args) > 0 {
+						name, unit := stringArg(call.Args[0]), h.unit
+						if h.unitArg >= 0 && h.unitArg < len(call.Args) {
+							unit = stringArg(call.Args[h.unitArg])
 						}
-						switch k := kv.Key.(*ast.Ident); {
-						case k == nil:
-						case k.Name == "name" || k.Name == "unit":
-							if v, ok := kv.Value.(*ast.BasicLit); ok && v.Kind == token.STRING {
-								str, _ := strconv.Unquote(v.Value)
-								if k.Name == "name" {
-									name = str
-								} else {
-									unit = str
-								}
-							}
-						case k.Name == "kind":
-							if v, ok := kv.Value.(*ast.SelectorExpr); ok {
-								kind = strings.TrimPrefix(v.Sel.Name, "InstrumentKind")
-							}
+						if name != "" {
+							addSeries(series, name, unit, h.kind)
 						}
-					}
-					if name != "" && kind != "" {
-						addSeries(series, name, unit, kind)
+						return true
 					}
 				}
-				return true
 			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) == 0 {
@@ -112,6 +98,66 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 		t.Fatalf("read %d series from %s: the instruments were not found", len(series), otlpDir)
 	}
 	return series, labels
+}
+
+// helper is a local function that makes one kind of instrument: its kind
+// (the result type's name), its unit when it writes one (WithUnit of a
+// literal), else the index of its unit parameter.
+type helper struct {
+	kind, unit string
+	unitArg    int
+}
+
+// instrumentHelpers finds f's helpers: `name := func(…) metric.Kind {…}`.
+func instrumentHelpers(f *ast.File) map[string]helper {
+	hs := map[string]helper{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || len(as.Lhs) != 1 || len(as.Rhs) != 1 {
+			return true
+		}
+		id, ok := as.Lhs[0].(*ast.Ident)
+		fn, ok2 := as.Rhs[0].(*ast.FuncLit)
+		if !ok || !ok2 || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 {
+			return true
+		}
+		sel, ok := fn.Type.Results.List[0].Type.(*ast.SelectorExpr)
+		if !ok || (!strings.HasPrefix(sel.Sel.Name, "Int64") && !strings.HasPrefix(sel.Sel.Name, "Float64")) {
+			return true
+		}
+		h := helper{kind: sel.Sel.Name, unitArg: -1}
+		i := 0
+		for _, field := range fn.Type.Params.List {
+			for _, name := range field.Names {
+				if name.Name == "unit" {
+					h.unitArg = i
+				}
+				i++
+			}
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok {
+				if s, ok := c.Fun.(*ast.SelectorExpr); ok && s.Sel.Name == "WithUnit" && len(c.Args) == 1 {
+					if u := stringArg(c.Args[0]); u != "" {
+						h.unit = u
+					}
+				}
+			}
+			return true
+		})
+		hs[id.Name] = h
+		return true
+	})
+	return hs
+}
+
+// stringArg is e's value when it is a string literal, else "".
+func stringArg(e ast.Expr) string {
+	if v, ok := e.(*ast.BasicLit); ok && v.Kind == token.STRING {
+		s, _ := strconv.Unquote(v.Value)
+		return s
+	}
+	return ""
 }
 
 // addSeries adds the Prometheus series a metric of the instrument kind
