@@ -16,6 +16,7 @@ import (
 	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/scripts/stub"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/request"
 )
 
 const chatBody = `{"model":"llama","messages":[{"role":"user","content":"hi"}]}`
@@ -274,12 +275,15 @@ func TestModelsList(t *testing.T) {
 func TestRewriteAndCredentials(t *testing.T) {
 	g := startGateway(t, options{})
 	tok := g.token("contoso")
-	t.Run("vllm renames the model, keeps the body", func(t *testing.T) {
+	t.Run("vllm renames the model, keeps the body, salts its cache per tenant", func(t *testing.T) {
 		body := `{"model":"llama","messages":[{"role":"user","content":"hi"}],"temperature":0.25,  "seed":7}`
 		resp := g.post("/v1/chat/completions", tok, body, "Cookie", "session=secret", "X-Custom", "yes")
 		resp.Body.Close()
 		last := g.Stubs[0].LastRequest()
-		want := `{"model":"meta/Llama-3.1-8B","messages":[{"role":"user","content":"hi"}],"temperature":0.25,  "seed":7}`
+		// Every other byte as sent; the tenant's own cache_salt after the
+		// model, so that its prefixes are cached apart from other tenants'.
+		want := `{"model":"meta/Llama-3.1-8B","cache_salt":"` + string(request.CacheSalt(nil, "contoso")) +
+			`","messages":[{"role":"user","content":"hi"}],"temperature":0.25,  "seed":7}`
 		if string(last.Body) != want {
 			t.Fatalf("backend got %s\nwant        %s", last.Body, want)
 		}
