@@ -17,7 +17,7 @@ import (
 // generation reserves through the gateway (docs/metering.md's table of
 // reservations): Claude Code's first /v1/messages as a tenant
 // with room (the prompt bound and the cap) and as one whose per-minute
-// limit is below the bound (the pool's count_tokens, section 4), and
+// limit is below the bound (so the pool's count_tokens is asked), and
 // Codex's first /v1/responses. It logs the body's size, its prompt bound
 // and what was reserved and charged; with LLMGW_CAPTURE_DIR set it writes
 // each first body there, so the same body can be measured on other code.

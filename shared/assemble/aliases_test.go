@@ -21,8 +21,8 @@ pools:
 // TestAliases: an alias is served by its target's pool under the
 // target's backend name and allowed to every tenant allowed the target,
 // so routing, the allow-lists and /v1/models (which list the tenant
-// table's models) see it; a tenant may list an alias alone. Issue 37:
-// clients that ask for a default model name of their own.
+// table's models) see it; a tenant may list an alias alone. Aliases
+// serve clients that ask for a default model name of their own.
 func TestAliases(t *testing.T) {
 	c, err := Parse([]byte(aliasBase+"aliases: {gpt-6.2-sol: m1, gpt-5.6-luna: m2, only-alias: m2}\n"), env(nil))
 	if err != nil {

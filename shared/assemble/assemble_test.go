@@ -386,8 +386,8 @@ func TestStreamPolicies(t *testing.T) {
 }
 
 // TestTenantGrants: a tenant's features reach its table row, a default
-// use count filled in; a tenant without them has none (issue 31: off by
-// default).
+// use count filled in; a tenant without them has none (features are off
+// by default).
 func TestTenantGrants(t *testing.T) {
 	rows := Tenants([]config.Tenant{
 		{ID: "a", Models: []string{"m"}, Features: []config.Feature{{Name: "web_search", CostPerUse: 2000}, {Name: "mcp", DefaultUses: 2}}, AnthropicBeta: []string{"files-api-2025-04-14"}},

@@ -10,7 +10,7 @@ import (
 	"github.com/llmgw/gateway/shared/request"
 )
 
-// Spend limits (issue 35): the prices section is the catalogue, each
+// Spend limits: the prices section is the catalogue, each
 // tenant's spend_per_* its limits in micro-units and service_tiers its
 // tiers. The rules between them: a tenant with a spend limit needs every
 // model it may use priced, at every tier it may use.

@@ -124,7 +124,7 @@ type Config struct {
 // ListenAddr is the address to serve HTTP on: listen as written, else
 // ":$PORT", else ":$CONTAINER_APP_PORT", else "" (the HTTP host's
 // default). A listen the file writes is never replaced by the
-// environment's port (issue 22: a default compared by value let $PORT
+// environment's port (a default compared by value once let $PORT
 // widen an explicit 127.0.0.1:8080 to every interface); the file keeps
 // listen empty when it writes none.
 func (c *Config) ListenAddr(getenv func(string) string) string {

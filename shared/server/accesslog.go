@@ -6,7 +6,7 @@ package server
 // same record ("time", "level", "msg", then the fields in this order, the
 // same names, types and encodings: accesslog_test.go compares the two),
 // without slog's attribute list and handler state, which were a request's
-// largest allocations after its buffers (issue 38).
+// largest allocations after its buffers.
 
 import (
 	"context"

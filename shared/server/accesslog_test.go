@@ -14,9 +14,9 @@ import (
 	"github.com/llmgw/gateway/shared/sse"
 )
 
-// slogAccessLog writes ex's line as the gateway wrote it before issue 38,
-// through log/slog's JSON handler: the reference the fixed record must
-// match field by field.
+// slogAccessLog writes ex's line as the gateway once wrote it, through
+// log/slog's JSON handler: the reference the fixed record must match field
+// by field.
 func slogAccessLog(w *bytes.Buffer, ex *exchange, end time.Time) {
 	ms := msBetween
 	keepalives, kaFirst, clientFirst := ex.firstBytes()

@@ -1,7 +1,7 @@
 package server
 
-// Issue 22, section 2: nothing of a backend's answer reaches a caller
-// unless the gateway means it to.
+// Nothing of a backend's answer reaches a caller unless the gateway
+// means it to.
 
 import (
 	"io"

@@ -1,11 +1,11 @@
 package server
 
-// Issue 30: one table of metering attacks, run against every billed row
-// of the operations table, streamed and not, in strict and in estimate
-// mode. A backend double speaks each row's shape (chat and completions
-// chunks, Responses and Messages named events) and misbehaves as the
-// attack says; the tenant's charge is read from the ledger's settle. A
-// new operation runs them all once its shape has a writer below.
+// One table of metering attacks, run against every billed row of the
+// operations table, streamed and not, in strict and in estimate mode. A
+// backend double speaks each row's shape (chat and completions chunks,
+// Responses and Messages named events) and misbehaves as the attack says;
+// the tenant's charge is read from the ledger's settle. A new operation
+// runs them all once its shape has a writer below.
 
 import (
 	"bufio"
@@ -93,9 +93,10 @@ func onlySources(op request.Operation) string {
 	return ""
 }
 
-// The attacks, with the issue's numbers: the client that leaves after
-// 449 tokens, the backend that reports 1 output for 1,000 deltas, the
-// backend that ignores a cap of 50 and sends 1,004 events.
+// The attacks, the first three at the sizes they were reported with: the
+// client that leaves after 449 tokens, the backend that reports 1 output
+// for 1,000 deltas, the backend that ignores a cap of 50 and sends 1,004
+// events.
 var meteringAttacks = []attack{
 	{name: "client leaves before the bill", stream: true, events: 449, hold: true, leaveAfter: 449, clientCap: 1000},
 	{name: "backend under-reports its events", stream: true, events: 1000, report: 1, clientCap: 2000},
@@ -108,8 +109,8 @@ var meteringAttacks = []attack{
 	{name: "overflowing usage", stream: true, events: 40, report: 1 << 62, clientCap: 1000, untrusted: true},
 	{name: "absent usage", events: 40, clientCap: 1000, noUsage: true},
 	{name: "absent usage", stream: true, events: 40, clientCap: 1000, noUsage: true},
-	// Bodies outside the bound (issue 30 section 3): 900 KB of a text
-	// document once reserved as one media part.
+	// Bodies outside the bound: 900 KB of a text document once reserved
+	// as one media part.
 	{name: "text document", events: 40, report: 40, clientCap: 1000, exact: true, part: "text document", na: onlySources},
 	{name: "text document", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, part: "text document", na: onlySources},
 	{name: "escaped text document", events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped text document", na: onlySources},
@@ -118,7 +119,7 @@ var meteringAttacks = []attack{
 	{name: "escaped type values", events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped type", na: noParts},
 	{name: "escaped type values", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, part: "escaped type", na: noParts},
 	{name: "every media spelling", events: 40, report: 40, clientCap: 1000, exact: true, part: "media", na: noParts},
-	// The store fails between reserve and settle (issue 30 section 6).
+	// The store fails between reserve and settle.
 	{name: "store fails between reserve and settle", events: 40, report: 40, clientCap: 1000, exact: true, storeFails: true},
 	{name: "store fails between reserve and settle", stream: true, events: 40, report: 40, clientCap: 1000, exact: true, storeFails: true},
 }
@@ -241,10 +242,10 @@ func TestMeteringAttacks(t *testing.T) {
 				if at.stream {
 					kind = "stream"
 				}
-				// Issue 35: every attack again in money, the tenant with
-				// a spend limit and its model priced at one micro-unit a
-				// token, so the money charged must meet the same bounds
-				// as the tokens.
+				// Every attack again in money, the tenant with a spend
+				// limit and its model priced at one micro-unit a token, so
+				// the money charged must meet the same bounds as the
+				// tokens.
 				for _, money := range []bool{false, true} {
 					dim := "tokens"
 					if money {
@@ -466,9 +467,9 @@ func attackBackend(op request.Operation, at attack) http.HandlerFunc {
 
 // TestMeteringBackground: a background response's creating request (the
 // backend answers "queued", no usage, and goes on generating) gets the
-// output cap written and is charged its reservation, in estimate mode as
-// in strict. Before (issue 30), estimate mode wrote no cap and charged
-// the prompt bound plus the answer's bytes.
+// output cap written and is charged its reservation, in estimate mode as in
+// strict. Before, estimate mode wrote no cap and charged the prompt bound
+// plus the answer's bytes.
 func TestMeteringBackground(t *testing.T) {
 	for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
 		t.Run(mode, func(t *testing.T) {
@@ -521,20 +522,20 @@ func attackUsage(op request.Operation, at attack) string {
 	return fmt.Sprintf(`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, at.promptTokens(), at.report, at.promptTokens()+at.report)
 }
 
-// TestMeteringBackgroundRetrieved (issue 30 section 5): a background
-// response's creating request leaves its reservation charged; when the
-// response is later retrieved complete (GET /v1/responses/{id}, as JSON
-// or as a resumed stream), its real usage (20 + 300) settles that
-// reservation in estimate mode, once, and is logged in strict mode,
-// which charged the reservation at creation. Before, estimate mode
-// charged the reservation and never looked at the real usage.
+// TestMeteringBackgroundRetrieved: a background response's creating request
+// leaves its reservation charged; when the response is later retrieved
+// complete (GET /v1/responses/{id}, as JSON or as a resumed stream), its
+// real usage (20 + 300) settles that reservation in estimate mode, once,
+// and is logged in strict mode, which charged the reservation at creation.
+// Before, estimate mode charged the reservation and never looked at the
+// real usage.
 func TestMeteringBackgroundRetrieved(t *testing.T) {
 	for _, mode := range []string{budget.ModeStrict, budget.ModeEstimate} {
 		for _, stream := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/stream=%v", mode, stream), func(t *testing.T) {
 				t.Parallel()
-				// Money beside the tokens (issue 35), at one micro-unit a
-				// token: the money settles as the tokens do.
+				// Money beside the tokens, at one micro-unit a token: the
+				// money settles as the tokens do.
 				spy := newBudgetSpy(t, budget.Config{Mode: mode}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 10_000_000, SpendPerMonth: 10_000_000}})
 				done := `{"id":"resp_bg1","object":"response","status":"completed","background":true,"output":[],"usage":{"input_tokens":20,"output_tokens":300,"total_tokens":320}}`
 				g := newTestGatewayWith(t, func(d *Deps) { d.Budgets, d.Prices = spy, unitPrices(t) }, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

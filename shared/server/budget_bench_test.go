@@ -33,13 +33,13 @@ func BenchmarkBudgetStep(b *testing.B) {
 		b.Fatal(err)
 	}
 	limits := budget.Limits{TokensPerMinute: 1 << 50, TokenQuota: 1 << 50, QuotaPeriod: budget.PeriodMonth}
-	// spend adds the three spend limits (issue 35): priced by the
-	// catalogue, reserved and settled in the same store operation.
+	// spend adds the three spend limits: priced by the catalogue,
+	// reserved and settled in the same store operation.
 	spend := limits
 	spend.SpendPerMinute, spend.SpendPerDay, spend.SpendPerMonth = 1<<50, 1<<50, 1<<50
-	// levels adds a project and a user below the tenant (issue 35
-	// section 4), each with the spend limits: three accounts in the one
-	// reserve and the one settle.
+	// levels adds a project and a user below the tenant, each with the
+	// spend limits: three accounts in the one reserve and the one
+	// settle.
 	levels := spend
 	levels.Levels = &budget.LevelLimits{Projects: map[string]budget.Limits{"p": spend}, UserDefault: spend}
 	var trips atomic.Int64 // the Redis commands sent: one round trip each

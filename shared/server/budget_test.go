@@ -207,8 +207,8 @@ func TestBudgetStrict(t *testing.T) {
 // later gets 429 with Retry-After, rate_limit_exceeded (type tokens) for
 // the minute, insufficient_quota for the quota; one whose least
 // reservation is above the whole limit can never run and gets
-// request_too_large_for_budget (same type) with no Retry-After (issue
-// 30: it was told to retry when the window reset).
+// request_too_large_for_budget (same type) with no Retry-After (it was
+// once told to retry when the window reset).
 func TestBudgetRefusals(t *testing.T) {
 	tpm := func(n int64) budget.Limits {
 		return budget.Limits{TokensPerMinute: n, TokenQuota: 1 << 40, QuotaPeriod: budget.PeriodDay}

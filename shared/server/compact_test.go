@@ -40,12 +40,12 @@ func (p *pathRecorder) got() []string {
 }
 
 // TestResponsesCompactAndInputTokens: POST /v1/responses/compact and
-// /v1/responses/input_tokens are operations (issue 37, finding 11: the
-// gateway read "compact" as a response id and answered 405). They reach
-// a kind that serves them at their own path, with the usage of compact
-// counted; vLLM's kind refuses them with 400 unsupported_api; neither
-// streams; a previous_response_id the tenant does not own is refused
-// before any backend sees it.
+// /v1/responses/input_tokens are operations (the gateway once read
+// "compact" as a response id and answered 405). They reach a kind that
+// serves them at their own path, with the usage of compact counted; vLLM's
+// kind refuses them with 400 unsupported_api; neither streams; a
+// previous_response_id the tenant does not own is refused before any
+// backend sees it.
 func TestResponsesCompactAndInputTokens(t *testing.T) {
 	tests := []struct {
 		name, kind, path, body string

@@ -191,7 +191,8 @@ func docCodes(t *testing.T) map[string]bool {
 }
 
 // TestErrorsDocTable: the error table of docs/errors.md lists exactly the
-// statuses and codes errors.go and billing's refusals answer (issue 22: six were missing).
+// statuses and codes errors.go and billing's refusals answer (six were
+// once missing).
 func TestErrorsDocTable(t *testing.T) {
 	code, doc := errorsGoCodes(t), docCodes(t)
 	if len(code) < 20 {

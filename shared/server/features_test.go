@@ -81,11 +81,11 @@ func messagesCall(t *testing.T, g *testGateway, tenantID, body, beta string) (*h
 	return resp, out
 }
 
-// TestFeaturesOffByDefault (issue 31): each server-side feature a tenant's
-// config does not list is refused, 400 in the API's error shape with the
-// param that asks for it and the setting that enables it, and no backend
-// call. (Before: every one of these was forwarded; one web search request
-// with max_uses 1000 reserved 65,908 tokens and was charged 182.)
+// TestFeaturesOffByDefault: each server-side feature a tenant's config does
+// not list is refused, 400 in the API's error shape with the param that
+// asks for it and the setting that enables it, and no backend call.
+// (Before: every one of these was forwarded; one web search request with
+// max_uses 1000 reserved 65,908 tokens and was charged 182.)
 func TestFeaturesOffByDefault(t *testing.T) {
 	t.Parallel()
 	b := &messagesBackend{}

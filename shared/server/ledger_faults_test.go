@@ -1,8 +1,7 @@
 package server
 
-// Issue 30, section 6: the ledger under store faults, on a real
-// redis-server behind a loopback proxy that blackholes it or stops it
-// mid-stream.
+// The ledger under store faults, on a real redis-server behind a loopback
+// proxy that blackholes it or stops it mid-stream.
 
 import (
 	"context"

@@ -22,8 +22,8 @@ import (
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
-// Levels below a tenant (issue 35 section 4): a project and a user from
-// the verified token, reserved with the tenant in one store operation.
+// Levels below a tenant: a project and a user from the verified token,
+// reserved with the tenant in one store operation.
 
 // tokenIsScope takes "Bearer <project>/<user>" as a verified token of
 // tenant t1 whose project and user claims are those: what the verifier
@@ -165,8 +165,8 @@ func levelProof(t *testing.T, ledgers []*budget.Ledger, gs []*testGateway) {
 	}
 }
 
-// TestLevelConcurrencyMemory: issue 35 section 6 at the user level, one
-// replica, memory store.
+// TestLevelConcurrencyMemory: the spend limits' concurrency proof at the
+// user level, one replica, memory store.
 func TestLevelConcurrencyMemory(t *testing.T) {
 	_, bound, _, _ := proofWorst()
 	g, spy := levelGateway(t, levelProofLimits(), nil, capBackend(bound))

@@ -1,10 +1,10 @@
 package server
 
-// Issue 20: metering a hostile tenant cannot bend. Each test sends what an
-// attacker sent on the earlier main, through backend doubles that behave as
-// real backends do: one that echoes the request's tools before its usage,
-// one that obeys only the cap field its kind documents, one that reports
-// usage that cannot be true.
+// Metering a hostile tenant cannot bend. Each test sends what an attacker
+// sent on the earlier main, through backend doubles that behave as real
+// backends do: one that echoes the request's tools before its usage, one
+// that obeys only the cap field its kind documents, one that reports usage
+// that cannot be true.
 
 import (
 	"encoding/json"

@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestModelsCredentials: the models routes take the JWT wherever the
-// routes beside them do: x-api-key (anthropic-sdk-go's Models.List sends
-// only that; it got 401 before, issue 37 finding 5), Azure's api-key,
-// Authorization (which wins when both are sent).
+// TestModelsCredentials: the models routes take the JWT wherever the routes
+// beside them do: x-api-key (anthropic-sdk-go's Models.List sends only
+// that; it got 401 before), Azure's api-key, Authorization (which wins when
+// both are sent).
 func TestModelsCredentials(t *testing.T) {
 	g := newTestGatewayWith(t, func(d *Deps) { d.Auth = bearerOnly{} }, http.HandlerFunc(sseBackend))
 	tests := []struct {

@@ -9,12 +9,12 @@ import (
 	"time"
 )
 
-// TestOutcomeAfterTerminalEvent: a stream whose terminal event reached
-// the client is logged ok, even when the client hangs up before the
-// backend's body ends (Codex closes right after response.completed; the
-// relay then reads the backend's chunked terminator on a cancelled
-// request). Issue 37 finding 3: it was logged client_gone. Every
-// streaming operation is driven the same way.
+// TestOutcomeAfterTerminalEvent: a stream whose terminal event reached the
+// client is logged ok, even when the client hangs up before the backend's
+// body ends (Codex closes right after response.completed; the relay then
+// reads the backend's chunked terminator on a cancelled request). It was
+// once logged client_gone. Every streaming operation is driven the same
+// way.
 func TestOutcomeAfterTerminalEvent(t *testing.T) {
 	tests := []struct {
 		name, path, body, stream, last string

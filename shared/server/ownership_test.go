@@ -1,8 +1,7 @@
 package server
 
-// Issue 21: stored responses never cross tenants. Ownership fails closed:
-// an id the gateway cannot prove is the caller's tenant's never reaches a
-// backend.
+// Stored responses never cross tenants. Ownership fails closed: an id the
+// gateway cannot prove is the caller's tenant's never reaches a backend.
 
 import (
 	"bufio"

@@ -9,8 +9,8 @@ import (
 
 // TestAddedMs: added_ms is the gateway's own time and never negative. A
 // stream's headers reach the client before its first event: measured from
-// the backend's first event to those headers, 1 stream in 6 was negative
-// before issue 22.
+// the backend's first event to those headers, 1 stream in 6 was once
+// negative.
 func TestAddedMs(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }

@@ -153,10 +153,9 @@ func (s *Server) messages(op request.Operation) handler {
 }
 
 // withAPIKey is h reading the caller's JWT from x-api-key too, as the
-// Messages routes do: the models routes accept every credential the
-// routes beside them accept, so anthropic-sdk-go's Models.List, which
-// sends only x-api-key, is not answered 401 about a bearer token
-// (issue 37).
+// Messages routes do: the models routes accept every credential the routes
+// beside them accept, so anthropic-sdk-go's Models.List, which sends only
+// x-api-key, is not answered 401 about a bearer token.
 func withAPIKey(h handler) handler {
 	return func(w http.ResponseWriter, r *http.Request, ex *exchange) error {
 		keyAsBearer(r, "X-Api-Key")

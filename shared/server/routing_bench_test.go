@@ -18,10 +18,10 @@ import (
 	"github.com/llmgw/gateway/shared/route"
 )
 
-// The routing bench (make bench-routing; issue 36): real loopback
-// backends behind the real server, each iteration one streaming request
-// from one of 16 concurrent callers (RunParallel, parallelism 8 on 2
-// cores), and the client's time to first token reported per choice.
+// The routing bench (make bench-routing): real loopback backends behind the
+// real server, each iteration one streaming request from one of 16
+// concurrent callers (RunParallel, parallelism 8 on 2 cores), and the
+// client's time to first token reported per choice.
 
 // simBackend is a streaming backend with a time to first token, a few
 // tokens after it, and optionally a simulated prefix cache: an LRU of the
@@ -204,8 +204,8 @@ func BenchmarkRoutingSlowEndpoint(b *testing.B) {
 // turn after turn, on four endpoints whose prefix caches hold 4 (a fair
 // share) or 8 prefixes each (a hit: 10 ms to first token instead of 60), 10 ms of tool time
 // between turns. Reported: the cache hit ratio, cached tokens per request
-// and the TTFT p50: weighted random (before issue 36), least outstanding
-// without affinity, and with it.
+// and the TTFT p50: weighted random (the choice before least
+// outstanding), least outstanding without affinity, and with it.
 func BenchmarkRoutingCacheAffinity(b *testing.B) {
 	system := strings.Repeat("You are a careful coding agent; follow the repository's style. ", 64)
 	for _, size := range []int{4, 8} {

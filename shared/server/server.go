@@ -32,12 +32,12 @@ type Limiter interface {
 	Take(ctx context.Context, tenant string) (ratelimit.Decision, error)
 }
 
-// ErrShutdown is the cause the HTTP host cancels its requests' base
-// context with (http.Server.BaseContext) when the shutdown grace is
-// nearly over: streams then end in-band with their error event (code
-// "shutdown"), other requests answer 503 shutdown, and each handler still
-// settles its budget and writes its access-log line before the grace
-// ends (issue 32), as a Lambda stream does before its deadline.
+// ErrShutdown is the cause the HTTP host cancels its requests' base context
+// with (http.Server.BaseContext) when the shutdown grace is nearly over:
+// streams then end in-band with their error event (code "shutdown"), other
+// requests answer 503 shutdown, and each handler still settles its budget
+// and writes its access-log line before the grace ends, as a Lambda stream
+// does before its deadline.
 var ErrShutdown = errors.New("the gateway is shutting down")
 
 // Readiness says whether the gateway can serve yet (auth.Verifier: the
@@ -92,9 +92,9 @@ type Deps struct {
 	// BudgetScanner reads a request's prompt bound for Budgets (its zero
 	// value bounds an image by prompt.DefaultImageTokens).
 	BudgetScanner prompt.Scanner
-	// Prices is the price catalogue the spend limits charge by (issue
-	// 35); nil: none (a tenant with a spend limit needs it: the config
-	// check makes sure).
+	// Prices is the price catalogue the spend limits charge by; nil:
+	// none (a tenant with a spend limit needs it: the config check makes
+	// sure).
 	Prices *price.Catalogue
 	// Affinity records where stored Responses live (default: in memory).
 	Affinity Affinity

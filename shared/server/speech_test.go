@@ -1,10 +1,10 @@
 package server
 
 // A test-only operation whose answer is not JSON, whole in this file as a
-// new operation is (issue 33 section 4): a row, registered here as
-// kind_test.go registers a backend kind, and its tests. Its answer is
-// audio bytes, or an SSE stream of audio deltas when stream_format asks
-// for one; the gateway routes, checks and relays it from its row alone.
+// new operation is: a row, registered here as kind_test.go registers a
+// backend kind, and its tests. Its answer is audio bytes, or an SSE stream
+// of audio deltas when stream_format asks for one; the gateway routes,
+// checks and relays it from its row alone.
 
 import (
 	"bytes"

@@ -22,7 +22,7 @@ import (
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
-// Issue 35: spend limits and service tiers through the request path.
+// Spend limits and service tiers through the request path.
 
 // catalogue builds a catalogue from spec, failing the test on a problem.
 func catalogue(t testing.TB, spec price.Spec) *price.Catalogue {

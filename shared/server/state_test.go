@@ -1,9 +1,8 @@
 package server
 
-// Issue 31: the backend account's state is owned or refused. A record
-// never changes tenant (a lying backend, a client-chosen request_id), and
-// a body that names stored state without carrying it never reaches a
-// backend.
+// The backend account's state is owned or refused. A record never changes
+// tenant (a lying backend, a client-chosen request_id), and a body that
+// names stored state without carrying it never reaches a backend.
 
 import (
 	"io"

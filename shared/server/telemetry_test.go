@@ -58,11 +58,11 @@ func (r *recordingTelemetry) End(_ context.Context, req *telemetry.Request) {
 	r.ends = append(r.ends, *req)
 }
 
-// TestUnknownTenantIsUnknown (issue 31): a valid token whose tenant the
-// table does not have is refused 403 and exported, and logged, as tenant
-// "unknown", never as its claim, so no caller can add a series; a tenant
-// in the table is exported as itself. (Before: the claim's value, 211
-// characters in one try, became an llmgw.tenant.id value.)
+// TestUnknownTenantIsUnknown: a valid token whose tenant the table does not
+// have is refused 403 and exported, and logged, as tenant "unknown", never
+// as its claim, so no caller can add a series; a tenant in the table is
+// exported as itself. (Before: the claim's value, 211 characters in one
+// try, became an llmgw.tenant.id value.)
 func TestUnknownTenantIsUnknown(t *testing.T) {
 	t.Parallel()
 	tel := &recordingTelemetry{}

@@ -63,8 +63,8 @@ type Request struct {
 	Budget            string
 	Reserved, Charged int64
 	// Cost is what a request of a tenant with a spend limit cost, in
-	// micro-units of Currency, at the service tier Tier (issue 35); 0
-	// without a spend limit or a confirmed charge.
+	// micro-units of Currency, at the service tier Tier; 0 without a
+	// spend limit or a confirmed charge.
 	Cost           int64
 	Currency, Tier string
 }
