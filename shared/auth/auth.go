@@ -27,6 +27,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,11 +85,29 @@ var (
 // the project and user claims (Config.ProjectClaim, UserClaim; empty
 // when the token has none). Key and Models are a gateway key's (package
 // keys; empty and nil for a JWT): its public id, and the models it
-// narrows the tenant's to.
+// narrows the tenant's to. Roles are a JWT's Config.RoleClaim values.
 type Principal struct {
 	Tenant, Subject, Project, User string
 	Key                            string
 	Models                         *ModelSet
+	Roles                          *RoleSet
+}
+
+// RoleSet is the roles a token carries; a nil set holds none. A pointer,
+// so that a Principal stays comparable.
+type RoleSet struct{ names []string }
+
+// Has reports whether the set holds role (never, for nil or "").
+func (r *RoleSet) Has(role string) bool {
+	return r != nil && role != "" && slices.Contains(r.names, role)
+}
+
+// Names are the set's roles, in the token's order.
+func (r *RoleSet) Names() []string {
+	if r == nil {
+		return nil
+	}
+	return r.names
 }
 
 // ModelSet is a set of model names; a nil set holds every model (it
@@ -321,7 +340,30 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 	if p.User, err = v.stringClaim(claims, v.cfg.UserClaim); err != nil {
 		return Principal{}, err
 	}
+	if v.cfg.RoleClaim != "" {
+		if names := stringsClaim(claims[v.cfg.RoleClaim]); len(names) > 0 {
+			p.Roles = &RoleSet{names: names}
+		}
+	}
 	return p, nil
+}
+
+// stringsClaim is a claim's strings: a list's string values, or one
+// string; nothing for any other type.
+func stringsClaim(claim any) []string {
+	switch c := claim.(type) {
+	case string:
+		return []string{c}
+	case []any:
+		out := make([]string, 0, len(c))
+		for _, e := range c {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
 }
 
 // errLevelClaim is a project or user claim that is not a string.

@@ -163,3 +163,48 @@ func TestCritRefusedAfterCache(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleClaim: Config.RoleClaim's values become Principal.Roles, as a
+// list (Entra's app roles) or one string; other types and other claims
+// give none, and no claim is read when RoleClaim is empty.
+func TestRoleClaim(t *testing.T) {
+	t.Parallel()
+	ri := newRawIssuer(t)
+	cfg := auth.Config{Issuer: rawIss, JWKSURL: ri.srv.URL + "/jwks.json", Audiences: []string{aud}, RoleClaim: "roles"}
+	cases := []struct {
+		name  string
+		claim any
+		off   bool
+		want  []string
+	}{
+		{"list", []string{"Gateway.Admin", "Reader"}, false, []string{"Gateway.Admin", "Reader"}},
+		{"string", "Gateway.Admin", false, []string{"Gateway.Admin"}},
+		{"list with a number", []any{1, "Gateway.Admin"}, false, []string{"Gateway.Admin"}},
+		{"number", 7, false, nil},
+		{"absent", nil, false, nil},
+		{"not read", []string{"Gateway.Admin"}, true, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := cfg
+			if c.off {
+				cfg.RoleClaim = ""
+			}
+			v, err := auth.New(cfg, ri.srv.Client(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := v.Verify(context.Background(), bearer(ri.sign(t, nil, validClaims(map[string]any{"roles": c.claim}))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(p.Roles.Names()) != fmt.Sprint(c.want) {
+				t.Fatalf("roles = %q, want %q", p.Roles.Names(), c.want)
+			}
+			if got := p.Roles.Has("Gateway.Admin"); got != (len(c.want) > 0) {
+				t.Fatalf("HasRole = %v", got)
+			}
+		})
+	}
+}

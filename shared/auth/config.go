@@ -62,6 +62,11 @@ type Config struct {
 	// none: the issuer's assignment is the access control.
 	RequiredRoles  []string `yaml:"required_roles" json:"required_roles"`
 	RequiredScopes []string `yaml:"required_scopes" json:"required_scopes"`
+	// RoleClaim names the claim read into Principal.Roles (a list of
+	// strings, or one string): the operator's roles, which the admin
+	// route checks. It is api_keys.role_claim, set by shared/assemble
+	// when api_keys.admin_role is; empty: no roles are read.
+	RoleClaim string `yaml:"-" json:"-"`
 	// Algorithms is the allow-list of signing algorithms. Default
 	// DefaultAlgorithms. "none" and the HMAC family are refused outright: with a public
 	// JWKS an HMAC "key" is public, so accepting HS* would let anyone mint
