@@ -301,6 +301,7 @@ var partDefaults = map[string]any{
 	"api_keys.max_ttl":                 keys.DefaultMaxTTL,
 	"api_keys.cache_ttl":               keys.DefaultCacheTTL,
 	"api_keys.cache_size":              keys.DefaultCacheSize,
+	"api_keys.role_claim":              keys.DefaultRoleClaim,
 	"store.backend":                    stores.Memory,
 	"store.redis_entra.scope":          entra.RedisScope,
 	"store.redis_entra.timeout":        entra.DefaultTimeout,

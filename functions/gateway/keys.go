@@ -48,8 +48,8 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	project := fs.String("project", "", "create: the key's project")
 	user := fs.String("user", "", "create: the key's user")
 	models := fs.String("models", "", "create: comma-separated models the key narrows its tenant's to")
-	ttl := fs.Duration("ttl", 30*24*time.Hour, "create, rotate: the new key's life (at most api_keys.max_ttl)")
-	overlap := fs.Duration("overlap", 24*time.Hour, "rotate: how long the old key keeps working")
+	ttl := fs.Duration("ttl", keys.DefaultTTL, "create, rotate: the new key's life (at most api_keys.max_ttl)")
+	overlap := fs.Duration("overlap", keys.DefaultOverlap, "rotate: how long the old key keeps working")
 	id := fs.String("id", "", "revoke, rotate: the key's public id")
 	printEntry := fs.Bool("print", false, "create: print an api_keys.keys entry for the config instead of storing the key")
 	cfg, err := fs.load(args[1:], getenv)
@@ -102,13 +102,12 @@ func runKeys(ctx context.Context, args []string, getenv func(string) string, std
 	case "revoke":
 		return m.Revoke(ctx, *id, by)
 	case "list":
-		list, err := m.Store.List(ctx)
+		list, err := m.List(ctx)
 		if err != nil {
 			return err
 		}
 		enc := json.NewEncoder(stdout)
 		for _, r := range list {
-			r.Digest = ""
 			if err := enc.Encode(struct {
 				Key string `json:"key"`
 				keys.Record

@@ -17,6 +17,7 @@ import (
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/config"
+	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/rawconn"
 	"github.com/llmgw/gateway/shared/route"
@@ -99,6 +100,10 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	deps.Auth, deps.Ready = verifier, verifier
 	if deps.Auth, err = withKeys(cfg, verifier, g.stores.Keys, getenv); err != nil {
 		return nil, err
+	}
+	if ks := assemble.Keys(cfg); ks.AdminRole != "" {
+		deps.KeyAdmin = keys.Manager{Secret: []byte(getenv(ks.SecretEnv)), Store: g.stores.Keys, MaxTTL: ks.MaxTTL, Log: log}
+		deps.AdminRole = ks.AdminRole
 	}
 	deps.Limiter, deps.Router, deps.Targets, deps.Client = g.limiter, router, targets, client
 	deps.Affinity, deps.Budgets, deps.Telemetry, deps.Log, deps.AccessLog = g.stores.Affinity, bud, tel, log, accessLog

@@ -68,8 +68,15 @@ func Server(c *config.Config) server.Deps {
 }
 
 // Verifier is the JWT verifier's configuration: the auth section as
-// written, which the verifier defaults (auth.New).
-func Verifier(c *config.Config) auth.Config { return c.Auth }
+// written, which the verifier defaults (auth.New), reading the
+// operators' roles (api_keys.role_claim) when the admin route is on.
+func Verifier(c *config.Config) auth.Config {
+	a := c.Auth
+	if ks := Keys(c); ks.AdminRole != "" {
+		a.RoleClaim = ks.RoleClaim
+	}
+	return a
+}
 
 // RequestLimiter is the request limiter's configuration (its shared
 // store left to the caller: stores.Set.Limiter) and each tenant's

@@ -97,6 +97,14 @@ type Principal struct {
 // so that a Principal stays comparable.
 type RoleSet struct{ names []string }
 
+// NewRoleSet is the set of names; none: nil, no role.
+func NewRoleSet(names ...string) *RoleSet {
+	if len(names) == 0 {
+		return nil
+	}
+	return &RoleSet{names: names}
+}
+
 // Has reports whether the set holds role (never, for nil or "").
 func (r *RoleSet) Has(role string) bool {
 	return r != nil && role != "" && slices.Contains(r.names, role)
@@ -341,9 +349,7 @@ func (v *Verifier) principal(claims jwt.MapClaims) (Principal, error) {
 		return Principal{}, err
 	}
 	if v.cfg.RoleClaim != "" {
-		if names := stringsClaim(claims[v.cfg.RoleClaim]); len(names) > 0 {
-			p.Roles = &RoleSet{names: names}
-		}
+		p.Roles = NewRoleSet(stringsClaim(claims[v.cfg.RoleClaim])...)
 	}
 	return p, nil
 }

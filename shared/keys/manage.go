@@ -2,10 +2,23 @@ package keys
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 )
+
+// Defaults of a new key's life and of a rotation's overlap, when the
+// caller (the keys subcommand, the admin route) names none.
+const (
+	DefaultTTL     = 30 * 24 * time.Hour
+	DefaultOverlap = 24 * time.Hour
+)
+
+// ErrInvalid is a key asked for that cannot be made (a life beyond
+// MaxTTL, no tenant, a negative overlap): the caller's mistake, not the
+// store's.
+var ErrInvalid = errors.New("keys: invalid request")
 
 // Manager makes, rotates and revokes the keys of a Store: what the
 // gateway's keys subcommand and its admin route do. Every change is one
@@ -59,14 +72,27 @@ func (m Manager) New(rec Record, ttl time.Duration) (string, Record, error) {
 		maxTTL = DefaultMaxTTL
 	}
 	if ttl <= 0 || ttl > maxTTL {
-		return "", rec, fmt.Errorf("keys: a key's life must be above 0 and at most %s, not %s", maxTTL, ttl)
+		return "", rec, fmt.Errorf("%w: a key's life must be above 0 and at most %s, not %s", ErrInvalid, maxTTL, ttl)
 	}
 	if rec.Tenant == "" {
-		return "", rec, fmt.Errorf("keys: a key needs a tenant")
+		return "", rec, fmt.Errorf("%w: a key needs a tenant", ErrInvalid)
 	}
 	now := m.now()
 	rec.Expires = now.Add(ttl).UTC().Truncate(time.Second)
 	return Generate(m.Secret, rec, now)
+}
+
+// List returns the store's live keys by public id, their digests left
+// out: what an operator may see of a key.
+func (m Manager) List(ctx context.Context) ([]Record, error) {
+	list, err := m.Store.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("keys: list: %w", err)
+	}
+	for i := range list {
+		list[i].Digest = ""
+	}
+	return list, nil
 }
 
 // Revoke deletes id: every replica refuses it within its cache's bound
@@ -92,7 +118,7 @@ func (m Manager) Rotate(ctx context.Context, id string, ttl, overlap time.Durati
 		return "", Record{}, fmt.Errorf("keys: rotate %s: %w", id, err)
 	}
 	if overlap < 0 {
-		return "", Record{}, fmt.Errorf("keys: rotate %s: overlap must not be negative", id)
+		return "", Record{}, fmt.Errorf("%w: rotate %s: overlap must not be negative", ErrInvalid, id)
 	}
 	next := Record{Tenant: old.Tenant, Project: old.Project, User: old.User, Models: old.Models}
 	key, next, err := m.Create(ctx, next, ttl, by)

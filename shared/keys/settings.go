@@ -32,7 +32,18 @@ type Settings struct {
 	// Keys are the config's keys: the isolated tier, a tenant's keys in
 	// its own app's secret.
 	Keys []Record `yaml:"keys" json:"keys"`
+	// AdminRole is the role an operator's JWT must carry in RoleClaim
+	// to manage the store's keys on the admin route (/admin/keys).
+	// Empty: no admin route (it answers 404). A gateway key never
+	// reaches it.
+	AdminRole string `yaml:"admin_role" json:"admin_role"`
+	// RoleClaim names the JWT claim holding the operator's roles (a
+	// list of strings). Default DefaultRoleClaim.
+	RoleClaim string `yaml:"role_claim" json:"role_claim"`
 }
+
+// DefaultRoleClaim is Entra's app-role claim (api_keys.role_claim).
+const DefaultRoleClaim = "roles"
 
 // WithDefaults returns s with its zero values replaced by their defaults.
 func (s Settings) WithDefaults() Settings {
@@ -44,6 +55,9 @@ func (s Settings) WithDefaults() Settings {
 	}
 	if s.CacheSize == 0 {
 		s.CacheSize = DefaultCacheSize
+	}
+	if s.RoleClaim == "" {
+		s.RoleClaim = DefaultRoleClaim
 	}
 	return s
 }
@@ -60,6 +74,9 @@ func (s Settings) Check(at problem.At, getenv func(string) string, now time.Time
 	if s.SecretEnv == "" {
 		if len(s.Keys) > 0 {
 			at.Add("secret_env", "required when keys are listed")
+		}
+		if s.AdminRole != "" {
+			at.Add("secret_env", "required when admin_role is set")
 		}
 		return
 	}

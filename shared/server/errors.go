@@ -578,6 +578,23 @@ func bodyCut(err error) *apiError {
 	return serverError(http.StatusBadGateway, "upstream_error", "the backend response was cut off: "+err.Error())
 }
 
+func adminForbidden() *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "insufficient_permissions",
+		Message: "the admin route takes an operator's token carrying the admin role; a gateway key never manages keys"}
+}
+
+func adminInvalid(param, msg string) *apiError {
+	return invalidRequest(http.StatusBadRequest, "invalid_value", param, msg)
+}
+
+func adminBadJSON(err error) *apiError {
+	return invalidRequest(http.StatusBadRequest, "invalid_json", "", "the body must be one JSON object of the documented fields: "+err.Error())
+}
+
+func keyNotFound(id string) *apiError {
+	return invalidRequest(http.StatusNotFound, "not_found", "", fmt.Sprintf("API key '%s' not found.", id))
+}
+
 func unknownURL(method, path string) *apiError {
 	return invalidRequest(http.StatusNotFound, "unknown_url", "", "Unknown request URL: "+method+" "+path+". Please check the URL for typos.")
 }

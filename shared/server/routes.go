@@ -24,6 +24,7 @@ func (s *Server) routeTable() map[string]methods {
 		"/v1/llmgw/spend":    {http.MethodGet: withAPIKey(s.spendView)},
 		azureDeploymentRoute: {http.MethodPost: s.serveDeployment},
 	}
+	s.adminRoutes(t)
 	// Every operation at its path; Anthropic's Messages API through its
 	// own front (messages).
 	for _, op := range request.Operations() {
@@ -65,6 +66,9 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, path string) h
 	if !ok && len(path) > len("/v1/models/") && path[:len("/v1/models/")] == "/v1/models/" {
 		id := path[len("/v1/models/"):]
 		rt, ok = methods{http.MethodGet: withAPIKey(func(w http.ResponseWriter, r *http.Request, ex *exchange) error { return s.getModel(w, r, ex, id) })}, true
+	}
+	if rest, admin := strings.CutPrefix(path, adminKeys+"/"); admin && !ok {
+		rt, ok = s.adminKey(rest)
 	}
 	if !ok {
 		return notFound

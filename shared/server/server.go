@@ -103,6 +103,11 @@ type Deps struct {
 	ResponseTTL time.Duration
 	// Telemetry exports metrics and spans (telemetry/otlp); nil: none.
 	Telemetry Telemetry
+	// KeyAdmin manages the store's gateway keys on the admin route
+	// (/admin/keys, admin.go) for an operator's JWT carrying AdminRole;
+	// either unset: no admin route (404).
+	KeyAdmin  KeyAdmin
+	AdminRole string
 	// Ready answers /readyz (a readiness probe: 503 not_ready until it
 	// is true); nil: ready at once. /healthz is liveness and always 200.
 	Ready Readiness
