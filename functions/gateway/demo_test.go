@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/llmgw/gateway/scripts/devissuer"
 	"github.com/llmgw/gateway/scripts/stub"
 )
 
@@ -126,4 +128,42 @@ func TestDemoAgents(t *testing.T) {
 			t.Errorf("the Agents SDK's default model not in the access log: %v", seen)
 		}
 	})
+}
+
+// demoKeysSecret is what the dev runner sets DEMO_KEYS_SECRET to for
+// scripts/dev/demo.yaml: demo-only.
+const demoKeysSecret = "demo-only-gateway-keys-secret-not-for-production"
+
+// TestDemoKey is the `make run` check of the demo key: on
+// scripts/dev/demo.yaml, with DEMO_KEYS_SECRET set as the dev runner sets
+// it, an operator token carrying the admin role makes contoso's key on
+// the admin route (the runner's request), and the printed curl line's
+// x-api-key with that key streams a Messages answer.
+func TestDemoKey(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{demo: true})
+	operator, err := g.Issuer.Mint(devissuer.Claims{Tenant: "ops", Subject: "dev-operator", Audience: []string{testAudience},
+		Extra: map[string]any{"roles": []string{"Gateway.Admin"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := g.post("/admin/keys", operator, `{"tenant":"contoso","user":"dev-user","ttl":"12h"}`)
+	var made struct{ Key string }
+	if err := json.NewDecoder(resp.Body).Decode(&made); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(made.Key, "llmgw-") {
+		t.Fatalf("admin route: %d %v %+v", resp.StatusCode, err, made)
+	}
+	resp.Body.Close()
+	resp = g.post("/v1/messages", "", `{"model":"claude-haiku-5-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Hello!"}]}`,
+		"x-api-key", made.Key, "anthropic-version", "2023-06-01")
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "message_stop") {
+		t.Fatalf("the demo key: %d %s", resp.StatusCode, b)
+	}
+	// The same key may not manage keys.
+	resp = g.post("/admin/keys", made.Key, `{"tenant":"contoso"}`)
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		t.Fatalf("a key on the admin route: %d", resp.StatusCode)
+	}
 }

@@ -200,7 +200,7 @@ pools:
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"BACKEND_KEY": backendKey, "DEMO_BACKEND_KEY": backendKey}
+	env := map[string]string{"BACKEND_KEY": backendKey, "DEMO_BACKEND_KEY": backendKey, "DEMO_KEYS_SECRET": demoKeysSecret}
 	for k, v := range o.env {
 		env[k] = v
 	}

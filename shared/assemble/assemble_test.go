@@ -41,7 +41,7 @@ func TestDemoConfigLoads(t *testing.T) {
 	// go test runs in the package's folder (a path from runtime.Caller
 	// is not a file's under -trimpath, which make test uses).
 	demo := filepath.Join("..", "..", "scripts", "dev", "demo.yaml")
-	c, err := Load(demo, "", env(map[string]string{"DEMO_BACKEND_KEY": "k"}))
+	c, err := Load(demo, "", env(map[string]string{"DEMO_BACKEND_KEY": "k", "DEMO_KEYS_SECRET": strings.Repeat("d", 32)}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -68,7 +70,7 @@ func run() error {
 	defer issSrv.Close()
 
 	cmd := exec.Command(*gatewayBin, "-config", *config)
-	cmd.Env = append(os.Environ(), "DEMO_BACKEND_KEY="+demoBackendKey)
+	cmd.Env = append(os.Environ(), "DEMO_BACKEND_KEY="+demoBackendKey, "DEMO_KEYS_SECRET="+demoKeysSecret)
 	otelNote := ""
 	if *otel {
 		col, err := startCollector(ctx, *otelDir)
@@ -99,7 +101,16 @@ and a line per batch in the collector's log, %[2]s/otelcol.log.
 	if err != nil {
 		return err
 	}
-	fmt.Print(readyText(*gatewayURL, "http://"+*stubAddr, *issuerAddr, token, otelNote))
+	operator, err := iss.Mint(devissuer.Claims{Tenant: "ops", Subject: "dev-operator", Audience: []string{"llm-gateway"}, TTL: time.Minute,
+		Extra: map[string]any{"roles": []string{demoAdminRole}}})
+	if err != nil {
+		return err
+	}
+	key, err := demoKey(ctx, *gatewayURL, operator)
+	if err != nil {
+		return err
+	}
+	fmt.Print(readyText(*gatewayURL, "http://"+*stubAddr, *issuerAddr, token, key, otelNote))
 
 	select {
 	case err := <-exited:
@@ -114,6 +125,33 @@ and a line per batch in the collector's log, %[2]s/otelcol.log.
 		<-exited
 	}
 	return nil
+}
+
+// demoKeysSecret is the demo's api_keys secret (DEMO_KEYS_SECRET):
+// demo-only, published here, never to be used by a real gateway.
+const demoKeysSecret = "demo-only-gateway-keys-secret-not-for-production"
+
+// demoAdminRole is the demo config's api_keys.admin_role.
+const demoAdminRole = "Gateway.Admin"
+
+// demoKey makes contoso's demo gateway key (12 hours) on the admin
+// route with operator, an operator's token carrying demoAdminRole.
+func demoKey(ctx context.Context, gatewayURL, operator string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gatewayURL+"/admin/keys", strings.NewReader(`{"tenant":"contoso","user":"dev-user","ttl":"12h"}`))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("demo key: %w", err)
+	}
+	defer resp.Body.Close()
+	var made struct{ Key string }
+	if err := json.NewDecoder(resp.Body).Decode(&made); err != nil || resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("demo key: %s (%v)", resp.Status, err)
+	}
+	return made.Key, nil
 }
 
 // otelAddr is the collector's OTLP/HTTP address in the dev setup (the
@@ -215,7 +253,7 @@ func waitHealthy(ctx context.Context, url string, exited <-chan error) error {
 // curl lines, with token (tenant contoso) and the dev issuer's mint lines
 // for the other demo tenants. TestReadyTextTenants checks each line
 // against scripts/dev/demo.yaml.
-func readyText(gatewayURL, stubURL, issuerAddr, token, otelNote string) string {
+func readyText(gatewayURL, stubURL, issuerAddr, token, key, otelNote string) string {
 	return fmt.Sprintf(`
 Gateway ready on %[1]s (stub backend %[2]s, dev issuer http://%[3]s).
 Stream a chat completion through it (tenant contoso: every model, token
@@ -233,6 +271,15 @@ curl -N %[1]s/v1/responses \
   -H "Content-Type: application/json" \
   -d '{"model":"o4-mini","stream":true,"input":"Hello!"}'
 
+The Messages API with contoso's demo gateway key (a static key for
+editors and CLIs, valid 12h; also as "Authorization: Bearer"; docs/keys.md):
+
+curl -N %[1]s/v1/messages \
+  -H 'x-api-key: %[6]s' \
+  -H "anthropic-version: 2023-06-01" \
+  -H "Content-Type: application/json" \
+  -d '{"model":"claude-haiku-5-5","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"Hello!"}]}'
+
 An Azure OpenAI client: endpoint %[1]s, the token as its api key,
 deployment = a model name (e.g. gpt-4o), any date-shaped api-version.
 
@@ -246,5 +293,5 @@ More tokens (each tenant can use gpt-4o and the Claude models):
     curl 'http://%[3]s/mint?tenant=tailspin&sub=me&aud=llm-gateway'
 %[5]sCtrl-C stops everything.
 
-`, gatewayURL, stubURL, issuerAddr, token, otelNote)
+`, gatewayURL, stubURL, issuerAddr, token, otelNote, key)
 }

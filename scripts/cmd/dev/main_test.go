@@ -20,7 +20,7 @@ import (
 // budget.
 func TestReadyTextTenants(t *testing.T) {
 	c, err := assemble.Load(filepath.Join("..", "..", "dev", "demo.yaml"), "", func(k string) string {
-		return map[string]string{"DEMO_BACKEND_KEY": "k"}[k]
+		return map[string]string{"DEMO_BACKEND_KEY": "k", "DEMO_KEYS_SECRET": demoKeysSecret}[k]
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +29,16 @@ func TestReadyTextTenants(t *testing.T) {
 	for _, tn := range c.Tenants {
 		models[tn.ID] = tn.Models
 	}
-	text := readyText("http://127.0.0.1:8080", "http://127.0.0.1:9100", "127.0.0.1:9200", "TOKEN", "")
+	text := readyText("http://127.0.0.1:8080", "http://127.0.0.1:9100", "127.0.0.1:9200", "TOKEN", "llmgw-KEY", "")
+	// The demo key: its curl line, and the config that makes it (the
+	// runner's secret variable, the role its operator token carries);
+	// functions/gateway TestDemoKey makes and uses it.
+	if !strings.Contains(text, "-H 'x-api-key: llmgw-KEY'") {
+		t.Error("the ready text has no curl line with the demo key")
+	}
+	if ks := assemble.Keys(c); ks.SecretEnv != "DEMO_KEYS_SECRET" || ks.AdminRole != demoAdminRole {
+		t.Errorf("demo api_keys: %+v", ks)
+	}
 
 	curl := regexp.MustCompile(`"model":"([^"]+)"`).FindAllStringSubmatch(text, -1)
 	if len(curl) < 2 {
