@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmgw/gateway/scripts/internal/privateca"
 	"github.com/llmgw/gateway/scripts/stub"
@@ -64,7 +65,14 @@ func TestFloorFlushesEachEvent(t *testing.T) {
 	br := bufio.NewReader(resp.Body)
 	// role, 2 tokens, finish, usage, [DONE]
 	for i := range 6 {
-		step <- struct{}{}
+		// Bounded: a stub whose stream ended early no longer takes a step,
+		// and the test must fail saying so rather than hang to the
+		// package's timeout.
+		select {
+		case step <- struct{}{}:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("event %d: the stub took no step for 30 s (its stream ended?)", i)
+		}
 		line, err := br.ReadString('\n')
 		if err != nil {
 			t.Fatalf("event %d: %v", i, err)
