@@ -82,4 +82,3 @@ func TestKeyOpenAISDK(t *testing.T) {
 		t.Fatalf("no audit line: %s", audit.String())
 	}
 }
-
