@@ -24,7 +24,7 @@ type Router interface {
 	Sync(ctx context.Context, p *route.Pool)
 	Order(p *route.Pool, dst []*route.Endpoint, max int, key uint64) ([]*route.Endpoint, time.Duration)
 	Healthy(e *route.Endpoint)
-	Cooldown(ctx context.Context, e *route.Endpoint, d time.Duration, hard bool)
+	Cooldown(ctx context.Context, e *route.Endpoint, d time.Duration, hard bool) time.Duration
 }
 
 // StreamHealth hears how a served endpoint's stream ended (route.Router

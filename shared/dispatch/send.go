@@ -268,17 +268,19 @@ func (d *Dispatcher) judge(res *Result, e *route.Endpoint, pool string, resp *ht
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		adv := route.Advise(resp.Header, resp.StatusCode, d.Now())
+		var wait time.Duration // what the backend asked, as the router bounds it
 		switch {
 		case adv.Own:
 			// The backend has room for others: this request alone was too
 			// much, so it moves on and nobody else is benched.
 			res.Detail = fmt.Sprintf("endpoint %s: 429 with capacity left: the request's own, nothing cooled", e.Name)
+			wait = adv.Pause // for this caller alone
 		case adv.Pause > 0:
-			d.Router.Cooldown(context.Background(), e, adv.Pause, true)
+			wait = d.Router.Cooldown(context.Background(), e, adv.Pause, true)
 		default:
 			d.bench(e)
 		}
-		return &Error{Kind: Status, Pool: pool, Status: resp.StatusCode, Wait: adv.Pause, Hard: adv.Pause > 0}
+		return &Error{Kind: Status, Pool: pool, Status: resp.StatusCode, Wait: wait, Hard: wait > 0}
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		// The caller cannot fix the gateway's credentials: a 502, not the
 		// backend's 401. The endpoint is named in the log, never to the caller.

@@ -28,10 +28,13 @@ func (f *fakeRouter) Sync(context.Context, *route.Pool) {}
 func (f *fakeRouter) Order(p *route.Pool, dst []*route.Endpoint, _ int, _ uint64) ([]*route.Endpoint, time.Duration) {
 	return append(dst, p.Endpoints...), 0
 }
-func (f *fakeRouter) Healthy(*route.Endpoint)                                        { f.healthy++ }
-func (f *fakeRouter) Cooldown(context.Context, *route.Endpoint, time.Duration, bool) { f.cooled++ }
-func (f *fakeRouter) StreamDone(*route.Endpoint)                                     { f.done++ }
-func (f *fakeRouter) StreamFailed(*route.Endpoint)                                   { f.failed++ }
+func (f *fakeRouter) Healthy(*route.Endpoint) { f.healthy++ }
+func (f *fakeRouter) Cooldown(_ context.Context, _ *route.Endpoint, d time.Duration, _ bool) time.Duration {
+	f.cooled++
+	return d
+}
+func (f *fakeRouter) StreamDone(*route.Endpoint)   { f.done++ }
+func (f *fakeRouter) StreamFailed(*route.Endpoint) { f.failed++ }
 
 // doerFunc answers each backend request by the host it is sent to.
 type doerFunc func(*http.Request) (*http.Response, error)

@@ -1,6 +1,8 @@
 package route
 
 import (
+	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -41,23 +43,25 @@ var resets = [...]struct {
 // 9110 §10.2.3), then the longest reset of a spent limit: OpenAI's
 // x-ratelimit-reset-requests / -tokens (Go-style durations, "1s",
 // "6m0s") and Anthropic's anthropic-ratelimit-*-reset (RFC 3339 times).
-// The caller bounds the pause (Router.Cooldown). Own is only ever set for
-// a 429.
+// Any positive value counts, however long (a pause past what a Duration
+// holds is the longest one): the caller bounds it (Router.Cooldown, by
+// MaxCooldown), so a day's Retry-After cools hard for MaxCooldown rather
+// than being ignored. Own is only ever set for a 429.
 func Advise(h http.Header, status int, now time.Time) Advice {
 	var a Advice
 	if status == http.StatusTooManyRequests {
 		a.Own = capacityLeft(h)
 	}
 	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < float64(24*time.Hour/time.Millisecond) {
-			a.Pause = time.Duration(ms * float64(time.Millisecond))
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 {
+			a.Pause = scale(ms, time.Millisecond)
 			return a
 		}
 	}
 	if v := h.Get("Retry-After"); v != "" {
-		if secs, err := strconv.Atoi(v); err == nil {
-			if secs > 0 && secs < 86400 {
-				a.Pause = time.Duration(secs) * time.Second
+		if secs, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+			if secs > 0 {
+				a.Pause = scale(float64(secs), time.Second)
 				return a
 			}
 		} else if t, err := http.ParseTime(v); err == nil && t.After(now) {
@@ -83,6 +87,17 @@ func Advise(h http.Header, status int, now time.Time) Advice {
 		}
 	}
 	return a
+}
+
+// longest is the longest pause a Duration holds.
+const longest = time.Duration(math.MaxInt64)
+
+// scale is v units, saturating at longest.
+func scale(v float64, unit time.Duration) time.Duration {
+	if v >= float64(longest/unit) {
+		return longest
+	}
+	return time.Duration(v * float64(unit))
 }
 
 // capacityLeft reports whether h names at least one remaining count and

@@ -31,23 +31,23 @@ func (e *Endpoint) cooling(now int64) (until int64, hard bool) {
 	return until, hard
 }
 
-// Cooldown takes e out of rotation for d. hard says the backend asked for
-// it (retry-after and its kin, see Advice): the endpoint is then not tried
-// at all until it ends, and d is bounded by Options.MaxCooldown. A
-// cooldown never shortens a longer one that is still running, whoever set
-// it (LiteLLM #40130). A hard one is published to Shared, if any, within
-// the caller's ctx.
-func (r *Router) Cooldown(ctx context.Context, e *Endpoint, d time.Duration, hard bool) {
-	if hard && d > r.o.MaxCooldown {
-		d = r.o.MaxCooldown
-	}
+// Cooldown takes e out of rotation for d, bounded by
+// Options.MaxCooldown, and returns how long it set (0: nothing). hard says
+// the backend asked for it (retry-after and its kin, see Advice): the
+// endpoint is then not tried at all until it ends; a soft one puts it
+// last. A cooldown never shortens a longer one that is still running,
+// whoever set it (LiteLLM #40130). A hard one is published to Shared, if
+// any, within the caller's ctx.
+func (r *Router) Cooldown(ctx context.Context, e *Endpoint, d time.Duration, hard bool) time.Duration {
+	d = min(d, r.o.MaxCooldown)
 	if d <= 0 {
-		return
+		return 0
 	}
 	r.extend(e, r.o.Now().Add(d).UnixNano(), hard)
 	if hard && r.o.Shared != nil {
 		_ = r.o.Shared.Publish(ctx, e, d) // best effort: this replica knows already
 	}
+	return d
 }
 
 // extend sets e's cooldown to end at until unless a longer one runs; a

@@ -240,20 +240,53 @@ func TestCooldownNeverShortened(t *testing.T) {
 }
 
 // TestCooldownBounded: no single answer benches an endpoint past
-// MaxCooldown, however long it asks for.
+// MaxCooldown, however long it asks for, in whichever header, hard or
+// soft; Cooldown says what it set.
 func TestCooldownBounded(t *testing.T) {
-	c := &clock{t: time.Unix(1000, 0)}
-	r, p := priorityRouter(c, Options{Settings: Settings{MaxCooldown: 30 * time.Second}})
-	e := byName(p, "ptu1")
-	r.Cooldown(ctx, e, 24*time.Hour, true)
-	c.t = c.t.Add(29 * time.Second)
-	if o, _ := r.Order(p, nil, 3, 0); len(o) != 2 {
-		t.Fatalf("order %q: ptu1 must still cool at 29 s", names(o))
+	headers := []struct {
+		name string
+		h    http.Header
+	}{
+		{"retry-after a day", http.Header{"Retry-After": {"86400"}}},
+		{"retry-after a year", http.Header{"Retry-After": {"31536000"}}},
+		{"retry-after-ms a day", http.Header{"Retry-After-Ms": {"86400000"}}},
+		{"x-ratelimit-reset-requests an hour", http.Header{"X-Ratelimit-Reset-Requests": {"1h"}, "X-Ratelimit-Remaining-Requests": {"0"}}},
+		{"anthropic reset a day", http.Header{"Anthropic-Ratelimit-Tokens-Reset": {time.Unix(1000+86400, 0).UTC().Format(time.RFC3339)}}},
 	}
-	c.t = c.t.Add(2 * time.Second)
-	if o, _ := r.Order(p, nil, 3, 0); len(o) != 3 {
-		t.Fatalf("order %q: a day's Retry-After must end at MaxCooldown", names(o))
+	for _, tt := range headers {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &clock{t: time.Unix(1000, 0)}
+			r, p := priorityRouter(c, Options{Settings: Settings{MaxCooldown: 30 * time.Second}})
+			e := byName(p, "ptu1")
+			adv := Advise(tt.h, http.StatusTooManyRequests, c.t)
+			if adv.Pause <= 0 {
+				t.Fatalf("Advise = %+v: a long pause must still cool hard", adv)
+			}
+			if got := r.Cooldown(ctx, e, adv.Pause, true); got != 30*time.Second {
+				t.Fatalf("Cooldown set %v, want MaxCooldown", got)
+			}
+			c.t = c.t.Add(29 * time.Second)
+			if o, _ := r.Order(p, nil, 3, 0); len(o) != 2 {
+				t.Fatalf("order %q: ptu1 must still cool hard at 29 s", names(o))
+			}
+			c.t = c.t.Add(2 * time.Second)
+			if o, _ := r.Order(p, nil, 3, 0); len(o) != 3 {
+				t.Fatalf("order %q: a long pause must end at MaxCooldown", names(o))
+			}
+		})
 	}
+	t.Run("soft", func(t *testing.T) {
+		c := &clock{t: time.Unix(1000, 0)}
+		r, p := priorityRouter(c, Options{Settings: Settings{MaxCooldown: 30 * time.Second}})
+		e := byName(p, "ptu1")
+		if got := r.Cooldown(ctx, e, time.Hour, false); got != 30*time.Second {
+			t.Fatalf("soft Cooldown set %v, want MaxCooldown", got)
+		}
+		c.t = c.t.Add(31 * time.Second)
+		if cu, _ := e.cooling(c.t.UnixNano()); cu != 0 {
+			t.Fatal("a soft cooldown outlived MaxCooldown")
+		}
+	})
 }
 
 // TestStreamEjection: EjectAfter streams cut in a row put the endpoint
@@ -318,6 +351,12 @@ func TestAdvise(t *testing.T) {
 		{"retry-after seconds", 503, map[string]string{"retry-after": "7"}, 7 * time.Second, false},
 		{"retry-after date", 429, map[string]string{"retry-after": now.Add(90 * time.Second).Format(http.TimeFormat)}, 90 * time.Second, false},
 		{"retry-after past date", 429, map[string]string{"retry-after": now.Add(-time.Minute).Format(http.TimeFormat)}, 0, false},
+		{"retry-after a day: hard, the caller bounds it", 429, map[string]string{"retry-after": "86400"}, 24 * time.Hour, false},
+		{"retry-after past a Duration", 429, map[string]string{"retry-after": "99999999999999999999"}, longest, false},
+		{"retry-after-ms a day", 429, map[string]string{"retry-after-ms": "86400000"}, 24 * time.Hour, false},
+		{"retry-after-ms past a Duration", 503, map[string]string{"retry-after-ms": "1e300"}, longest, false},
+		{"openai reset of an hour", 429, map[string]string{"x-ratelimit-reset-tokens": "1h0m0s"}, time.Hour, false},
+		{"retry-after zero", 429, map[string]string{"retry-after": "0"}, 0, false},
 		{"retry-after garbage", 429, map[string]string{"retry-after": "soon", "retry-after-ms": "-5"}, 0, false},
 		{"openai resets: the spent limit's", 429, map[string]string{
 			"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "1s",
