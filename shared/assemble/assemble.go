@@ -73,6 +73,7 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 	c.Upstream.Dispatch.Check(into(&p, "upstream"))
 	c.Upstream.ClientSettings.Check(into(&p, "upstream"))
 	c.Upstream.Route.Check(into(&p, "upstream"))
+	c.Upstream.Route.CheckBound(into(&p, "upstream"), "default_cooldown", c.Upstream.Dispatch.WithDefaults().DefaultCooldown)
 	c.Upstream.Streams.Check(into(&p, "upstream"))
 	c.Lambda.Settings.Check(into(&p, "lambda"))
 	c.Lambda.LambdaSettings.Check(into(&p, "lambda"))

@@ -117,6 +117,10 @@ func TestProblems(t *testing.T) {
 		{name: "weight too large", cfg: endpoint("weight: 1000000000000"), wants: []string{"pools[0].endpoints[0].weight: must be at most 1000000"}},
 		{name: "priority too large", cfg: endpoint("priority: 10"), wants: []string{"pools[0].endpoints[0].priority: must be at most 9 (0 is tried first)"}},
 		{name: "priority negative", cfg: endpoint("priority: -1"), wants: []string{"pools[0].endpoints[0].priority: must not be negative, got -1"}},
+		{name: "default_cooldown past max_cooldown", cfg: minimal + "upstream: {default_cooldown: 2m}\n",
+			wants: []string{"upstream.default_cooldown: must not exceed max_cooldown (1m0s), got 2m0s"}},
+		{name: "default default_cooldown past a short max_cooldown", cfg: minimal + "upstream: {max_cooldown: 2s}\n",
+			wants: []string{"upstream.default_cooldown: must not exceed max_cooldown (2s), got 5s"}},
 		{name: "max_cooldown negative", cfg: minimal + "upstream: {max_cooldown: -1s}\n", wants: []string{"upstream.max_cooldown: must not be negative, got -1s"}},
 		{name: "url with query", cfg: withURL("http://127.0.0.1:8000/v1?api-version=1"), wants: []string{"pools[0].endpoints[0].url: must not have a query"}},
 		{name: "url with fragment", cfg: withURL("http://127.0.0.1:8000/#x"), wants: []string{"pools[0].endpoints[0].url: must not have a fragment"}},
@@ -207,6 +211,14 @@ func TestProblems(t *testing.T) {
 				seen[line] = true
 			}
 		})
+	}
+}
+
+// TestDefaultCooldownWithinMax: a default_cooldown that max_cooldown
+// allows loads (the refusals beyond it are in TestProblems).
+func TestDefaultCooldownWithinMax(t *testing.T) {
+	if _, err := Parse([]byte(minimal+"upstream: {default_cooldown: 2m, max_cooldown: 5m}\n"), env(nil)); err != nil {
+		t.Fatal(err)
 	}
 }
 

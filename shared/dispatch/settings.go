@@ -29,7 +29,9 @@ type Settings struct {
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout" json:"stream_idle_timeout"`
 	// DefaultCooldown is how long a failed endpoint sits out when the
 	// backend gave no Retry-After, and the router's first outlier
-	// ejection (route.Options.EjectBase). Default DefaultCooldown.
+	// ejection (route.Options.EjectBase); at most max_cooldown, which
+	// bounds every cooldown (route.Settings.CheckBound refuses more).
+	// Default DefaultCooldown.
 	DefaultCooldown time.Duration `yaml:"default_cooldown" json:"default_cooldown"`
 }
 

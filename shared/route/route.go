@@ -120,6 +120,24 @@ func (s Settings) Check(at problem.At) {
 	problem.NotNegative(at, "max_cooldown", s.MaxCooldown)
 }
 
+// CheckBound reports field when d, its value as the part that takes it
+// defaults it, exceeds max_cooldown (its default when unset): every
+// cooldown is bounded by max_cooldown, so a longer setting (dispatch's
+// default_cooldown) would be refused at start rather than silently cut.
+func (s Settings) CheckBound(at problem.At, field string, d time.Duration) {
+	if m := s.maxCooldown(); d > m {
+		at.Add(field, "must not exceed max_cooldown (%s), got %s", m, d)
+	}
+}
+
+// maxCooldown is MaxCooldown, or its default when unset.
+func (s Settings) maxCooldown() time.Duration {
+	if s.MaxCooldown <= 0 {
+		return DefaultMaxCooldown
+	}
+	return s.MaxCooldown
+}
+
 // Defaults for Options.
 const (
 	DefaultMaxCooldown = time.Minute
@@ -147,9 +165,7 @@ func New(pools []PoolSpec, o Options) *Router {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.MaxCooldown <= 0 {
-		o.MaxCooldown = DefaultMaxCooldown
-	}
+	o.MaxCooldown = o.maxCooldown()
 	if o.EjectBase <= 0 {
 		o.EjectBase = DefaultEjectBase
 	}
