@@ -37,15 +37,16 @@ func (e *Endpoint) cooling(now int64) (until int64, hard bool) {
 // endpoint is then not tried at all until it ends; a soft one puts it
 // last. A cooldown never shortens a longer one that is still running,
 // whoever set it (LiteLLM #40130). A hard one is published to Shared, if
-// any, within the caller's ctx.
+// any, within the caller's ctx; one the store could not take is published
+// by a later Sync that reaches it, if it still runs.
 func (r *Router) Cooldown(ctx context.Context, e *Endpoint, d time.Duration, hard bool) time.Duration {
 	d = min(d, r.o.MaxCooldown)
 	if d <= 0 {
 		return 0
 	}
 	r.extend(e, r.o.Now().Add(d).UnixNano(), hard)
-	if hard && r.o.Shared != nil {
-		_ = r.o.Shared.Publish(ctx, e, d) // best effort: this replica knows already
+	if hard && r.o.Shared != nil && r.o.Shared.Publish(ctx, e, d) != nil {
+		e.unshared.Store(true) // this replica knows already; the others when the store returns
 	}
 	return d
 }
@@ -85,9 +86,12 @@ func (r *Router) Healthy(e *Endpoint) {
 }
 
 // Sync reads the cooldowns other replicas published for p's endpoints
-// (one store read) and applies them here, never shortening one. Without
-// Shared it does nothing; a store that fails leaves this replica's own
-// view, which is still right for everything it saw itself.
+// (one store read) and applies them here, never shortening one; then it
+// publishes what is left of each hard cooldown of p that this replica
+// learned while the store was away, so that the others stop paying a 429
+// to learn it. Without Shared it does nothing; a store that fails leaves
+// this replica's own view, which is still right for everything it saw
+// itself.
 func (r *Router) Sync(ctx context.Context, p *Pool) {
 	if r.o.Shared == nil {
 		return
@@ -100,6 +104,12 @@ func (r *Router) Sync(ctx context.Context, p *Pool) {
 	for i, e := range p.Endpoints {
 		if d := left[i]; d > 0 {
 			r.extend(e, now.Add(min(d, r.o.MaxCooldown)).UnixNano(), true)
+		}
+		if !e.unshared.Load() || !e.unshared.CompareAndSwap(true, false) {
+			continue
+		}
+		if until, hard := e.cooling(now.UnixNano()); hard && r.o.Shared.Publish(ctx, e, time.Duration(until-now.UnixNano())) != nil {
+			e.unshared.Store(true)
 		}
 	}
 }

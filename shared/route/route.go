@@ -43,6 +43,10 @@ type Endpoint struct {
 	// ejections in a row, which lengthen the next one.
 	streamFails atomic.Int32
 	ejections   atomic.Int32
+	// unshared says a hard cooldown of e could not be published (the
+	// store was away): Sync publishes what is left of it once the store
+	// answers again.
+	unshared atomic.Bool
 	// hash is the endpoint's rendezvous identity, from its name: the same
 	// on every replica.
 	hash uint64

@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -551,5 +552,59 @@ func BenchmarkOrderAffinity(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		buf, _ = r.Order(p, buf[:0], 4, CacheKey(raw, "m"))
+	}
+}
+
+// flakyShared is a Shared whose store is away while down is set; it
+// records what it was told.
+type flakyShared struct {
+	down      bool
+	published map[string]time.Duration
+}
+
+func (f *flakyShared) Publish(_ context.Context, e *Endpoint, d time.Duration) error {
+	if f.down {
+		return errors.New("store away")
+	}
+	f.published[e.Name] = max(f.published[e.Name], d)
+	return nil
+}
+
+func (f *flakyShared) Fetch(_ context.Context, p *Pool, left []time.Duration) error {
+	if f.down {
+		return errors.New("store away")
+	}
+	for i, e := range p.Endpoints {
+		left[i] = f.published[e.Name]
+	}
+	return nil
+}
+
+// TestCooldownPublishedWhenStoreReturns: a hard cooldown learned while the
+// shared store was away reaches it on the first Sync that finds it back,
+// for what is left of it; one that ended meanwhile is not published.
+func TestCooldownPublishedWhenStoreReturns(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	sh := &flakyShared{down: true, published: map[string]time.Duration{}}
+	r, p := priorityRouter(c, Options{Shared: sh})
+	r.Cooldown(ctx, byName(p, "ptu1"), 40*time.Second, true)
+	r.Cooldown(ctx, byName(p, "ptu2"), 5*time.Second, true)
+	c.t = c.t.Add(10 * time.Second)
+	r.Sync(ctx, p) // still away: nothing published, nothing lost
+	if len(sh.published) != 0 {
+		t.Fatalf("published %v while the store was away", sh.published)
+	}
+	sh.down = false
+	r.Sync(ctx, p)
+	if got := sh.published["ptu1"]; got != 30*time.Second {
+		t.Fatalf("ptu1 published for %v once the store returned, want the 30 s left", got)
+	}
+	if _, ok := sh.published["ptu2"]; ok {
+		t.Fatal("ptu2's cooldown had ended: it must not be published")
+	}
+	delete(sh.published, "ptu1")
+	r.Sync(ctx, p)
+	if len(sh.published) != 0 {
+		t.Fatalf("published again: %v", sh.published)
 	}
 }

@@ -20,7 +20,14 @@ func replica(t *testing.T, url string) (*route.Router, *route.Pool) {
 // replicaOn is replica on k: a cluster client for a cluster.
 func replicaOn(t *testing.T, k redistest.Kind) (*route.Router, *route.Pool) {
 	t.Helper()
-	c, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: time.Second})
+	return replicaTimeout(t, k, time.Second)
+}
+
+// replicaTimeout is replicaOn with a client that waits timeout for an
+// answer.
+func replicaTimeout(t *testing.T, k redistest.Kind, timeout time.Duration) (*route.Router, *route.Pool) {
+	t.Helper()
+	c, err := redisclient.New(redisclient.ClientOptions{URL: k.URL, Cluster: k.Cluster, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,5 +104,28 @@ func TestSharedCooldownStoreDown(t *testing.T) {
 	rs.Stop()
 	if got := first(r, p); got != "https://payg" {
 		t.Fatalf("store down: sends to %s, want its own cooldown kept", got)
+	}
+}
+
+// TestSharedCooldownPublishedWhenStoreReturns: a cooldown one replica
+// learned while it could not reach the store (a partition) reaches a
+// replica started later, once the first finds the store again on its
+// next request.
+func TestSharedCooldownPublishedWhenStoreReturns(t *testing.T) {
+	rs := redistest.Start(t)
+	px := redistest.NewProxy(t, rs.Addr(), 0)
+	ra, pa := replicaTimeout(t, redistest.Kind{URL: px.URL()}, 200*time.Millisecond)
+	px.Blackhole(true)
+	ra.Cooldown(context.Background(), pa.Endpoints[0], time.Minute, true)
+	px.Blackhole(false)
+	rb, pb := replica(t, rs.URL())
+	if got := first(rb, pb); got != "https://ptu" {
+		t.Fatalf("replica b sends to %s before the cooldown could be published", got)
+	}
+	if got := first(ra, pa); got != "https://payg" {
+		t.Fatalf("replica a sends to %s, want its own cooldown kept", got)
+	}
+	if got := first(rb, pb); got != "https://payg" {
+		t.Fatalf("replica b sends to %s: the cooldown learned while the store was away must be published when it returns", got)
 	}
 }
