@@ -408,7 +408,7 @@ var faultCases = []faultCase{
 
 // faultUpstream: timeouts short enough for a test, long enough that a
 // healthy stub on a busy machine never meets them.
-const faultUpstream = "upstream: {max_attempts: 3, header_timeout: 2s, response_timeout: 2s, default_cooldown: 1h, stream_idle_timeout: 1s}\n"
+const faultUpstream = "upstream: {max_attempts: 3, header_timeout: 2s, response_timeout: 2s, default_cooldown: 1h, max_cooldown: 1h, stream_idle_timeout: 1s}\n"
 
 // TestRobustUpstreamFaults: with one endpoint, every fault gives the client
 // a clean error of the right kind, promptly; with two, a fault before the

@@ -114,8 +114,8 @@ func Routing(c *config.Config, shared route.Shared) ([]route.PoolSpec, route.Opt
 		}
 		specs = append(specs, ps)
 	}
-	// An ejection's base is the cooldown of a failure without
-	// Retry-After (dispatch.Settings.DefaultCooldown), its default too.
+	// An ejection's base is default_cooldown
+	// (dispatch.Settings.DefaultCooldown), its default too.
 	eject := c.Upstream.Dispatch.WithDefaults().DefaultCooldown
 	return specs, route.Options{Settings: c.Upstream.Route, EjectBase: eject, Shared: shared}
 }

@@ -25,6 +25,7 @@ type Router interface {
 	Order(p *route.Pool, dst []*route.Endpoint, max int, key uint64) ([]*route.Endpoint, time.Duration)
 	Healthy(e *route.Endpoint)
 	Cooldown(ctx context.Context, e *route.Endpoint, d time.Duration, hard bool) time.Duration
+	Failed(e *route.Endpoint)
 }
 
 // StreamHealth hears how a served endpoint's stream ended (route.Router

@@ -260,8 +260,8 @@ func refused(err error) bool {
 }
 
 // judge says whether a backend's answer is a failure to try elsewhere,
-// and benches the endpoint accordingly: 429 and 5xx (for Retry-After or
-// the default cooldown), a refusal of the gateway's own credentials, a
+// and benches the endpoint accordingly: 429 and 5xx (cooled for
+// Retry-After and its kin, else counted toward an ejection), a refusal of the gateway's own credentials, a
 // redirect (never followed, never relayed), and a success the gateway
 // cannot relay as asked.
 func (d *Dispatcher) judge(res *Result, e *route.Endpoint, pool string, resp *http.Response, stream bool) *Error {
@@ -443,10 +443,11 @@ func (d *Dispatcher) Fetch(ctx context.Context, c *Call, res *Result, endpoint, 
 // sent gets the same news as an SSE comment before its first event.
 const HeaderUnrecorded = "X-Llmgw-Response-Unrecorded"
 
-// bench cools e for DefaultCooldown, softly: a failure the backend gave
-// no pause for puts the endpoint last, not out. The cooldown is this
-// replica's own (only a pause the backend asked for is shared), so no
-// request context bounds it.
+// bench counts a failed attempt at e against it (route.Router.Failed): a
+// failure the backend gave no pause for may be this request's alone, so it
+// moves this request on and benches e for everyone only when it is one of
+// a run across requests (an outlier ejection, for DefaultCooldown). Only a
+// pause the backend asked for cools e at once.
 func (d *Dispatcher) bench(e *route.Endpoint) {
-	d.Router.Cooldown(context.Background(), e, d.DefaultCooldown, false)
+	d.Router.Failed(e)
 }

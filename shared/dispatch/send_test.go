@@ -21,7 +21,7 @@ import (
 // fakeRouter orders a pool's endpoints as configured and counts what it
 // is told.
 type fakeRouter struct {
-	cooled, healthy, done, failed int
+	cooled, benched, healthy, done, failed int
 }
 
 func (f *fakeRouter) Sync(context.Context, *route.Pool) {}
@@ -33,6 +33,7 @@ func (f *fakeRouter) Cooldown(_ context.Context, _ *route.Endpoint, d time.Durat
 	f.cooled++
 	return d
 }
+func (f *fakeRouter) Failed(*route.Endpoint)       { f.benched++ }
 func (f *fakeRouter) StreamDone(*route.Endpoint)   { f.done++ }
 func (f *fakeRouter) StreamFailed(*route.Endpoint) { f.failed++ }
 
@@ -114,8 +115,8 @@ func TestFailoverThenRelay(t *testing.T) {
 	if res.Attempts != 2 || res.Endpoint != "b.test" || res.Served != pool.Endpoints[1] || !res.MaySpend {
 		t.Errorf("result = %+v", res)
 	}
-	if len(h.failed) != 1 || h.failed[0].Kind != Status || h.failed[0].Status != 503 || fr.cooled != 1 || fr.healthy != 1 {
-		t.Errorf("failures %v, cooled %d, healthy %d", h.failed, fr.cooled, fr.healthy)
+	if len(h.failed) != 1 || h.failed[0].Kind != Status || h.failed[0].Status != 503 || fr.cooled != 0 || fr.benched != 1 || fr.healthy != 1 {
+		t.Errorf("failures %v, cooled %d, benched %d, healthy %d: a 503 without a pause counts toward an ejection, cooling nothing", h.failed, fr.cooled, fr.benched, fr.healthy)
 	}
 	if w.Code != 200 || res.Status != 200 || !res.HasUsage || !res.UsageFinal || res.Usage.CompletionTokens != 4 || res.AnswerBytes != int64(w.Body.Len()) {
 		t.Errorf("relayed %d %q, result %+v", w.Code, w.Body, res)

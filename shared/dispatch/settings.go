@@ -27,11 +27,11 @@ type Settings struct {
 	// this long (an SSE error event tells the client). Default
 	// DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout" json:"stream_idle_timeout"`
-	// DefaultCooldown is how long a failed endpoint sits out when the
-	// backend gave no Retry-After, and the router's first outlier
-	// ejection (route.Options.EjectBase); at most max_cooldown, which
-	// bounds every cooldown (route.Settings.CheckBound refuses more).
-	// Default DefaultCooldown.
+	// DefaultCooldown is the router's first outlier ejection
+	// (route.Options.EjectBase): how long an endpoint with a run of
+	// failures the backend gave no Retry-After for is tried last. At
+	// most max_cooldown, which bounds every cooldown
+	// (route.Settings.CheckBound refuses more). Default DefaultCooldown.
 	DefaultCooldown time.Duration `yaml:"default_cooldown" json:"default_cooldown"`
 }
 

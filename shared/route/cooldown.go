@@ -2,6 +2,7 @@ package route
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -69,11 +70,15 @@ func (r *Router) extend(e *Endpoint, until int64, hard bool) {
 	}
 }
 
-// Healthy ends e's soft cooldown after a success. A hard one stays: a
-// request sent before the backend asked for a pause may still succeed, and
-// the pause is the backend's to end. An ejection stays too: a stream's
-// first event says nothing of how it ends.
+// Healthy ends e's soft cooldown after a success, and its run of failed
+// attempts (Failed). A hard one stays: a request sent before the backend
+// asked for a pause may still succeed, and the pause is the backend's to
+// end. An ejection stays too: a stream's first event says nothing of how
+// it ends.
 func (r *Router) Healthy(e *Endpoint) {
+	if e.fails.Load() != 0 {
+		e.fails.Store(0)
+	}
 	for {
 		old := e.cool.Load()
 		if old == 0 || old&1 == 1 && old > r.o.Now().UnixNano() {
@@ -114,18 +119,34 @@ func (r *Router) Sync(ctx context.Context, p *Pool) {
 	}
 }
 
+// Failed counts an attempt at e that failed before its answer began: a
+// 5xx or 429 without a pause, a connect failure, a timeout, a stall or
+// an end before a stream's first event, an answer the gateway cannot
+// relay. Such a failure may be its request's own (a body that trips a
+// backend bug, a prompt slow to its first token), so it benches nothing
+// by itself: that request moves on, and everyone else's next one still
+// tries e. Options.FailAfter of them in a row, across requests (a request
+// tries an endpoint once), eject e as StreamFailed does: Envoy's
+// consecutive_5xx outlier detection. A success (Healthy) starts the
+// count again.
+func (r *Router) Failed(e *Endpoint) { r.count(e, &e.fails, r.o.FailAfter) }
+
 // StreamFailed counts a stream e cut mid-way (a reset, a stall, an end
 // without the terminal event). Options.EjectAfter of them in a row eject
 // e (tried last) for EjectBase times the ejections in a row, bounded by
 // MaxCooldown: Envoy's outlier detection, so an endpoint that cuts every
 // stream after its first events stops getting first attempts.
-func (r *Router) StreamFailed(e *Endpoint) {
-	if int(e.streamFails.Add(1)) < r.o.EjectAfter {
+func (r *Router) StreamFailed(e *Endpoint) { r.count(e, &e.streamFails, r.o.EjectAfter) }
+
+// count adds one to e's consecutive failures n and ejects e when they
+// reach after, starting n again.
+func (r *Router) count(e *Endpoint, n *atomic.Int32, after int) {
+	if int(n.Add(1)) < after {
 		return
 	}
-	e.streamFails.Store(0)
-	n := time.Duration(e.ejections.Add(1))
-	d := min(r.o.EjectBase*n, r.o.MaxCooldown)
+	n.Store(0)
+	k := time.Duration(e.ejections.Add(1))
+	d := min(r.o.EjectBase*k, r.o.MaxCooldown)
 	until := r.o.Now().Add(d).UnixNano()
 	for {
 		old := e.ejected.Load()

@@ -39,8 +39,10 @@ type Endpoint struct {
 	ejected atomic.Int64
 	// inflight counts the requests this endpoint is answering now.
 	inflight atomic.Int64
-	// streamFails counts consecutive streams cut mid-way; ejections the
-	// ejections in a row, which lengthen the next one.
+	// fails counts consecutive attempts that failed before their answer
+	// began (Failed); streamFails consecutive streams cut mid-way;
+	// ejections the ejections in a row, which lengthen the next one.
+	fails       atomic.Int32
 	streamFails atomic.Int32
 	ejections   atomic.Int32
 	// unshared says a hard cooldown of e could not be published (the
@@ -90,6 +92,10 @@ type Options struct {
 	// EjectAfter is how many streams in a row an endpoint may cut before
 	// it is ejected. Default DefaultEjectAfter.
 	EjectAfter int
+	// FailAfter is how many attempts in a row, across requests, may fail
+	// at an endpoint before its answer began (Router.Failed) before it is
+	// ejected. Default DefaultFailAfter.
+	FailAfter int
 	// LoadFactor bounds prompt-cache affinity: an endpoint keeps its keys
 	// while its in-flight requests stay within LoadFactor times its
 	// weighted share of the priority's (consistent hashing with bounded
@@ -147,6 +153,7 @@ const (
 	DefaultMaxCooldown = time.Minute
 	DefaultEjectBase   = 5 * time.Second
 	DefaultEjectAfter  = 3
+	DefaultFailAfter   = 5 // Envoy's consecutive_5xx default
 	DefaultLoadFactor  = 1.25
 )
 
@@ -175,6 +182,9 @@ func New(pools []PoolSpec, o Options) *Router {
 	}
 	if o.EjectAfter <= 0 {
 		o.EjectAfter = DefaultEjectAfter
+	}
+	if o.FailAfter <= 0 {
+		o.FailAfter = DefaultFailAfter
 	}
 	if o.LoadFactor < 1 {
 		o.LoadFactor = DefaultLoadFactor

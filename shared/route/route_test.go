@@ -608,3 +608,41 @@ func TestCooldownPublishedWhenStoreReturns(t *testing.T) {
 		t.Fatalf("published again: %v", sh.published)
 	}
 }
+
+// TestOutlierEjection: one failed attempt benches nobody (the next
+// request still goes to priority 0); FailAfter in a row across requests
+// eject the endpoint for EjectBase; a success in between starts the count
+// again.
+func TestOutlierEjection(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	r := New([]PoolSpec{{Name: "p", Models: []string{"m"}, Endpoints: []EndpointSpec{
+		{Name: "ptu"}, {Name: "payg", Priority: 1},
+	}}}, Options{Now: c.now, EjectBase: 10 * time.Second})
+	p := r.Pool("m")
+	ptu := byName(p, "ptu")
+	firstName := func() string {
+		o, _ := r.Order(p, nil, 2, 0)
+		return o[0].Name
+	}
+	for i := 1; i < DefaultFailAfter; i++ {
+		r.Failed(ptu)
+		if firstName() != "ptu" {
+			t.Fatalf("after %d failed attempts the next request leaves priority 0; want %d", i, DefaultFailAfter)
+		}
+	}
+	r.Healthy(ptu)
+	for range DefaultFailAfter - 1 {
+		r.Failed(ptu)
+	}
+	if firstName() != "ptu" {
+		t.Fatal("a success must start the run of failures again")
+	}
+	r.Failed(ptu)
+	if firstName() != "payg" {
+		t.Fatalf("%d failed attempts in a row must eject the endpoint", DefaultFailAfter)
+	}
+	c.t = c.t.Add(11 * time.Second)
+	if firstName() != "ptu" {
+		t.Fatal("the ejection must end after EjectBase")
+	}
+}

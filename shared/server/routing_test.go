@@ -14,6 +14,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
+	"github.com/llmgw/gateway/shared/tenant"
 )
 
 // tiered serves model "m" from one pool whose endpoints are handlers, in
@@ -178,6 +179,63 @@ func TestHostileTenantCannotCool(t *testing.T) {
 	}
 	if resp, b := g.post(t, streamBody); resp.StatusCode != 200 || ptu.Load() != 6 || payg.Load() != 5 {
 		t.Fatalf("a neighbour's request: %d %s; ptu %d payg %d, want the PTU (nothing cooled)", resp.StatusCode, b, ptu.Load(), payg.Load())
+	}
+}
+
+// TestOneTenantCannotTiltPriority: tenant t1's request meets a failure at
+// the PTU that may be its own (a 500 without a pause, a header timeout, a
+// stall before the first event): it moves to pay-as-you-go, and tenant
+// t2's next request still goes to the PTU. Only a run of such failures
+// across requests (route.DefaultFailAfter) ejects the PTU.
+func TestOneTenantCannotTiltPriority(t *testing.T) {
+	tests := []struct {
+		name string
+		fail http.HandlerFunc
+	}{
+		{"500", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusInternalServerError) }},
+		{"header timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+		}},
+		{"stall before the first event", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Second):
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var ptu, payg atomic.Int32
+			g := tiered(t, func(d *Deps) {
+				d.Auth = tokenIsTenant{}
+				d.Tenants = tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}, {ID: "t2", Models: []string{"m"}}})
+				d.Dispatch.HeaderTimeout = 200 * time.Millisecond
+				ftt := 200 * time.Millisecond
+				d.DefaultStreams.FirstTokenTimeout = &ftt
+			}, []int{0, 1},
+				func(w http.ResponseWriter, r *http.Request) {
+					ptu.Add(1)
+					if b, _ := io.ReadAll(r.Body); strings.Contains(string(b), "POISON") {
+						tt.fail(w, r)
+						return
+					}
+					sseBackend(w, r)
+				},
+				counting(&payg, sseBackend))
+			poison := `{"model":"m","stream":true,"messages":[{"role":"user","content":"POISON"}]}`
+			if resp, b := g.call(t, "POST", "/v1/chat/completions", "t1", poison); resp.StatusCode != 200 || ptu.Load() != 1 || payg.Load() != 1 {
+				t.Fatalf("t1: %d %s; ptu %d payg %d, want the PTU's failure moved on to payg", resp.StatusCode, b, ptu.Load(), payg.Load())
+			}
+			if resp, b := g.call(t, "POST", "/v1/chat/completions", "t2", streamBody); resp.StatusCode != 200 || ptu.Load() != 2 || payg.Load() != 1 {
+				t.Fatalf("t2: %d %s; ptu %d payg %d, want the PTU: one request's failure benches nobody", resp.StatusCode, b, ptu.Load(), payg.Load())
+			}
+		})
 	}
 }
 
