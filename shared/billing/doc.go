@@ -20,7 +20,8 @@
 //     (Reservation, with the output cap to write and the relay's bound on
 //     token events).
 //   - Reservation.Settle: what a request is charged from what was observed
-//     at its end (the backend's usage, a cut stream, a client gone, an
+//     at its end (the backend's usage, a cut stream, a stream stopped
+//     mid-answer by a client gone, a shutdown or a backend that died, an
 //     attempt that never reached a backend), with the reason when the
 //     backend's usage could not be the bill; Background the same for a
 //     background response retrieved later.

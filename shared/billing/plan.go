@@ -26,6 +26,10 @@ type Request struct {
 	// PreviousTokens is a continued response's recorded total tokens (0:
 	// none known).
 	PreviousTokens int64
+	// PromptCounted: the ask's prompt bound was replaced by the pool's
+	// exact count of the prompt (Recount), so a stopped stream is charged
+	// it as the prompt (Reservation.PromptCounted).
+	PromptCounted bool
 	// Prices prices the request for a tenant with a spend limit, and
 	// names the currency and version the reservation was priced in.
 	Prices *price.Catalogue
@@ -100,7 +104,7 @@ func NewReservation(q *Request, ask budget.Ask, d budget.Decision) *Reservation 
 		outCap = 0
 	}
 	r := &Reservation{Tenant: q.Tenant, Scope: q.Scope, Levels: len(d.Levels) > 0, Held: q.Limits.Enforced() && !d.Degraded,
-		Bound: ask.PromptBound, Features: q.Features, Granted: d.Granted, Cap: outCap, Choices: ask.Choices,
+		Bound: ask.PromptBound, PromptCounted: q.PromptCounted, Features: q.Features, Granted: d.Granted, Cap: outCap, Choices: ask.Choices,
 		NoOutput: ask.NoOutput, Background: ask.Hold}
 	if q.Limits.Spends() {
 		r.Spend = Spending{Spend: ask.Spend, Tier: q.Tier, Granted: d.MoneyGranted}

@@ -25,6 +25,9 @@ type Reservation struct {
 	// Unsettled: the store did not confirm the settle (the ledger keeps
 	// it for replay): nothing is logged as charged.
 	Unsettled bool
+	// PromptCounted: Bound is the pool's exact count of the prompt
+	// (Request.PromptCounted), not a bound.
+	PromptCounted bool
 	// Features is the priced uses of server-side features in Bound: the
 	// backend's token usage leaves them out, so the charge adds them.
 	Features Priced

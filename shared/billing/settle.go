@@ -51,7 +51,20 @@ type Observed struct {
 	// transport notes it per attempt); Cut: the relay ended the stream at
 	// its reservation.
 	MaySpend, Cut bool
+	// Stopped: the stream ended before its terminal event for a reason
+	// other than its cap (the client left, the gateway shut down, the
+	// backend died or went silent, a deadline passed): the backend was
+	// cancelled mid-answer, so what it generated is what was relayed plus
+	// what was in flight (StoppedAllowance).
+	Stopped bool
 }
+
+// StoppedAllowance is the output, per choice, a stopped stream is charged
+// beyond what was relayed: the tokens a backend may have generated
+// between the last event the gateway read and its cancel reaching the
+// backend (a read buffer and a network round trip, a few events at a
+// decode rate of tens to hundreds of tokens a second).
+const StoppedAllowance = 16
 
 // Settlement is how a reservation settles.
 type Settlement struct {
@@ -74,10 +87,12 @@ type Settlement struct {
 // Settle decides what the request is charged from what was observed, and
 // records its money (Spend.Cost, Spend.Billed) and, for a deferred
 // settle, its tokens (Charged): with the usage the relay read; with what
-// was sent when the stream was cut at its reservation; with nothing when
-// no backend can have spent anything; else (usage never reported, or not
-// to be believed) with the larger of the reservation and what the gateway
-// counted. Call it once, for a Held reservation, and record the store's
+// was sent when the stream was cut at its reservation; for a stream
+// stopped mid-answer (Observed.Stopped), with its prompt, its output
+// relayed and an allowance for the tokens in flight, within the
+// reservation (stopped); with nothing when no backend can have spent
+// anything; else (usage never reported, or not to be believed) with the
+// larger of the reservation and what the gateway counted. Call it once, for a Held reservation, and record the store's
 // answer with Settled.
 //
 // In estimate mode a background response recorded with its
@@ -117,6 +132,14 @@ func (r *Reservation) Settle(o Observed) Settlement {
 			r.Spend.Billed = s.Bill.Tier
 			money = min(s.Bill.Money+r.Features.chargeMoney(o.Usage), price.MaxMicros)
 		}
+	case o.Stopped && !o.Cut:
+		// Cancelled mid-answer: what the backend read and what it wrote,
+		// as far as the gateway saw them, within the reservation.
+		s.Why = "the stream was stopped before the event that carries its usage"
+		actual, money = r.stopped(o)
+		r.Spend.Cost = money
+		s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope}
+		return s
 	case o.HasUsage:
 		// Input counts (message_start) or a running total: the stream
 		// ended before the event that carries its bill.
@@ -139,6 +162,51 @@ func (r *Reservation) Settle(o Observed) Settlement {
 	r.Spend.Cost = money
 	s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope}
 	return s
+}
+
+// stopped is what a stopped stream (Observed.Stopped) is charged, in
+// tokens and money: its prompt, exact when the backend told it (the
+// input counts of Anthropic's message_start, a running usage such as
+// vLLM's continuous_usage_stats) or the gateway counted it (the pool's
+// count, PromptCounted), else the prompt bound; its output relayed (the
+// token events, or the running usage's output when larger); and
+// StoppedAllowance per choice for the tokens in flight, which never takes
+// the charge past the reservation. What was relayed is charged whole,
+// within the reservation or not.
+func (r *Reservation) stopped(o Observed) (tokens, money int64) {
+	prompt, u := r.Bound, Usage{}
+	exact := o.HasUsage && o.Usage.Trusted
+	if exact {
+		u = o.Usage
+		prompt = min(u.Prompt+r.Features.charge(u), budget.MaxTokens)
+	} else if r.PromptCounted {
+		prompt = min(r.Bound+r.Features.total, budget.MaxTokens)
+	}
+	out := max(o.TokenEvents, o.OutputFloor, u.Completion)
+	if r.NoOutput {
+		out = 0
+	}
+	allowance := StoppedAllowance * max(r.Choices, 1)
+	if r.NoOutput {
+		allowance = 0
+	}
+	floor := min(prompt+out, budget.MaxTokens)
+	tokens = max(floor, min(floor+allowance, r.Granted))
+	if r.Spend.Model == nil {
+		return tokens, 0
+	}
+	// The same in money: the usage's cache shares priced apart when the
+	// backend told them, at the tier the answer would be billed at.
+	priced := func(output int64) int64 {
+		if !exact {
+			return r.Spend.Worst(prompt, output)
+		}
+		pu := u
+		pu.Completion = output
+		return min(bill(pu, 0, r.Spend.Model, r.Spend.Tier, r.Bound).Money+r.Features.chargeMoney(u), price.MaxMicros)
+	}
+	least := priced(out)
+	return tokens, max(least, min(priced(out+allowance), r.Spend.Granted))
 }
 
 // Settled records the store's answer to the settle: until the store
