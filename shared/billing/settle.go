@@ -171,8 +171,9 @@ func (r *Reservation) Settle(o Observed) Settlement {
 // count, PromptCounted), else the prompt bound; its output relayed (the
 // token events, or the running usage's output when larger); and
 // StoppedAllowance per choice for the tokens in flight, which never takes
-// the charge past the reservation. What was relayed is charged whole,
-// within the reservation or not.
+// the charge past the reservation (in estimate mode, which grants
+// nothing, past the prompt and the cap written). What was relayed is
+// charged whole, within the reservation or not.
 func (r *Reservation) stopped(o Observed) (tokens, money int64) {
 	prompt, u := r.Bound, Usage{}
 	exact := o.HasUsage && o.Usage.Trusted
@@ -183,15 +184,20 @@ func (r *Reservation) stopped(o Observed) (tokens, money int64) {
 		prompt = min(r.Bound+r.Features.total, budget.MaxTokens)
 	}
 	out := max(o.TokenEvents, o.OutputFloor, u.Completion)
+	allowance := mulTokens(StoppedAllowance, max(r.Choices, 1))
 	if r.NoOutput {
-		out = 0
+		out, allowance = 0, 0
 	}
-	allowance := StoppedAllowance * max(r.Choices, 1)
-	if r.NoOutput {
-		allowance = 0
+	// The allowance stays within the reservation, or in estimate mode
+	// (nothing granted) within the cap written.
+	floor, ceiling := min(prompt+out, budget.MaxTokens), r.Granted
+	if ceiling == 0 {
+		ceiling = floor + allowance
+		if r.Cap > 0 {
+			ceiling = min(ceiling, prompt+mulTokens(r.Cap, max(r.Choices, 1)))
+		}
 	}
-	floor := min(prompt+out, budget.MaxTokens)
-	tokens = max(floor, min(floor+allowance, r.Granted))
+	tokens = max(floor, min(floor+allowance, ceiling))
 	if r.Spend.Model == nil {
 		return tokens, 0
 	}
@@ -205,8 +211,11 @@ func (r *Reservation) stopped(o Observed) (tokens, money int64) {
 		pu.Completion = output
 		return min(bill(pu, 0, r.Spend.Model, r.Spend.Tier, r.Bound).Money+r.Features.chargeMoney(u), price.MaxMicros)
 	}
-	least := priced(out)
-	return tokens, max(least, min(priced(out+allowance), r.Spend.Granted))
+	least, most := priced(out), priced(out+tokens-floor)
+	if r.Spend.Granted > 0 {
+		most = min(most, r.Spend.Granted)
+	}
+	return tokens, max(least, most)
 }
 
 // Settled records the store's answer to the settle: until the store

@@ -26,8 +26,12 @@ func TestSettleStopped(t *testing.T) {
 		name    string
 		counted bool  // the gateway counted the prompt (Bound is 120, the count)
 		choices int64 // 1 when 0
-		o       Observed
-		tokens  int64
+		// estimate: estimate mode, which grants nothing; the cap written
+		// per choice (cap).
+		estimate bool
+		cap      int64
+		o        Observed
+		tokens   int64
 	}{
 		// The endings that stop a stream mid-answer, each alike: the
 		// client left, the gateway shut down, the backend died (reset,
@@ -44,6 +48,8 @@ func TestSettleStopped(t *testing.T) {
 		{name: "a running usage that cannot be true: the bound", o: stopped(Usage{Prompt: -1}, true), tokens: 200 + 40 + allowance},
 		{name: "the allowance stops at the reservation", o: Observed{Stopped: true, MaySpend: true, TokenEvents: 790}, tokens: 1000},
 		{name: "what was relayed is charged whole", o: Observed{Stopped: true, MaySpend: true, TokenEvents: 900}, tokens: 1100},
+		{name: "estimate mode: the allowance", estimate: true, cap: 800, o: stopped(Usage{}, false), tokens: 200 + 40 + allowance},
+		{name: "estimate mode: within the cap written", estimate: true, cap: 45, o: stopped(Usage{}, false), tokens: 200 + 45},
 		// Its bill arrived before the stream stopped (message_delta,
 		// then the client left before message_stop): the bill, in
 		// strict mode too.
@@ -58,6 +64,9 @@ func TestSettleStopped(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := Reservation{Held: true, Granted: 1000, Bound: 200, Choices: max(c.choices, 1)}
+			if c.estimate {
+				r.Granted, r.Cap = 0, c.cap
+			}
 			if c.counted {
 				r.Bound, r.PromptCounted = 120, true
 			}

@@ -211,8 +211,11 @@ type Result struct {
 	// accepted it (2xx), or an attempt failed after the request may have
 	// reached it (a timeout, a reset, the client leaving).
 	MaySpend bool
-	// Cut: the relay ended the stream at MaxTokenEvents.
-	Cut bool
+	// Cut: the relay ended the stream at MaxTokenEvents; Stopped: it
+	// ended before its terminal event otherwise (the client left, the
+	// shutdown, the backend failed, went silent or stopped sending, a
+	// deadline), the backend cancelled mid-answer (billing.Observed).
+	Cut, Stopped bool
 }
 
 // SetUsage records u when ok.

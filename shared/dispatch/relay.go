@@ -108,6 +108,7 @@ func (d *Dispatcher) relayStream(ctx context.Context, c *Call, res *Result, rc *
 	if !r.FirstWrite.IsZero() {
 		res.ClientFirstEvent = r.FirstWrite
 	}
+	res.Stopped = !r.Done
 	switch {
 	case (err != nil || !r.Done) && !errors.Is(err, sse.ErrClient) && d.Shutdown != nil && errors.Is(context.Cause(ctx), d.Shutdown):
 		return &Error{Kind: Shutdown}

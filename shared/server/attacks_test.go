@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
@@ -309,12 +310,26 @@ func runAttack(t *testing.T, op request.Operation, mode string, at attack, money
 		}
 		return
 	}
+	if at.hold {
+		// The client left mid-stream: the backend was cancelled, so the
+		// charge is its prompt (message_start's input, else the bound),
+		// what was relayed and at most the allowance for what was in
+		// flight (billing.StoppedAllowance).
+		p := bound
+		if op == request.Messages {
+			p = attackPrompt
+		}
+		if charged < p+relayed || charged > p+relayed+billing.StoppedAllowance {
+			t.Fatalf("charged %d for %d token events relayed: want %d and at most the allowance more (reserved %d, prompt bound %d)", charged, relayed, p+relayed, granted, bound)
+		}
+		return
+	}
 	// Every token event relayed is paid for; when the gateway never saw
 	// a bill it can believe (none came, the stream was cut at its
 	// reservation, or it reports less than was relayed) the charge is
 	// at least the reservation and the gateway's own count.
 	least := attackPrompt + relayed
-	if at.hold || at.noUsage || at.untrusted || at.report < relayed || (granted > 0 && relayed < int64(at.events)) {
+	if at.noUsage || at.untrusted || at.report < relayed || (granted > 0 && relayed < int64(at.events)) {
 		least = max(least, granted, bound+relayed)
 	}
 	if charged < least {

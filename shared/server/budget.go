@@ -73,7 +73,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 		cancel()
 		if ok && n < ask.PromptBound {
 			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", ex.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
-			ask.PromptBound = n
+			ask.PromptBound, q.PromptCounted = n, true
 			d, err = s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
 		}
 	}
@@ -107,7 +107,7 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 func (s *Server) observed(ex *exchange) billing.Observed {
 	o := billing.Observed{HasUsage: ex.HasUsage, Final: ex.UsageFinal, OutputFloor: ex.OutputFloor,
 		TokenEvents: ex.TokenEvents, AnswerBytes: ex.AnswerBytes, Remembered: ex.stored.remembered, Strict: s.Budgets.Strict(),
-		MaySpend: ex.MaySpend, Cut: ex.Cut}
+		MaySpend: ex.MaySpend, Cut: ex.Cut, Stopped: ex.Stopped}
 	if ex.HasUsage {
 		u := ex.Usage
 		o.Usage = billing.Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
@@ -152,7 +152,7 @@ func (s *Server) settleBudget(w http.ResponseWriter, ex *exchange) {
 	}
 	s.logDisputedTier(ex.id, b.Tenant, st.Bill)
 	if st.Why != "" {
-		s.Log.Warn("token budget settled without the backend's usage: charged the larger of the reservation and what the gateway counted",
+		s.Log.Warn("token budget settled without the backend's usage: charged by the rule for how the request ended (docs/metering.md)",
 			"request_id", ex.id, "tenant", b.Tenant, "why", st.Why, "charged", st.Charge.Tokens, "reserved", b.Granted, "counted", st.Counted)
 	}
 	ctx := context.Background() // the ledger bounds it; a client that left is settled too

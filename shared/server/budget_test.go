@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/prompt"
 	"github.com/llmgw/gateway/shared/request"
@@ -396,7 +397,9 @@ func TestBudgetStoreDown(t *testing.T) {
 }
 
 // TestBudgetClientGone: a client that hangs up mid-stream is still
-// settled, once; without reported usage the reservation stands.
+// settled, once; without reported usage, at its prompt bound, the one
+// event relayed and the allowance for what was in flight
+// (billing.StoppedAllowance).
 func TestBudgetClientGone(t *testing.T) {
 	spy := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokensPerMinute: 100000}})
 	started := make(chan struct{})
@@ -416,8 +419,9 @@ func TestBudgetClientGone(t *testing.T) {
 	<-started
 	cancel()
 	resp.Body.Close()
-	if calls := spy.settled(t); calls[len(calls)-1] != "settle "+strconv.FormatInt(spy.decision().Granted, 10) {
-		t.Fatalf("budget calls %v, want the reservation (%d) settled", calls, spy.decision().Granted)
+	want := prompt.Scanner{}.Bound([]byte(streamBody), request.ChatCompletions.Prompt()).Tokens + 1 + billing.StoppedAllowance
+	if calls := spy.settled(t); calls[len(calls)-1] != "settle "+strconv.FormatInt(want, 10) {
+		t.Fatalf("budget calls %v, want %d settled (reserved %d)", calls, want, spy.decision().Granted)
 	}
 }
 
