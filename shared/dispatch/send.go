@@ -98,10 +98,10 @@ func deferPriority(rest []*route.Endpoint, p int) {
 }
 
 // rewriteSlack covers what a rewrite adds: a longer model name,
-// "stream_options":{"include_usage":true}, an output cap and
-// max_tool_calls (a cache_salt or tenant-keyed ids beyond it grow the
-// buffer once).
-const rewriteSlack = 176
+// "stream_options":{"include_usage":true,"continuous_usage_stats":true},
+// an output cap and max_tool_calls (a cache_salt or tenant-keyed ids
+// beyond it grow the buffer once).
+const rewriteSlack = 208
 
 // rewrite is the attempt's body: raw with ch applied
 // (request.Body.RewriteWith). Each attempt gets its own exactly sized
@@ -132,7 +132,7 @@ func (d *Dispatcher) try(ctx context.Context, c *Call, res *Result, e *route.End
 	res.Endpoint = e.Name
 	res.Attempts++
 	out := d.rewrite(body, c.Raw, request.Changes{
-		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, OutputCap: c.OutputCap, CapField: target.CapField(c.Op),
+		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, RunningUsage: target.RunningUsage(), OutputCap: c.OutputCap, CapField: target.CapField(c.Op),
 		Tenant: c.Tenant, SaltCache: target.SaltsCache(), MaxToolCalls: c.MaxToolCalls})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, c.Op, body.Model, out, c.Header)

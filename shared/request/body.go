@@ -620,8 +620,11 @@ func (p *Body) Rewrite(dst, b []byte, model string, injectUsage bool) []byte {
 type Changes struct {
 	// Model, when not empty and different, replaces the model value.
 	Model string
-	// InjectUsage forces stream_options.include_usage to true.
-	InjectUsage bool
+	// InjectUsage forces stream_options.include_usage to true;
+	// RunningUsage, with it, adds continuous_usage_stats: true beside it
+	// (vLLM's usage on every chunk, upstream.Target.RunningUsage), after
+	// which a value the client sent for it still wins, being later.
+	InjectUsage, RunningUsage bool
 	// OutputCap, when positive, caps the output per choice: every cap
 	// field present (max_tokens, max_completion_tokens, max_output_tokens)
 	// that is null or larger is set to it, and CapField, when absent, is
@@ -645,6 +648,15 @@ type Changes struct {
 	// absent or null): the uses its hosted tools were reserved for. A
 	// count the client sent is kept: it is what was reserved.
 	MaxToolCalls int64
+}
+
+// usageOptions is the stream_options members RewriteWith injects:
+// include_usage, and with running, continuous_usage_stats.
+func usageOptions(running bool) string {
+	if running {
+		return `"include_usage":true,"continuous_usage_stats":true`
+	}
+	return `"include_usage":true`
 }
 
 // CacheSalt appends to dst the cache_salt the gateway writes for tenant:
@@ -676,16 +688,17 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 		n++
 	}
 	if c.InjectUsage && !p.IncludeUsage {
+		usage := usageOptions(c.RunningUsage)
 		switch {
 		case p.includeUsage.end > 0: // present but false/null
-			edits[n] = edit{p.includeUsage.start, p.includeUsage.end, func(d []byte) []byte { return append(d, "true"...) }}
+			edits[n] = edit{p.includeUsage.start, p.includeUsage.end, func(d []byte) []byte { return append(d, usage[len(`"include_usage":`):]...) }}
 		case p.streamOptions.end > 0 && !p.Has(hasStreamOptions): // "stream_options":null
-			edits[n] = edit{p.streamOptions.start, p.streamOptions.end, func(d []byte) []byte { return append(d, `{"include_usage":true}`...) }}
+			edits[n] = edit{p.streamOptions.start, p.streamOptions.end, func(d []byte) []byte { return append(append(append(d, '{'), usage...), '}') }}
 		case p.Has(hasStreamOptions): // an object without include_usage
 			open := p.streamOptions.start + 1
 			empty := jsonscan.SkipWS(b, open) == p.streamOptions.end-1
 			edits[n] = edit{open, open, func(d []byte) []byte {
-				d = append(d, `"include_usage":true`...)
+				d = append(d, usage...)
 				if !empty {
 					d = append(d, ',')
 				}
@@ -698,7 +711,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 				if !empty {
 					d = append(d, ',')
 				}
-				return append(d, `"stream_options":{"include_usage":true}`...)
+				return append(append(append(d, `"stream_options":{`...), usage...), '}')
 			}}
 		}
 		n++

@@ -100,6 +100,19 @@ func TestRewriteCap(t *testing.T) {
 			want: `{"messages":[],"model":"served","max_tokens":7}`},
 		{name: "insert max_output_tokens with usage injected", body: `{"model":"m","stream":true}`, c: Changes{InjectUsage: true, OutputCap: 16, CapField: MaxOutputTokens},
 			want: `{"model":"m","max_output_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`},
+		// vLLM: the usage on every chunk beside include_usage, in each
+		// place include_usage is injected; not when the client asked
+		// include_usage itself.
+		{name: "running usage: no stream_options", body: `{"model":"m","stream":true}`, c: Changes{InjectUsage: true, RunningUsage: true},
+			want: `{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`},
+		{name: "running usage: stream_options null", body: `{"model":"m","stream":true,"stream_options":null}`, c: Changes{InjectUsage: true, RunningUsage: true},
+			want: `{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`},
+		{name: "running usage: an object without include_usage", body: `{"model":"m","stream":true,"stream_options":{"x":1}}`, c: Changes{InjectUsage: true, RunningUsage: true},
+			want: `{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true,"x":1}}`},
+		{name: "running usage: include_usage false", body: `{"model":"m","stream":true,"stream_options":{"include_usage":false}}`, c: Changes{InjectUsage: true, RunningUsage: true},
+			want: `{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`},
+		{name: "running usage: the client's include_usage", body: `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, c: Changes{InjectUsage: true, RunningUsage: true},
+			want: `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
 		{name: "replace larger, and write the field the backend reads", body: `{"model":"m","max_tokens": 4096 ,"messages":[]}`, c: Changes{OutputCap: 100, CapField: MaxCompletionTokens},
 			want: `{"model":"m","max_completion_tokens":100,"max_tokens": 100 ,"messages":[]}`},
 		{name: "a smaller cap in a field the backend ignores is written where it reads", body: `{"model":"m","max_completion_tokens":1,"messages":[]}`, c: Changes{OutputCap: 1, CapField: MaxTokens},

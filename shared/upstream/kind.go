@@ -42,6 +42,10 @@ type kind interface {
 // one cache_salt (Target.SaltsCache).
 type cacheSalted interface{ saltsCache() }
 
+// runningUsage is a kind that reports a stream's usage on every chunk
+// when asked (Target.RunningUsage).
+type runningUsage interface{ runningUsage() }
+
 // namedProvider is a kind whose gen_ai.provider.name is not its config
 // name (Target.Provider).
 type namedProvider interface{ provider() string }

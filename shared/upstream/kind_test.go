@@ -106,3 +106,20 @@ func TestResponsesRootAgrees(t *testing.T) {
 		}
 	}
 }
+
+// TestRunningUsage: only vLLM is asked for its usage on every chunk
+// (continuous_usage_stats): OpenAI's and Azure's APIs document no such
+// member, and Anthropic's input counts come in message_start unasked.
+func TestRunningUsage(t *testing.T) {
+	t.Parallel()
+	for _, k := range Kinds() {
+		spec := TargetSpec{Kind: k, URL: "https://backend.example", APIKey: "k", APIVersion: "2024-10-21"}
+		tg, err := NewTarget(spec)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		if got := tg.RunningUsage(); got != (k == "vllm") {
+			t.Errorf("%s: RunningUsage %v", k, got)
+		}
+	}
+}

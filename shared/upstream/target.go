@@ -178,6 +178,15 @@ func (t *Target) SaltsCache() bool {
 	return ok
 }
 
+// RunningUsage reports whether the endpoint's kind reports a stream's
+// usage on every chunk when asked (vLLM's continuous_usage_stats): the
+// gateway then asks it with the include_usage it adds
+// (request.Changes.RunningUsage).
+func (t *Target) RunningUsage() bool {
+	_, ok := t.kind.(runningUsage)
+	return ok
+}
+
 // Supports reports whether the endpoint's kind serves op; each kind's
 // file says which it does (the gateway translates no API into another).
 func (t *Target) Supports(op request.Operation) bool { return t.kind.supports(op) }

@@ -14,6 +14,12 @@ type vllm struct{ openAI }
 // another's cached prompts.
 func (vllm) saltsCache() {}
 
+// runningUsage: vLLM reports the usage so far on every chunk of a
+// stream that asks stream_options.continuous_usage_stats (beside
+// include_usage), so a stream stopped mid-answer is billed its prompt and
+// output as the backend counted them.
+func (vllm) runningUsage() {}
+
 func (vllm) capField(op request.Operation) request.CapField { return maxTokensFirst(op) }
 
 func (v vllm) supports(op request.Operation) bool {
