@@ -52,6 +52,14 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 		return err
 	}
 
+	// 2c. Limit: one token from the tenant's bucket (a prompt count's
+	// from its count bucket), before any work the caller's body can
+	// cause: reading it, refusing its content, looking up the stored
+	// response it continues.
+	if err := s.take(ctx, w, ex, t.ID, op.Counts()); err != nil {
+		return err
+	}
+
 	// 3. Read: a capped body, bounded in time.
 	rc := http.NewResponseController(w)
 	bufp, raw, err := s.readRequest(w, rc, r, deployment)
@@ -84,13 +92,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 		return err
 	}
 
-	// 5. Limit: one token from the tenant's bucket (a prompt count's
-	// from its count bucket).
-	if err := s.take(ctx, w, ex, t.ID, op.Counts()); err != nil {
-		return err
-	}
-
-	// 5b. Budget: for a tenant with token budgets, reserve an upper bound
+	// 5. Budget: for a tenant with token budgets, reserve an upper bound
 	// of the request's tokens (prompt bound + output cap).
 	if err := s.reserveBudget(ctx, w, ex, r.Header, pool, t.ID, op, body, raw); err != nil {
 		return err

@@ -210,6 +210,10 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 	if err != nil {
 		return err
 	}
+	// The bucket's token before the store read the caller's id causes.
+	if err := s.take(ctx, w, ex, t.ID, false); err != nil {
+		return err
+	}
 	unknown := responseNotFound(id)
 	o, found, err := s.lookup(ctx, id)
 	switch {
@@ -223,9 +227,6 @@ func (s *Server) serveStored(w http.ResponseWriter, r *http.Request, ex *exchang
 	target := s.targetFor(pool, o.Endpoint)
 	if target == nil {
 		return unknown // the endpoint left the config
-	}
-	if err := s.take(ctx, w, ex, t.ID, false); err != nil {
-		return err
 	}
 	// GET …?stream=true resumes a background response as a stream: relayed
 	// event by event like a POST stream, bounded by the header and idle
