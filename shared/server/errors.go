@@ -216,7 +216,7 @@ func fail(w http.ResponseWriter, ex *exchange, err error) {
 		// An answer before the body was read (a bad token, a body too
 		// large or too slow): close rather than wait for the rest, after
 		// the answer has reached the client (a lingering close).
-		ex.body.closeEarly(w.Header())
+		ex.body.closeEarly(w)
 	}
 	e.writeAs(w, ex)
 }

@@ -195,8 +195,16 @@ type watchedBody struct {
 // closeEarly ends the connection after an answer given while the body is
 // still unread: Connection: close, and a lingering close (listener.Linger),
 // so that a client still sending reads the answer instead of a reset.
-func (b *watchedBody) closeEarly(h http.Header) {
-	h["Connection"] = []string{"close"}
+//
+// The read deadline expires now: after the handler, net/http reads what
+// is left of a small body (up to 256 KiB) before it closes, and a client
+// that announced a body and sends none held its connection, busy, for
+// the whole body_read_timeout. The lingering close, during which the
+// connection is idle and gives way at the cap, reads the rest within its
+// own bounds.
+func (b *watchedBody) closeEarly(w http.ResponseWriter) {
+	w.Header()["Connection"] = []string{"close"}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 	listener.Linger(b.ctx)
 }
 
@@ -214,7 +222,7 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 // cannot be trusted to start the next request.
 func closeUnread(w http.ResponseWriter, r *http.Request) {
 	if b, ok := r.Body.(*watchedBody); ok && !b.done {
-		b.closeEarly(w.Header())
+		b.closeEarly(w)
 	}
 }
 
