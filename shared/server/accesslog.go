@@ -23,12 +23,16 @@ func (s *Server) appendAccessLog(l *logLine, ex *exchange, end time.Time) {
 	ms := msBetween
 	keepalives, kaFirst, clientFirst := ex.firstBytes()
 	l.str("request_id", ex.id)
-	l.str("method", ex.method)
-	l.str("path", ex.path)
+	l.capped("method", ex.method)
+	l.capped("path", ex.path)
 	l.str("tenant", ex.tenant)
 	l.str("tenant_name", ex.tenantName)
-	l.str("subject", ex.subject)
-	l.str("model", ex.model)
+	l.capped("subject", ex.subject)
+	if ex.pool != "" { // a configured model's name
+		l.str("model", ex.model)
+	} else {
+		l.capped("model", ex.model)
+	}
 	l.boolOrNull("stream", ex.stream, ex.streamKnown) // null: the body was never read
 	l.str("pool", ex.pool)
 	l.str("endpoint", ex.Endpoint)
@@ -117,6 +121,45 @@ func (l *logLine) key(k string) {
 func (l *logLine) str(k, v string) {
 	l.key(k)
 	l.b = appendJSONString(l.b, v)
+}
+
+// capped writes a string the caller chose (a path, a model no pool
+// serves), cut at maxEcho bytes and marked (clipped): the caller does not
+// set the size of the log's line.
+func (l *logLine) capped(k, v string) {
+	head, cut := clip(v)
+	l.str(k, head)
+	if cut {
+		l.b = append(l.b[:len(l.b)-1], truncatedMark+`"`...)
+	}
+}
+
+// maxEcho bounds a caller-chosen string the gateway echoes, in its access
+// log and in its answers: a few hundred bytes say what it was.
+const maxEcho = 256
+
+// truncatedMark ends a string cut at maxEcho.
+const truncatedMark = "…(truncated)"
+
+// clip is s's first maxEcho bytes, cut at a character's start, and
+// whether it was cut.
+func clip(s string) (string, bool) {
+	if len(s) <= maxEcho {
+		return s, false
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
+// clipped is s, when longer than maxEcho, cut and marked (clip).
+func clipped(s string) string {
+	if head, cut := clip(s); cut {
+		return head + truncatedMark
+	}
+	return s
 }
 
 func (l *logLine) int(k string, v int64) {

@@ -596,11 +596,11 @@ func keyNotFound(id string) *apiError {
 }
 
 func unknownURL(method, path string) *apiError {
-	return invalidRequest(http.StatusNotFound, "unknown_url", "", "Unknown request URL: "+method+" "+path+". Please check the URL for typos.")
+	return invalidRequest(http.StatusNotFound, "unknown_url", "", "Unknown request URL: "+clipped(method)+" "+clipped(path)+". Please check the URL for typos.")
 }
 
 func methodNotAllowed(method, path, allow string) *apiError {
-	return invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "", "Method "+method+" is not allowed on "+path+"; use "+allow+".")
+	return invalidRequest(http.StatusMethodNotAllowed, "method_not_allowed", "", "Method "+clipped(method)+" is not allowed on "+clipped(path)+"; use "+allow+".")
 }
 
 func budgetUnavailable() *apiError {
