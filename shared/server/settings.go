@@ -143,6 +143,7 @@ func (s Settings) Check(at problem.At) {
 	problem.NotNegative(at, "lingering_time", s.Conns.LingerTime)
 	problem.NotNegative(at, "lingering_timeout", s.Conns.LingerTimeout)
 	problem.NotNegative(at, "lingering_max_bytes", s.Conns.LingerBytes)
+	problem.NotNegative(at, "send_timeout", s.Conns.SendTimeout)
 	s.Conns.Check(at)
 	s.Host.Check(at)
 }

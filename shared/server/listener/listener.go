@@ -65,6 +65,13 @@ type Options struct {
 	LingerTimeout time.Duration `yaml:"lingering_timeout" json:"lingering_timeout"`
 	// LingerBytes bounds how much is discarded. Default DefaultLingerBytes.
 	LingerBytes int64 `yaml:"lingering_max_bytes" json:"lingering_max_bytes"`
+	// SendTimeout ends a connection whose answer makes no write progress
+	// for this long (nginx's send_timeout): the deadline is armed before
+	// each write of at most writeChunk bytes, a keepalive comment's
+	// included, so a client that stops reading cannot hold a connection,
+	// nor the backend request and the reservation behind it. It applies
+	// with or without a cap. Default DefaultSendTimeout.
+	SendTimeout time.Duration `yaml:"send_timeout" json:"send_timeout"`
 	// PlainConns leaves each accepted connection's reads and writes to
 	// net, as the runtime makes them, rather than raw system calls
 	// (package rawconn says what those give up). Default false: raw.
@@ -88,6 +95,7 @@ const (
 	DefaultLingerTime          = 30 * time.Second
 	DefaultLingerTimeout       = 5 * time.Second
 	DefaultLingerBytes         = 64 << 20
+	DefaultSendTimeout         = time.Minute
 	DefaultPressureIdleTimeout = 5 * time.Second
 	DefaultPressureLingerTime  = 2 * time.Second
 )
@@ -109,6 +117,17 @@ const (
 const (
 	pendingGrace = time.Second
 	pendingScan  = 64
+)
+
+// stallGrace is how long an answer's write may make no progress before,
+// at the cap, its connection gives way as an idle one does: a client that
+// stopped reading holds no slot for the whole SendTimeout, and a slow one
+// still reading (a write of writeChunk bytes within stallGrace) keeps its
+// stream. writeChunk bounds one write, so that progress is seen within a
+// large answer too.
+const (
+	stallGrace = 3 * time.Second
+	writeChunk = 32 << 10
 )
 
 // refusalRead bounds the wait for a refused connection's request (so
@@ -161,6 +180,7 @@ type Listener struct {
 	open     int
 	idle     connList    // oldest idle first: kept-alive or lingering
 	pending  connList    // oldest first: no complete header yet
+	busy     connList    // oldest first: serving a request
 	pressure atomic.Bool // at or above the high-water mark; written under mu
 	evicted  uint64      // connections closed to make room, for the tests and the log
 }
@@ -190,6 +210,9 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.PressureLingerTime <= 0 {
 		o.PressureLingerTime = DefaultPressureLingerTime
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
 	}
 	return o
 }
@@ -237,10 +260,11 @@ func (l *Listener) Attach(srv *http.Server) {
 // Accept returns the next connection within the cap, making room: with
 // the pending share full it closes the oldest slow pending connections
 // (evictPendingLocked); at the cap it closes the least recently used
-// idle one, else the oldest slow pending one. A
-// connection that still finds no room is answered and closed in the
-// background: only busy connections are left, and none of them is ever
-// closed to make room.
+// idle one, else the oldest slow pending one, else the oldest busy one
+// whose answer's write has made no progress for stallGrace
+// (evictStalledLocked). A connection that still finds no room is
+// answered and closed in the background: only busy connections whose
+// clients read are left, and none of them is closed to make room.
 func (l *Listener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
@@ -265,8 +289,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		for l.pending.n >= l.opt.MaxPending && l.evictPendingLocked(now) {
 		}
-		if l.open >= l.opt.MaxConns && !l.evictLocked(l.idle.head) {
-			l.evictPendingLocked(now)
+		if l.open >= l.opt.MaxConns && !l.evictLocked(l.idle.head) && !l.evictPendingLocked(now) {
+			l.evictStalledLocked(now)
 		}
 		full := l.open >= l.opt.MaxConns
 		var lc *conn
@@ -308,6 +332,21 @@ func (l *Listener) evictPendingLocked(now time.Time) bool {
 	i := 0
 	for c := l.pending.head; c != nil && i < pendingScan; c, i = c.next, i+1 {
 		if r := c.reading.Load(); r != 0 && now.UnixNano()-r >= int64(pendingGrace) {
+			return l.evictLocked(c)
+		}
+	}
+	return false
+}
+
+// evictStalledLocked closes the oldest busy connection whose answer's
+// write has made no progress for stallGrace, reporting whether it found
+// one: its client stopped reading, and its handler's next write fails,
+// which ends the request (its backend request, its reservation settled)
+// well before SendTimeout. It runs only at the cap with nothing idle or
+// pending to close, so the scan of the busy ones is rare.
+func (l *Listener) evictStalledLocked(now time.Time) bool {
+	for c := l.busy.head; c != nil; c = c.next {
+		if w := c.writing.Load(); w != 0 && now.UnixNano()-w >= int64(stallGrace) {
 			return l.evictLocked(c)
 		}
 	}
@@ -381,7 +420,12 @@ func (l *Listener) ConnState(nc net.Conn, state http.ConnState) {
 		return
 	}
 	switch state {
-	case http.StateActive, http.StateHijacked:
+	case http.StateActive:
+		if c.list != nil {
+			c.list.remove(c)
+		}
+		l.busy.push(c)
+	case http.StateHijacked:
 		if c.list != nil {
 			c.list.remove(c)
 		}
@@ -463,6 +507,7 @@ type conn struct {
 	reading    atomic.Int64 // unix nanoseconds of net/http's first read; 0 before
 	released   bool         // its slot is given back
 	armIdle    atomic.Bool  // the next read deadline is the idle one: shortened under pressure
+	writing    atomic.Int64 // unix nanoseconds when the write in progress last made progress; 0 when none
 }
 
 type closeWriter interface{ CloseWrite() error }
@@ -482,6 +527,27 @@ func (c *conn) Read(p []byte) (int, error) {
 		c.reading.Store(time.Now().UnixNano())
 	}
 	return c.Conn.Read(p)
+}
+
+// Write writes p in parts of at most writeChunk bytes, each under a
+// deadline SendTimeout from its start (net/http sets no write deadline:
+// this is the only one), and notes when the write in progress last made
+// progress, for evictStalledLocked.
+func (c *conn) Write(p []byte) (n int, err error) {
+	for len(p) > 0 {
+		now := time.Now()
+		c.writing.Store(now.UnixNano())
+		_ = c.Conn.SetWriteDeadline(now.Add(c.l.opt.SendTimeout)) // a closed connection's Write says so
+		m, err := c.Conn.Write(p[:min(len(p), writeChunk)])
+		n += m
+		if err != nil {
+			c.writing.Store(0)
+			return n, err
+		}
+		p = p[m:]
+	}
+	c.writing.Store(0)
+	return n, nil
 }
 
 // SetReadDeadline sets the deadline net/http asks for, except the idle
