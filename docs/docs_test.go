@@ -282,6 +282,7 @@ var partDefaults = map[string]any{
 	"lingering_time":      listener.DefaultLingerTime,
 	"lingering_timeout":   listener.DefaultLingerTimeout,
 	"lingering_max_bytes": listener.DefaultLingerBytes,
+	"send_timeout":        listener.DefaultSendTimeout,
 	"raw_syscalls":        !listener.Options{}.WithDefaults().PlainConns,
 	"read_header_timeout": server.DefaultReadHeaderTimeout,
 	"idle_timeout":        server.DefaultIdleTimeout,

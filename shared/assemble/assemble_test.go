@@ -357,6 +357,7 @@ func TestEdgeLimits(t *testing.T) {
 		"max_connections: must not be negative, got -1":                       minimal + "max_connections: -1\n",
 		"max_pending_connections: must not exceed max_connections (8), got 9": minimal + "max_connections: 8\nmax_pending_connections: 9\n",
 		"lingering_max_bytes: must not be negative, got -1":                   minimal + "lingering_max_bytes: -1\n",
+		"send_timeout: must not be negative, got -1s":                         minimal + "send_timeout: -1s\n",
 		"max_concurrent_requests: must not be negative, got -2":               minimal + "max_concurrent_requests: -2\n",
 		"tenants[0].max_concurrent_requests: must not be negative, got -1":    tenantCap,
 	}
