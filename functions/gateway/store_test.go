@@ -24,10 +24,13 @@ type storeOutcome struct {
 // storeRequest sends one budgeted streaming request and reads it to the end.
 func storeRequest(g *gw, tok string) storeOutcome { return storeRequestBody(g, tok, budgetBody(10)) }
 
-// controlRequest is storeRequest for a model no tenant may use: refused
-// (404 model_not_found) before the limiter or the budget is asked.
-func controlRequest(g *gw, tok string) storeOutcome {
-	return storeRequestBody(g, tok, strings.Replace(budgetBody(10), `"model":"llama"`, `"model":"no-such-model"`, 1))
+// controlRequest is storeRequest by a tenant the table does not have:
+// refused (403 tenant_not_allowed) before the limiter or the budget is
+// asked. (The request bucket is taken before any work a caller's body
+// can cause, so a model nobody serves is no longer answered before the
+// limiter.)
+func controlRequest(g *gw) storeOutcome {
+	return storeRequestBody(g, g.token("no-such-tenant"), budgetBody(10))
 }
 
 func storeRequestBody(g *gw, tok, body string) storeOutcome {
@@ -169,11 +172,11 @@ func TestRedisBlackholePolicyWithinBreakerBound(t *testing.T) {
 	} {
 		var took, control []time.Duration
 		for i := range n {
-			// The control is the same request for a model the tenant may
-			// not use: answered (404) before any store is asked, it is
+			// The control is the same request by a tenant the table does
+			// not have: answered (403) before any store is asked, it is
 			// what an answer costs on this machine at this moment.
-			if o := controlRequest(c.g, tok); o.status != http.StatusNotFound {
-				t.Fatalf("%s: control request %d: %d %q, want 404", c.name, i, o.status, o.code)
+			if o := controlRequest(c.g); o.status != http.StatusForbidden {
+				t.Fatalf("%s: control request %d: %d %q, want 403", c.name, i, o.status, o.code)
 			} else {
 				control = append(control, o.elapsed)
 			}
