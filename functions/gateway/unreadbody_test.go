@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -24,10 +23,8 @@ func TestUnreadBodyGivesWay(t *testing.T) {
 	t.Parallel()
 	const max = 8
 	g := startGateway(t, options{extra: fmt.Sprintf("max_connections: %d\n", max)})
-	var held []net.Conn
 	for i := range max {
-		c := g.rawConn(t)
-		held = append(held, c)
+		c := g.rawConn(t) // held open until the test ends (rawConn's cleanup)
 		if _, err := io.WriteString(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
