@@ -61,6 +61,39 @@ func exported(t *testing.T) (series map[string]string, labels map[string]bool) {
 					}
 				}
 			}
+			// A metric the gateway aggregates itself is a metricDef
+			// literal: its name, unit and SDK instrument kind.
+			if lit, ok := n.(*ast.CompositeLit); ok {
+				if id, ok := lit.Type.(*ast.Ident); ok && id.Name == "metricDef" {
+					var name, unit, kind string
+					for _, e := range lit.Elts {
+						kv, ok := e.(*ast.KeyValueExpr)
+						if !ok {
+							continue
+						}
+						switch k := kv.Key.(*ast.Ident); {
+						case k == nil:
+						case k.Name == "name" || k.Name == "unit":
+							if v, ok := kv.Value.(*ast.BasicLit); ok && v.Kind == token.STRING {
+								str, _ := strconv.Unquote(v.Value)
+								if k.Name == "name" {
+									name = str
+								} else {
+									unit = str
+								}
+							}
+						case k.Name == "kind":
+							if v, ok := kv.Value.(*ast.SelectorExpr); ok {
+								kind = strings.TrimPrefix(v.Sel.Name, "InstrumentKind")
+							}
+						}
+					}
+					if name != "" && kind != "" {
+						addSeries(series, name, unit, kind)
+					}
+				}
+				return true
+			}
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) == 0 {
 				return true

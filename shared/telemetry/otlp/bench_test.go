@@ -111,7 +111,7 @@ func processCPU() time.Duration {
 }
 
 // BenchmarkEndMetrics is End's metrics alone (no spans, nothing exported):
-// what the SDK's instruments cost a request, serial and from every core at
+// what the aggregation costs a request, serial and from every core at
 // once (the series one request adds to are every request's of its kind).
 func BenchmarkEndMetrics(b *testing.B) {
 	exp, err := New(Config{MetricsURL: "http://127.0.0.1:9/v1/metrics", Interval: time.Hour})

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -89,7 +91,8 @@ var (
 )
 
 // appendMetrics appends collector.metrics.v1.ExportMetricsServiceRequest
-// {resource_metrics = 1} holding rm: ResourceMetrics{resource = 1,
+// {resource_metrics = 1} holding rm (the ScopeMetrics of one scope as
+// one): ResourceMetrics{resource = 1,
 // scope_metrics = 2, schema_url = 3}, Resource{attributes = 1},
 // ScopeMetrics{scope = 1, metrics = 2, schema_url = 3},
 // InstrumentationScope{name = 1, version = 2, attributes = 3}.
@@ -102,16 +105,24 @@ func appendMetrics(b []byte, rm *metricdata.ResourceMetrics) ([]byte, error) {
 		e.attrSet(1, rm.Resource.Set())
 	}
 	e.close(res)
-	for _, sm := range rm.ScopeMetrics {
+	for i, sm := range rm.ScopeMetrics {
+		if slices.ContainsFunc(rm.ScopeMetrics[:i], func(o metricdata.ScopeMetrics) bool { return sameScope(o.Scope, sm.Scope) }) {
+			continue
+		}
 		s := e.open(2)
 		sc := e.open(1)
 		e.str(1, sm.Scope.Name)
 		e.str(2, sm.Scope.Version)
 		e.attrSet(3, &sm.Scope.Attributes)
 		e.close(sc)
-		for _, m := range sm.Metrics {
-			if err := e.metric(m); err != nil {
-				errs = append(errs, err)
+		for _, same := range rm.ScopeMetrics[i:] {
+			if !sameScope(same.Scope, sm.Scope) {
+				continue
+			}
+			for _, m := range same.Metrics {
+				if err := e.metric(m); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 		e.str(3, sm.Scope.SchemaURL)
@@ -122,6 +133,13 @@ func appendMetrics(b []byte, rm *metricdata.ResourceMetrics) ([]byte, error) {
 	}
 	e.close(r)
 	return e.b, errors.Join(errs...)
+}
+
+// sameScope: a and b are one instrumentation scope. The SDK's meter and
+// the aggregation (Produce) each make a ScopeMetrics of the gateway's
+// scope; appendMetrics writes them as one, as the SDK alone would have.
+func sameScope(a, b instrumentation.Scope) bool {
+	return a.Name == b.Name && a.Version == b.Version && a.SchemaURL == b.SchemaURL && a.Attributes.Equals(&b.Attributes)
 }
 
 // metric writes ScopeMetrics.metrics = 2: Metric{name = 1, description = 2,

@@ -1,13 +1,14 @@
 // Package otlp exports the gateway's telemetry (shared/telemetry) with the
-// OpenTelemetry Go SDK over OTLP/HTTP (protobuf) or OTLP/gRPC: the GenAI
-// semantic conventions' metrics and spans, and the gateway's own metrics.
-// It is the only package that imports the SDK. The trace SDK samples and
-// batches spans; the metrics SDK aggregates metrics and its periodic
-// reader collects them. The exporters the SDK feeds are this package's
-// own (wire.go encodes OTLP with protowire alone), because the SDK's OTLP
-// exporters link the generated OTLP types and, through their service
-// packages, gRPC: 15 MB of binary and a slower start even with telemetry
-// off. A gateway that scales to zero cannot
+// OpenTelemetry Go SDK over OTLP/HTTP (protobuf): the GenAI semantic
+// conventions' metrics and spans, and the gateway's own metrics. It is the
+// only package that imports the SDK. The metrics SDK collects metrics,
+// those a request records aggregated by this package (aggregation); spans
+// are this package's own, sampled and batched as the trace SDK would
+// (spans.go), for a recorded request costs a tenth of what the SDK's
+// spans did. The exporters are this package's own too (wire.go encodes
+// OTLP with protowire alone), because the SDK's OTLP exporters link the
+// generated OTLP types and, through their service packages, gRPC: 15 MB
+// of binary and a slower start even with telemetry off. A gateway that scales to zero cannot
 // be scraped, so everything is pushed, and Flush exports what is pending
 // before the process stops or freezes.
 package otlp
@@ -22,15 +23,12 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/llmgw/gateway/shared/telemetry"
 )
@@ -38,16 +36,15 @@ import (
 // Exporter records requests and attempts as metrics and spans and pushes
 // them over OTLP/HTTP. Its methods are safe for concurrent use.
 type Exporter struct {
-	cfg    Config
-	tp     *sdktrace.TracerProvider // nil: no traces
-	mp     *sdkmetric.MeterProvider // nil: no metrics
-	tracer trace.Tracer
-	tc     propagation.TraceContext
-	m      instruments
+	cfg   Config
+	spans *batch                   // nil: no traces
+	mp    *sdkmetric.MeterProvider // nil: no metrics
+	tc    propagation.TraceContext
+	m     instruments
 	// sets are the attribute sets and span names built so far.
 	sets *sets
-	// serverSpan and clientSpan are the spans' start options.
-	serverSpan, clientSpan trace.SpanStartOption
+	// sampler decides which spans are recorded (sampling.go).
+	sampler sampler
 	// firstEvent: the process's first streamed event was recorded
 	// (llmgw.cold_start.first_event, once).
 	firstEvent atomic.Bool
@@ -64,20 +61,22 @@ func New(cfg Config) (*Exporter, error) {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 60 * time.Second
 	}
+	if cfg.CardinalityLimit <= 0 {
+		cfg.CardinalityLimit = DefaultCardinalityLimit
+	}
 	cfg.Settings = cfg.Settings.WithDefaults()
 	res := newResource(cfg)
-	e := &Exporter{cfg: cfg, tracer: noop.NewTracerProvider().Tracer(""), sets: newSets(memoLimit),
-		serverSpan: trace.WithSpanKind(trace.SpanKindServer), clientSpan: trace.WithSpanKind(trace.SpanKindClient)}
+	e := &Exporter{cfg: cfg, sets: newSets(cfg.CardinalityLimit)}
 	var meter metric.Meter
+	var agg *aggregation
 	if cfg.TracesURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.TracesTLS, cfg.TracesGRPC)
 		if err != nil {
 			return nil, err
 		}
 		exp := &spanExporter{sender{post: newPoster(cfg.TracesURL, cfg.TracesHeaders, cfg.Gzip, cfg.TracesGRPC, hc)}}
-		e.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(batcher(exp, cfg)), sdktrace.WithResource(res),
-			sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerRatio)))
-		e.tracer = e.tp.Tracer(scope)
+		e.sampler = newSampler(cfg.Sampler, cfg.SamplerRatio)
+		e.spans = newBatch(exp, res, cfg)
 	}
 	if cfg.MetricsURL != "" {
 		hc, err := httpClient(cfg.Timeout, cfg.MetricsTLS, cfg.MetricsGRPC)
@@ -85,19 +84,18 @@ func New(cfg Config) (*Exporter, error) {
 			return nil, err
 		}
 		exp := newMetricExporter(newPoster(cfg.MetricsURL, cfg.MetricsHeaders, cfg.Gzip, cfg.MetricsGRPC, hc), cfg.Delta)
-		opts := []sdkmetric.Option{sdkmetric.WithResource(res),
-			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout)))}
-		if cfg.CardinalityLimit > 0 {
-			opts = append(opts, sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
-		}
-		e.mp = sdkmetric.NewMeterProvider(opts...)
+		agg = newAggregation(exp.Temporality, cfg.CardinalityLimit)
+		e.mp = sdkmetric.NewMeterProvider(
+			sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(cfg.Interval), sdkmetric.WithTimeout(cfg.Timeout),
+				sdkmetric.WithProducer(agg))),
+			sdkmetric.WithResource(res), sdkmetric.WithCardinalityLimit(cfg.CardinalityLimit))
 		meter = e.mp.Meter(scope)
 	}
 	if meter == nil {
 		return e, nil
 	}
 	var err error
-	e.m, err = newInstruments(meter)
+	e.m, err = newInstruments(meter, agg)
 	return e, err
 }
 
@@ -134,39 +132,39 @@ func newResource(cfg Config) *resource.Resource {
 // Flush exports every pending span and metric, within ctx and
 // flush_timeout (telemetry.Settings.FlushTimeout), and says how long it
 // took. Both signals are flushed at once, each after the export the
-// background has in flight (the SDK's ForceFlush): on Lambda the sandbox
-// may freeze when Flush returns.
+// background has in flight: on Lambda the sandbox may freeze when Flush
+// returns.
 func (e *Exporter) Flush(ctx context.Context) (time.Duration, error) {
-	return e.both(ctx, (*sdktrace.TracerProvider).ForceFlush, (*sdkmetric.MeterProvider).ForceFlush)
+	return e.both(ctx, (*batch).export, (*sdkmetric.MeterProvider).ForceFlush)
 }
 
-// Shutdown flushes and stops both providers, within ctx and
-// flush_timeout. The first call does; a later one returns at once, so
-// that a stop after the final flush adds no wait of its own.
+// Shutdown flushes and stops both signals, within ctx and flush_timeout.
+// The first call does; a later one returns at once, so that a stop after
+// the final flush adds no wait of its own.
 func (e *Exporter) Shutdown(ctx context.Context) (time.Duration, error) {
 	if e.stopped.Swap(true) {
 		return 0, nil
 	}
-	return e.both(ctx, (*sdktrace.TracerProvider).Shutdown, (*sdkmetric.MeterProvider).Shutdown)
+	return e.both(ctx, (*batch).shutdown, (*sdkmetric.MeterProvider).Shutdown)
 }
 
-// both runs tf on the trace provider and mf on the metric provider at
-// once, and returns when both have returned or when ctx or flush_timeout
-// ends, whichever is first. Parts of the SDK's calls wait without ctx (a
-// metric reader's stop waits for the export its loop has in flight, a
-// second stop for the first), so an export that hangs cannot hold the
-// caller, and with it a stop or a Lambda invocation, past the bound: it
-// ends behind, its context cancelled.
-func (e *Exporter) both(ctx context.Context, tf func(*sdktrace.TracerProvider, context.Context) error,
+// both runs sf on the spans and mf on the metric provider at once, and
+// returns when both have returned or when ctx or flush_timeout ends,
+// whichever is first. Parts of the calls wait without ctx (a metric
+// reader's stop waits for the export its loop has in flight, a second
+// stop for the first), so an export that hangs cannot hold the caller,
+// and with it a stop or a Lambda invocation, past the bound: it ends
+// behind, its context cancelled.
+func (e *Exporter) both(ctx context.Context, sf func(*batch, context.Context) error,
 	mf func(*sdkmetric.MeterProvider, context.Context) error) (time.Duration, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.FlushTimeout)
 	defer cancel()
 	errs := make(chan error, 2) // never blocks a call that ends behind
 	calls := 0
-	if e.tp != nil {
+	if e.spans != nil {
 		calls++
-		go func() { errs <- tf(e.tp, ctx) }()
+		go func() { errs <- sf(e.spans, ctx) }()
 	}
 	if e.mp != nil {
 		calls++
@@ -194,71 +192,70 @@ func (e *Exporter) Ready(ctx context.Context, host string, at time.Time) {
 }
 
 // Begin starts a request's server span, continuing the caller's trace
-// only when configured to trust it. A recorded span's attributes are set
-// when it ends (End): the sampler sees a span's name and parent, never
-// its attributes (no sampler of the specification's reads them).
+// only when configured to trust it. A span the sampler passes over is
+// only a span context; a recorded one keeps the request as it ends, its
+// attributes built when its batch is encoded (span).
 func (e *Exporter) Begin(ctx context.Context, method, route string, h http.Header) context.Context {
+	var parent trace.SpanContext
 	if e.cfg.TrustTraceparent {
 		ctx = e.tc.Extract(ctx, propagation.HeaderCarrier(h))
+		parent = trace.SpanContextFromContext(ctx)
 	}
-	if e.tp == nil {
+	if e.spans == nil {
 		// No spans; a trusted caller's trace still reaches the backends
-		// (Attempt's traceparent).
+		// (Attempt).
 		return ctx
 	}
-	name := e.sets.name(method, route)
-	if e.cfg.TrustTraceparent && trace.SpanContextFromContext(ctx).IsValid() {
-		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan)
-	} else {
-		ctx, _ = e.tracer.Start(ctx, name, e.serverSpan, trace.WithNewRoot())
+	sc, rec := e.newSpan(parent)
+	if !rec {
+		return withSpan(ctx, sc, nil)
 	}
-	return ctx
+	return withSpan(ctx, sc, &span{sc: sc, parent: parent, name: e.sets.name(method, route), start: time.Now()})
 }
 
 // Attempt starts a backend attempt's client span under the request's and
 // writes its traceparent into req's headers (a span the sampler passed
 // over too, so the backend is told not to record it). AttemptEnd ends it
-// with the context Attempt returns.
+// with the context Attempt returns: a dropped attempt's is ctx itself,
+// so that one costs no span and no context.
 func (e *Exporter) Attempt(ctx context.Context, req *http.Request, a *telemetry.Attempt) context.Context {
-	ctx, span := e.tracer.Start(ctx, e.sets.name(a.Operation, a.Model), e.clientSpan)
-	if span.SpanContext().IsValid() {
-		e.tc.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	parent := parentOf(ctx)
+	if e.spans == nil {
+		if parent.IsValid() {
+			setTraceparent(req.Header, parent)
+		}
+		return ctx
 	}
-	return ctx
+	sc, rec := e.newSpan(parent)
+	setTraceparent(req.Header, sc)
+	if !rec {
+		return ctx
+	}
+	return withSpan(ctx, sc, &span{sc: sc, parent: parent, client: true, name: e.sets.name(a.Operation, a.Model), start: time.Now()})
 }
 
 // AttemptEnd ends the attempt Attempt began (ctx is the context it
 // returned) with its result.
 func (e *Exporter) AttemptEnd(ctx context.Context, a *telemetry.Attempt, r telemetry.Result) {
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		// Every attribute in one call: the SDK grows its list on each.
-		var kv [9]attribute.KeyValue
-		attrs := append(genAIAttrs(kv[:0], a.Operation, a.Provider, a.Model, a.ResponseModel, a.ServerAddress, a.ServerPort),
-			attribute.Int("llmgw.endpoint.priority", a.Priority))
-		if r.Status != 0 {
-			attrs = append(attrs, attribute.Int("http.response.status_code", r.Status))
-		}
-		if r.ErrorType != "" {
-			attrs = append(attrs, attribute.String("error.type", r.ErrorType))
-			span.SetStatus(codes.Error, r.ErrorType)
-		}
-		span.SetAttributes(attrs...)
-		span.End()
+	if s := recorded(ctx); s != nil && s.client && s.ended.CompareAndSwap(false, true) {
+		s.endAttempt(a, r)
+		s.end = time.Now()
+		e.spans.add(s)
 	}
-	e.failedOver(ctx, r, a)
+	e.failedOver(r, a)
 }
 
 // failedOver counts an attempt that failed over to another endpoint.
-func (e *Exporter) failedOver(ctx context.Context, r telemetry.Result, a *telemetry.Attempt) {
+func (e *Exporter) failedOver(r telemetry.Result, a *telemetry.Attempt) {
 	if r.Failover && e.mp != nil {
-		e.m.failovers.Add(ctx, 1, e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}).add...)
+		e.m.failovers.add(e.sets.failover(failoverKey{errorType: r.ErrorType, address: a.ServerAddress, spill: r.Spill, tenant: a.Tenant}), 1)
 	}
 }
 
 // Stream counts a stream opened (+1) or ended (-1) on a pool.
 func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 	if e.mp != nil {
-		e.m.streams.Add(ctx, delta, e.sets.pool(pool).add...)
+		e.m.streams.add(e.sets.pool(pool), delta)
 	}
 }
 
@@ -266,93 +263,63 @@ func (e *Exporter) Stream(ctx context.Context, pool string, delta int64) {
 // metric's attribute set is built once per distinct set of values
 // (sets), not per request.
 func (e *Exporter) End(ctx context.Context, r *telemetry.Request) {
-	e.endSpan(ctx, r)
+	if s := recorded(ctx); s != nil && !s.client && s.ended.CompareAndSwap(false, true) {
+		// Named for what it was: GenAI's "{operation} {model}" for a
+		// model call.
+		if r.Operation != "" && r.Model != "" {
+			s.name = e.sets.name(r.Operation, r.Model)
+		}
+		s.endRequest(r)
+		s.end = r.End
+		if s.end.IsZero() {
+			s.end = time.Now()
+		}
+		e.spans.add(s)
+	}
 	if e.mp == nil {
 		return
 	}
 	m := &e.m
 	tenant := tenantKey{r.Tenant, r.TenantName}
-	m.requests.Add(ctx, 1, e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}).add...)
+	m.requests.add(e.sets.request(requestKey{route: r.Route, method: r.Method, errorType: r.ErrorType, status: r.Status, tenant: tenant}), 1)
 	if r.Limit != "" {
-		m.limiter.Add(ctx, 1, e.sets.decision(decisionKey{r.Limit, tenant}).add...)
+		m.limiter.add(e.sets.decision(decisionKey{r.Limit, tenant}), 1)
 	}
 	if r.Budget != "" {
-		m.budget.Add(ctx, 1, e.sets.decision(decisionKey{r.Budget, tenant}).add...)
-		tset := e.sets.tenant(tenant).add
+		m.budget.add(e.sets.decision(decisionKey{r.Budget, tenant}), 1)
+		tset := e.sets.tenant(tenant)
 		if r.Reserved > 0 {
-			m.reserved.Add(ctx, r.Reserved, tset...)
+			m.reserved.add(tset, r.Reserved)
 		}
 		if r.Charged > 0 {
-			m.charged.Add(ctx, r.Charged, tset...)
+			m.charged.add(tset, r.Charged)
 		}
 	}
 	if r.Cost > 0 && r.Operation != "" {
 		// Only a tenant of the table has a spend limit, and only a model a
 		// pool serves is priced: every attribute is bounded by config.
-		m.cost.Add(ctx, r.Cost, e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}).add...)
+		m.cost.add(e.sets.cost(costKey{model: r.Model, tier: r.Tier, currency: r.Currency, tenant: tenant}), r.Cost)
 	}
 	if r.Keepalives > 0 {
-		m.keepalives.Add(ctx, int64(r.Keepalives), e.sets.pool(r.Pool).add...)
+		m.keepalives.add(e.sets.pool(r.Pool), int64(r.Keepalives))
 	}
 	if r.Operation == "" {
 		return
 	}
 	genai := e.sets.genAI(genaiKey{operation: r.Operation, provider: r.Provider, model: r.Model, responseModel: r.ResponseModel,
 		address: r.ServerAddress, port: r.ServerPort, tenant: tenant, errorType: r.ErrorType})
-	m.duration.Record(ctx, r.End.Sub(r.Start).Seconds(), genai.all.rec...)
+	m.duration.record(genai.all, r.End.Sub(r.Start).Seconds())
 	if r.Usage {
-		m.tokens.Record(ctx, r.InputTokens, genai.input.rec...)
-		m.tokens.Record(ctx, r.OutputTokens, genai.output.rec...)
+		m.tokens.record(genai.input, r.InputTokens)
+		m.tokens.record(genai.output, r.OutputTokens)
 	}
 	if !r.FirstEvent.IsZero() {
-		m.ttft.Record(ctx, r.FirstEvent.Sub(r.Start).Seconds(), genai.all.rec...)
+		m.ttft.record(genai.all, r.FirstEvent.Sub(r.Start).Seconds())
 		if r.Usage && r.OutputTokens > 1 {
-			m.tpot.Record(ctx, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1), genai.all.rec...)
+			m.tpot.record(genai.all, r.End.Sub(r.FirstEvent).Seconds()/float64(r.OutputTokens-1))
 		}
 		if !e.cfg.Start.IsZero() && e.firstEvent.CompareAndSwap(false, true) {
 			m.coldFirst.Record(ctx, r.FirstEvent.Sub(e.cfg.Start).Seconds())
 		}
 	}
-}
-
-// endSpan names the server span for what it was (GenAI's "{operation}
-// {model}" for a model call), sets its attributes, and ends it at r.End.
-func (e *Exporter) endSpan(ctx context.Context, r *telemetry.Request) {
-	span := trace.SpanFromContext(ctx)
-	if !span.IsRecording() {
-		return
-	}
-	if r.Operation != "" && r.Model != "" {
-		span.SetName(e.sets.name(r.Operation, r.Model))
-	}
-	// Every attribute in one call: the SDK grows its list on each.
-	var kv [18]attribute.KeyValue
-	attrs := append(kv[:0],
-		attribute.String("http.request.method", r.Method),
-		attribute.String("http.route", r.Route),
-		attribute.Int("http.response.status_code", r.Status),
-		attribute.String("llmgw.tenant.id", r.Tenant),
-		attribute.String("llmgw.tenant.name", r.TenantName),
-		attribute.Int("llmgw.attempts", r.Attempts),
-	)
-	if r.Operation != "" {
-		attrs = append(attrs,
-			attribute.String("gen_ai.operation.name", r.Operation),
-			attribute.String("gen_ai.provider.name", r.Provider),
-			attribute.String("gen_ai.request.model", r.Model),
-			attribute.String("gen_ai.response.model", r.ResponseModel),
-			attribute.String("server.address", r.ServerAddress),
-			attribute.String("llmgw.pool", r.Pool),
-			attribute.Bool("llmgw.stream", r.Stream),
-		)
-		if r.Usage {
-			attrs = append(attrs, attribute.Int64("gen_ai.usage.input_tokens", r.InputTokens), attribute.Int64("gen_ai.usage.output_tokens", r.OutputTokens))
-		}
-	}
-	if r.ErrorType != "" {
-		attrs = append(attrs, attribute.String("error.type", r.ErrorType))
-		span.SetStatus(codes.Error, r.ErrorType)
-	}
-	span.SetAttributes(attrs...)
-	span.End(trace.WithTimestamp(r.End))
 }

@@ -19,8 +19,6 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -333,8 +331,8 @@ func TestNoExportAfterShutdown(t *testing.T) {
 	if err := metrics.Export(context.Background(), rm); !errors.Is(err, errShutdown) {
 		t.Errorf("metrics: %v", err)
 	}
-	stub := tracetest.SpanStub{Name: "s", Resource: newResource(Config{ServiceName: "llmgw"})}
-	if err := spans.ExportSpans(context.Background(), []sdktrace.ReadOnlySpan{stub.Snapshot()}); !errors.Is(err, errShutdown) {
+	res := newResource(Config{ServiceName: "llmgw"})
+	if err := spans.export(context.Background(), func(b []byte) ([]byte, error) { return appendSpans(b, res, []*span{{name: "s"}}), nil }); !errors.Is(err, errShutdown) {
 		t.Errorf("spans: %v", err)
 	}
 	if n := col.n.Load(); n != 0 {

@@ -1,58 +1,94 @@
 package otlp
 
 import (
-	"time"
+	"encoding/binary"
+	"math/rand/v2"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// sampler is the SDK's sampler of that name (OTEL_TRACES_SAMPLER; FromEnv
-// checked it, "" is DefaultSampler). The ratio samplers decide on the
+// sampler decides which spans are recorded, exactly as the SDK's sampler
+// of the same name (OTEL_TRACES_SAMPLER) decides them. A request the
+// sampler passes over (the deploys' ratio sampler records one in ten)
+// costs two random numbers and a span context in its context, and a
+// traceparent for each backend attempt.
+//
+// The ratio samplers decide as the SDK's TraceIDRatioBased does, on the
 // trace ID, so a trace this gateway records is one a ratio sampler
 // downstream records too; the parent-based ones follow a valid parent's
 // sampled flag (a trusted caller's, or the request's for an attempt).
-func sampler(name string, ratio float64) sdktrace.Sampler {
-	switch name {
-	case "always_on":
-		return sdktrace.AlwaysSample()
-	case "always_off":
-		return sdktrace.NeverSample()
-	case "traceidratio":
-		return sdktrace.TraceIDRatioBased(ratio)
-	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
-	case "parentbased_traceidratio":
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
-	}
-	return sdktrace.ParentBased(sdktrace.AlwaysSample())
+type sampler struct {
+	// parentBased: a span with a valid parent is recorded when its parent
+	// was sampled; roots decides the others.
+	parentBased bool
+	roots       rootRule
+	// bound: for ratioRoots, a trace is recorded when its ID's last 8
+	// bytes, read big-endian and shifted right once, are below it (the
+	// SDK's rule).
+	bound uint64
 }
 
-// Batching defaults: the specification's OTEL_BSP_* defaults, which the
-// SDK's batch span processor has too.
+// rootRule is what a sampler does with a span it decides by itself.
+type rootRule uint8
+
 const (
-	DefaultBatchDelay = 5 * time.Second
-	DefaultQueueSize  = 2048
-	DefaultBatchSize  = 512
+	noRoots rootRule = iota
+	allRoots
+	ratioRoots
 )
 
-// batcher is the SDK's batch span processor as cfg sets it (OTEL_BSP_*):
-// a batch exported as soon as one is full, the rest every BatchDelay and
-// at ForceFlush, which waits for the export in flight (on Lambda the
-// sandbox may freeze as soon as the flush returns); a span that finds the
-// queue full is dropped, never blocking a request.
-func batcher(exp sdktrace.SpanExporter, cfg Config) sdktrace.SpanProcessor {
-	opts := []sdktrace.BatchSpanProcessorOption{sdktrace.WithExportTimeout(cfg.Timeout)}
-	if cfg.BatchTimeout > 0 {
-		opts = append(opts, sdktrace.WithExportTimeout(cfg.BatchTimeout))
+// newSampler is the named sampler (FromEnv checked the name; "" is
+// DefaultSampler, parent-based always_on).
+func newSampler(name string, ratio float64) sampler {
+	s := sampler{parentBased: name == "" || name == "parentbased_always_on" || name == "parentbased_always_off" || name == "parentbased_traceidratio"}
+	switch name {
+	case "always_off", "parentbased_always_off":
+		s.roots = noRoots
+	case "traceidratio", "parentbased_traceidratio":
+		switch {
+		case ratio >= 1:
+			s.roots = allRoots
+		case ratio <= 0:
+			s.roots = noRoots
+		default:
+			s.roots, s.bound = ratioRoots, uint64(ratio*(1<<63))
+		}
+	default:
+		s.roots = allRoots
 	}
-	if cfg.BatchDelay > 0 {
-		opts = append(opts, sdktrace.WithBatchTimeout(cfg.BatchDelay))
+	return s
+}
+
+// records reports whether a new span of trace tid under parent (invalid:
+// a root) is recorded.
+func (s sampler) records(parent trace.SpanContext, tid trace.TraceID) bool {
+	if s.parentBased && parent.IsValid() {
+		return parent.IsSampled()
 	}
-	if cfg.QueueSize > 0 {
-		opts = append(opts, sdktrace.WithMaxQueueSize(cfg.QueueSize))
+	switch s.roots {
+	case allRoots:
+		return true
+	case ratioRoots:
+		return binary.BigEndian.Uint64(tid[8:16])>>1 < s.bound
 	}
-	if cfg.BatchSize > 0 {
-		opts = append(opts, sdktrace.WithMaxExportBatchSize(cfg.BatchSize))
+	return false
+}
+
+// newTraceID and newSpanID draw valid (non-zero) IDs, as the SDK's own
+// generator does (math/rand/v2's per-thread source: no lock).
+func newTraceID() trace.TraceID {
+	var tid trace.TraceID
+	for !tid.IsValid() {
+		binary.NativeEndian.PutUint64(tid[:8], rand.Uint64())
+		binary.NativeEndian.PutUint64(tid[8:], rand.Uint64())
 	}
-	return sdktrace.NewBatchSpanProcessor(exp, opts...)
+	return tid
+}
+
+func newSpanID() trace.SpanID {
+	var sid trace.SpanID
+	for !sid.IsValid() {
+		binary.NativeEndian.PutUint64(sid[:], rand.Uint64())
+	}
+	return sid
 }

@@ -50,14 +50,14 @@ func TestSamplerDecidesAsTheSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sdk := sampler(tc.sampler, tc.ratio)
+			sdk := sdkSampler(tc.sampler, tc.ratio)
 			type sent struct{ tid, sid string }
 			records, dropped := map[sent]bool{}, map[string]bool{}
 			for i := range 300 {
 				// A caller's own sampled traceparent, not trusted: it
 				// neither forces a trace nor names one.
 				ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{"Traceparent": {callerTrace}})
-				recording := trace.SpanFromContext(ctx).IsRecording()
+				recording := recorded(ctx) != nil
 				req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)
 				a := &telemetry.Attempt{Operation: "chat", Model: "llama"}
 				exp.AttemptEnd(exp.Attempt(ctx, req, a), a, telemetry.Result{Status: 200})
@@ -143,6 +143,53 @@ func TestUnsampledCallerTraceKeepsItsState(t *testing.T) {
 		}
 		if sc.SpanID().String() == "00f067aa0ba902b7" {
 			t.Errorf("caller %s/%q: backend's parent is the caller's span, want the gateway's", tc.flags, tc.state)
+		}
+	}
+}
+
+// sdkSampler is the SDK's sampler of that name, the one the gateway's
+// decides as.
+func sdkSampler(name string, ratio float64) sdktrace.Sampler {
+	switch name {
+	case "always_on":
+		return sdktrace.AlwaysSample()
+	case "always_off":
+		return sdktrace.NeverSample()
+	case "traceidratio":
+		return sdktrace.TraceIDRatioBased(ratio)
+	case "parentbased_always_off":
+		return sdktrace.ParentBased(sdktrace.NeverSample())
+	case "parentbased_traceidratio":
+		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	}
+	return sdktrace.ParentBased(sdktrace.AlwaysSample())
+}
+
+// TestSamplerIsTheSDKs: every sampler decides every span as the SDK's
+// of the same name: a root, and a child of a remote or local parent,
+// sampled or not, over trace IDs drawn at random.
+func TestSamplerIsTheSDKs(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"} {
+		for _, ratio := range []float64{0, 1e-9, 0.1, 0.5, 0.999, 1, 2} {
+			ours, sdk := newSampler(name, ratio), sdkSampler(name, ratio)
+			for i := range 400 {
+				tid := newTraceID()
+				parents := []trace.SpanContext{{}}
+				for _, remote := range []bool{false, true} {
+					for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled} {
+						parents = append(parents, trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: newSpanID(), TraceFlags: flags, Remote: remote}))
+					}
+				}
+				for _, p := range parents {
+					ctx := trace.ContextWithSpanContext(context.Background(), p)
+					want := sdk.ShouldSample(sdktrace.SamplingParameters{ParentContext: ctx, TraceID: tid, Name: "x"}).Decision == sdktrace.RecordAndSample
+					if got := ours.records(p, tid); got != want {
+						t.Fatalf("%q %v, trace %d %s, parent %v (remote %v, sampled %v): records %v, the SDK's %v",
+							name, ratio, i, tid, p.IsValid(), p.IsRemote(), p.IsSampled(), got, want)
+					}
+				}
+			}
 		}
 	}
 }

@@ -4,17 +4,16 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // memo keeps what was built for a key, so that each distinct key is
 // built once: the attribute sets a request records its metrics with (an
-// attribute.Set is sorted and deduplicated when it is made, and a
-// measurement option boxes it), and span names. Every key is made of
-// values from config or from short fixed lists, the metrics' own
-// cardinality; should a key take values a caller chooses (a method), at
-// most max are kept and the rest are built each time, as before there
-// was a memo.
+// attribute.Set is sorted and deduplicated when it is made), each with its
+// metrics' series (attrSet), and span names. Every key is made of values
+// from config or from short fixed lists, the metrics' own cardinality;
+// should a key take values a caller chooses (a method), at most max are
+// kept and the rest are built each time, as before there was a memo, their
+// series then looked up by attribute set (table) (issue 38).
 type memo[K comparable, V any] struct {
 	mu  sync.RWMutex
 	m   map[K]V
@@ -40,36 +39,16 @@ func (c *memo[K, V]) get(k K, build func(K) V) V {
 	return v
 }
 
-// memoLimit bounds each memo: the metrics SDK's default cardinality limit.
-// Tenants × models × routes × statuses stay far below it in any config
-// this gateway is sized for (the tenant and model attributes only ever
-// take values from config).
-const memoLimit = 2000
-
-// opts is one attribute set as the options an Add and a Record take,
-// each a slice made once: an instrument is an interface, so a variadic
-// option list built at the call would be allocated every time.
-type opts struct {
-	add []metric.AddOption
-	rec []metric.RecordOption
-}
-
-func newOpts(kv ...attribute.KeyValue) opts {
-	// NewSet sorts what it is given: a copy, as metric.WithAttributes makes.
-	o := metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue(nil), kv...)...))
-	return opts{add: []metric.AddOption{o}, rec: []metric.RecordOption{o}}
-}
-
 // sets are the memos of every attribute set the exporter records with,
 // one per shape of key.
 type sets struct {
-	requests  memo[requestKey, opts]
-	decisions memo[decisionKey, opts]
-	tenants   memo[tenantKey, opts]
-	pools     memo[string, opts]
+	requests  memo[requestKey, *attrSet]
+	decisions memo[decisionKey, *attrSet]
+	tenants   memo[tenantKey, *attrSet]
+	pools     memo[string, *attrSet]
 	genai     memo[genaiKey, *genaiSets]
-	failovers memo[failoverKey, opts]
-	costs     memo[costKey, opts]
+	failovers memo[failoverKey, *attrSet]
+	costs     memo[costKey, *attrSet]
 	names     memo[[2]string, string] // span names: "{a} {b}"
 }
 
@@ -91,8 +70,8 @@ func (k tenantKey) attrs() []attribute.KeyValue {
 	return []attribute.KeyValue{attribute.String("llmgw.tenant.id", k.id), attribute.String("llmgw.tenant.name", k.name)}
 }
 
-func (s *sets) tenant(k tenantKey) opts {
-	return s.tenants.get(k, func(k tenantKey) opts { return newOpts(k.attrs()...) })
+func (s *sets) tenant(k tenantKey) *attrSet {
+	return s.tenants.get(k, func(k tenantKey) *attrSet { return newAttrSet(k.attrs()...) })
 }
 
 // requestKey is llmgw.requests' attributes.
@@ -102,9 +81,9 @@ type requestKey struct {
 	tenant                   tenantKey
 }
 
-func (s *sets) request(k requestKey) opts {
-	return s.requests.get(k, func(k requestKey) opts {
-		return newOpts(append([]attribute.KeyValue{
+func (s *sets) request(k requestKey) *attrSet {
+	return s.requests.get(k, func(k requestKey) *attrSet {
+		return newAttrSet(append([]attribute.KeyValue{
 			attribute.String("http.route", k.route),
 			attribute.String("http.request.method", k.method),
 			attribute.Int("http.response.status_code", k.status),
@@ -120,15 +99,15 @@ type decisionKey struct {
 	tenant   tenantKey
 }
 
-func (s *sets) decision(k decisionKey) opts {
-	return s.decisions.get(k, func(k decisionKey) opts {
-		return newOpts(append([]attribute.KeyValue{attribute.String("llmgw.decision", k.decision)}, k.tenant.attrs()...)...)
+func (s *sets) decision(k decisionKey) *attrSet {
+	return s.decisions.get(k, func(k decisionKey) *attrSet {
+		return newAttrSet(append([]attribute.KeyValue{attribute.String("llmgw.decision", k.decision)}, k.tenant.attrs()...)...)
 	})
 }
 
-func (s *sets) pool(p string) opts {
-	return s.pools.get(p, func(p string) opts {
-		return newOpts(attribute.String("llmgw.pool", p))
+func (s *sets) pool(p string) *attrSet {
+	return s.pools.get(p, func(p string) *attrSet {
+		return newAttrSet(attribute.String("llmgw.pool", p))
 	})
 }
 
@@ -143,7 +122,7 @@ type genaiKey struct {
 // genaiSets are one genaiKey's sets: the duration's and first token's,
 // and the token usage's by type.
 type genaiSets struct {
-	all, input, output opts
+	all, input, output *attrSet
 }
 
 func (s *sets) genAI(k genaiKey) *genaiSets {
@@ -155,9 +134,9 @@ func (s *sets) genAI(k genaiKey) *genaiSets {
 		}
 		n := len(kv)
 		return &genaiSets{
-			all:    newOpts(kv...),
-			input:  newOpts(append(kv[:n:n], attribute.String("gen_ai.token.type", "input"))...),
-			output: newOpts(append(kv[:n:n], attribute.String("gen_ai.token.type", "output"))...),
+			all:    newAttrSet(kv...),
+			input:  newAttrSet(append(kv[:n:n], attribute.String("gen_ai.token.type", "input"))...),
+			output: newAttrSet(append(kv[:n:n], attribute.String("gen_ai.token.type", "output"))...),
 		}
 	})
 }
@@ -181,9 +160,9 @@ type failoverKey struct {
 	tenant             string
 }
 
-func (s *sets) failover(k failoverKey) opts {
-	return s.failovers.get(k, func(k failoverKey) opts {
-		return newOpts(
+func (s *sets) failover(k failoverKey) *attrSet {
+	return s.failovers.get(k, func(k failoverKey) *attrSet {
+		return newAttrSet(
 			attribute.String("error.type", k.errorType),
 			attribute.String("server.address", k.address),
 			attribute.Bool("llmgw.spill", k.spill),
@@ -197,9 +176,9 @@ type costKey struct {
 	tenant                tenantKey
 }
 
-func (s *sets) cost(k costKey) opts {
-	return s.costs.get(k, func(k costKey) opts {
-		return newOpts(append([]attribute.KeyValue{
+func (s *sets) cost(k costKey) *attrSet {
+	return s.costs.get(k, func(k costKey) *attrSet {
+		return newAttrSet(append([]attribute.KeyValue{
 			attribute.String("gen_ai.request.model", k.model),
 			attribute.String("llmgw.service_tier", k.tier),
 			attribute.String("llmgw.currency", k.currency)}, k.tenant.attrs()...)...)

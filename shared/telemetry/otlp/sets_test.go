@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -33,10 +32,10 @@ func TestSetsAreTheAttributesBuiltEachTime(t *testing.T) {
 		attribute.String("server.address", "b"), attribute.Int("server.port", 80), attribute.String("llmgw.tenant.id", "t1"),
 		attribute.String("llmgw.tenant.name", "Tenant One"), attribute.String("error.type", "upstream_timeout"),
 		attribute.String("gen_ai.token.type", "output"))
-	if got := metric.NewRecordConfig(g.output.rec).Attributes(); !got.Equals(&want) {
+	if got := g.output.set; !got.Equals(&want) {
 		t.Errorf("output set %v, want %v", got.ToSlice(), want.ToSlice())
 	}
-	req := metric.NewAddConfig(s.request(requestKey{route: "/v1/chat/completions", method: "POST", status: 200, tenant: tenantKey{"t1", ""}}).add).Attributes()
+	req := s.request(requestKey{route: "/v1/chat/completions", method: "POST", status: 200, tenant: tenantKey{"t1", ""}}).set
 	if v, _ := req.Value("http.response.status_code"); v.AsInt64() != 200 || req.Len() != 6 {
 		t.Errorf("request set %v", req.ToSlice())
 	}
@@ -100,7 +99,7 @@ func TestUnsampledRequestsRecordMetricsNotSpans(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
 	ctx := exp.Begin(context.Background(), "POST", "/v1/chat/completions", http.Header{})
-	if trace.SpanFromContext(ctx).IsRecording() {
+	if recorded(ctx) != nil {
 		t.Fatal("always_off recorded the server span")
 	}
 	req := httptest.NewRequest("POST", "http://backend/v1/chat/completions", nil)

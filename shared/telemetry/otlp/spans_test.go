@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,9 +79,8 @@ func TestFullBatchExportsAtOnce(t *testing.T) {
 	request(exp) // four spans: a batch
 	waitFor(t, "the full batch's export", func() bool { return col.n.Load() == 1 })
 	request(exp)
-	time.Sleep(100 * time.Millisecond)
-	if n := col.n.Load(); n != 1 {
-		t.Fatalf("%d exports before Flush, want the full batch's 1", n)
+	if n := exp.spans.pending(); n != 2 {
+		t.Fatalf("%d spans pending, want the last request's 2", n)
 	}
 	if _, err := exp.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -90,9 +90,10 @@ func TestFullBatchExportsAtOnce(t *testing.T) {
 	}
 }
 
-// TestFullQueueDrops: while an export is stuck, spans beyond the queue
-// are dropped, never blocking the request; nothing queued is lost.
-func TestFullQueueDrops(t *testing.T) {
+// TestFullQueueDropsAndSays: while an export is stuck, spans beyond the
+// queue are dropped (never blocking the request), and the next export
+// says how many; nothing queued is lost.
+func TestFullQueueDropsAndSays(t *testing.T) {
 	t.Parallel()
 	release, let := held()
 	col := newCollector(t, func(w http.ResponseWriter) { <-release })
@@ -102,8 +103,12 @@ func TestFullQueueDrops(t *testing.T) {
 	}
 	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
 	t.Cleanup(let)
-	request(exp) // a batch: the processor takes it and its export hangs
-	waitFor(t, "the first export", func() bool { return col.n.Load() == 1 })
+	// The background export, not Flush, may be the one to say.
+	var mu sync.Mutex
+	var said []error
+	exp.spans.onError = func(err error) { mu.Lock(); said = append(said, err); mu.Unlock() }
+	request(exp) // a batch: the loop takes it and its export hangs
+	waitFor(t, "the first export", func() bool { return col.n.Load() == 1 && exp.spans.pending() == 0 })
 	start := time.Now()
 	request(exp)
 	request(exp) // the queue is full
@@ -111,75 +116,54 @@ func TestFullQueueDrops(t *testing.T) {
 	if d := time.Since(start); d > 10*time.Second {
 		t.Errorf("requests took %v with the export stuck", d)
 	}
-	let()
-	if _, err := exp.Flush(context.Background()); err != nil {
-		t.Fatal(err)
+	if n := exp.spans.pending(); n != 4 {
+		t.Fatalf("%d spans pending, want the queue's 4", n)
 	}
+	let()
+	_, err = exp.Flush(context.Background())
+	waitFor(t, "every export", func() bool { return col.n.Load() == 3 })
+	waitFor(t, "the 2 dropped spans reported", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		all := errors.Join(append(said, err)...)
+		return all != nil && strings.Contains(all.Error(), "2 spans dropped")
+	})
 	if got := exported(t, col); len(got) != 6 {
 		t.Fatalf("%d spans exported, want 6", len(got))
 	}
 }
 
 // TestFlushWaitsForTheExportInFlight: a Flush returns only once the
-// export the background took on (a full batch of spans, a periodic
-// collect of metrics) is sent, on Lambda the sandbox may freeze when the
-// flush returns, and no later than its context's deadline.
+// batch the background export took off the queue is sent (on Lambda the
+// sandbox may freeze when the flush returns).
 func TestFlushWaitsForTheExportInFlight(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		name string
-		cfg  func(url string) Config
-		// sent is what the collector holds once Flush returned.
-		sent func(t *testing.T, col *collector)
-	}{
-		{"spans", func(url string) Config {
-			return Config{TracesURL: url + "/v1/traces", Sampler: "always_on", BatchSize: 2, BatchDelay: time.Hour, Timeout: time.Minute}
-		}, func(t *testing.T, col *collector) {
-			if got := exported(t, col); len(got) != 2 {
-				t.Fatalf("%d spans exported when Flush returned, want 2", len(got))
-			}
-		}},
-		{"metrics", func(url string) Config {
-			return Config{MetricsURL: url + "/v1/metrics", Interval: 20 * time.Millisecond, Timeout: time.Minute}
-		}, func(t *testing.T, col *collector) {
-			if n := col.n.Load(); n < 2 {
-				t.Fatalf("%d metric exports when Flush returned, want the periodic one and the flush's", n)
-			}
-		}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			release, let := held()
-			col := newCollector(t, func(w http.ResponseWriter) { <-release })
-			exp, err := New(c.cfg(col.URL))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
-			t.Cleanup(let)
-			request(exp) // the background's export of it hangs
-			waitFor(t, "the background export", func() bool { return col.n.Load() == 1 })
-			short, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-			defer cancel()
-			if _, err := exp.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Flush past its deadline: %v", err)
-			}
-			flushed := make(chan error, 1)
-			go func() {
-				_, err := exp.Flush(context.Background())
-				flushed <- err
-			}()
-			select {
-			case err := <-flushed:
-				t.Fatalf("Flush returned (%v) with an export still on its way", err)
-			case <-time.After(200 * time.Millisecond):
-			}
-			let()
-			if err := <-flushed; err != nil {
-				t.Fatal(err)
-			}
-			c.sent(t, col)
-		})
+	release, let := held()
+	col := newCollector(t, func(w http.ResponseWriter) { <-release })
+	exp, err := New(Config{TracesURL: col.URL + "/v1/traces", Sampler: "always_on", BatchSize: 2, BatchDelay: time.Hour, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = exp.Shutdown(context.Background()) })
+	t.Cleanup(let)
+	request(exp) // a batch: the loop takes it and its export hangs
+	waitFor(t, "the background export", func() bool { return col.n.Load() == 1 && exp.spans.pending() == 0 })
+	flushed := make(chan error, 1)
+	go func() {
+		_, err := exp.Flush(context.Background())
+		flushed <- err
+	}()
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) with a batch still on its way", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	let()
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if got := exported(t, col); len(got) != 2 {
+		t.Fatalf("%d spans exported when Flush returned, want 2", len(got))
 	}
 }
 
@@ -220,9 +204,14 @@ func TestSpansEndOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	request(exp)
-	if _, err := exp.Flush(context.Background()); err != nil {
-		t.Fatal(err)
+	if n := exp.spans.pending(); n != 0 {
+		t.Errorf("%d spans queued after shutdown", n)
 	}
+	exp.spans.mu.Lock()
+	if n := exp.spans.dropped; n != 0 {
+		t.Errorf("%d spans counted as dropped for a full queue after shutdown", n)
+	}
+	exp.spans.mu.Unlock()
 	if n := col.n.Load(); n != 1 {
 		t.Errorf("%d exports, want 1", n)
 	}

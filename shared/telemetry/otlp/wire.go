@@ -88,11 +88,6 @@ func (e *enc) time(num protowire.Number, t time.Time) {
 	e.fixed64(num, uint64(max(0, t.UnixNano())))
 }
 
-// count clamps a dropped_*_count to uint32.
-func (e *enc) count(num protowire.Number, n int) {
-	e.varint(num, uint64(min(max(n, 0), math.MaxUint32)))
-}
-
 // attrs writes kvs as the repeated KeyValue field num.
 func (e *enc) attrs(num protowire.Number, kvs []attribute.KeyValue) {
 	for _, kv := range kvs {
