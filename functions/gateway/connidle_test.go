@@ -54,23 +54,32 @@ func closedByServer(c net.Conn, d time.Duration) bool {
 // fails unless it is answered 200 within d.
 func servedWithin(t *testing.T, g *gw, d time.Duration) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(`{"model":"llama","messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+g.token("contoso"))
-	req.Header.Set("Content-Type", "application/json")
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	start := time.Now()
-	resp, err := client.Do(req)
+	status, body, err := serveOne(g)
 	if err != nil {
 		t.Fatalf("authenticated request at the cap: %v", err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("authenticated request at the cap: %d %s", resp.StatusCode, body)
+	if status != http.StatusOK {
+		t.Fatalf("authenticated request at the cap: %d %s", status, body)
 	}
 	if took := time.Since(start); took > d {
 		t.Fatalf("authenticated request at the cap took %s, want under %s", took, d)
 	}
+}
+
+// serveOne sends one authenticated chat request on a new connection.
+func serveOne(g *gw) (status int, body []byte, err error) {
+	req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(`{"model":"llama","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+g.token("contoso"))
+	req.Header.Set("Content-Type", "application/json")
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, _ = io.ReadAll(resp.Body)
+	return resp.StatusCode, body, nil
 }
 
 // TestIdleConnectionsGiveWay: 64 anonymous keep-alive connections idle at
