@@ -122,6 +122,9 @@ type operation struct {
 	// bring content the body does not hold. Every other member counts as
 	// text: the prompt bound is deny-by-default.
 	prompt prompt.Body
+	// fields are the top-level members it forwards to every backend
+	// kind (fields.go): what no list names is dropped or refused.
+	fields []string
 	// unbilled: it bills nothing, so no budget reserves for it
 	// (count_tokens); noOutput: it generates nothing (embeddings,
 	// count_tokens).
@@ -166,35 +169,35 @@ type operation struct {
 var operations = []operation{
 	ChatCompletions: {path: "/v1/chat/completions", api: "Chat Completions", genAI: "chat",
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens, MaxCompletionTokens), capField: MaxCompletionTokens,
-		prompt: chatPrompt, streamOptions: true, deployments: true,
+		fields: chatFields, prompt: chatPrompt, streamOptions: true, deployments: true,
 		features: featDeclared | featChatTools | featFileIDs, state: stateDeclared | stateRequestID},
 	Completions: {path: "/v1/completions", api: "Completions", genAI: "text_completion",
 		need: HasPrompt, needName: "prompt", caps: capBits(MaxTokens), capField: MaxTokens,
-		prompt: completionsPrompt, streamOptions: true, deployments: true,
+		fields: completionsFields, prompt: completionsPrompt, streamOptions: true, deployments: true,
 		features: featDeclared, state: stateDeclared | stateRequestID},
 	Embeddings: {path: "/v1/embeddings", api: "Embeddings", genAI: "embeddings",
-		need: HasInput, needName: "input", prompt: embeddingsPrompt, noOutput: true, deployments: true,
+		need: HasInput, needName: "input", fields: embeddingsFields, prompt: embeddingsPrompt, noOutput: true, deployments: true,
 		features: featDeclared, state: stateDeclared | stateRequestID},
 	// input may be absent (a prompt template, a continued response).
 	Responses: {path: "/v1/responses", api: "the Responses API", genAI: "chat", shape: ShapeResponses,
 		caps: capBits(MaxOutputTokens), capField: MaxOutputTokens, minCap: 16, // OpenAI's least max_output_tokens
-		prompt: responsesPrompt, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true,
+		fields: responsesFields, prompt: responsesPrompt, creates: true, meter: responsesMeter, counter: ResponsesInputTokens, hasCounter: true,
 		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 	Messages: {path: "/v1/messages", api: "the Messages API", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", caps: capBits(MaxTokens), capField: MaxTokens, capRequired: true,
-		prompt: messagesPrompt, meter: messagesMeter, counter: CountTokens, hasCounter: true,
+		fields: messagesFields, prompt: messagesPrompt, meter: messagesMeter, counter: CountTokens, hasCounter: true,
 		features: featDeclared | featMessagesTools | featFileIDs, state: stateDeclared | stateRequestID},
 	CountTokens: {path: "/v1/messages/count_tokens", api: "the Messages API's count_tokens", genAI: "chat", shape: ShapeAnthropic,
 		need: HasMessages, needName: "messages", capField: MaxTokens, noStream: true,
-		prompt: messagesPrompt, unbilled: true, noOutput: true, counts: true,
+		fields: countTokensFields, prompt: messagesPrompt, unbilled: true, noOutput: true, counts: true,
 		features: featDeclared | featMessagesTools | featFileIDs, state: stateDeclared | stateRequestID},
 	// Compaction has no output cap in its API (no budget cap is written),
 	// and no stream.
 	ResponsesCompact: {path: "/v1/responses/compact", api: "the Responses API's compact", genAI: "chat", shape: ShapeResponses,
-		noStream: true, prompt: responsesPrompt, continues: true, hosted: true,
+		noStream: true, fields: compactFields, prompt: responsesPrompt, continues: true, hosted: true,
 		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 	ResponsesInputTokens: {path: "/v1/responses/input_tokens", api: "the Responses API's input_tokens", genAI: "chat", shape: ShapeResponses,
-		noStream: true, prompt: responsesPrompt, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true,
+		noStream: true, fields: inputTokensFields, prompt: responsesPrompt, unbilled: true, noOutput: true, continues: true, hosted: true, counts: true,
 		features: featDeclared | featResponsesTools | featFileIDs, state: stateDeclared | stateRequestID | stateInputItems | statePrompt},
 }
 
@@ -295,6 +298,9 @@ type Spec struct {
 	Trigger  Trigger
 	Meter    sse.Meter
 	Prompt   prompt.Body
+	// Fields are the top-level members it forwards (fields.go); what
+	// the list does not name is dropped or refused.
+	Fields []string
 	// Unbilled: no budget reserves for it; NoOutput: it generates no
 	// output tokens; Hosted: vLLM does not serve it.
 	Unbilled, NoOutput, Hosted bool
@@ -307,10 +313,11 @@ type Spec struct {
 func Register(s Spec) Operation {
 	operations = append(operations, operation{path: s.Path, api: s.API, genAI: s.GenAI, shape: s.Shape,
 		need: s.Need, needName: s.NeedName, answer: s.Answer, media: s.Media, trigger: s.Trigger,
-		meter: s.Meter, prompt: s.Prompt, unbilled: s.Unbilled, noOutput: s.NoOutput, hosted: s.Hosted,
+		meter: s.Meter, prompt: s.Prompt, fields: s.Fields, unbilled: s.Unbilled, noOutput: s.NoOutput, hosted: s.Hosted,
 		features: featDeclared, state: stateDeclared | stateRequestID})
 	op := Operation(len(operations) - 1)
 	all = append(all, op)
+	fieldSets = append(fieldSets, setOf(s.Fields))
 	return op
 }
 
