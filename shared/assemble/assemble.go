@@ -104,12 +104,13 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 			into(&p, f).Add("projects", "project limits need auth.project_claim: the claim of the verified token that names the caller's project")
 		}
 		CheckFeatures(into(&p, f), t)
+		upstream.CheckUnknownFields(into(&p, f), t.UnknownFields)
 		checkSpend(into(&p, f), t, cat)
 	}
 	for i, pl := range c.Pools {
 		at := into(&p, "pools").Item("", i)
 		pl.Streams.Check(at)
-		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders)
+		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders, pl.Fields, pl.UnknownFields)
 		for j, e := range pl.Endpoints {
 			eat := at.Item("endpoints", j)
 			Target(pl, e).Check(eat, e.Auth == "entra")
@@ -129,7 +130,7 @@ func Tenants(ts []config.Tenant) []tenant.Row {
 	for _, t := range ts {
 		rows = append(rows, tenant.Row{ID: t.ID, Name: t.Name, Models: t.Models,
 			MaxConcurrent: t.MaxConcurrentRequests,
-			Grants:        Grants(t.Features), Betas: t.AnthropicBeta,
+			Grants:        Grants(t.Features), Betas: t.AnthropicBeta, RefuseUnknown: t.UnknownFields == "refuse",
 			Tiers: ServiceTiers(t.ServiceTiers, problem.At{})})
 	}
 	return rows
@@ -185,6 +186,7 @@ func Target(p config.Pool, e config.Endpoint) upstream.TargetSpec {
 	return upstream.TargetSpec{
 		Kind: p.Kind, URL: e.URL, APIVersion: e.APIVersion, AzureAPI: e.AzureAPI, Models: p.Models,
 		Organization: e.Organization, Project: e.Project, Forward: p.ForwardHeaders,
+		Fields: p.Fields, RefuseUnknown: p.UnknownFields == "refuse",
 	}.WithDefaults()
 }
 

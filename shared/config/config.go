@@ -245,6 +245,10 @@ type Tenant struct {
 	// beyond request.DefaultAnthropicBetas; any other value is dropped
 	// from the backend request and logged. Default none.
 	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
+	// UnknownFields: refuse makes a body member no table names a 400
+	// for this tenant on every pool; drop (default) leaves it to the
+	// pool's unknown_fields.
+	UnknownFields string `yaml:"unknown_fields" json:"unknown_fields"`
 }
 
 // LevelLimits are the limits of a level below a tenant: the tenant's
@@ -329,6 +333,15 @@ type Pool struct {
 	// credentials, hop-by-hop, encoding, account and identity headers are
 	// refused (upstream.CheckForward).
 	ForwardHeaders []string `yaml:"forward_headers" json:"forward_headers"`
+	// Fields names top-level body members forwarded to this pool's
+	// backends beyond the operation's table and the kind's own (a
+	// backend's own extension); members the gateway writes or gates per
+	// tenant are refused (upstream.CheckField).
+	Fields []string `yaml:"fields" json:"fields"`
+	// UnknownFields is what becomes of a body member no table names:
+	// drop (default: forwarded without it, named in
+	// X-Llmgw-Dropped-Fields) or refuse (400 unsupported_parameter).
+	UnknownFields string `yaml:"unknown_fields" json:"unknown_fields"`
 	// Streams is the pool's keepalive_interval and first_token_timeout,
 	// each upstream's unless written here (a reasoning model's pool may
 	// wait longer for a first token); server.StreamPolicy.

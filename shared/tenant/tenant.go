@@ -24,11 +24,14 @@ type Tenant struct {
 	MaxConcurrent int
 	// Tiers are the service tiers the tenant may ask for;
 	// NewTable makes the empty set the standard tier alone.
-	Tiers    price.Tiers
-	allow    map[string]struct{}
-	inflight atomic.Int64
-	grants   map[string]Grant
-	betas    map[string]struct{}
+	Tiers price.Tiers
+	// RefuseUnknown refuses a body member no field table names
+	// (config unknown_fields: refuse), where the pool would drop it.
+	RefuseUnknown bool
+	allow         map[string]struct{}
+	inflight      atomic.Int64
+	grants        map[string]Grant
+	betas         map[string]struct{}
 }
 
 // Grant allows a tenant a server-side feature (request.Feature, by name)
@@ -92,6 +95,9 @@ type Row struct {
 	Grants map[string]Grant
 	// Betas are the anthropic-beta values allowed beyond the defaults.
 	Betas []string
+	// RefuseUnknown refuses a body member no field table names, where
+	// the pool would drop it.
+	RefuseUnknown bool
 	// Tiers are the service tiers the tenant may ask for (default: the
 	// standard tier alone).
 	Tiers price.Tiers
@@ -123,7 +129,7 @@ func NewTable(rows []Row) *Table {
 			r.MaxConcurrent = DefaultMaxConcurrent
 		}
 		t.byID[r.ID] = &Tenant{ID: r.ID, Name: r.Name, Models: models, MaxConcurrent: r.MaxConcurrent,
-			Tiers: r.Tiers.OrStandard(), allow: allow, grants: grants, betas: betas}
+			Tiers: r.Tiers.OrStandard(), RefuseUnknown: r.RefuseUnknown, allow: allow, grants: grants, betas: betas}
 	}
 	return t
 }

@@ -10,7 +10,7 @@ import (
 // CheckPool reports the problems with a pool's kind and the caller headers
 // it forwards, under at (the pool, whose fields are kind and
 // forward_headers). The gateway's config check calls it for each pool.
-func CheckPool(at problem.At, kind string, forward []string) {
+func CheckPool(at problem.At, kind string, forward, fields []string, unknown string) {
 	if kinds := Kinds(); !slices.Contains(kinds, kind) {
 		at.Add("kind", "must be %s, not %q", orList(kinds), kind)
 	}
@@ -18,6 +18,19 @@ func CheckPool(at problem.At, kind string, forward []string) {
 		if err := CheckForward(h); err != nil {
 			at.Item("forward_headers", i).Add("", "%v", err)
 		}
+	}
+	for i, f := range fields {
+		if err := CheckField(f); err != nil {
+			at.Item("fields", i).Add("", "%v", err)
+		}
+	}
+	CheckUnknownFields(at, unknown)
+}
+
+// CheckUnknownFields: unknown_fields is drop or refuse (or absent).
+func CheckUnknownFields(at problem.At, v string) {
+	if v != "" && v != "drop" && v != "refuse" {
+		at.Add("unknown_fields", "must be drop or refuse, not %q", v)
 	}
 }
 

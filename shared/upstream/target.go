@@ -78,6 +78,10 @@ type Target struct {
 	// operator allowed beyond Accept.
 	fixed   http.Header
 	forward []string
+	// fields is what it forwards of each body beyond the operation's
+	// table (Forwards).
+	fields        fieldSet
+	refuseUnknown bool
 	// post and posts make a POST without building and parsing its URL per
 	// request (an allocation each): post is a request to base (method, protocol, Host),
 	// copied per request and pointed at posts[op], the operation's URL,
@@ -118,6 +122,13 @@ type TargetSpec struct {
 	// credentials, pick an account, an encoding or a framing, or claim an
 	// identity are refused (see neverForward).
 	Forward []string
+	// Fields names top-level body members forwarded beyond the
+	// operation's table and the kind's own (Forwards); CheckField refuses
+	// those the gateway writes or gates per tenant.
+	Fields []string
+	// RefuseUnknown refuses a body member Forwards does not name, which
+	// is otherwise dropped.
+	RefuseUnknown bool
 }
 
 // NewTarget validates spec and builds the target.
@@ -162,6 +173,12 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 			t.forward = append(t.forward, k)
 		}
 	}
+	for _, name := range spec.Fields {
+		if err := CheckField(name); err != nil {
+			return nil, fmt.Errorf("fields: %w", err)
+		}
+	}
+	t.fields, t.refuseUnknown = newFieldSet(t.kind, spec.Fields), spec.RefuseUnknown
 	return t, nil
 }
 
