@@ -43,6 +43,7 @@ func (s *Server) appendAccessLog(l *logLine, ex *exchange, end time.Time) {
 	l.int("upstream_status", int64(ex.UpstreamStatus))
 	l.str("outcome", ex.Outcome)
 	l.str("error", ex.Detail)
+	l.str("dropped_fields", ex.dropped)
 	l.int("bytes", ex.Bytes)
 	l.int("events", ex.Events)
 	l.int("prompt_tokens", ex.Usage.PromptTokens)

@@ -30,7 +30,7 @@ func slogAccessLog(w *bytes.Buffer, ex *exchange, end time.Time) {
 		slog.String("model", ex.model), stream, slog.String("pool", ex.pool), slog.String("endpoint", ex.Endpoint),
 		slog.Int("priority", ex.Priority), slog.String("spill", ex.spill), slog.Int("attempts", ex.Attempts),
 		slog.Int("status", ex.Status), slog.Int("upstream_status", ex.UpstreamStatus), slog.String("outcome", ex.Outcome),
-		slog.String("error", ex.Detail), slog.Int64("bytes", ex.Bytes), slog.Int64("events", ex.Events),
+		slog.String("error", ex.Detail), slog.String("dropped_fields", ex.dropped), slog.Int64("bytes", ex.Bytes), slog.Int64("events", ex.Events),
 		slog.Int64("prompt_tokens", ex.Usage.PromptTokens), slog.Int64("completion_tokens", ex.Usage.CompletionTokens),
 		slog.Int64("budget_reserved", ex.budget.Reserved()), slog.Int64("budget_charged", ex.budget.ChargedTokens()),
 		slog.String("budget_settle", ex.budget.SettleState()), slog.String("cost", ex.budget.CostText()),

@@ -79,7 +79,7 @@ func (s *Server) serveProxy(w http.ResponseWriter, r *http.Request, ex *exchange
 	// its address, which would put a fresh one on the heap per request.
 	body := &ex.parsed
 	var pool *route.Pool
-	*body, pool, err = s.resolve(ctx, ex, t, op, raw)
+	*body, pool, raw, err = s.resolve(ctx, w, ex, t, op, raw)
 	if err != nil {
 		return err
 	}
@@ -241,16 +241,16 @@ func (s *Server) readRequest(w http.ResponseWriter, rc *http.ResponseController,
 // the tenant may use and, for the Responses API, one that has it (and the
 // endpoint a continued response lives on, from the affinity store). Every
 // endpoint of the pool must serve op.
-func (s *Server) resolve(ctx context.Context, ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte) (request.Body, *route.Pool, error) {
+func (s *Server) resolve(ctx context.Context, w http.ResponseWriter, ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte) (request.Body, *route.Pool, []byte, error) {
 	body, perr := parseBody(raw, op)
 	ex.streamKnown, ex.stream = true, body.Stream
 	if perr != nil {
-		return body, nil, perr
+		return body, nil, raw, perr
 	}
 	ex.model = body.Model
 	pool := s.Router.Pool(body.Model)
 	if pool == nil || !t.Allows(body.Model) || !ex.keyModels.Allows(body.Model) {
-		return body, nil, modelNotFound(body.Model)
+		return body, nil, raw, modelNotFound(body.Model)
 	}
 	ex.pool = pool.Name
 	for _, e := range pool.Endpoints {
@@ -258,25 +258,32 @@ func (s *Server) resolve(ctx context.Context, ex *exchange, t *tenant.Tenant, op
 		// Azure's deployments surface, the Messages API on an OpenAI
 		// pool, chat on an anthropic pool): no translation, a clear 400.
 		if !s.Targets[e].Supports(op) {
-			return body, nil, unsupportedAPI(body.Model, op)
+			return body, nil, raw, unsupportedAPI(body.Model, op)
 		}
 	}
 	// Stored state the gateway cannot prove the tenant owns is refused
 	// before any backend sees it: one backend key serves every tenant, so
-	// the backend would serve it to anyone who names it.
+	// the backend would serve it to anyone who names it. (Refused even
+	// where the member would be dropped: the caller learns why.)
 	if serr := request.StoredState(raw, op); serr != nil {
-		return body, nil, storedStateRefused(serr.Param, serr.Message)
+		return body, nil, raw, storedStateRefused(serr.Param, serr.Message)
+	}
+	// Fields by allow-list: what no table names is dropped (or refused)
+	// before the features, the budget or a backend read the body.
+	raw, body, err := s.admitFields(w, ex, t, op, pool, raw, body)
+	if err != nil {
+		return body, nil, raw, err
 	}
 	if !op.Continues() {
-		return body, pool, nil
+		return body, pool, raw, nil
 	}
 	if body.Conversation {
-		return body, nil, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'")
+		return body, nil, raw, storedStateRefused("conversation", "stored conversations are not served through the gateway: send the conversation's items in 'input', or continue with 'previous_response_id'")
 	}
 	if aerr := s.pinPrevious(ctx, ex, t.ID, pool, body.PreviousResponseID); aerr != nil {
-		return body, nil, aerr
+		return body, nil, raw, aerr
 	}
-	return body, pool, nil
+	return body, pool, raw, nil
 }
 
 // countLimiter is a Limiter with a bucket of its own for prompt counts

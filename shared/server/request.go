@@ -42,8 +42,10 @@ type logEntry struct {
 	tenantName      string // the tenant's readable name from config ("" = none)
 	model, pool     string
 	spill           string // why the request left its best priority: the failure's code ("" = it did not)
-	stream          bool
-	streamKnown     bool // the body was read: a refused caller's never is
+	// dropped names the body members not forwarded (admitFields).
+	dropped     string
+	stream      bool
+	streamKnown bool // the body was read: a refused caller's never is
 	// Result is what the conversation with the backends observed
 	// (dispatch.Result): the endpoint, the attempts, the statuses, what
 	// was relayed and the usage. The server's own answers write its

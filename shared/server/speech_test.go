@@ -28,6 +28,7 @@ var testSpeech = request.Register(request.Spec{
 	Meter: sse.Meter{End: []string{"speech.audio.done"}, Error: "error", Tokens: []string{"speech.audio.delta"},
 		Bill: []string{"speech.audio.done"}, BillAt: sse.TopLevel, Floor: []string{"speech.audio.delta"}},
 	Prompt:   prompt.Body{Never: []string{"model", "voice", "response_format", "speed", "stream_format"}, Prompt: []string{"input", "instructions"}},
+	Fields:   []string{"model", "input", "voice", "response_format", "speed", "stream_format", "instructions"},
 	Unbilled: true, NoOutput: true,
 })
 
