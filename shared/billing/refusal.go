@@ -159,7 +159,10 @@ func unreadable(err error) *Refusal {
 	r := &Refusal{Kind: Invalid, Message: err.Error()}
 	var ke *request.KeyError
 	var ie *request.IntError
+	var me *request.MemberError
 	switch {
+	case errors.As(err, &me):
+		r.Code, r.Param = me.Code(), me.Param
 	case errors.As(err, &ke):
 		r.Code, r.Param = ke.Code(), ke.Param
 	case errors.As(err, &ie):

@@ -379,6 +379,9 @@ func tool(u *Uses, b []byte, i, n int, rule featureRule, prefix string) error {
 			u.Unknown = fmt.Sprintf("%stools[%d].type", prefix, n)
 		}
 	case f >= 0:
+		if err := serverToolMembers(b, i, n, rule, typ, prefix); err != nil {
+			return err
+		}
 		param := fmt.Sprintf("%stools[%d]", prefix, n)
 		u.ask(Feature(f), param, maxUses)
 		if maxUses == 0 && rule&featMessagesTools != 0 && (Feature(f) == WebSearch || Feature(f) == WebFetch) && u.Unbounded[f] == "" {

@@ -2,6 +2,7 @@ package request
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/llmgw/gateway/shared/jsonscan"
 )
@@ -190,4 +191,101 @@ func DropFields(dst, b []byte, known func(name []byte) bool) ([]byte, [][]byte) 
 		dst = append(dst, b[at:end]...)
 	})
 	return append(dst, '}'), dropped
+}
+
+// Server tools' members: inside a tool the backend runs on the shared
+// account, a member the tool's row does not name is refused, never
+// dropped: a tool's members mostly restrict it (allowed_domains,
+// allowed_tools, max_num_results), so forwarding the tool without one
+// would widen what it does. The rows are the SDKs' tool types (checked
+// by fields_test.go); the caller's own tools (function, custom, the
+// client-run shells) pass as sent.
+var (
+	responsesWebSearch  = []string{"type", "filters", "user_location", "search_context_size", "external_web_access"}
+	responsesWebPreview = []string{"type", "user_location", "search_context_size", "search_content_types"}
+	// responsesToolMembers is each Responses API server tool's row, by type;
+	// mcp's tunnel_id (a tunnel into a network the account reaches) is
+	// left out.
+	responsesToolMembers = map[string][]string{
+		"web_search": responsesWebSearch, "web_search_preview": responsesWebPreview,
+		"web_search_2025_08_26": responsesWebSearch, "web_search_preview_2025_03_11": responsesWebPreview,
+		"file_search":      {"type", "vector_store_ids", "max_num_results", "filters", "ranking_options"},
+		"code_interpreter": {"type", "container", "allowed_callers"},
+		"mcp": {"type", "server_label", "server_url", "connector_id", "authorization", "headers", "allowed_tools",
+			"require_approval", "server_description", "defer_loading", "allowed_callers"},
+		"image_generation": {"type", "frame_count", "frame_duration_ms", "output_compression", "partial_images",
+			"input_fidelity", "action", "background", "complexity", "input_image_mask", "model", "moderation",
+			"output_format", "quality", "size", "svg"},
+		"computer_use_preview": {"type", "display_height", "display_width", "environment"},
+		"computer":             {"type"},
+	}
+	// messagesToolMembers is each Anthropic server tool family's row
+	// (every dated version's members).
+	messagesToolMembers = map[string][]string{
+		"web_search": {"type", "name", "cache_control", "defer_loading", "strict", "allowed_callers", "max_uses",
+			"allowed_domains", "blocked_domains", "user_location", "response_inclusion"},
+		"web_fetch": {"type", "name", "cache_control", "defer_loading", "strict", "allowed_callers", "max_uses",
+			"allowed_domains", "blocked_domains", "max_content_tokens", "citations", "url_sources", "use_cache", "response_inclusion"},
+		"code_execution": {"type", "name", "cache_control", "defer_loading", "strict", "allowed_callers"},
+		"computer": {"type", "name", "cache_control", "defer_loading", "strict", "allowed_callers", "input_examples",
+			"display_height_px", "display_width_px", "display_number", "enable_zoom"},
+	}
+	responsesToolSets = setsOf(responsesToolMembers)
+	messagesToolSets  = setsOf(messagesToolMembers)
+)
+
+func setsOf(rows map[string][]string) map[string]map[string]struct{} {
+	out := make(map[string]map[string]struct{}, len(rows))
+	for k, names := range rows {
+		out[k] = setOf(names)
+	}
+	return out
+}
+
+// MemberError refuses a member of a server tool that the tool's row does
+// not name.
+type MemberError struct{ Param string }
+
+func (e *MemberError) Error() string {
+	return fmt.Sprintf("'%s' is not a parameter of this server tool that the gateway forwards: a server tool runs on the backend account every tenant shares, so it passes only with the members the gateway knows. Remove it.", e.Param)
+}
+
+// Code is the error code of OpenAI's error JSON for e.
+func (e *MemberError) Code() string { return "unsupported_parameter" }
+
+// serverToolMembers refuses the first member of the server tool at b[i]
+// (tools[n], of type typ) that its row does not name.
+func serverToolMembers(b []byte, i, n int, rule featureRule, typ []byte, prefix string) error {
+	var set map[string]struct{}
+	if rule&featMessagesTools != 0 {
+		set = messagesToolSets[string(messagesFamily(typ))]
+	} else {
+		set = responsesToolSets[string(typ)]
+	}
+	if set == nil {
+		return nil // no row: the tool table decides (a caller's own tool)
+	}
+	var bad []byte
+	jsonscan.Members(b, i, func(raw []byte, _, _ int) {
+		if bad != nil {
+			return
+		}
+		if k := keyOf(raw); k == nil {
+			bad = raw
+		} else if _, ok := set[string(k)]; !ok {
+			bad = raw
+		}
+	})
+	if bad == nil {
+		return nil
+	}
+	return &MemberError{Param: fmt.Sprintf("%stools[%d].%s", prefix, n, clipKey(bad))}
+}
+
+// clipKey is a key as sent, at most 64 bytes: a caller chooses it.
+func clipKey(raw []byte) string {
+	if len(raw) > 64 {
+		return string(raw[:64]) + "…"
+	}
+	return string(raw)
 }

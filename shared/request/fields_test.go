@@ -1,6 +1,7 @@
 package request
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
@@ -112,5 +113,90 @@ func TestUnknownFieldsAllocatesNothing(t *testing.T) {
 	known := func(name []byte) bool { return ChatCompletions.Forwards(name) }
 	if n := testing.AllocsPerRun(100, func() { _ = UnknownFields(body, known) }); n != 0 {
 		t.Fatalf("%v allocations", n)
+	}
+}
+
+// TestServerToolMembersMatchSDK checks the server tools' rows against
+// the SDKs' tool unions: every member of a server tool's SDK type is in
+// its row or withheld, and every member a row names is the SDK's.
+func TestServerToolMembersMatchSDK(t *testing.T) {
+	withheldInTools := map[string]bool{"tunnel_id": true}
+	// The Responses variants whose type is a union of strings: their
+	// type as the row spells it.
+	typeOf := map[string]string{"OfWebSearch": "web_search", "OfWebSearchPreview": "web_search_preview"}
+	sdk := map[string]map[string]bool{} // row → members the SDK has
+	check := func(rows map[string][]string, row string, members []string) {
+		if _, ok := rows[row]; !ok {
+			return // a caller's own tool, or a type the tool table refuses
+		}
+		if sdk[row] == nil {
+			sdk[row] = map[string]bool{}
+		}
+		for _, m := range members {
+			sdk[row][m] = true
+			if !slices.Contains(rows[row], m) && !withheldInTools[m] {
+				t.Errorf("server tool %q: the SDK has %q, which the row neither forwards nor withholds", row, m)
+			}
+		}
+	}
+	variants := func(u reflect.Type, each func(name, typ string, members []string)) {
+		for i := range u.NumField() {
+			v := u.Field(i)
+			if !strings.HasPrefix(v.Name, "Of") {
+				continue
+			}
+			st := v.Type.Elem()
+			typ := typeOf[v.Name]
+			for j := range st.NumField() {
+				if name, _, _ := strings.Cut(st.Field(j).Tag.Get("json"), ","); name == "type" && st.Field(j).Tag.Get("default") != "" {
+					typ = st.Field(j).Tag.Get("default")
+				}
+			}
+			each(v.Name, typ, sdkFields(st))
+		}
+	}
+	variants(reflect.TypeFor[responses.ToolUnionParam](), func(_, typ string, members []string) {
+		check(responsesToolMembers, typ, members)
+	})
+	for _, u := range []reflect.Type{reflect.TypeFor[anthropic.ToolUnionParam](), reflect.TypeFor[anthropic.BetaToolUnionParam]()} {
+		variants(u, func(_, typ string, members []string) {
+			check(messagesToolMembers, string(messagesFamily([]byte(typ))), members)
+		})
+	}
+	for _, rows := range []map[string][]string{responsesToolMembers, messagesToolMembers} {
+		for row, members := range rows {
+			for _, m := range members {
+				if sdk[row] != nil && !sdk[row][m] {
+					t.Errorf("server tool %q: the row forwards %q, which no SDK tool type has", row, m)
+				}
+			}
+			if sdk[row] == nil && !strings.HasPrefix(row, "web_search_") && row != "web_search_preview" {
+				t.Errorf("server tool %q: no SDK tool type has it", row)
+			}
+		}
+	}
+}
+
+// TestServerToolMemberRefused: a member a server tool's row does not
+// name is refused, named under its tool; the caller's own tools pass
+// whatever they hold.
+func TestServerToolMemberRefused(t *testing.T) {
+	for _, c := range []struct {
+		op         Operation
+		body, want string
+	}{
+		{Responses, `{"model":"m","tools":[{"type":"function","name":"f","x_anything":1},{"type":"mcp","server_label":"s","server_url":"https://x","tunnel_id":"tun_of_another"}]}`, "tools[1].tunnel_id"},
+		{Responses, `{"model":"m","tools":[{"type":"web_search","filters":{"allowed_domains":["a.example"]},"x_widen":true}]}`, "tools[0].x_widen"},
+		{Messages, `{"model":"m","tools":[{"name":"f","input_schema":{},"x":1},{"type":"web_fetch_20250910","name":"web_fetch","max_uses":1,"x_unlimited":true}]}`, "tools[1].x_unlimited"},
+		{Messages, `{"model":"m","tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1,"allowed_domains":["a.example"]}]}`, ""},
+	} {
+		_, err := FeaturesOf([]byte(c.body), c.op)
+		var me *MemberError
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: %v", c.body, err)
+		case c.want != "" && (!errors.As(err, &me) || me.Param != c.want):
+			t.Errorf("%s: %v, want a refusal of %s", c.body, err, c.want)
+		}
 	}
 }

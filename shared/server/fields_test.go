@@ -176,3 +176,27 @@ func TestDroppedFieldNamesBounded(t *testing.T) {
 		t.Fatalf("header of %d bytes: %q", len(h), h)
 	}
 }
+
+// TestServerToolMemberRefusedEndToEnd: inside a server tool the tenant
+// may use, a member its row does not name is refused 400
+// unsupported_parameter naming it, and no backend is called (dropping it
+// could widen the tool: most of its members restrict it); the same tool
+// without it is served.
+func TestServerToolMemberRefusedEndToEnd(t *testing.T) {
+	t.Parallel()
+	g, b := recordedGateway(t, "openai", map[string]tenant.Grant{"mcp": {}})
+	const body = `{"model":"m","stream":true,"input":"hi","tools":[{"type":"mcp","server_label":"s","server_url":"https://mcp.example","require_approval":"never"%s}]}`
+	resp, out := g.call(t, "POST", "/v1/responses", "t1", fmt.Sprintf(body, `,"tunnel_id":"tun_of_another"`))
+	if resp.StatusCode != 400 || errorCode(t, out) != "unsupported_parameter" || !strings.Contains(string(out), `"param":"tools[0].tunnel_id"`) {
+		t.Fatalf("%d %s", resp.StatusCode, out)
+	}
+	b.mu.Lock()
+	hits := b.hits
+	b.mu.Unlock()
+	if hits != 0 {
+		t.Fatalf("the backend was called %d times", hits)
+	}
+	if resp, out := g.call(t, "POST", "/v1/responses", "t1", fmt.Sprintf(body, "")); resp.StatusCode != 200 {
+		t.Fatalf("control: %d %s", resp.StatusCode, out)
+	}
+}
