@@ -105,7 +105,7 @@ func NewReservation(q *Request, ask budget.Ask, d budget.Decision) *Reservation 
 	}
 	r := &Reservation{Tenant: q.Tenant, Scope: q.Scope, Levels: len(d.Levels) > 0, Held: q.Limits.Enforced() && !d.Degraded,
 		Bound: ask.PromptBound, PromptCounted: q.PromptCounted, Features: q.Features, Granted: d.Granted, Cap: outCap, Choices: ask.Choices,
-		NoOutput: ask.NoOutput, Background: ask.Hold}
+		NoOutput: ask.NoOutput, Background: ask.Hold, ReservedAt: d.ReservedAt}
 	if q.Limits.Spends() {
 		r.Spend = Spending{Spend: ask.Spend, Tier: q.Tier, Granted: d.MoneyGranted}
 		if q.Prices != nil {

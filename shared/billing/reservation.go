@@ -1,6 +1,8 @@
 package billing
 
 import (
+	"time"
+
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 )
@@ -15,13 +17,17 @@ type Reservation struct {
 	Levels bool
 	// Held: the store holds a reservation to settle (a tenant with token
 	// limits, and the store answered).
-	Held     bool
-	Bound    int64 // the prompt bound reserved for
-	Granted  int64
-	Cap      int64 // the output cap per choice written into the request (0: none)
-	Choices  int64
-	NoOutput bool // embeddings: nothing generated
-	Charged  int64
+	Held bool
+	// ReservedAt is the store's time of the reservation
+	// (budget.Decision.ReservedAt), carried to the settle's Charge so a
+	// settle whose record the store lost is still charged.
+	ReservedAt time.Time
+	Bound      int64 // the prompt bound reserved for
+	Granted    int64
+	Cap        int64 // the output cap per choice written into the request (0: none)
+	Choices    int64
+	NoOutput   bool // embeddings: nothing generated
+	Charged    int64
 	// Unsettled: the store did not confirm the settle (the ledger keeps
 	// it for replay): nothing is logged as charged.
 	Unsettled bool

@@ -138,7 +138,7 @@ func (r *Reservation) Settle(o Observed) Settlement {
 		s.Why = "the stream was stopped before the event that carries its usage"
 		actual, money = r.stopped(o)
 		r.Spend.Cost = money
-		s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope}
+		s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope, ReservedAt: r.ReservedAt}
 		return s
 	case o.HasUsage:
 		// Input counts (message_start) or a running total: the stream
@@ -160,7 +160,7 @@ func (r *Reservation) Settle(o Observed) Settlement {
 		}
 	}
 	r.Spend.Cost = money
-	s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope}
+	s.Charge = budget.Charge{Tokens: actual, Money: money, Scope: r.Scope, ReservedAt: r.ReservedAt}
 	return s
 }
 

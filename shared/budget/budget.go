@@ -248,6 +248,14 @@ type Decision struct {
 	// without a reservation: its usage is not counted, and its Settle is a
 	// no-op (the caller may skip it).
 	Degraded bool
+	// Released reports that id had been released before this reservation
+	// reached the store (a settle that found no record left a tombstone,
+	// Charge.Lease): a reservation delivered late, after the gateway gave
+	// up on it. Nothing is reserved (Allowed false, Held true).
+	Released bool
+	// ReservedAt is the store's time of the reservation (zero when none
+	// was made), for Charge.ReservedAt.
+	ReservedAt time.Time
 
 	// OutputCap is the output cap per choice to write into the request
 	// (max_completion_tokens, max_tokens or max_output_tokens); 0 when the
@@ -315,6 +323,12 @@ type Settlement struct {
 	Expired bool
 	// Reserved is what the reservation held; Actual what was settled.
 	Reserved, Actual int64
+	// Lost: the store had no record of the id but a counter created after
+	// Charge.ReservedAt, less than two leases after it: the store lost
+	// its data (an empty restart) and a reservation recreated the counter
+	// before this settle came. The ledger charges the actual usage to the
+	// current windows (Recreated), as for NoCounter. Found is false.
+	Lost bool
 	// NoCounter: the store had neither a record of the id nor a counter
 	// for the tenant: it lost its data (a Redis restarted without
 	// persistence, flushed). The ledger then recreates the counter with
@@ -345,6 +359,18 @@ type Charge struct {
 	// Scope is who below the tenant the request was charged to, for
 	// Ledger's settles (a Store reads Levels).
 	Scope Scope
+	// ReservedAt is the reservation's Decision.ReservedAt (zero: unknown).
+	// A settle that finds no record in a counter created after it, less
+	// than two Leases after it, is Settlement.Lost: the store lost the
+	// record with its data, not a settle already made.
+	ReservedAt time.Time
+	// Lease, when positive, is how long a settle that finds no record
+	// leaves a tombstone of id (and the lease ReservedAt is read with): a
+	// reservation of id that reaches the store after its release (a slow
+	// connection, a retransmission after a partition) reserves nothing
+	// (Decision.Released) instead of staying charged to its lease end.
+	// A Ledger sets it to its Lease.
+	Lease time.Duration
 }
 
 // Label names level i of d for people: `tenant "t1"` for 0, else
@@ -459,7 +485,8 @@ type Store interface {
 	// Settle ends id's reservation with the tokens and money actually
 	// used (each or both KeepReserved): the difference is refunded or
 	// charged exactly once, however many times or how concurrently Settle
-	// is called.
+	// is called. One that finds no record leaves a tombstone of id for
+	// actual.Lease and reports Lost or NoCounter (Settlement).
 	Settle(ctx context.Context, tenant, id string, actual Charge) (Settlement, error)
 }
 

@@ -267,7 +267,9 @@ func (l *Ledger) Reserve(ctx context.Context, tenant, id string, ask Ask) (Decis
 		// The reservation may have landed after the gateway gave up on
 		// it: released (settled at 0) once the store answers, so it does
 		// not hold the tenant's quota until its lease ends.
-		l.keep(pendingSettle{tenant: tenant, id: id, actual: Charge{Levels: req.Levels}})
+		// A release that reaches the store first leaves a tombstone, so
+		// the reservation, landing later, reserves nothing.
+		l.keep(pendingSettle{tenant: tenant, id: id, actual: Charge{Levels: req.Levels, Lease: l.cfg.Lease}})
 	}
 	if err != nil {
 		refuse, left := l.guard.Failure(ctx, err)
@@ -354,9 +356,11 @@ func (l *Ledger) Settle(ctx context.Context, tenant, id string, actual int64) (S
 // SettleCharge is Settle with the money the request cost (micro-units)
 // beside its tokens, both in the one store operation, at the tenant and
 // the levels of actual.Scope (the Ask's); a negative amount is
-// KeepReserved.
+// KeepReserved. actual.ReservedAt (the Decision's) lets a settle whose
+// record the store lost with its data be charged (Settlement.Lost).
 func (l *Ledger) SettleCharge(ctx context.Context, tenant, id string, actual Charge) (Settlement, error) {
-	return l.settle(ctx, tenant, id, Charge{Tokens: max(actual.Tokens, KeepReserved), Money: max(actual.Money, KeepReserved), Scope: actual.Scope})
+	return l.settle(ctx, tenant, id, Charge{Tokens: max(actual.Tokens, KeepReserved), Money: max(actual.Money, KeepReserved),
+		Scope: actual.Scope, ReservedAt: actual.ReservedAt})
 }
 
 // Keep settles request id charging exactly what was reserved: for a request
@@ -373,6 +377,7 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (
 	if actual.Levels == nil {
 		actual.Levels = lim.Levels.Of(actual.Scope)
 	}
+	actual.Lease = l.cfg.Lease // a settle finding no record leaves a tombstone
 	var s Settlement
 	var err error
 	if l.remote {
@@ -402,14 +407,18 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (
 }
 
 // recreate answers a settle that found no counter (Settlement.NoCounter:
-// the store lost its data) by recreating the tenant's counter with the
-// actual usage, and logs it: a wiped store once charged such settles 0
-// and said nothing. The counter is recreated by a reservation
+// the store lost its data), or no record in a counter made after the
+// reservation (Settlement.Lost: the store lost its data and a
+// reservation made the counter again before this settle came), by
+// charging the actual usage to the tenant's counter, and logs it: a
+// wiped store once charged such settles 0, the second kind at INFO. The
+// store's tombstone of id makes the charge once: a second settle of id
+// finds it and is neither. The counter is charged by a reservation
 // of nothing, which sets the tenant's windows (its quota period
 // included), settled at actual under an id of its own. Anything else is
 // returned as it is.
 func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual Charge, s Settlement) Settlement {
-	if !s.NoCounter || (actual.Tokens <= 0 && actual.Money <= 0) {
+	if !(s.NoCounter || s.Lost) || (actual.Tokens <= 0 && actual.Money <= 0) {
 		return s
 	}
 	actual = Charge{Tokens: max(actual.Tokens, 0), Money: max(actual.Money, 0)}
@@ -432,8 +441,11 @@ func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual Charge,
 		err = do(ctx)
 	}
 	if l.cfg.Log != nil {
-		l.cfg.Log.Warn("token budget: a settle found no counter (the store lost its data): recreated with the usage",
-			"tenant", tenant, "request_id", id, "actual", actual, "error", err)
+		msg := "token budget: a settle found no counter (the store lost its data): recreated with the usage"
+		if s.Lost {
+			msg = "token budget: a settle's reservation was lost with the store's data (its counter was made again since): charged the usage"
+		}
+		l.cfg.Log.Warn(msg, "tenant", tenant, "request_id", id, "tokens", actual.Tokens, "money_micros", actual.Money, "error", err)
 	}
 	if err != nil {
 		return s

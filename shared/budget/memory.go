@@ -43,6 +43,10 @@ type memTenant struct {
 	// and mw, mm the day and month windows (-1: none yet) and their spend.
 	tm             int64
 	dw, dm, mw, mm int64
+	// created is when the counter was made (Unix ns): a record missing
+	// from a counter made after its reservation was lost with the
+	// store's data (Settlement.Lost).
+	created int64
 
 	// levels are the accounts below the tenant (Request.Levels), under
 	// the tenant's mutex; levelsSwept the size at which idle ones are
@@ -60,6 +64,7 @@ type memTenant struct {
 type memRec struct {
 	id      string
 	expired bool
+	tomb    bool // a tombstone (expired too): id was released unreserved
 	granted int64
 	tw      int64  // per-minute window charged (-1: none)
 	qp      Period // quota period charged
@@ -117,6 +122,7 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 		if rec.expired {
 			d.Granted, d.MoneyGranted = 0, 0
 		}
+		d.Released = rec.tomb
 		t.reportAll(&d, r, accts)
 		return d, nil
 	}
@@ -141,7 +147,7 @@ func (m *Memory) Reserve(_ context.Context, tenant, id string, r Request) (Decis
 	for i, a := range accts {
 		a.charge(id, r.Levels[i].Limits, g, mg, r.Lease, now)
 	}
-	d.Allowed, d.Granted, d.MoneyGranted = true, g, mg
+	d.Allowed, d.Granted, d.MoneyGranted, d.ReservedAt = true, g, mg, now
 	t.reportAll(&d, r, accts)
 	return d, nil
 }
@@ -274,12 +280,39 @@ func (m *Memory) Settle(_ context.Context, tenant, id string, actual Charge) (Se
 		}
 	}
 	rec := t.recs[id]
-	if rec == nil {
-		return Settlement{NoCounter: fresh}, nil
+	if rec == nil || rec.tomb {
+		s := Settlement{NoCounter: fresh}
+		if rec == nil {
+			s.Lost = !fresh && lost(t.created, actual, now)
+			t.tombstone(id, actual.Lease, now)
+		}
+		return s, nil
 	}
 	s := t.settle(rec, actual)
 	t.drop(rec)
 	return s, nil
+}
+
+// lost reports that the record of a reservation made at actual.ReservedAt
+// is missing from a counter created at created (Unix ns) because the
+// store lost it: the counter is younger than the reservation, and the
+// record cannot have ended on its own (two leases).
+func lost(created int64, actual Charge, now time.Time) bool {
+	at := actual.ReservedAt
+	return !at.IsZero() && actual.Lease > 0 && created > at.UnixNano() && now.Before(at.Add(2*actual.Lease))
+}
+
+// tombstone records that id was released unreserved, for lease (none
+// when 0): a reservation of id reaching the store later reserves nothing.
+func (t *memTenant) tombstone(id string, lease time.Duration, now time.Time) {
+	if lease <= 0 {
+		return
+	}
+	rec := t.alloc()
+	*rec = memRec{id: id, expired: true, tomb: true, tw: -1, qw: -1, mtw: -1, mdw: -1, mmw: -1, lease: lease,
+		deadline: now.UnixNano() + int64(lease)}
+	t.recs[id] = rec
+	t.push(rec)
 }
 
 // idle reports that an account holds nothing a roll to now would keep.
@@ -338,6 +371,9 @@ func applyTo(used *int64, w, cur, delta int64) {
 // them (spend: this reservation has one).
 func (t *memTenant) roll(now time.Time, p Period, quota, spend bool) {
 	if w := max(windowOf(now, PeriodNone), t.tw); w != t.tw {
+		if t.tw < 0 {
+			t.created = now.UnixNano()
+		}
 		t.tw, t.tu, t.tm = w, 0, 0
 	}
 	if spend || t.dw >= 0 {

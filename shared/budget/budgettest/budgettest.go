@@ -175,6 +175,8 @@ func Run(t *testing.T, newStore NewStore) {
 		{"levels settle with the tenant, exactly once", levelsSettleWithTheTenantExactlyOnce},
 		{"levels lease expiry and windows", levelsLeaseExpiryAndWindows},
 		{"concurrent levels never exceed any limit", concurrentLevelsNeverExceedAnyLimit},
+		{"a release that finds no record leaves a tombstone", aReleaseThatFindsNoRecordLeavesATombstone},
+		{"a settle of a record settled before is not lost", aSettleOfARecordSettledBeforeIsNotLost},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.test(t, newStore) })
 	}
@@ -955,4 +957,67 @@ func concurrentLevelsNeverExceedAnyLimit(t *testing.T, newStore NewStore) {
 			t.Errorf("u%d: spent %v, want project %d, user %d", w, got, charged.Load(), users[w].Load())
 		}
 	}
+}
+
+// aReleaseThatFindsNoRecordLeavesATombstone: the gateway gave up on a
+// reservation (its reserve timed out) and released it; the release
+// reached the store first, the reservation later (a slow connection, a
+// retransmission after a partition). The late reservation must reserve
+// nothing, not stay charged to its lease end; the tombstone ends with
+// about a lease, and a settle without a lease leaves none.
+func aReleaseThatFindsNoRecordLeavesATombstone(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	lim := budget.Limits{TokensPerMinute: 100_000, TokenQuota: 100_000, QuotaPeriod: budget.PeriodDay, SpendPerDay: 1_000_000}
+	if s := h.charge("a", "late", budget.Charge{Lease: lease}); s.Found || s.Lost {
+		t.Fatalf("release of an unknown id: %+v", s)
+	}
+	d := h.spend("a", "late", lim, 100, 5000, 10, 50_000)
+	if d.Allowed || !d.Released || !d.Held || d.Granted != 0 || d.MoneyGranted != 0 {
+		t.Fatalf("late reservation after its release: %+v", d)
+	}
+	h.wantUsed("a", lim, 0, 0)
+	h.wantSpent("a", lim, [3]int64{0, 0, 0})
+	// A second release, or a settle with usage, finds the tombstone: no
+	// record, nothing charged, the tombstone stays.
+	if s := h.charge("a", "late", budget.Charge{Tokens: 300, Money: 3000, Lease: lease}); s.Found || s.Lost || s.NoCounter {
+		t.Fatalf("settle of a tombstone: %+v", s)
+	}
+	if d := h.spend("a", "late", lim, 100, 5000, 10, 50_000); d.Allowed || !d.Released {
+		t.Fatalf("late reservation after a second release: %+v", d)
+	}
+	h.wantUsed("a", lim, 0, 0)
+	// A settle without a lease (a caller outside a ledger) leaves none.
+	h.charge("a", "plain", budget.Charge{})
+	if d := h.reserve("a", "plain", lim, 100, 500); !d.Allowed || d.Released || d.Granted != 500 {
+		t.Fatalf("reservation after a settle without a lease: %+v", d)
+	}
+	// The tombstone ends with its lease: the id is free again.
+	h.clock.Advance(lease + time.Second)
+	if d := h.reserve("a", "late", lim, 100, 500); !d.Allowed || d.Released || d.Granted != 500 {
+		t.Fatalf("reservation a lease after the release: %+v", d)
+	}
+}
+
+// aSettleOfARecordSettledBeforeIsNotLost: a settle that carries its
+// reservation's time and finds no record in a counter older than the
+// reservation is a repeat (the record was settled), not a record the
+// store lost: nothing is charged.
+func aSettleOfARecordSettledBeforeIsNotLost(t *testing.T, newStore NewStore) {
+	t.Parallel()
+	h := setup(t, newStore, Base)
+	d := h.reserve("a", "1", tpm, 100, 400)
+	if d.ReservedAt.IsZero() {
+		t.Fatalf("a reservation without its time: %+v", d)
+	}
+	c := budget.Charge{Tokens: 300, Money: budget.KeepReserved, ReservedAt: d.ReservedAt, Lease: lease}
+	h.clock.Advance(time.Second)
+	if s := h.charge("a", "1", c); !s.Found || s.Lost {
+		t.Fatalf("settle: %+v", s)
+	}
+	h.clock.Advance(time.Second)
+	if s := h.charge("a", "1", c); s.Found || s.Lost || s.NoCounter {
+		t.Fatalf("repeated settle: %+v", s)
+	}
+	h.wantUsed("a", tpm, 300, 0)
 }

@@ -147,13 +147,14 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 	if err != nil {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: %w", redisclient.Classify(err))
 	}
-	if len(res) != 5+9*n {
+	if len(res) != 6+9*n {
 		return budget.Decision{}, fmt.Errorf("redisbudget: reserve: unexpected reply of %d values", len(res))
 	}
 	status := res[0]
 	d := budget.Decision{
 		Allowed:      status == 1 || status == 2,
-		Held:         status == 2 || status == 3,
+		Held:         status >= 2,
+		Released:     status == 4,
 		Granted:      res[1],
 		RefusedBy:    budget.Limit(res[2]),
 		RefusedLevel: int(res[3]),
@@ -162,12 +163,15 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 		MoneyGranted:   res[4],
 		MoneyRequested: r.MoneyMin,
 	}
-	t := windows(r.Limits, res[5:])
+	if status == 1 {
+		d.ReservedAt = time.UnixMicro(res[5])
+	}
+	t := windows(r.Limits, res[6:])
 	d.TPM, d.Quota, d.Spend = t.TPM, t.Quota, t.Spend
 	if len(r.Levels) > 0 {
 		d.Levels = make([]budget.Windows, len(r.Levels))
 		for i, l := range r.Levels {
-			d.Levels[i] = windows(l.Limits, res[5+9*(i+1):])
+			d.Levels[i] = windows(l.Limits, res[6+9*(i+1):])
 			d.Levels[i].Name = l.Name
 		}
 	}
@@ -177,12 +181,17 @@ func (s *Store) Reserve(ctx context.Context, tenant, id string, r budget.Request
 // Settle implements budget.Store: the tenant and actual.Levels in one
 // script.
 func (s *Store) Settle(ctx context.Context, tenant, id string, actual budget.Charge) (budget.Settlement, error) {
-	res, err := settleScript.Run(ctx, s.client, s.keys(tenant, actual.Levels), s.nowArg(), id, actual.Tokens, actual.Money).Int64Slice()
+	at := int64(0)
+	if !actual.ReservedAt.IsZero() {
+		at = actual.ReservedAt.UnixMicro()
+	}
+	res, err := settleScript.Run(ctx, s.client, s.keys(tenant, actual.Levels), s.nowArg(), id, actual.Tokens, actual.Money,
+		at, actual.Lease.Microseconds()).Int64Slice()
 	if err != nil {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: %w", redisclient.Classify(err))
 	}
 	if len(res) == 0 || res[0] == 0 {
-		return budget.Settlement{NoCounter: len(res) == 2 && res[1] == 1}, nil
+		return budget.Settlement{NoCounter: len(res) >= 2 && res[1] == 1, Lost: len(res) == 3 && res[2] == 1}, nil
 	}
 	if len(res) != 5 {
 		return budget.Settlement{}, fmt.Errorf("redisbudget: settle: unexpected reply of %d values", len(res))

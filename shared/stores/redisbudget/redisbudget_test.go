@@ -389,3 +389,45 @@ func TestSettlesARecordOfTheOldFormat(t *testing.T) {
 		t.Fatalf("minute used %d, want 100 + 30: %v", d.TPM.Used, err)
 	}
 }
+
+// TestSettleAfterFlushAndAReservation: Redis restarts empty while a
+// stream runs, and another request's reservation makes the tenant's
+// counter again before the stream's settle comes. The settle found a
+// counter without its record and was dropped; it carries its
+// reservation's time, the counter is younger: charged, once.
+func TestSettleAfterFlushAndAReservation(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := newClient(t, srv, 5*time.Second)
+	s := newStore(t, client, nil)
+	lim := budget.Limits{TokensPerMinute: 100_000, TokenQuota: 1_000_000, QuotaPeriod: budget.PeriodDay}
+	l, err := budget.New(budget.Config{}, []budget.TenantBudget{{Tenant: "a", Limits: lim}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := l.Reserve(ctx, "a", "1", budget.Ask{PromptBound: 100, ClientCap: 900})
+	if err != nil || !d.Allowed || d.ReservedAt.IsZero() {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	if err := client.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // Redis TIME moves on: the counter is younger
+	if d, err := l.Reserve(ctx, "a", "2", budget.Ask{PromptBound: 10, ClientCap: 10}); err != nil || !d.Allowed {
+		t.Fatalf("reserve after FLUSHALL: %+v, %v", d, err)
+	}
+	usage := budget.Charge{Tokens: 420, Money: budget.KeepReserved, ReservedAt: d.ReservedAt}
+	st, err := l.SettleCharge(ctx, "a", "1", usage)
+	if err != nil || !st.Lost || !st.Recreated || st.Actual != 420 {
+		t.Fatalf("settle after FLUSHALL and a reservation: %+v, %v", st, err)
+	}
+	// Charged once: a second settle finds the tombstone.
+	if st, err := l.SettleCharge(ctx, "a", "1", usage); err != nil || st.Found || st.Lost || st.Recreated {
+		t.Fatalf("second settle: %+v, %v", st, err)
+	}
+	w, err := l.Windows(ctx, "a", budget.Scope{}, "probe")
+	if err != nil || w.TPM.Used != 420+20 || w.Quota.Used != 420+20 {
+		t.Fatalf("windows: %+v, %v", w, err)
+	}
+}

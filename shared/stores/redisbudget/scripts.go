@@ -8,14 +8,20 @@ import "github.com/redis/go-redis/v9"
 //	KEYS[1] windows       hash: tw tu (minute window, used), qp qw qu
 //	                      (quota period kind 0/1/2, window, used); money
 //	                      (micro-units): tm (spent in minute tw), dw dm
-//	                      and mw mm (day and month window, spent)
+//	                      and mw mm (day and month window, spent); c
+//	                      when the hash was made (µs; 0 before c was
+//	                      written): a record missing from a hash made
+//	                      after its reservation was lost with the data
 //	KEYS[2] records       hash: request id → "L|granted|tw|qp|qw|lease µs|
 //	                      money granted|mtw|mdw|mmw" (a live reservation;
-//	                      m*w the spend windows charged, -1 none) or
-//	                      "X|..." (its expiry record). A record of six
-//	                      fields (written before spend limits) has none.
+//	                      m*w the spend windows charged, -1 none),
+//	                      "X|..." (its expiry record) or "T|..." (a
+//	                      tombstone: a settle found no record, so a late
+//	                      reservation of the id reserves nothing). A
+//	                      record of six fields (written before spend
+//	                      limits) has none.
 //	KEYS[3] deadlines     zset: request id → lease end (live) or end of the
-//	                      expiry record, µs
+//	                      expiry record or tombstone, µs
 //
 // ARGV[1] is "" (use Redis TIME) or a Unix time in µs: a test seam so the
 // conformance tests can cross minutes, days and months without waiting.
@@ -85,17 +91,19 @@ end
 -- An account is three keys (KEYS[3i-2..3i]): the tenant's first, then
 -- its levels'. open(i) loads account i's windows into the variables the
 -- functions below work on; save writes them back.
-local nocounter, tw, tu, qp, qw, qu, tm, dw, dm, mw, mm
+local nocounter, tw, tu, qp, qw, qu, tm, dw, dm, mw, mm, cr
 local dirty, rolled
 local function open(i)
   KW, KR, KD = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm')
+  local w = redis.call('HMGET', KW, 'tw', 'tu', 'qp', 'qw', 'qu', 'tm', 'dw', 'dm', 'mw', 'mm', 'c')
   -- nocounter: the account has no windows hash (never seen, or the store
   -- lost its data: the hash outlives every record, see save).
   nocounter = not w[1]
   tw, tu = tonumber(w[1]) or -1, tonumber(w[2]) or 0
   qp, qw, qu = tonumber(w[3]) or 0, tonumber(w[4]) or -1, tonumber(w[5]) or 0
   tm, dw, dm, mw, mm = tonumber(w[6]) or 0, tonumber(w[7]) or -1, tonumber(w[8]) or 0, tonumber(w[9]) or -1, tonumber(w[10]) or 0
+  cr = tonumber(w[11]) or 0
+  if nocounter then cr = now end
   dirty, rolled = false, false
 end
 
@@ -194,7 +202,7 @@ end
 local function save()
   if not dirty then return end
   redis.call('HSET', KW, 'tw', f(tw), 'tu', f(tu), 'qp', f(qp), 'qw', f(qw), 'qu', f(qu),
-    'tm', f(tm), 'dw', f(dw), 'dm', f(dm), 'mw', f(mw), 'mm', f(mm))
+    'tm', f(tm), 'dw', f(dw), 'dm', f(dm), 'mw', f(mw), 'mm', f(mm), 'c', f(cr))
   if not rolled then return end
   local e = wend(tw, 0)
   if qp ~= 0 then e = math.max(e, wend(qw, qp)) end
@@ -209,10 +217,11 @@ end
 // minute, per day, per month. The request passes only if every account
 // has room; the grant is the least any has left, charged to each, each
 // keeping its own record of id. Returns {status, granted, refused by (a
-// budget.Limit), refusing account (0 the tenant), money granted}, then
-// per account {tpm used, quota used, tpm reset s, quota reset s, minute
-// spent, day spent, month spent, day reset s, month reset s}; status 0
-// refused, 1 reserved, 2 held (live), 3 held (expired).
+// budget.Limit), refusing account (0 the tenant), money granted, now
+// µs}, then per account {tpm used, quota used, tpm reset s, quota reset
+// s, minute spent, day spent, month spent, day reset s, month reset s};
+// status 0 refused, 1 reserved, 2 held (live), 3 held (expired), 4 held
+// (a tombstone: released before it came).
 var reserveScript = redis.NewScript(prelude + `
 local id = ARGV[2]
 local mn, want, lease = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -233,12 +242,12 @@ local function left(limit, used)
 end
 -- rank: the longest limit refusing is named (budget.Limit.longer).
 local rank = {[0] = 0, [1] = 1, [3] = 2, [4] = 3, [5] = 4, [2] = 5}
-local out = {0, 0, 0, 0, 0}
+local out = {0, 0, 0, 0, 0, now}
 local function report(i)
   local qe, de, me = 0, 0, 0
   if qp ~= 0 then qe = wend(qw, qp) end
   if dw >= 0 then de, me = wend(dw, 1), wend(mw, 2) end
-  local o = 5 + 9 * (i - 1)
+  local o = 6 + 9 * (i - 1)
   out[o + 1], out[o + 2], out[o + 3], out[o + 4] = tu, qu, wend(tw, 0), qe
   out[o + 5], out[o + 6], out[o + 7], out[o + 8], out[o + 9] = tm, dm, mm, de, me
 end
@@ -252,7 +261,7 @@ for i = 1, n do
     local v = redis.call('HGET', KR, id)
     if v then
       local st, rg, _, _, _, _, rmg = dec(v)
-      if st == 'L' then held = {2, rg, rmg} else held = {3, 0, 0} end
+      if st == 'L' then held = {2, rg, rmg} elseif st == 'T' then held = {4, 0, 0} else held = {3, 0, 0} end
     end
   end
   local tl, ql = left(l.tpm, tu), left(l.quota, qu)
@@ -311,21 +320,41 @@ return out
 `)
 
 // settleScript: KEYS the accounts (the tenant's, then its levels'); ARGV
-// now, id, actual tokens, actual money (each -1: what was reserved).
-// Every account's record of id is settled; the reply is the tenant's:
-// {0} for no record ({0, 1} when the tenant had no windows hash either:
-// the store lost its data), else {1 live or 2 expired, reserved, actual,
-// money reserved, money actual}.
+// now, id, actual tokens, actual money (each -1: what was reserved),
+// reserved at µs (0 unknown), lease µs (0: no tombstone). Every
+// account's record of id is settled; the reply is the tenant's: {0} for
+// no record ({0, 1} when the tenant had no windows hash either: the
+// store lost its data; {0, 0, 1} when the hash was made after the
+// reservation, within two leases of it: lost too), else {1 live or 2
+// expired, reserved, actual, money reserved, money actual}. No record
+// (and no tombstone) leaves a tombstone of id in the tenant's records
+// for the lease.
 var settleScript = redis.NewScript(prelude + `
 local id = ARGV[2]
+local rat, lease = tonumber(ARGV[5]), tonumber(ARGV[6])
 local out = {0}
+local tomb = 0
 for i = 1, #KEYS / 3 do
   open(i)
   roll(0, false, false)
   sweep()
   local v = redis.call('HGET', KR, id)
-  if not v then
-    if i == 1 and nocounter then out = {0, 1} end
+  if v and string.sub(v, 1, 1) == 'T' then
+    -- released already: nothing to settle, the tombstone stays
+  elseif not v then
+    if i == 1 then
+      if nocounter then out = {0, 1}
+      elseif rat > 0 and lease > 0 and cr > rat and now < rat + 2 * lease then out = {0, 0, 1} end
+      if lease > 0 then
+        redis.call('HSET', KR, id, enc('T', 0, -1, 0, -1, lease, 0, -1, -1, -1))
+        redis.call('ZADD', KD, f(now + lease), id)
+        tomb = math.ceil(lease / 1000) + 60000
+        if redis.call('PTTL', KR) < tomb then
+          redis.call('PEXPIRE', KR, tomb)
+          redis.call('PEXPIRE', KD, tomb)
+        end
+      end
+    end
   else
     local st, g, a, b, c, _, mg, x, y, z = dec(v)
     local actual, money = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -347,6 +376,7 @@ for i = 1, #KEYS / 3 do
     end
   end
   save()
+  if i == 1 and tomb > 0 and redis.call('PTTL', KW) < tomb then redis.call('PEXPIRE', KW, tomb) end
 end
 return out
 `)
