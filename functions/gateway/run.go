@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmgw/gateway/shared/assemble"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
@@ -175,6 +176,7 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 		log.Warn("grace period over; closing open connections", "err", err)
 		_ = srv.Close()
 	}
+	drainBudgets(sctx, gw.ledger, log)
 	if gw.tel != nil {
 		// What the last streams recorded leaves before the process does:
 		// within flush_timeout and what is left of the grace, whichever
@@ -182,6 +184,23 @@ func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.L
 		flushTelemetry(sctx, gw.tel, log, slog.LevelInfo, "shutdown")
 	}
 	return nil
+}
+
+// drainBudgets replays the budget settles a store blip left kept for
+// replay, within what is left of the grace: an idle replica scaled in
+// would otherwise take them with it, leaving their reservations charged
+// whole. Each one the store does not take in time is logged as a line an
+// operator can reconcile (budget.Ledger.Drain).
+func drainBudgets(ctx context.Context, l *budget.Ledger, log *slog.Logger) {
+	if l == nil {
+		return
+	}
+	if pending := l.Stats().Pending; pending > 0 {
+		log.Info("replaying the budget settles kept for replay before exit", "pending", pending)
+	}
+	if left := l.Drain(ctx); left > 0 {
+		log.Error("budget settles not replayed before exit: each is logged above to reconcile", "left", left)
+	}
 }
 
 // shutdownMargin is the part of the shutdown grace left to the handlers

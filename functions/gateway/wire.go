@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/auth"
+	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/config"
 	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/ratelimit"
@@ -35,6 +36,8 @@ type gateway struct {
 	stores *stores.Set
 	// tel exports metrics and spans; nil without an OTLP endpoint.
 	tel *otlp.Exporter
+	// ledger is the tenants' budgets; nil when no tenant has one.
+	ledger *budget.Ledger
 }
 
 func (g *gateway) close() {
@@ -89,6 +92,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if err != nil {
 		return nil, err
 	}
+	g.ledger, _ = bud.(*budget.Ledger)
 	if g.tel, err = newTelemetry(cfg, getenv, log); err != nil {
 		return nil, err
 	}

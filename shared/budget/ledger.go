@@ -163,6 +163,7 @@ type Ledger struct {
 	// one goroutine at a time (replaying) once the store answers again.
 	mu        sync.Mutex
 	pending   []pendingSettle
+	seq       uint64
 	replaying atomic.Bool
 	replayed  atomic.Uint64
 	dropped   atomic.Uint64
@@ -172,6 +173,7 @@ type Ledger struct {
 type pendingSettle struct {
 	tenant, id string
 	actual     Charge
+	seq        uint64 // tells it from the others while it is replayed
 }
 
 // New validates cfg and tenants (reporting every problem at once) and
@@ -465,15 +467,35 @@ func (l *Ledger) settled(s Settlement) {
 	}
 }
 
-// keep queues a settle for replay (MaxPending bounds the queue).
+// keep queues a settle for replay (MaxPending bounds the queue). One
+// beyond the bound is logged as a line an operator can reconcile.
 func (l *Ledger) keep(p pendingSettle) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.pending) >= l.cfg.MaxPending {
+	full := len(l.pending) >= l.cfg.MaxPending
+	if !full {
+		l.seq++
+		p.seq = l.seq
+		l.pending = append(l.pending, p)
+	}
+	l.mu.Unlock()
+	if full {
 		l.dropped.Add(1)
+		l.unreplayed(p, "the replay queue is full")
+	}
+}
+
+// unreplayed logs a settle that will not be replayed, with what an
+// operator needs to charge it by hand: the tenant, the request id and
+// the amount (tokens and money in micro-units; -1 is what was reserved,
+// a release is 0 and 0: the reservation, if it landed, is to be
+// refunded).
+func (l *Ledger) unreplayed(p pendingSettle, why string) {
+	if l.cfg.Log == nil {
 		return
 	}
-	l.pending = append(l.pending, p)
+	l.cfg.Log.Error("token budget: a settle the store did not confirm is not replayed: reconcile it by hand",
+		"why", why, "tenant", p.tenant, "request_id", p.id, "tokens", p.actual.Tokens, "money_micros", p.actual.Money,
+		"reserved_at", p.actual.ReservedAt, "scope", p.actual.Scope)
 }
 
 // replay starts replaying the kept settles unless a replay runs or none
@@ -487,38 +509,91 @@ func (l *Ledger) replay() {
 	}
 	go func() {
 		defer l.replaying.Store(false)
-		for {
-			l.mu.Lock()
-			if len(l.pending) == 0 {
-				l.mu.Unlock()
-				return
-			}
-			p := l.pending[0]
+		_ = l.replayAll(context.Background())
+	}()
+}
+
+// replayAll replays the kept settles, oldest first, until none is left
+// (nil) or the store fails (kept: the next answer from the store replays
+// it). The caller holds replaying.
+func (l *Ledger) replayAll(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		if len(l.pending) == 0 {
 			l.mu.Unlock()
-			var s Settlement
-			err := l.guard.Call(context.Background(), "settle", l.cfg.SettleTimeout, func(tctx context.Context) error {
-				var err error
-				s, err = l.store.Settle(tctx, p.tenant, p.id, p.actual)
-				return err
-			})
-			if err != nil {
-				return // kept: the next answer from the store replays it
-			}
-			l.mu.Lock()
+			return nil
+		}
+		p := l.pending[0]
+		l.mu.Unlock()
+		var s Settlement
+		err := l.guard.Call(ctx, "settle", l.cfg.SettleTimeout, func(tctx context.Context) error {
+			var err error
+			s, err = l.store.Settle(tctx, p.tenant, p.id, p.actual)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		// Drain may have taken the queue meanwhile (and logged p).
+		head := len(l.pending) > 0 && l.pending[0].seq == p.seq
+		if head {
 			l.pending = l.pending[1:]
 			if len(l.pending) == 0 {
 				l.pending = nil // the backing array goes
 			}
-			l.mu.Unlock()
-			l.replayed.Add(1)
-			s = l.recreate(context.Background(), p.tenant, p.id, p.actual, s)
-			l.settled(s)
-			if l.cfg.Log != nil {
-				l.cfg.Log.Info("token budget: a settle the store had not confirmed was replayed",
-					"tenant", p.tenant, "request_id", p.id, "actual", p.actual, "found", s.Found, "expired", s.Expired)
+		}
+		l.mu.Unlock()
+		if !head && l.cfg.Log != nil {
+			l.cfg.Log.Warn("token budget: a settle logged for reconciling at shutdown was replayed after all: nothing to reconcile",
+				"tenant", p.tenant, "request_id", p.id)
+		}
+		l.replayed.Add(1)
+		s = l.recreate(context.WithoutCancel(ctx), p.tenant, p.id, p.actual, s)
+		l.settled(s)
+		if l.cfg.Log != nil {
+			l.cfg.Log.Info("token budget: a settle the store had not confirmed was replayed",
+				"tenant", p.tenant, "request_id", p.id, "tokens", p.actual.Tokens, "money_micros", p.actual.Money,
+				"found", s.Found, "expired", s.Expired, "recreated", s.Recreated)
+		}
+	}
+}
+
+// drainRetry is how often Drain tries a store that failed again.
+const drainRetry = 50 * time.Millisecond
+
+// Drain replays the settles kept for replay until none is left or ctx
+// ends (at shutdown: within the grace), trying a failing store again
+// every drainRetry; each still kept then is logged as a line an operator
+// can reconcile (tenant, request id, tokens and money) and forgotten, so
+// that no settle is lost silently with the process. It returns how many
+// were not replayed. The memory store keeps none.
+func (l *Ledger) Drain(ctx context.Context) int {
+	for {
+		if l.replaying.CompareAndSwap(false, true) {
+			err := l.replayAll(ctx)
+			l.replaying.Store(false)
+			if err == nil {
+				break
 			}
 		}
-	}()
+		t := time.NewTimer(drainRetry)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+			continue
+		}
+		break
+	}
+	l.mu.Lock()
+	left := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	for _, p := range left {
+		l.unreplayed(p, "shutdown: the store did not answer within the grace")
+	}
+	return len(left)
 }
 
 // Stats returns a snapshot of the counters.

@@ -174,3 +174,40 @@ func TestSettleAfterAnEmptyRestartIsCharged(t *testing.T) {
 		t.Fatalf("after a second settle: minute used %d, want 320", tokens)
 	}
 }
+
+// TestDrainAtShutdown: settles kept for replay are replayed within the
+// grace when the store answers, and else logged, each, as a line an
+// operator can reconcile; before, they went with the process.
+func TestDrainAtShutdown(t *testing.T) {
+	t.Parallel()
+	for _, back := range []bool{true, false} {
+		t.Run(map[bool]string{true: "store back", false: "store down"}[back], func(t *testing.T) {
+			t.Parallel()
+			var logs syncbuf.Buffer
+			l, st, _, _ := keptSettle(t, "r1", &logs)
+			ctx := context.Background()
+			if back {
+				st.set(func(o *outage) { o.down = false })
+			}
+			dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			defer cancel()
+			left := l.Drain(dctx)
+			if s := l.Stats(); s.Pending != 0 {
+				t.Errorf("pending after the drain: %+v", s)
+			}
+			if back {
+				if left != 0 {
+					t.Fatalf("%d left with the store back", left)
+				}
+				if tokens, money := tpmUsed(t, l, "probe"); tokens != 300 || money != 3000 {
+					t.Fatalf("after the drain: %d tokens, %d money; want 300, 3000", tokens, money)
+				}
+				return
+			}
+			line := logs.String()
+			if left != 1 || !strings.Contains(line, "reconcile") || !strings.Contains(line, "tenant=t request_id=r1 tokens=300 money_micros=3000") {
+				t.Fatalf("%d left; logged: %s", left, line)
+			}
+		})
+	}
+}
