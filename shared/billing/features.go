@@ -8,6 +8,7 @@ import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -26,10 +27,9 @@ type Priced struct {
 	// total is the token-equivalent reserved for every feature asked;
 	// money the same in money (micro-units, prices.features).
 	total, money int64
-	// search and fetch are the features whose uses the backend counts
-	// (Anthropic's usage.server_tool_use): their share of total and
-	// price, so the charge follows the count.
-	search, fetch pricedUse
+	// counted is each counted feature's share of total and price
+	// (countedFeatures' order), so the charge follows the answer's count.
+	counted [len(countedFeatures)]pricedUse
 	// toolCalls is the Responses API's max_tool_calls to write (0: none):
 	// the fewest uses reserved for a priced hosted tool when the body
 	// bounds none, so the backend runs no more than was reserved.
@@ -41,6 +41,37 @@ type Priced struct {
 func (p Priced) ToolCalls() int64 { return p.toolCalls }
 
 type pricedUse struct{ reserved, perUse, money, moneyPerUse int64 }
+
+// countedFeatures are the features whose uses an answer tells: the
+// backend's count (Anthropic's usage.server_tool_use: web search and
+// fetch), or the call items of the Responses API's hosted tools in the
+// answer's output (callItems).
+var countedFeatures = [...]request.Feature{request.WebSearch, request.WebFetch, request.FileSearch,
+	request.CodeExecution, request.MCP, request.ImageGeneration, request.ComputerUse}
+
+// callItems is the hosted tool whose call items count each of
+// countedFeatures' uses (-1: none).
+var callItems = [len(countedFeatures)]int{int(sse.WebSearchCall), -1, int(sse.FileSearchCall),
+	int(sse.CodeInterpreterCall), int(sse.MCPCall), int(sse.ImageGenerationCall), int(sse.ComputerCall)}
+
+// uses is what u tells of countedFeatures[i]'s uses: the larger of the
+// backend's count and the answer's call items (a backend may report
+// fewer than it ran, or list fewer than it billed); ok is false when it
+// tells nothing (charged as reserved).
+func (u Usage) uses(i int) (n int64, ok bool) {
+	if u.ToolsReported {
+		switch countedFeatures[i] {
+		case request.WebSearch:
+			n, ok = u.WebSearches, true
+		case request.WebFetch:
+			n, ok = u.WebFetches, true
+		}
+	}
+	if t := callItems[i]; t >= 0 && u.Calls.Counted {
+		n, ok = max(n, u.Calls.N[t]), true
+	}
+	return n, ok
+}
 
 // Features refuses the server-side features of raw the tenant may not use
 // (unknown tool types too: they may be server tools; a tool key read twice
@@ -93,36 +124,35 @@ func Features(t *tenant.Tenant, op request.Operation, raw []byte, budgeted func(
 		p.total = min(p.total+reserved, budget.MaxTokens)
 		money := price.MulUses(uses, per)
 		p.money = min(p.money+money, price.MaxMicros)
-		switch f {
-		case request.WebSearch:
-			p.search = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
-		case request.WebFetch:
-			p.fetch = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
+		if i := slices.Index(countedFeatures[:], f); i >= 0 {
+			p.counted[i] = pricedUse{reserved: reserved, perUse: g.CostPerUse, money: money, moneyPerUse: per}
 		}
 	}
 	return p, nil
 }
 
-// charge is what the features cost, given the usage's count of server
-// tool uses: each counted feature at its price per use counted (more than
-// reserved when the backend ran more), the rest as reserved.
+// charge is what the features cost, given what the usage tells of their
+// uses (Usage.uses): each counted feature at its price per use counted
+// (more than reserved when the backend ran more), the rest as reserved.
 func (p Priced) charge(u Usage) int64 {
-	if !u.ToolsReported {
-		return p.total
+	c := p.total
+	for i, pu := range p.counted {
+		if n, ok := u.uses(i); ok {
+			c = min(max(c-pu.reserved, 0)+mulTokens(n, pu.perUse), budget.MaxTokens)
+		}
 	}
-	c := p.total - p.search.reserved - p.fetch.reserved
-	c += mulTokens(u.WebSearches, p.search.perUse) + mulTokens(u.WebFetches, p.fetch.perUse)
-	return min(c, budget.MaxTokens)
+	return c
 }
 
 // chargeMoney is charge in money.
 func (p Priced) chargeMoney(u Usage) int64 {
-	if !u.ToolsReported {
-		return p.money
+	c := p.money
+	for i, pu := range p.counted {
+		if n, ok := u.uses(i); ok {
+			c = min(max(c-pu.money, 0)+price.MulUses(n, pu.moneyPerUse), price.MaxMicros)
+		}
 	}
-	c := p.money - p.search.money - p.fetch.money
-	c += price.MulUses(u.WebSearches, p.search.moneyPerUse) + price.MulUses(u.WebFetches, p.fetch.moneyPerUse)
-	return min(c, price.MaxMicros)
+	return c
 }
 
 // mulTokens is a×b for counts of at most budget.MaxTokens, at most

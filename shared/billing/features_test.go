@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmgw/gateway/shared/request"
+	"github.com/llmgw/gateway/shared/sse"
 )
 
 func search(uses string) []byte {
@@ -71,6 +72,11 @@ func TestFeaturesCharge(t *testing.T) {
 		{"counted fewer", Usage{ToolsReported: true, WebSearches: 2}, 200, 20_000},
 		{"counted more", Usage{ToolsReported: true, WebSearches: 6}, 600, 60_000},
 		{"counted none", Usage{ToolsReported: true}, 0, 0},
+		{"call items: their count", Usage{Calls: calls(5)}, 500, 50_000},
+		{"call items none: none", Usage{Calls: calls(0)}, 0, 0},
+		{"more call items than the backend counted", Usage{ToolsReported: true, WebSearches: 2, Calls: calls(3)}, 300, 30_000},
+		{"more counted than call items", Usage{ToolsReported: true, WebSearches: 3, Calls: calls(1)}, 300, 30_000},
+		{"call items not read: the count", Usage{ToolsReported: true, WebSearches: 3, Calls: sse.ToolCalls{N: [sse.NumHostedTools]int64{sse.WebSearchCall: 9}}}, 300, 30_000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got, gotMoney := p.charge(c.u), p.chargeMoney(c.u); got != c.tokens || gotMoney != c.money {
@@ -78,6 +84,11 @@ func TestFeaturesCharge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// calls is an answer's output read with n web_search_call items.
+func calls(n int64) sse.ToolCalls {
+	return sse.ToolCalls{N: [sse.NumHostedTools]int64{sse.WebSearchCall: n}, Counted: true}
 }
 
 func TestMulTokens(t *testing.T) {

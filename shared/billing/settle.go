@@ -3,6 +3,7 @@ package billing
 import (
 	"github.com/llmgw/gateway/shared/budget"
 	"github.com/llmgw/gateway/shared/price"
+	"github.com/llmgw/gateway/shared/sse"
 	"github.com/llmgw/gateway/shared/tenant"
 )
 
@@ -27,6 +28,9 @@ type Usage struct {
 	// counted (Anthropic's usage.server_tool_use), when ToolsReported.
 	WebSearches, WebFetches int64
 	ToolsReported           bool
+	// Calls counts the Responses API's hosted tool call items in the
+	// answer's output, when it was read (Calls.Counted).
+	Calls sse.ToolCalls
 }
 
 // Observed is what the request path saw of a request by its end.

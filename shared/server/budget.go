@@ -113,7 +113,8 @@ func (s *Server) observed(ex *exchange) billing.Observed {
 		o.Usage = billing.Usage{Prompt: u.PromptTokens, Completion: u.CompletionTokens,
 			Cached: u.CachedTokens, CacheWrite: u.CacheWriteTokens, CacheWrite1h: u.CacheWrite1hTokens,
 			Tier: u.Tier, TierReported: u.TierReported,
-			WebSearches: u.ServerTools.WebSearches, WebFetches: u.ServerTools.WebFetches, ToolsReported: u.ServerTools.Reported}
+			WebSearches: u.ServerTools.WebSearches, WebFetches: u.ServerTools.WebFetches, ToolsReported: u.ServerTools.Reported,
+			Calls: u.Calls}
 		o.Usage.Tokens, o.Usage.Trusted = u.Billed()
 	}
 	return o

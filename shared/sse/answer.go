@@ -34,6 +34,32 @@ type AnswerScanner struct {
 	capturing int8
 
 	kept [4]captured // usage, id, object, service_tier
+
+	// out reads the items of a top-level "output" array (a Responses
+	// object's) for their "type", to count hosted tool calls.
+	out outputItems
+}
+
+// outputItems is AnswerScanner's state in a top-level "output" array:
+// at depth 3 (an item's members) it reads each key and the "type"
+// string, raw; an item's last type is counted when the item closes.
+type outputItems struct {
+	in                     bool // between the array's '[' and ']'
+	keyNext, inKey, inType bool
+	wantType, hasType      bool
+	key                    [8]byte
+	keyN                   int
+	typ                    [40]byte
+	typN                   int
+	calls                  ToolCalls
+}
+
+// appendRaw adds c to buf at *n, counting past the end (too long).
+func appendRaw(buf []byte, n *int, c byte) {
+	if *n < len(buf) {
+		buf[*n] = c
+	}
+	*n++
 }
 
 const (
@@ -87,7 +113,7 @@ func (s *AnswerScanner) Reset() { *s = AnswerScanner{} }
 // Write scans p, the next bytes of the answer; it never fails.
 func (s *AnswerScanner) Write(p []byte) (int, error) {
 	for i := 0; i < len(p); i++ {
-		if s.inStr && !s.esc && !s.inKey && s.capturing == 0 {
+		if s.inStr && !s.esc && !s.inKey && s.capturing == 0 && !s.out.inKey && !s.out.inType {
 			// Inside a string nothing is kept or counted until its closing
 			// quote or an escape: skip to it with the byte search.
 			j := bytes.IndexAny(p[i:], `"\`)
@@ -130,6 +156,11 @@ func (s *AnswerScanner) scan(c byte) {
 				s.inKey = false
 				return
 			}
+			if s.out.inKey || s.out.inType {
+				s.out.hasType = s.out.hasType || s.out.inType && s.out.typN <= len(s.out.typ)
+				s.out.inKey, s.out.inType = false, false
+				return
+			}
 			if s.depth == 1 && s.cur() != nil { // a string value ends
 				s.capturing, s.value = 0, false
 			}
@@ -141,6 +172,11 @@ func (s *AnswerScanner) scan(c byte) {
 			}
 			s.keyN++
 		}
+		if s.out.inKey {
+			appendRaw(s.out.key[:], &s.out.keyN, c)
+		} else if s.out.inType {
+			appendRaw(s.out.typ[:], &s.out.typN, c)
+		}
 		return
 	}
 	switch c {
@@ -150,6 +186,15 @@ func (s *AnswerScanner) scan(c byte) {
 			s.inKey, s.keyNext, s.keyN = true, false, 0
 			return
 		}
+		if s.out.in && s.depth == 3 {
+			if s.out.keyNext {
+				s.out.inKey, s.out.keyNext, s.out.keyN = true, false, 0
+				return
+			}
+			if s.out.wantType { // a later "type" replaces an earlier one
+				s.out.inType, s.out.wantType, s.out.hasType, s.out.typN = true, false, false, 0
+			}
+		}
 		s.startValue(c)
 	case '{', '[':
 		s.startValue(c)
@@ -157,8 +202,19 @@ func (s *AnswerScanner) scan(c byte) {
 		if s.depth == 1 {
 			s.keyNext = true
 		}
+		if s.out.in && s.depth == 3 && c == '{' { // an item
+			s.out.keyNext, s.out.wantType, s.out.hasType = true, false, false
+		}
 	case '}', ']':
 		s.depth--
+		if s.out.in {
+			switch {
+			case s.depth == 2 && c == '}' && s.out.hasType: // an item ends
+				s.out.calls.add(s.out.typ[:s.out.typN])
+			case s.depth == 1: // the array ends
+				s.out.in, s.out.calls.Counted = false, true
+			}
+		}
 		if s.depth == 1 && s.cur() != nil {
 			s.capturing, s.value = 0, false
 		}
@@ -170,7 +226,14 @@ func (s *AnswerScanner) scan(c byte) {
 		if s.depth == 1 {
 			s.value = true
 		}
+		if s.out.in && s.depth == 3 {
+			var kb [32]byte
+			s.out.wantType = s.out.keyN <= len(s.out.key) && string(jsonscan.Key(s.out.key[:s.out.keyN], &kb)) == "type"
+		}
 	case ',':
+		if s.out.in && s.depth == 3 {
+			s.out.keyNext, s.out.wantType = true, false
+		}
 		if s.depth == 1 {
 			if s.cur() != nil { // a scalar value ends
 				s.cur().n--
@@ -203,6 +266,10 @@ func (s *AnswerScanner) startValue(c byte) {
 			which = keptObject
 		case "service_tier":
 			which = keptTier
+		case "output":
+			if c == '[' { // a later "output" replaces an earlier one
+				s.out = outputItems{in: true}
+			}
 		}
 	}
 	if which < 0 {
@@ -225,6 +292,9 @@ func (s *AnswerScanner) Usage() (u Usage, ok bool) {
 		if t := s.kept[keptTier].bytes(); t != nil {
 			u.Tier, u.TierReported = readTier(t)
 		}
+	}
+	if ok && s.out.calls.Counted {
+		u.Calls = s.out.calls
 	}
 	return u, ok
 }

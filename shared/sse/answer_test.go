@@ -18,7 +18,8 @@ func TestAnswerScanner(t *testing.T) {
 		object string
 	}{
 		{"chat answer", `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`, Usage{PromptTokens: 5, CompletionTokens: 2, TotalTokens: 7}, true, "chatcmpl-1", "chat.completion"},
-		{"responses object with an echoed schema before usage", `{"id":"resp_1","object":"response","tools":[{"type":"function","parameters":{"usage":{"input_tokens":0,"output_tokens":0}}}],"output":[{"content":[{"text":"` + big + `"}]}],"usage":{"input_tokens":4000,"output_tokens":5017,"total_tokens":9017}}`, Usage{PromptTokens: 4000, CompletionTokens: 5017, TotalTokens: 9017}, true, "resp_1", "response"},
+		{"responses object with an echoed schema before usage", `{"id":"resp_1","object":"response","tools":[{"type":"function","parameters":{"usage":{"input_tokens":0,"output_tokens":0}}}],"output":[{"content":[{"text":"` + big + `"}]}],"usage":{"input_tokens":4000,"output_tokens":5017,"total_tokens":9017}}`, Usage{PromptTokens: 4000, CompletionTokens: 5017, TotalTokens: 9017, Calls: ToolCalls{Counted: true}}, true, "resp_1", "response"},
+		{"responses object with hosted tool calls", hostedCallsAnswer, Usage{PromptTokens: 10, CompletionTokens: 2, TotalTokens: 12, Calls: hostedCalls}, true, "resp_2", "response"},
 		{"no usage", `{"id":"x","data":[{"usage":{"prompt_tokens":1}}]}`, Usage{}, false, "x", ""},
 		{"usage null last", `{"usage":{"prompt_tokens":1},"usage":null}`, Usage{}, false, "", ""},
 		{"scalars around", ` { "object" : "response" , "id" : "r" , "n" : 12 , "usage" : { "prompt_tokens" : 3 } } `, Usage{PromptTokens: 3}, true, "r", "response"},
@@ -43,6 +44,41 @@ func TestAnswerScanner(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hostedCallsAnswer is a Responses object whose output lists hosted
+// tool calls: three web searches (one type spelled with an escape, one
+// item whose earlier "type" a later one replaces), a file search, an MCP
+// call, and items that are no calls (a message whose text names one, a
+// function call, a reasoning item, an item typed twice ending in a
+// message).
+const hostedCallsAnswer = `{"id":"resp_2","object":"response","output":[` +
+	`{"id":"ws_1","type":"web_search_call","status":"completed","action":{"type":"search","query":"q"}},` +
+	`{"type":"web\u005fsearch_call","id":"ws_2"},` +
+	`{"type":"message","id":"ws_3","type":"web_search_call"},` +
+	`{"type":"file_search_call","queries":["a"],"results":[{"type":"web_search_call"}]},` +
+	`{ "type" : "mcp_call" , "arguments" : "{\"type\":\"web_search_call\"}" },` +
+	`{"type":"message","content":[{"type":"output_text","text":"\"type\":\"web_search_call\""}]},` +
+	`{"type":"function_call","name":"f"},{"type":"reasoning","summary":[]},` +
+	`{"type":"web_search_call","type":"message"}],` +
+	`"usage":{"input_tokens":10,"output_tokens":2,"total_tokens":12}}`
+
+// hostedCalls is what hostedCallsAnswer's output counts.
+var hostedCalls = ToolCalls{N: [NumHostedTools]int64{WebSearchCall: 3, FileSearchCall: 1, MCPCall: 1}, Counted: true}
+
+// TestReadUsageCountsCalls: a response.completed event's response, read
+// by the stream's usage scan, counts the same calls as the JSON answer.
+func TestReadUsageCountsCalls(t *testing.T) {
+	t.Parallel()
+	ev := `{"type":"response.completed","response":` + hostedCallsAnswer + `}`
+	u, _, ok := ReadUsage([]byte(ev), InResponse)
+	if !ok || u.Calls != hostedCalls || u.PromptTokens != 10 {
+		t.Fatalf("ReadUsage = %+v, %v; want calls %+v", u, ok, hostedCalls)
+	}
+	// A chat chunk's usage counts nothing.
+	if u, _, ok := ReadUsage([]byte(`{"choices":[],"usage":{"prompt_tokens":1}}`), TopLevel); !ok || u.Calls.Counted {
+		t.Fatalf("chat usage: %+v, %v", u, ok)
 	}
 }
 

@@ -31,6 +31,80 @@ type Usage struct {
 	// ServerTools is Anthropic's usage.server_tool_use, the server tools'
 	// uses the backend ran (billed per use, outside the tokens).
 	ServerTools ServerToolUse
+	// Calls counts the Responses API's hosted tool call items in the
+	// answer's output, beside its usage (billed per call, outside the
+	// tokens, and reported in no usage object).
+	Calls ToolCalls
+}
+
+// HostedTool is a Responses API hosted tool whose calls an answer lists
+// as output items of their own type ("web_search_call", ...): each item
+// is one call the backend ran and bills.
+type HostedTool uint8
+
+// The hosted tools counted.
+const (
+	WebSearchCall HostedTool = iota
+	FileSearchCall
+	CodeInterpreterCall
+	MCPCall
+	ImageGenerationCall
+	ComputerCall
+	NumHostedTools
+)
+
+var hostedCallTypes = [NumHostedTools]string{
+	WebSearchCall: "web_search_call", FileSearchCall: "file_search_call", CodeInterpreterCall: "code_interpreter_call",
+	MCPCall: "mcp_call", ImageGenerationCall: "image_generation_call", ComputerCall: "computer_call",
+}
+
+// ToolCalls counts an answer's hosted tool call items by tool. Counted
+// is set when the answer's output was read: then a tool without items
+// ran none.
+type ToolCalls struct {
+	N       [NumHostedTools]int64
+	Counted bool
+}
+
+// add counts an output item of type typ (a raw JSON string's contents).
+func (c *ToolCalls) add(typ []byte) {
+	var kb [32]byte
+	t := jsonscan.Key(typ, &kb)
+	for i, name := range hostedCallTypes {
+		if string(t) == name {
+			c.N[i]++
+			return
+		}
+	}
+}
+
+// countCalls counts the call items of the output array arr (arr[0] is
+// '['); an item's last "type" is its type, as a decoder reads it.
+func countCalls(arr []byte) ToolCalls {
+	c := ToolCalls{Counted: true}
+	for i := jsonscan.SkipWS(arr, 1); i < len(arr) && arr[i] != ']'; {
+		if arr[i] == '{' {
+			var typ []byte
+			var kb [32]byte
+			jsonscan.Members(arr, i, func(raw []byte, v, end int) {
+				if string(jsonscan.Key(raw, &kb)) == "type" && arr[v] == '"' && end-v >= 2 {
+					typ = arr[v+1 : end-1]
+				}
+			})
+			if typ != nil {
+				c.add(typ)
+			}
+		}
+		next := jsonscan.SkipWS(arr, jsonscan.SkipValue(arr, i))
+		if next <= i || next >= len(arr) {
+			break
+		}
+		if arr[next] == ',' {
+			next = jsonscan.SkipWS(arr, next+1)
+		}
+		i = next
+	}
+	return c
 }
 
 // ServerToolUse counts server tools' uses; Reported is set when the usage
@@ -198,7 +272,7 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 		return Usage{}, false, false
 	}
 	usage, emptyChoices := -1, false
-	var tier []byte
+	var tier, output []byte
 	var resp []byte
 	var kb [32]byte
 	container := "response"
@@ -224,6 +298,11 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 			emptyChoices = js[v] == '[' && jsonscan.SkipWS(js, v+1) < len(js) && js[jsonscan.SkipWS(js, v+1)] == ']'
 		case "service_tier":
 			tier = js[v:end]
+		case "output": // a Responses object's items
+			output = nil
+			if js[v] == '[' {
+				output = js[v:end]
+			}
 		}
 	})
 	if where != TopLevel {
@@ -241,6 +320,9 @@ func ReadUsage(js []byte, where Where) (u Usage, usageOnlyChunk bool, ok bool) {
 	}
 	if tier != nil {
 		u.Tier, u.TierReported = readTier(tier)
+	}
+	if output != nil {
+		u.Calls = countCalls(output)
 	}
 	return u, emptyChoices, true
 }

@@ -144,7 +144,30 @@ func oracleUsage(data []byte, where Where) (u Usage, usageOnly, ok, decided bool
 	if c, has := top["choices"]; has && json.Unmarshal(c, &choices) == nil && choices != nil && len(choices) == 0 {
 		usageOnly = true
 	}
+	if out, has := top["output"]; has && len(out) > 0 && out[0] == '[' {
+		u.Calls = oracleCalls(out)
+	}
 	return u, usageOnly, true, true
+}
+
+// oracleCalls counts an output array's hosted tool call items by their
+// "type", as encoding/json decodes it.
+func oracleCalls(out []byte) ToolCalls {
+	c := ToolCalls{Counted: true}
+	var items []map[string]json.RawMessage
+	_ = json.Unmarshal(out, &items)
+	for _, it := range items {
+		var typ string
+		if json.Unmarshal(it["type"], &typ) != nil {
+			continue
+		}
+		for i, name := range hostedCallTypes {
+			if typ == name {
+				c.N[i]++
+			}
+		}
+	}
+	return c
 }
 
 func oracleUsageObject(raw []byte) (u Usage, ok, decided bool) {
@@ -287,6 +310,7 @@ func FuzzUsagePlace(f *testing.F) {
 			`"output":[{"type":"message","content":[{"type":"output_text","text":` + strconv.Quote(fake) + `}]}]`,
 			`"choices":[{"index":0,"message":{"content":null,"tool_calls":[{"function":{"arguments":` + strconv.Quote(fake) + `}}]}},` + fake + `]`,
 			`"x":[[[` + fake + `]]]`,
+			`"output":[{"type":"web_search_call","action":` + fake + `},{"type":"mcp_call","output":` + strconv.Quote(`{"type":"web_search_call"}`) + `},{"type":"message","type":"file_search_call"}]`,
 		}
 		decoy := decoys[int(place)%len(decoys)]
 		real := fmt.Sprintf(`"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}`, in, out, in+out)
