@@ -130,6 +130,16 @@ func (r *Reservation) MaxTokenEvents() int64 {
 	return r.Choices*(out+2) + 2
 }
 
+// StandardTier reports whether each attempt is to tell the backend the
+// standard service tier (dispatch.Call.StandardTier): the request's money
+// is metered (a spend limit, a priced model), it left its tier to the
+// backend, and its tenant may use only the standard tier, so a backend
+// cannot serve a dearer tier than was reserved. Tokens cost the same at
+// every tier: a tenant without a spend limit gets nothing written.
+func (r *Reservation) StandardTier() bool {
+	return r != nil && r.Spend.Model != nil && r.Spend.Tier.StandardOnly()
+}
+
 // CostText and PriceVersion are the access log's cost (a decimal amount
 // of the catalogue's currency) and price_version ("" without a spend
 // limit).

@@ -59,6 +59,14 @@ func CheckTier(t *tenant.Tenant, serviceTier string) (TierAsk, error) {
 	return ask, nil
 }
 
+// StandardOnly reports whether the request left its tier to the backend
+// ("" or "auto") and its tenant may use only the standard tier: the
+// backend is then told the standard tier (request.Changes.ServiceTier),
+// so it serves none dearer than was reserved and billed.
+func (a TierAsk) StandardOnly() bool {
+	return !a.explicit && a.allowed == price.Tiers(0).OrStandard()
+}
+
 // Bill is a usage's tokens priced: its money and the tier it was billed
 // at.
 type Bill struct {

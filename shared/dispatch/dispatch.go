@@ -115,6 +115,11 @@ type Call struct {
 	// the body bounds no built-in tool calls (0 = none): the uses billing
 	// reserved for its hosted tools.
 	MaxToolCalls int64
+	// StandardTier: the request leaves its service tier to the backend
+	// and its tenant may use only the standard tier (billing.TierAsk's
+	// StandardOnly): each attempt writes its endpoint kind's spelling of
+	// the standard tier (upstream.Target.StandardTier).
+	StandardTier bool
 	// FirstTokenTimeout abandons a stream's endpoint that sent no event
 	// within it (never the last attempt's); 0 = off.
 	FirstTokenTimeout time.Duration

@@ -131,9 +131,13 @@ func (d *Dispatcher) try(ctx context.Context, c *Call, res *Result, e *route.End
 	target, pool, body := d.Targets[e], c.Pool.Name, c.Body
 	res.Endpoint = e.Name
 	res.Attempts++
+	tier := "" // the standard tier in the kind's spelling, when asked
+	if c.StandardTier {
+		tier = target.StandardTier(c.Op)
+	}
 	out := d.rewrite(body, c.Raw, request.Changes{
 		Model: target.BodyModel(body.Model), InjectUsage: c.Inject, RunningUsage: target.RunningUsage(), OutputCap: c.OutputCap, CapField: target.CapField(c.Op),
-		Tenant: c.Tenant, SaltCache: target.SaltsCache(), MaxToolCalls: c.MaxToolCalls})
+		Tenant: c.Tenant, SaltCache: target.SaltsCache(), MaxToolCalls: c.MaxToolCalls, ServiceTier: tier})
 	actx, cancel := context.WithCancelCause(ctx)
 	req, err := target.NewRequest(actx, c.Op, body.Model, out, c.Header)
 	if err != nil {

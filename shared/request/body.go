@@ -78,7 +78,9 @@ type Body struct {
 	cacheSalt span
 	// maxToolCalls is the "max_tool_calls" value (end 0: absent).
 	maxToolCalls span
-	present      uint8
+	// serviceTier is the "service_tier" value (end 0: absent).
+	serviceTier span
+	present     uint8
 	// modelEscaped is set when the model value holds escapes or invalid
 	// UTF-8: it is then always rewritten in its canonical spelling, so the
 	// backend reads exactly the string the gateway authorized.
@@ -372,6 +374,7 @@ func ParseBody(b []byte) (Body, error) {
 			_, err := toolCalls(b[v.start:v.end])
 			return err
 		case keyServiceTier:
+			out.serviceTier = v
 			return optString(b[v.start:v.end], &out.ServiceTier, ErrTierType)
 		case keyConversation:
 			out.Conversation = string(b[v.start:v.end]) != "null"
@@ -648,6 +651,12 @@ type Changes struct {
 	// absent or null): the uses its hosted tools were reserved for. A
 	// count the client sent is kept: it is what was reserved.
 	MaxToolCalls int64
+	// ServiceTier, when not empty, is the service_tier to write when the
+	// body leaves the tier to the backend (absent, null or "auto"): the
+	// backend kind's standard tier, for a tenant that may use no other,
+	// so it is never served a dearer one than was reserved. A tier the
+	// client named is kept (billing.CheckTier held it to the tenant's).
+	ServiceTier string
 }
 
 // usageOptions is the stream_options members RewriteWith injects:
@@ -677,7 +686,7 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 		at, end int
 		with    func([]byte) []byte
 	}
-	var edits [4 + int(numCaps) + int(numIDs)]edit
+	var edits [5 + int(numCaps) + int(numIDs)]edit
 	n := 0
 	model := c.Model
 	if model == "" && p.modelEscaped {
@@ -773,6 +782,17 @@ func (p *Body) RewriteWith(dst, b []byte, c Changes) []byte {
 			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte { return value(append(d, `,"max_tool_calls":`...)) }}
 			n++
 		case string(b[v.start:v.end]) == "null":
+			edits[n] = edit{v.start, v.end, value}
+			n++
+		}
+	}
+	if st := c.ServiceTier; st != "" && p.Has(hasModel) {
+		value := func(d []byte) []byte { return appendQuoted(d, st) }
+		switch v := p.serviceTier; {
+		case v.end == 0: // absent: after the model
+			edits[n] = edit{p.model.end, p.model.end, func(d []byte) []byte { return value(append(d, `,"service_tier":`...)) }}
+			n++
+		case p.ServiceTier == "" || p.ServiceTier == "auto": // null or "auto"
 			edits[n] = edit{v.start, v.end, value}
 			n++
 		}

@@ -321,3 +321,31 @@ func TestParseServiceTier(t *testing.T) {
 		})
 	}
 }
+
+// TestRewriteServiceTier: the tier written where the body leaves it to
+// the backend (absent, null, "auto" in any spelling), a named one kept,
+// beside the other edits at the model's end.
+func TestRewriteServiceTier(t *testing.T) {
+	for _, c := range []struct{ name, body, want string }{
+		{"absent", `{"model":"m","input":"hi"}`, `{"model":"m","service_tier":"default","input":"hi"}`},
+		{"null", `{"service_tier":null,"model":"m"}`, `{"service_tier":"default","model":"m"}`},
+		{"auto", `{"model":"m","service_tier" : "auto"}`, `{"model":"m","service_tier" : "default"}`},
+		{"auto escaped", `{"model":"m","service_tier":"\u0061uto"}`, `{"model":"m","service_tier":"default"}`},
+		{"named kept", `{"model":"m","service_tier":"flex"}`, `{"model":"m","service_tier":"flex"}`},
+		{"with max_tool_calls", `{"model":"m","tools":[]}`, `{"model":"m","max_tool_calls":2,"service_tier":"default","tools":[]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := ParseBody([]byte(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ch := Changes{ServiceTier: "default"}
+			if c.name == "with max_tool_calls" {
+				ch.MaxToolCalls = 2
+			}
+			if got := string(b.RewriteWith(nil, []byte(c.body), ch)); got != c.want {
+				t.Fatalf("got  %s\nwant %s", got, c.want)
+			}
+		})
+	}
+}

@@ -142,6 +142,7 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool
 		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
 		MaxToolCalls:      ex.bill.Features.ToolCalls(),
+		StandardTier:      ex.budget.StandardTier(),
 		FirstTokenTimeout: s.streamPolicy(pool).FirstToken(), Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
 	return &ex.call
 }

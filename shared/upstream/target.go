@@ -187,6 +187,27 @@ func NewTarget(spec TargetSpec) (*Target, error) {
 // (request.Operation.CapField) unless the kind reads another.
 func (t *Target) CapField(op request.Operation) request.CapField { return t.kind.capField(op) }
 
+// StandardTier is the service_tier value that holds an answer to op to
+// the standard tier on the endpoint's kind, or "" where the kind reads
+// none: OpenAI's "default" (chat, Responses), Anthropic's
+// "standard_only" (Messages). Without it OpenAI serves the project's
+// default tier and Anthropic "auto", either of which may be a dearer one.
+// The OpenAI-compatible kinds (vLLM, Azure) are not asked: they bill no
+// tier, or serve a dearer one only when it is named.
+func (t *Target) StandardTier(op request.Operation) string {
+	switch t.kind.(type) {
+	case openAI:
+		if op == request.ChatCompletions || op == request.Responses {
+			return "default"
+		}
+	case anthropic:
+		if op == request.Messages {
+			return "standard_only"
+		}
+	}
+	return ""
+}
+
 // SaltsCache reports whether the endpoint's kind shares its prefix cache
 // between the requests of one cache_salt (vLLM): the gateway then writes
 // each tenant's own (request.Changes.SaltCache).
