@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmgw/gateway/internal/testing/redistest"
 )
 
 // TestShutdownEndsStreamsInBand: SIGTERM (run's context ends) with 20
@@ -218,5 +220,71 @@ func TestShutdownFlushBoundedByGrace(t *testing.T) {
 	}
 	if flush.FlushMS > float64(grace.Milliseconds()) {
 		t.Errorf("the flush took %.0f ms, more than the %s grace", flush.FlushMS, grace)
+	}
+}
+
+// TestShutdownDrainsKeptSettles: a stream ends while Redis does not
+// answer, so its settle is kept for replay; the replica is then idle, so
+// no later call replays it, and it is scaled in (SIGTERM). Before, the
+// kept settle went with the process: its reservation stayed charged to
+// its lease end. Now it is replayed within the grace when the store is
+// back, and logged as a line to reconcile (tenant, request id, tokens)
+// when it is not.
+func TestShutdownDrainsKeptSettles(t *testing.T) {
+	t.Parallel()
+	for _, back := range []bool{true, false} {
+		t.Run(map[bool]string{true: "store back", false: "store down"}[back], func(t *testing.T) {
+			t.Parallel()
+			rs := redistest.Start(t)
+			p := redistest.NewProxy(t, rs.Addr(), 0)
+			env := map[string]string{"REDIS_URL": p.URL(), "GATEWAY_CONFIG_OVERLAY": `{"shutdown_grace": "3s"}`}
+			g := startGateway(t, options{tenants: budgetRow(1<<30, 1000), limiter: redisLimiter("open"), env: env, extra: "budget: {timeout: 2s}\n"})
+			req, _ := http.NewRequest(http.MethodPost, g.URL+"/v1/chat/completions", strings.NewReader(budgetBody(10)))
+			req.Header.Set("Authorization", "Bearer "+g.token("budgeted"))
+			req.Header.Set("X-Stub-Interval", "50ms")
+			req.Header.Set("X-Stub-Tokens", "10")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := resp.Header.Get("X-Request-Id")
+			br := bufio.NewReader(resp.Body)
+			if _, err := readEvent(br); err != nil {
+				t.Fatal(err)
+			}
+			p.Blackhole(true) // the stream ends while the store does not answer
+			for {
+				if _, err := readEvent(br); err != nil {
+					break
+				}
+			}
+			resp.Body.Close()
+			waitLog(t, g, "kept for replay")
+			if back {
+				p.Blackhole(false)
+			}
+			stopTimed(t, g, nil)
+			logs := g.logs.String()
+			line := `"request_id":"` + id + `"`
+			switch {
+			case back && !strings.Contains(logs, "was replayed"):
+				t.Fatalf("the kept settle was not replayed at shutdown:\n%s", logs)
+			case !back && !strings.Contains(logs, "reconcile it by hand"):
+				t.Fatalf("the kept settle was not logged to reconcile:\n%s", logs)
+			case !strings.Contains(logs, line):
+				t.Fatalf("no line names the request %s:\n%s", id, logs)
+			}
+		})
+	}
+}
+
+// waitLog waits, within a generous bound, until g logged msg.
+func waitLog(t *testing.T, g *gw, msg string) {
+	t.Helper()
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(g.logs.String(), msg); {
+		if time.Now().After(end) {
+			t.Fatalf("never logged %q:\n%s", msg, g.logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
