@@ -96,6 +96,18 @@
 // sweeps its expired records (at most 1,000 per Redis call), so no
 // background process is needed and an idle tenant costs nothing.
 //
+// A settle that finds no record leaves a tombstone of the id for one lease
+// (Charge.Lease): a reservation of that id reaching the store later (one
+// the gateway gave up on and released) reserves nothing
+// (Decision.Released). A settle that finds no record in a counter made
+// after its reservation (Charge.ReservedAt, the store's time of it), less
+// than two leases after it, is one whose record the store lost with its
+// data (Settlement.Lost): the ledger charges its usage to the counter.
+//
+// Settles a remote store did not confirm are replayed when it answers
+// again; at shutdown Ledger.Drain replays the rest within the grace and
+// logs each one it cannot as a line to reconcile.
+//
 // # Stores and atomicity
 //
 // A Store is the memory store (one process: every replica has its own
