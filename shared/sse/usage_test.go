@@ -111,6 +111,11 @@ func TestParseUsageAllocs(t *testing.T) {
 			t.Errorf("EventUsage allocates %v times per call", n)
 		}
 	}
+	// A Responses bill with its output's call items counted.
+	ev := []byte(`{"type":"response.completed","response":` + hostedCallsAnswer + `}`)
+	if n := testing.AllocsPerRun(100, func() { ReadUsage(ev, InResponse) }); n != 0 {
+		t.Errorf("ReadUsage with call items allocates %v times per call", n)
+	}
 }
 
 // oracleUsage is the differential oracle: what encoding/json reads at the
