@@ -116,6 +116,20 @@ func (l Limits) Enforced() bool {
 	return l.TokensPerMinute > 0 || l.TokenQuota > 0 || l.Spends() || l.Levels.each(Limits.Enforced)
 }
 
+// unrefusing is the tenant level of l with every limit it sets raised to
+// MaxTokens: the same windows, none of which refuses, so a charge made
+// through a reservation of nothing (Ledger.recreate) is taken by a
+// window already over its limit.
+func (l Limits) unrefusing() Limits {
+	for _, n := range [...]*int64{&l.TokensPerMinute, &l.TokenQuota, &l.SpendPerMinute, &l.SpendPerDay, &l.SpendPerMonth} {
+		if *n > 0 {
+			*n = MaxTokens
+		}
+	}
+	l.Levels = nil
+	return l
+}
+
 // Spends reports whether l limits money, at its level or below.
 func (l Limits) Spends() bool {
 	return l.SpendPerMinute > 0 || l.SpendPerDay > 0 || l.SpendPerMonth > 0 || l.Levels.each(Limits.Spends)

@@ -425,7 +425,7 @@ func (l *Ledger) recreate(ctx context.Context, tenant, id string, actual Charge,
 	}
 	actual = Charge{Tokens: max(actual.Tokens, 0), Money: max(actual.Money, 0)}
 	rid := id + "/recreated"
-	req := Request{Limits: l.tenants[tenant], Lease: l.cfg.Lease}
+	req := Request{Limits: l.tenants[tenant].unrefusing(), Lease: l.cfg.Lease}
 	do := func(tctx context.Context) error {
 		if _, err := l.store.Reserve(tctx, tenant, rid, req); err != nil {
 			return err

@@ -74,14 +74,21 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 var surviveLimits = []budget.TenantBudget{{Tenant: "t", Limits: budget.Limits{TokensPerMinute: 100_000, SpendPerDay: 10_000_000}}}
 
+// outageLedger is a ledger of surviveLimits over a new outage store on
+// a fake clock, logging to logs.
+func outageLedger(t *testing.T, logs *syncbuf.Buffer) (*budget.Ledger, *outage, *budgettest.Clock) {
+	t.Helper()
+	clock := budgettest.NewClock(budgettest.Base)
+	st := newOutage(clock.Now)
+	return newLedger(t, budget.Config{Log: slog.New(slog.NewTextHandler(logs, nil))}, surviveLimits, st), st, clock
+}
+
 // keptSettle runs request id of tenant "t" on a ledger over a new outage
 // store, logging to logs: reserved, then settled at 300 tokens and 3,000
 // µUSD while the store is down, so the ledger keeps the settle for replay.
 func keptSettle(t *testing.T, id string, logs *syncbuf.Buffer) (*budget.Ledger, *outage, *budgettest.Clock, budget.Charge) {
 	t.Helper()
-	clock := budgettest.NewClock(budgettest.Base)
-	st := newOutage(clock.Now)
-	l := newLedger(t, budget.Config{Log: slog.New(slog.NewTextHandler(logs, nil))}, surviveLimits, st)
+	l, st, clock := outageLedger(t, logs)
 	ctx := context.Background()
 	d, err := l.Reserve(ctx, "t", id, budget.Ask{PromptBound: 100, ClientCap: 900, Spend: budget.Spend{Fixed: 5000}})
 	if err != nil || !d.Allowed || d.ReservedAt.IsZero() {
@@ -114,9 +121,7 @@ func tpmUsed(t *testing.T, l *budget.Ledger, id string) (tokens, money int64) {
 // its lease ended; the release's tombstone makes it reserve nothing.
 func TestLateReservationReservesNothing(t *testing.T) {
 	t.Parallel()
-	clock := budgettest.NewClock(budgettest.Base)
-	st := newOutage(clock.Now)
-	l := newLedger(t, budget.Config{}, surviveLimits, st)
+	l, st, _ := outageLedger(t, &syncbuf.Buffer{})
 	ctx := context.Background()
 	st.set(func(o *outage) { o.hold = true })
 	// The spend limit fails closed: the request is answered 503.
@@ -209,5 +214,36 @@ func TestDrainAtShutdown(t *testing.T) {
 				t.Fatalf("%d left; logged: %s", left, line)
 			}
 		})
+	}
+}
+
+// TestLostSettleChargedOverTheLimit: after an empty restart, the window
+// the store made again is already over its limit (a backend that ignored
+// the cap) when a stream's settle, whose record was lost, comes. Its
+// charge went through a reservation of nothing, which a window over its
+// limit refuses: the usage was lost again. It is charged whatever the
+// window holds.
+func TestLostSettleChargedOverTheLimit(t *testing.T) {
+	t.Parallel()
+	l, st, clock := outageLedger(t, &syncbuf.Buffer{})
+	ctx := context.Background()
+	d, err := l.Reserve(ctx, "t", "1", budget.Ask{PromptBound: 100, ClientCap: 900})
+	if err != nil || !d.Allowed {
+		t.Fatalf("reserve: %+v, %v", d, err)
+	}
+	st.wipe()
+	clock.Advance(time.Second)
+	if d, err := l.Reserve(ctx, "t", "2", budget.Ask{PromptBound: 10, ClientCap: 10}); err != nil || !d.Allowed {
+		t.Fatalf("reserve after the restart: %+v, %v", d, err)
+	}
+	if _, err := l.SettleCharge(ctx, "t", "2", budget.Charge{Tokens: 150_000, Money: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.SettleCharge(ctx, "t", "1", budget.Charge{Tokens: 300, Money: 3000, ReservedAt: d.ReservedAt})
+	if err != nil || !s.Lost || !s.Recreated {
+		t.Fatalf("the lost settle, the window over its limit: %+v, %v", s, err)
+	}
+	if tokens, money := tpmUsed(t, l, "probe"); tokens != 150_000+300 || money != 1+3000 {
+		t.Fatalf("minute used %d, day spent %d; want 150,300 and 3,001", tokens, money)
 	}
 }
