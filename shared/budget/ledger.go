@@ -412,8 +412,9 @@ func (l *Ledger) settle(ctx context.Context, tenant, id string, actual Charge) (
 // the store lost its data), or no record in a counter made after the
 // reservation (Settlement.Lost: the store lost its data and a
 // reservation made the counter again before this settle came), by
-// charging the actual usage to the tenant's counter, and logs it: a
-// wiped store once charged such settles 0, the second kind at INFO. The
+// charging the actual usage to the tenant's counter, and logs it: both
+// were once charged 0 (the first said nothing, the second only at
+// INFO). The
 // store's tombstone of id makes the charge once: a second settle of id
 // finds it and is neither. The counter is charged by a reservation
 // of nothing, which sets the tenant's windows (its quota period
