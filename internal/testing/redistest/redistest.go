@@ -250,6 +250,19 @@ func (s *Server) Do(args ...string) {
 	}
 }
 
+// Query sends one command on a fresh connection and returns its reply
+// (a bulk or simple string's content; "" for a nil or another kind),
+// failing the test on an error reply; for tests that read a key the code
+// under test wrote.
+func (s *Server) Query(args ...string) string {
+	s.t.Helper()
+	reply, err := s.query(5*time.Second, args...)
+	if err != nil {
+		s.t.Fatalf("redistest: %s: %v", strings.Join(args, " "), err)
+	}
+	return reply
+}
+
 // Log is what the latest process wrote to stdout/stderr, for diagnostics.
 func (s *Server) Log() string {
 	s.mu.Lock()
