@@ -27,6 +27,11 @@ func CheckPool(at problem.At, kind string, forward, fields []string, unknown str
 	CheckUnknownFields(at, unknown)
 }
 
+// DefaultUnknownFields is what becomes of a body member no field table
+// names when neither the pool nor the tenant says: dropped and named,
+// so that a field a new SDK sends degrades instead of failing.
+const DefaultUnknownFields = "drop"
+
 // CheckUnknownFields: unknown_fields is drop or refuse (or absent).
 func CheckUnknownFields(at problem.At, v string) {
 	if v != "" && v != "drop" && v != "refuse" {
