@@ -23,6 +23,9 @@ func (c Config) WithDefaults() Config {
 	if c.DefaultOutputTokens == 0 {
 		c.DefaultOutputTokens = DefaultOutputTokens
 	}
+	if c.CountAbove == 0 {
+		c.CountAbove = DefaultCountAbove
+	}
 	if c.MinOutputTokens == 0 {
 		c.MinOutputTokens = 1
 	}
@@ -70,6 +73,9 @@ func (c Config) Check(at problem.At) {
 	}
 	checkTokens(at, "default_output_tokens", c.DefaultOutputTokens)
 	checkTokens(at, "min_output_tokens", c.MinOutputTokens)
+	if c.CountAbove < -1 {
+		at.Add("count_above", "must be -1 (count only a refused bound) or a number of tokens, not %d", c.CountAbove)
+	}
 	// The breaker takes its own defaults for zero values.
 	problem.NotNegative(at, "breaker_threshold", c.BreakerThreshold)
 	problem.NotNegative(at, "breaker_cooldown", c.BreakerCooldown)

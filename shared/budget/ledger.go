@@ -26,8 +26,14 @@ const (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultLease         = 15 * time.Minute
-	DefaultOutputTokens  = 4096
+	DefaultLease        = 15 * time.Minute
+	DefaultOutputTokens = 4096
+	// DefaultCountAbove is the prompt bound above which strict mode asks
+	// the pool for the prompt's exact count before reserving
+	// (Config.CountAbove): a coding agent's first request bounds at
+	// about four times its count (85k for 20k), while a chat turn
+	// below it costs no extra call.
+	DefaultCountAbove    = 32768
 	DefaultTimeout       = store.DefaultTimeout
 	DefaultDialTimeout   = store.DefaultDialTimeout
 	DefaultSettleTimeout = time.Second
@@ -70,6 +76,15 @@ type Config struct {
 	// as the cap) in strict mode when neither the client nor the tenant
 	// caps the output. Default DefaultOutputTokens.
 	DefaultOutputTokens int64 `yaml:"default_output_tokens" json:"default_output_tokens"`
+
+	// CountAbove: in strict mode a request whose prompt bound is above
+	// this many tokens has its prompt counted exactly by its pool
+	// (count_tokens, input_tokens; one call, bounded by the count
+	// timeout) before it is reserved, where the pool can count, so its
+	// reservation is the prompt it sends rather than a bound of about
+	// four times it. -1 counts only a bound a limit refuses. Default
+	// DefaultCountAbove.
+	CountAbove int64 `yaml:"count_above" json:"count_above"`
 
 	// MinOutputTokens is the least output per choice worth forwarding a
 	// request for in strict mode: with less left the request is refused.
@@ -203,6 +218,10 @@ func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
 
 // Strict reports whether the ledger runs in strict mode (Config.Mode).
 func (l *Ledger) Strict() bool { return l.cfg.Mode == ModeStrict }
+
+// CountAbove is the prompt bound above which a request's prompt is
+// counted before it is reserved (Config.CountAbove); -1: never first.
+func (l *Ledger) CountAbove() int64 { return l.cfg.CountAbove }
 
 // Limits returns tenant's limits; ok is false for a tenant without any.
 func (l *Ledger) Limits(tenant string) (lim Limits, ok bool) {

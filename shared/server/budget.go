@@ -61,21 +61,26 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	if err != nil {
 		return err
 	}
-	d, err := s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
-	if err == nil && billing.Recount(ask, d) {
-		// The pool's exact count of the prompt (dispatch.Count): a prompt
-		// bound the tenant cannot afford is not refused when the prompt
-		// itself fits (Claude Code's first request bounds at about four
-		// times its count). Made once, only here, and no request token is
-		// taken for it.
+	// The pool's exact count of the prompt (dispatch.Count), made at
+	// most once per request and taking no request token: first, for a
+	// bound so large that reserving it would hold about four times the
+	// prompt (countFirst); else when a limit refuses the bound, since the
+	// prompt itself may fit.
+	count := func() bool {
 		cctx, cancel := context.WithTimeout(ctx, s.CountTimeout)
 		n, ok := s.backends.Count(cctx, ex.id, pool, op, body.Model, raw, in)
 		cancel()
-		if ok && n < ask.PromptBound {
-			s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", ex.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
-			ask.PromptBound, q.PromptCounted = n, true
-			d, err = s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
+		if !ok || n >= ask.PromptBound {
+			return false
 		}
+		s.Log.Info("token budget reserved the backend's input count, not the prompt bound", "request_id", ex.id, "tenant", tenantID, "bound", ask.PromptBound, "count", n)
+		ask.PromptBound, q.PromptCounted = n, true
+		return true
+	}
+	counted := s.countFirst(ask) && count()
+	d, err := s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
+	if err == nil && !counted && billing.Recount(ask, d) && count() {
+		d, err = s.Budgets.Reserve(ctx, tenantID, ex.id, ask)
 	}
 	ex.budgetDecision = budgetDecision(d, err)
 	if err != nil {
@@ -101,6 +106,22 @@ func (s *Server) reserveBudget(ctx context.Context, w http.ResponseWriter, ex *e
 	}
 	ex.budget = billing.NewReservation(q, ask, d)
 	return nil
+}
+
+// countsAbove is Budgets that asks for a prompt's exact count before
+// reserving a bound above CountAbove (budget.Ledger).
+type countsAbove interface{ CountAbove() int64 }
+
+// countFirst reports whether ask's prompt bound is large enough to be
+// counted before it is reserved: strict mode, a bound above the
+// ledger's count_above, a body that holds its whole prompt.
+func (s *Server) countFirst(ask budget.Ask) bool {
+	ca, ok := s.Budgets.(countsAbove)
+	if !ok || !s.Budgets.Strict() || ask.Unbounded {
+		return false
+	}
+	n := ca.CountAbove()
+	return n >= 0 && ask.PromptBound > n
 }
 
 // observed is what the request path saw of ex by its end, for billing.

@@ -132,3 +132,46 @@ func TestBudgetCountDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// TestBudgetCountFirst: a prompt bound above budget.count_above (a
+// coding agent's first request bounds at about four times its prompt)
+// is counted by the pool before it is reserved, so the reservation is
+// the count and the cap, not the bound; below it, or with count_above
+// -1, no count is asked while the bound fits.
+func TestBudgetCountFirst(t *testing.T) {
+	big := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("a", 40_000) + `"}]}`
+	small := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
+	for _, tt := range []struct {
+		name       string
+		countAbove int64
+		body       string
+		counts     int64
+		remaining  string
+	}{
+		{"a bound above count_above is counted first", 0, big, 1, "999999700"},
+		{"a bound below it is reserved as it is", 0, small, 0, ""},
+		{"count_above -1 counts only a refused bound", -1, big, 0, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			spy := newBudgetSpy(t, budget.Config{CountAbove: tt.countAbove}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokenQuota: 1_000_000_000, QuotaPeriod: budget.PeriodDay}})
+			var counts atomic.Int64
+			backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/count_tokens") {
+					counts.Add(1)
+					_, _ = w.Write([]byte(`{"input_tokens":250}`))
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":250,"output_tokens":1}}`))
+			})
+			g := gatewayOnKind(t, "anthropic", func(d *Deps) { d.Budgets = spy }, startBackend(t, backend))
+			resp, got := postPath(t, g, "/v1/messages", tt.body)
+			if resp.StatusCode != 200 || counts.Load() != tt.counts {
+				t.Fatalf("status %d, %d count calls (want %d): %s", resp.StatusCode, counts.Load(), tt.counts, got)
+			}
+			if rl := resp.Header.Get("X-Ratelimit-Remaining-Tokens"); tt.remaining != "" && rl != tt.remaining {
+				t.Fatalf("%q tokens left after reserving, want the quota less the count of 250 and the cap of 50", rl)
+			}
+		})
+	}
+}
