@@ -335,3 +335,70 @@ func BenchmarkKeyVerify(b *testing.B) {
 		}
 	}
 }
+
+// listing is a counting store that lists its ids (keys.IDLister).
+type listing struct {
+	*counting
+	mem   *keys.Memory
+	lists atomic.Int64
+}
+
+func (l *listing) IDs(ctx context.Context) ([]string, error) {
+	l.lists.Add(1)
+	return l.mem.IDs(ctx)
+}
+
+// TestKeyFloodOfMadeUpIDs: a flood of made-up ids, each new (so no
+// negative cache helps), costs no store read per attempt: the verifier
+// reads the store's list of ids once per CacheTTL and only a bounded few
+// reads a second for ids it did not list. A real key verifies all along,
+// and a key made on another replica after the list was read is found at
+// once while the flood leaves reads, else within CacheTTL. (Before:
+// one store read per made-up id.)
+func TestKeyFloodOfMadeUpIDs(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	mem := keys.NewMemory(c.now)
+	st := &listing{counting: &counting{Store: mem}, mem: mem}
+	m := keys.Manager{Secret: secret, Store: mem, Now: c.now}
+	real, _, _ := m.Create(context.Background(), keys.Record{Tenant: "t1"}, time.Hour, "test")
+	v, _ := keys.NewVerifier(secret, keys.Options{Store: st, Now: c.now})
+	if _, err := v.Verify(context.Background(), real); err != nil {
+		t.Fatal(err)
+	}
+	before := st.gets.Load()
+	for i := range 5000 {
+		k, _ := newKey(t, c.now(), keys.Record{}) // a new id each time
+		if _, err := v.Verify(context.Background(), k); err == nil {
+			t.Fatal("a made-up key was accepted")
+		}
+		if i%1000 == 0 {
+			if _, err := v.Verify(context.Background(), real); err != nil {
+				t.Fatalf("the real key during the flood: %v", err)
+			}
+		}
+	}
+	if n := st.gets.Load() - before; n > keys.DefaultUnlistedReads+1 {
+		t.Fatalf("%d store reads for 5000 made-up ids, want at most the %d unlisted reads a second", n, keys.DefaultUnlistedReads)
+	}
+	// A key made elsewhere while the flood has spent this second's reads
+	// is found once the list is read again (within CacheTTL).
+	late, _, _ := m.Create(context.Background(), keys.Record{Tenant: "t1"}, time.Hour, "test")
+	if _, err := v.Verify(context.Background(), late); err == nil {
+		c.add(keys.DefaultCacheTTL) // a read was left: found at once
+	} else {
+		c.add(keys.DefaultCacheTTL)
+		if _, err := v.Verify(context.Background(), late); err != nil {
+			t.Fatalf("a new key is still refused after the list's TTL: %v", err)
+		}
+	}
+	// After a quiet second a new key is found at once.
+	c.add(time.Second)
+	fresh, _, _ := m.Create(context.Background(), keys.Record{Tenant: "t1"}, time.Hour, "test")
+	if _, err := v.Verify(context.Background(), fresh); err != nil {
+		t.Fatalf("a new key with reads to spare: %v", err)
+	}
+	if n := st.lists.Load(); n > 4 {
+		t.Fatalf("the list was read %d times", n)
+	}
+}

@@ -79,6 +79,17 @@ func (m *Memory) List(context.Context) ([]Record, error) {
 	return out, nil
 }
 
+// IDs lists the ids of the keys held (IDLister).
+func (m *Memory) IDs(context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.recs))
+	for id := range m.recs {
+		out = append(out, id)
+	}
+	return out, nil
+}
+
 // SortByID sorts records by public id, the order List returns.
 func SortByID(rs []Record) {
 	slices.SortFunc(rs, func(a, b Record) int { return strings.Compare(a.ID, b.ID) })

@@ -21,6 +21,15 @@ type Lookup interface {
 	Get(ctx context.Context, id string) (Record, error)
 }
 
+// IDLister is a Lookup that lists the ids it holds in one call: the
+// verifier keeps that list (refreshed every CacheTTL) and reads the
+// store only for a listed id, or, a bounded number of times a second,
+// for an id created since the list was read. A flood of made-up ids then
+// costs no store read per attempt.
+type IDLister interface {
+	IDs(ctx context.Context) ([]string, error)
+}
+
 // entry is a record made ready to verify: its digest decoded, its
 // principal built once.
 type entry struct {
@@ -57,6 +66,17 @@ type Verifier struct {
 
 	mu    sync.Mutex
 	cache map[string]*entry
+
+	// The store's ids (IDLister), and the reads allowed for ids it did
+	// not list: a token bucket of UnlistedReads a second.
+	lister     IDLister
+	unlisted   float64
+	idxMu      sync.Mutex
+	ids        map[string]struct{}
+	idsAt      time.Time
+	refreshing bool
+	tokens     float64
+	tokensAt   time.Time
 }
 
 // Options configure a Verifier beyond its secret; the zero value works.
@@ -71,6 +91,11 @@ type Options struct {
 	// CacheSize bounds the cached store answers. Default
 	// DefaultCacheSize.
 	CacheSize int
+	// UnlistedReads bounds the store reads a second for ids the store's
+	// list (IDLister) did not hold when last read: a key made since then
+	// is found at once, a flood of made-up ids costs at most this many.
+	// Default DefaultUnlistedReads.
+	UnlistedReads float64
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -79,6 +104,9 @@ type Options struct {
 const (
 	DefaultCacheTTL  = 5 * time.Second
 	DefaultCacheSize = 10000
+	// DefaultUnlistedReads: a few keys a second made on another replica
+	// are found before the list is read again.
+	DefaultUnlistedReads = 10
 )
 
 // NewVerifier builds a Verifier of the keys whose digests are under
@@ -97,6 +125,12 @@ func NewVerifier(secret []byte, o Options) (*Verifier, error) {
 	if v.now == nil {
 		v.now = time.Now
 	}
+	v.lister, _ = o.Store.(IDLister)
+	v.unlisted = o.UnlistedReads
+	if v.unlisted <= 0 {
+		v.unlisted = DefaultUnlistedReads
+	}
+	v.tokens = v.unlisted
 	key := append([]byte(nil), secret...)
 	v.macs.New = func() any { return hmac.New(sha256.New, key) }
 	for _, r := range o.Keys {
@@ -170,6 +204,9 @@ func (v *Verifier) entry(ctx context.Context, id string) (*entry, error) {
 	if ok && now.Sub(e.at) < v.ttl {
 		return e, nil
 	}
+	if v.unlistedID(ctx, id, now) {
+		return absent, nil // not even cached: a flood of made-up ids must not evict real entries
+	}
 	r, err := v.store.Get(ctx, id)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -179,6 +216,8 @@ func (v *Verifier) entry(ctx context.Context, id string) (*entry, error) {
 	default:
 		if e, err = newEntry(r, now); err != nil {
 			e = &entry{missing: true, at: now} // a record the gateway cannot read is no key
+		} else {
+			v.listed(id)
 		}
 	}
 	v.mu.Lock()
@@ -188,6 +227,54 @@ func (v *Verifier) entry(ctx context.Context, id string) (*entry, error) {
 	v.cache[id] = e
 	v.mu.Unlock()
 	return e, nil
+}
+
+// unlistedID reports whether id is surely not in the store: the store's
+// list (read at most once per CacheTTL) does not hold it, and the reads
+// for unlisted ids (a key made since the list was read) are spent for
+// this second. Without a list it is never sure.
+func (v *Verifier) unlistedID(ctx context.Context, id string, now time.Time) bool {
+	if v.lister == nil {
+		return false
+	}
+	v.idxMu.Lock()
+	if (v.ids == nil || now.Sub(v.idsAt) >= v.ttl) && !v.refreshing {
+		v.refreshing = true
+		v.idxMu.Unlock()
+		ids, err := v.lister.IDs(ctx)
+		v.idxMu.Lock()
+		v.refreshing = false
+		if err == nil {
+			v.ids, v.idsAt = make(map[string]struct{}, len(ids)), now
+			for _, i := range ids {
+				v.ids[i] = struct{}{}
+			}
+		}
+	}
+	defer v.idxMu.Unlock()
+	if v.ids == nil {
+		return false // no list yet: ask the store
+	}
+	if _, ok := v.ids[id]; ok {
+		return false
+	}
+	v.tokens = min(v.unlisted, v.tokens+now.Sub(v.tokensAt).Seconds()*v.unlisted)
+	v.tokensAt = now
+	if v.tokens >= 1 {
+		v.tokens--
+		return false
+	}
+	return true
+}
+
+// listed adds id, which the store holds, to its list until the next
+// read of the list.
+func (v *Verifier) listed(id string) {
+	v.idxMu.Lock()
+	if v.ids != nil {
+		v.ids[id] = struct{}{}
+	}
+	v.idxMu.Unlock()
 }
 
 // sweep drops the stale entries, and all of them when none is stale, so

@@ -86,6 +86,19 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.call(ctx, "delete", func(ctx context.Context) error { return s.c.HDel(ctx, s.hash, id).Err() })
 }
 
+// IDs lists the ids of the keys held, one HKEYS (keys.IDLister): the
+// verifier reads it once per cache TTL, so an id nobody holds costs no
+// read per attempt.
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	var ids []string
+	err := s.call(ctx, "ids", func(ctx context.Context) error {
+		var err error
+		ids, err = s.c.HKeys(ctx, s.hash).Result()
+		return err
+	})
+	return ids, err
+}
+
 // List returns the live records by id, and deletes those past their
 // expiry.
 func (s *Store) List(ctx context.Context) ([]keys.Record, error) {
