@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/otelcoltest"
 	"github.com/llmgw/gateway/internal/testing/redistest"
 )
 
@@ -96,4 +97,62 @@ func TestKeyOtherTenant(t *testing.T) {
 	key := newAPIKey(t, claude, io.Discard, "-tenant", "anthro")
 	resp := plain.post("/v1/chat/completions", key, chatBody)
 	openAIError(t, resp, http.StatusForbidden, "tenant_not_allowed")
+}
+
+// TestKeyNotInTelemetry: a request made with a gateway key leaves no
+// trace of the key in what the gateway exports over OTLP (spans and
+// metric points, attributes and resource), nor its secret in the access
+// log: telemetry carries no credential, the log names the key by its
+// public id only.
+func TestKeyNotInTelemetry(t *testing.T) {
+	t.Parallel()
+	col := otelcoltest.Start(t)
+	rs := redistest.Start(t)
+	o := keysOn(rs, "5s")
+	for k, v := range otelEnv(col) {
+		o.env[k] = v
+	}
+	g := startGateway(t, o)
+	key := newAPIKey(t, g, io.Discard, "-tenant", "contoso")
+	id, secret := key[len("llmgw-"):len("llmgw-")+8], key[len("llmgw-")+9:]
+	for _, body := range []string{chatBody, `{"model":"llama","stream":true,"messages":[{"role":"user","content":"hi"}]}`} {
+		resp := g.post("/v1/chat/completions", key, body)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%d", resp.StatusCode)
+		}
+	}
+	resp := g.post("/v1/chat/completions", key[:len(key)-4]+"zzzz", chatBody) // a wrong secret
+	resp.Body.Close()
+	g.Stop()
+	<-g.Exited
+	points, spans, err := col.Received()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spans) == 0 || len(points) == 0 {
+		t.Fatalf("the collector got %d spans and %d points", len(spans), len(points))
+	}
+	leaks := func(where string, attrs map[string]string) {
+		for k, v := range attrs {
+			if strings.Contains(v, secret) || strings.Contains(v, secret[:12]) || strings.Contains(v, key) {
+				t.Errorf("%s attribute %s = %q holds the key", where, k, v)
+			}
+		}
+	}
+	for _, s := range spans {
+		leaks("span "+s.Name, s.Attrs)
+	}
+	for _, p := range points {
+		leaks("metric "+p.Metric, p.Attrs)
+		leaks("resource of "+p.Metric, p.Resource)
+	}
+	logs := g.logs.String()
+	if strings.Contains(logs, secret[:12]) {
+		t.Fatal("the gateway's log holds the key's secret")
+	}
+	if !strings.Contains(logs, `"subject":"key:`+id+`"`) {
+		t.Fatalf("the access log does not name the key by its public id key:%s", id)
+	}
 }
