@@ -73,9 +73,7 @@ func (c Config) Check(at problem.At) {
 	}
 	checkTokens(at, "default_output_tokens", c.DefaultOutputTokens)
 	checkTokens(at, "min_output_tokens", c.MinOutputTokens)
-	if c.CountAbove < -1 {
-		at.Add("count_above", "must be -1 (count only a refused bound) or a number of tokens, not %d", c.CountAbove)
-	}
+	problem.NotNegative(at, "count_above", c.CountAbove)
 	// The breaker takes its own defaults for zero values.
 	problem.NotNegative(at, "breaker_threshold", c.BreakerThreshold)
 	problem.NotNegative(at, "breaker_cooldown", c.BreakerCooldown)

@@ -82,8 +82,8 @@ type Config struct {
 	// (count_tokens, input_tokens; one call, bounded by the count
 	// timeout) before it is reserved, where the pool can count, so its
 	// reservation is the prompt it sends rather than a bound of about
-	// four times it. -1 counts only a bound a limit refuses. Default
-	// DefaultCountAbove.
+	// four times it. A number above the models' context length counts
+	// only a bound a limit refuses. Default DefaultCountAbove.
 	CountAbove int64 `yaml:"count_above" json:"count_above"`
 
 	// MinOutputTokens is the least output per choice worth forwarding a
@@ -220,7 +220,7 @@ func New(cfg Config, tenants []TenantBudget, st Store) (*Ledger, error) {
 func (l *Ledger) Strict() bool { return l.cfg.Mode == ModeStrict }
 
 // CountAbove is the prompt bound above which a request's prompt is
-// counted before it is reserved (Config.CountAbove); -1: never first.
+// counted before it is reserved (Config.CountAbove).
 func (l *Ledger) CountAbove() int64 { return l.cfg.CountAbove }
 
 // Limits returns tenant's limits; ok is false for a tenant without any.

@@ -120,8 +120,7 @@ func (s *Server) countFirst(ask budget.Ask) bool {
 	if !ok || !s.Budgets.Strict() || ask.Unbounded {
 		return false
 	}
-	n := ca.CountAbove()
-	return n >= 0 && ask.PromptBound > n
+	return ask.PromptBound > ca.CountAbove()
 }
 
 // observed is what the request path saw of ex by its end, for billing.

@@ -136,8 +136,8 @@ func TestBudgetCountDuplicates(t *testing.T) {
 // TestBudgetCountFirst: a prompt bound above budget.count_above (a
 // coding agent's first request bounds at about four times its prompt)
 // is counted by the pool before it is reserved, so the reservation is
-// the count and the cap, not the bound; below it, or with count_above
-// -1, no count is asked while the bound fits.
+// the count and the cap, not the bound; below it no count is asked while
+// the bound fits.
 func TestBudgetCountFirst(t *testing.T) {
 	big := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("a", 40_000) + `"}]}`
 	small := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"hi"}]}`
@@ -150,7 +150,7 @@ func TestBudgetCountFirst(t *testing.T) {
 	}{
 		{"a bound above count_above is counted first", 0, big, 1, "999999700"},
 		{"a bound below it is reserved as it is", 0, small, 0, ""},
-		{"count_above -1 counts only a refused bound", -1, big, 0, ""},
+		{"a count_above above the bound counts only a refused bound", 1 << 40, big, 0, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			spy := newBudgetSpy(t, budget.Config{CountAbove: tt.countAbove}, nil, budget.TenantBudget{Tenant: "t1", Limits: budget.Limits{TokenQuota: 1_000_000_000, QuotaPeriod: budget.PeriodDay}})
