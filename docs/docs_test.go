@@ -339,15 +339,17 @@ var partDefaults = map[string]any{
 	"budget.default_output_tokens":       budget.DefaultOutputTokens,
 	"budget.count_above":                 budget.DefaultCountAbove,
 	"pools[].unknown_fields":             upstream.DefaultUnknownFields,
+	"pools[].tenant_share":               route.DefaultTenantShare,
 	"tenants[].unknown_fields":           upstream.DefaultUnknownFields,
 	"budget.timeout":                     budget.DefaultTimeout,
 	"budget.image_tokens":                prompt.DefaultImageTokens,
 	"budget.media_tokens":                prompt.DefaultMediaTokens,
 
 	// config's own: an endpoint's weight when it writes none.
-	"pools[].endpoints[].weight":      1,
-	"pools[].endpoints[].priority":    0,
-	"pools[].endpoints[].api_version": upstream.DefaultAzureAPIVersion,
+	"pools[].endpoints[].weight":       1,
+	"pools[].endpoints[].priority":     0,
+	"pools[].endpoints[].capacity_tpm": 0,
+	"pools[].endpoints[].api_version":  upstream.DefaultAzureAPIVersion,
 	// upstream's zero values: what an empty azure_api and auth mean.
 	"pools[].endpoints[].azure_api":     "deployments",
 	"pools[].endpoints[].auth":          "key",

@@ -111,6 +111,9 @@ func check(c *config.Config, getenv func(string) string) config.Problems {
 		at := into(&p, "pools").Item("", i)
 		pl.Streams.Check(at)
 		upstream.CheckPool(at, pl.Kind, pl.ForwardHeaders, pl.Fields, pl.UnknownFields)
+		if pl.TenantShare < 0 || pl.TenantShare > 1 {
+			at.Add("tenant_share", "must be above 0 and at most 1, not %v", pl.TenantShare)
+		}
 		for j, e := range pl.Endpoints {
 			eat := at.Item("endpoints", j)
 			Target(pl, e).Check(eat, e.Auth == "entra")

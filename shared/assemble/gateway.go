@@ -110,7 +110,8 @@ func Routing(c *config.Config, shared route.Shared) ([]route.PoolSpec, route.Opt
 			ps.Models = append(ps.Models, m)
 		}
 		for _, e := range p.Endpoints {
-			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight, Priority: e.Priority})
+			ps.Endpoints = append(ps.Endpoints, route.EndpointSpec{Name: e.URL, Weight: e.Weight, Priority: e.Priority,
+				Capacity: e.CapacityTPM, TenantShare: p.TenantShare})
 		}
 		specs = append(specs, ps)
 	}

@@ -342,6 +342,10 @@ type Pool struct {
 	// drop (default: forwarded without it, named in
 	// X-Llmgw-Dropped-Fields) or refuse (400 unsupported_parameter).
 	UnknownFields string `yaml:"unknown_fields" json:"unknown_fields"`
+	// TenantShare is the fraction of an endpoint's capacity_tpm one
+	// tenant's requests may ask for in a minute. Default
+	// route.DefaultTenantShare.
+	TenantShare float64 `yaml:"tenant_share" json:"tenant_share"`
 	// Streams is the pool's keepalive_interval and first_token_timeout,
 	// each upstream's unless written here (a reasoning model's pool may
 	// wait longer for a first token); server.StreamPolicy.
@@ -357,6 +361,12 @@ type Endpoint struct {
 	// Default 1 when absent; an explicit 0 is an error, not a default (it
 	// reads as "send nothing here", which the router cannot do).
 	Weight int `yaml:"weight" json:"weight"`
+	// CapacityTPM is the tokens a minute the endpoint admits (a PTU's
+	// capacity as its backend counts it: prompt and output caps); with it
+	// each tenant's requests may ask at most the pool's tenant_share of
+	// it a minute before they spill to the next priority
+	// (route.Router.Admit). Default 0: no capacity, nothing counted.
+	CapacityTPM int64 `yaml:"capacity_tpm" json:"capacity_tpm"`
 	// Priority orders a pool's endpoints: requests go to the best (lowest)
 	// priority whose endpoints are not cooling; a 429 moves the request to
 	// the next one (reserved capacity first, pay-as-you-go for its 429s),

@@ -26,6 +26,9 @@ type Router interface {
 	Healthy(e *route.Endpoint)
 	Cooldown(ctx context.Context, e *route.Endpoint, d time.Duration, hard bool) time.Duration
 	Failed(e *route.Endpoint)
+	// Admit reports whether tenant's request, asking asked tokens, fits
+	// its share of e's capacity this minute (and counts it).
+	Admit(e *route.Endpoint, tenant string, asked int64) bool
 }
 
 // StreamHealth hears how a served endpoint's stream ended (route.Router
@@ -89,6 +92,9 @@ type Call struct {
 	// Tenant is the caller's tenant: the body's abuse-attribution ids and
 	// cache_salt are keyed by it (request.Changes.Tenant).
 	Tenant string
+	// Asked is what the request asks of an endpoint's capacity: its
+	// prompt bound and output caps, in tokens (Router.Admit).
+	Asked int64
 	// IDHeader is the X-Request-Id value the client's response carries:
 	// every backend request carries the same slice.
 	IDHeader []string
@@ -186,7 +192,10 @@ type Result struct {
 	// FailoverAfterHeaders: an endpoint was tried after the keepalive's
 	// comments went out.
 	FailoverAfterHeaders bool
-	UpstreamStatus       int
+	// OverShare: an endpoint was passed over because the tenant had used
+	// its share of the endpoint's capacity this minute (Router.Admit).
+	OverShare      bool
+	UpstreamStatus int
 	// Status is the status the client got; WroteHeader that it got it.
 	Status      int
 	WroteHeader bool

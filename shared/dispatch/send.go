@@ -55,6 +55,14 @@ func (d *Dispatcher) Send(ctx context.Context, c *Call, res *Result) error {
 	var last *Error
 	for i, tries := 0, 0; i < len(order); i++ {
 		e := order[i]
+		// A tenant past its share of an endpoint's capacity this minute
+		// goes on to the next (route's share.go), without an attempt:
+		// nobody else's requests move. The order's last is tried whatever
+		// the tenant holds of it: there is nowhere else to go.
+		if i < len(order)-1 && !d.Router.Admit(e, c.Tenant, c.Asked) {
+			res.OverShare = true
+			continue
+		}
 		if last != nil && c.Keepalive.Started() {
 			res.FailoverAfterHeaders = true
 		}

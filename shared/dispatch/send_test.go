@@ -33,9 +33,10 @@ func (f *fakeRouter) Cooldown(_ context.Context, _ *route.Endpoint, d time.Durat
 	f.cooled++
 	return d
 }
-func (f *fakeRouter) Failed(*route.Endpoint)       { f.benched++ }
-func (f *fakeRouter) StreamDone(*route.Endpoint)   { f.done++ }
-func (f *fakeRouter) StreamFailed(*route.Endpoint) { f.failed++ }
+func (f *fakeRouter) Failed(*route.Endpoint)                    { f.benched++ }
+func (f *fakeRouter) StreamDone(*route.Endpoint)                { f.done++ }
+func (f *fakeRouter) StreamFailed(*route.Endpoint)              { f.failed++ }
+func (f *fakeRouter) Admit(*route.Endpoint, string, int64) bool { return true }
 
 // doerFunc answers each backend request by the host it is sent to.
 type doerFunc func(*http.Request) (*http.Response, error)

@@ -52,6 +52,9 @@ type Endpoint struct {
 	// hash is the endpoint's rendezvous identity, from its name: the same
 	// on every replica.
 	hash uint64
+	// shares counts each tenant's asks against its share of the
+	// endpoint's capacity (share.go); nil without a capacity.
+	shares *shares
 }
 
 // InFlight is how many requests e is answering now.
@@ -169,6 +172,11 @@ type EndpointSpec struct {
 	Name     string
 	Weight   int
 	Priority int
+	// Capacity is the tokens a minute the endpoint admits (a PTU's), and
+	// TenantShare the fraction of it one tenant's requests may ask for
+	// (Router.Admit); 0: no capacity, every request admitted.
+	Capacity    int64
+	TenantShare float64
 }
 
 // New builds a router.
@@ -197,7 +205,8 @@ func New(pools []PoolSpec, o Options) *Router {
 			if w <= 0 {
 				w = 1
 			}
-			p.Endpoints = append(p.Endpoints, &Endpoint{Index: i, Name: es.Name, Weight: w, Priority: es.Priority, Pool: ps.Name, hash: hashString(fnvOffset, es.Name)})
+			p.Endpoints = append(p.Endpoints, &Endpoint{Index: i, Name: es.Name, Weight: w, Priority: es.Priority, Pool: ps.Name, hash: hashString(fnvOffset, es.Name),
+				shares: newShares(es.Capacity, es.TenantShare)})
 		}
 		p.byPriority = append([]*Endpoint(nil), p.Endpoints...)
 		sort.SliceStable(p.byPriority, func(i, j int) bool { return p.byPriority[i].Priority < p.byPriority[j].Priority })

@@ -37,7 +37,11 @@ func (s *Server) appendAccessLog(l *logLine, ex *exchange, end time.Time) {
 	l.str("pool", ex.pool)
 	l.str("endpoint", ex.Endpoint)
 	l.int("priority", int64(ex.Priority))
-	l.str("spill", ex.spill)
+	spill := ex.spill
+	if spill == "" && ex.OverShare {
+		spill = "tenant_share" // passed over its share of a priority's capacity
+	}
+	l.str("spill", spill)
 	l.int("attempts", int64(ex.Attempts))
 	l.int("status", int64(ex.Status))
 	l.int("upstream_status", int64(ex.UpstreamStatus))

@@ -141,10 +141,25 @@ func (s *Server) call(w http.ResponseWriter, r *http.Request, ex *exchange, pool
 	ex.call = dispatch.Call{ID: ex.id, Tenant: ex.tenant, IDHeader: ex.idHeader, Op: ex.op, Creates: ex.creates, Pool: pool, Body: body, Raw: raw,
 		Header: r.Header, Inject: body.Stream && !body.IncludeUsage && ex.op.StreamOptions(), Pin: ex.stored.pin,
 		OutputCap: ex.budget.OutputCap(), MaxTokenEvents: ex.budget.MaxTokenEvents(), Choices: ex.budget.ChoiceCount(),
-		MaxToolCalls:      ex.bill.Features.ToolCalls(),
+		MaxToolCalls: ex.bill.Features.ToolCalls(), Asked: s.asked(ex, body, raw),
 		StandardTier:      ex.budget.StandardTier(),
 		FirstTokenTimeout: s.streamPolicy(pool).FirstToken(), Keepalive: ex.keepalive, W: w, Hooks: &ex.hooks}
 	return &ex.call
+}
+
+// asked is what the request asks of a backend's capacity (a PTU counts
+// the prompt and the output caps when it admits a request): its
+// reservation when the tenant has a budget, else a quarter of its body's
+// bytes and its caps (the default output when it sends none).
+func (s *Server) asked(ex *exchange, body *request.Body, raw []byte) int64 {
+	if ex.budget != nil {
+		return ex.budget.Reserved()
+	}
+	out := body.ClientCap()
+	if out == 0 {
+		out = budget.DefaultOutputTokens
+	}
+	return int64(len(raw))/4 + out*body.Choices()
 }
 
 // relay relays the answer the backends gave (dispatch.Dispatcher.Relay).

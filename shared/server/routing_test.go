@@ -15,6 +15,7 @@ import (
 	"github.com/llmgw/gateway/shared/route"
 	"github.com/llmgw/gateway/shared/telemetry"
 	"github.com/llmgw/gateway/shared/tenant"
+	"github.com/llmgw/gateway/shared/upstream"
 )
 
 // tiered serves model "m" from one pool whose endpoints are handlers, in
@@ -385,5 +386,52 @@ func TestSpillKeepsBudget(t *testing.T) {
 	// sseBackend's usage: 3 prompt + 1 completion tokens.
 	if reserves != 1 || len(settles) != 1 || settles[0] != "settle 4" {
 		t.Fatalf("reserved %d times, settled %v; want one reserve and one settle 4", reserves, settles)
+	}
+}
+
+// TestInflatedCapsCannotTiltPriority: a PTU with a capacity of 10,000
+// tokens a minute (default tenant share: half). Tenant t1 asks for
+// 4,000-token caps: its first request goes to the PTU, the next would
+// take it past its half of the minute, so it spills to pay-as-you-go
+// without an attempt at the PTU (access log spill "tenant_share"),
+// while tenant t2's requests still go to the PTU. Before, every one of
+// t1's requests went to the PTU until the backend's own 429 cooled it
+// for everyone.
+func TestInflatedCapsCannotTiltPriority(t *testing.T) {
+	var ptu, payg atomic.Int32
+	g := tiered(t, func(d *Deps) {
+		d.Auth = tokenIsTenant{}
+		d.Tenants = tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}, {ID: "t2", Models: []string{"m"}}})
+		old := d.Router.Pool("m").Endpoints
+		r := route.New([]route.PoolSpec{{Name: "p", Models: []string{"m"}, Endpoints: []route.EndpointSpec{
+			{Name: old[0].Name, Weight: 1, Priority: 0, Capacity: 10_000}, {Name: old[1].Name, Weight: 1, Priority: 1},
+		}}}, route.Options{})
+		targets := map[*route.Endpoint]*upstream.Target{}
+		for i, e := range r.Pool("m").Endpoints {
+			targets[e] = d.Targets[old[i]]
+		}
+		d.Router, d.Targets = r, targets
+	}, []int{0, 1}, counting(&ptu, sseBackend), counting(&payg, sseBackend))
+	inflated := `{"model":"m","stream":true,"max_tokens":4000,"messages":[{"role":"user","content":"hi"}]}`
+	small := `{"model":"m","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+	for i, c := range []struct {
+		tenant, body string
+		ptu, payg    int32
+	}{
+		{"t1", inflated, 1, 0},
+		{"t1", inflated, 1, 1}, // past its half: spills
+		{"t1", inflated, 1, 2},
+		{"t2", small, 2, 2}, // the neighbour keeps the PTU
+		{"t2", inflated, 3, 2},
+		{"t1", small, 4, 2}, // what is left of t1's half still holds a small one
+	} {
+		resp, b := g.call(t, "POST", "/v1/chat/completions", c.tenant, c.body)
+		if resp.StatusCode != 200 || ptu.Load() != c.ptu || payg.Load() != c.payg {
+			t.Fatalf("request %d (%s): %d %s; ptu %d payg %d, want %d and %d", i, c.tenant, resp.StatusCode, b, ptu.Load(), payg.Load(), c.ptu, c.payg)
+		}
+	}
+	lines := requestLines(t, g)
+	if s := lines[1]["spill"]; s != "tenant_share" || lines[1]["priority"] != 1.0 {
+		t.Fatalf("the spilled request's log: spill %v, priority %v", s, lines[1]["priority"])
 	}
 }
