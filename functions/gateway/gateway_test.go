@@ -236,8 +236,9 @@ func TestLimiterAdmitsExactlyN(t *testing.T) {
 				}
 			}
 			if resp.StatusCode == http.StatusTooManyRequests {
-				if resp.Header.Get("Retry-After") == "" {
-					t.Error("429 without Retry-After")
+				// 5 an hour: the next in 12 minutes, too far to wait.
+				if resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" {
+					t.Errorf("429 with Retry-After %q, X-Should-Retry %q", resp.Header.Get("Retry-After"), resp.Header.Get("X-Should-Retry"))
 				}
 				openAIError(t, resp, 429, "rate_limit_exceeded")
 			}

@@ -239,8 +239,9 @@ func contractCases(t *testing.T, g *gw) []contractCase {
 			check: func(t *testing.T, r reply) {
 				wantError(http.StatusTooManyRequests, "rate_limit_exceeded")(t, r)
 				wantRateHeaders(t, r)
-				if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s <= 0 {
-					t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
+				// 2 an hour: the next in 30 minutes, too far to wait.
+				if r.header.Get("Retry-After") != "" || r.header.Get("X-Should-Retry") != "false" {
+					t.Errorf("Retry-After %q, X-Should-Retry %q", r.header.Get("Retry-After"), r.header.Get("X-Should-Retry"))
 				}
 				if r.header.Get("X-Ratelimit-Remaining-Requests") != "0" || r.header.Get("X-Ratelimit-Limit-Requests") != strconv.Itoa(tinyBucket) {
 					t.Errorf("x-ratelimit headers %v", r.header)

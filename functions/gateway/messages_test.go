@@ -393,7 +393,8 @@ func TestMessagesBudgetBill(t *testing.T) {
 // --test with the official @anthropic-ai/sdk npm package) against a live
 // gateway with an anthropic pool: messages create (apiKey and authToken),
 // stream, tools (tool_use, then tool_result), count_tokens, and the
-// error classes for 401, 404, 400, 429 and a broken stream. It fails,
+// error classes for 401, 404, 400, 429 and a broken stream, and a spent
+// daily quota raised at once with the SDK's default retries. It fails,
 // never skips, when node or the package is missing.
 func TestSDKNodeAnthropic(t *testing.T) {
 	t.Parallel()
@@ -401,8 +402,8 @@ func TestSDKNodeAnthropic(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@anthropic-ai", "sdk", "package.json")); err != nil {
 		t.Fatalf("scripts/sdktest/node_modules/@anthropic-ai/sdk missing: run `npm ci --prefix scripts/sdktest`: %v", err)
 	}
-	g, _ := startClaude(t, options{})
-	nodeTest(t, node, dir, append(cleanAnthropicEnv(), "ANTHROPIC_GATEWAY="+g.URL, "TOKEN="+g.token("anthro"), "EXPECT_TOKENS=8"), "anthropic.test.mjs")
+	g, _ := startClaude(t, options{tenants: "  - {id: daily, models: [claude-test], requests: 1000, interval: 1h, token_quota: 100, quota_period: day}\n"})
+	nodeTest(t, node, dir, append(cleanAnthropicEnv(), "ANTHROPIC_GATEWAY="+g.URL, "TOKEN="+g.token("anthro"), "QUOTA_TOKEN="+g.token("daily"), "EXPECT_TOKENS=8"), "anthropic.test.mjs")
 }
 
 // cleanAnthropicEnv is cleanEnv without ANTHROPIC_* (the SDK would read them).

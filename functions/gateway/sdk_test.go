@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -357,8 +358,10 @@ func TestSDKGoMidStreamFailure(t *testing.T) {
 
 // TestSDKGoBudget: the Go SDK sees the token headers on answers, and the
 // budget's refusals as 429 *openai.Error with OpenAI's codes:
-// insufficient_quota for the quota, rate_limit_exceeded (type tokens) for
-// the per-minute limit, each with Retry-After.
+// insufficient_quota for the (monthly) quota, request_too_large_for_budget
+// for a request above the per-minute limit, each with x-should-retry:
+// false and no Retry-After; with its default retries the SDK raises the
+// quota's refusal after one attempt.
 func TestSDKGoBudget(t *testing.T) {
 	t.Parallel()
 	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}, tenants: sdkBudgetTenants})
@@ -380,8 +383,27 @@ func TestSDKGoBudget(t *testing.T) {
 			}
 		}
 		ae := wantAPIError(t, err, http.StatusTooManyRequests, "insufficient_quota")
-		if ae.Type != "insufficient_quota" || ae.Response.Header.Get("Retry-After") == "" || ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "100" {
+		if ae.Type != "insufficient_quota" || ae.Response.Header.Get("Retry-After") != "" || ae.Response.Header.Get("X-Should-Retry") != "false" ||
+			ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "100" {
 			t.Fatalf("type %q headers %v", ae.Type, ae.Response.Header)
+		}
+	})
+	t.Run("quota, default retries", func(t *testing.T) {
+		// After "quota": the month's quota is spent. The SDK's default
+		// retries (2) would send it twice more; x-should-retry: false
+		// stops them.
+		var attempts atomic.Int32
+		count := func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			attempts.Add(1)
+			return next(req)
+		}
+		c := g.sdkClient(g.token("budgeted"), option.WithMiddleware(count))
+		start := time.Now()
+		_, err := c.Chat.Completions.New(ctx, chatParams("llama"))
+		took := time.Since(start)
+		wantAPIError(t, err, http.StatusTooManyRequests, "insufficient_quota")
+		if n := attempts.Load(); n != 1 || took > 10*time.Second {
+			t.Fatalf("%d attempts in %v; want one, at once", n, took)
 		}
 	})
 	t.Run("tokens per minute", func(t *testing.T) {
@@ -391,6 +413,7 @@ func TestSDKGoBudget(t *testing.T) {
 		// run, and is told so, with no Retry-After.
 		ae := wantAPIError(t, err, http.StatusTooManyRequests, "request_too_large_for_budget")
 		if ae.Type != "tokens" || !strings.Contains(ae.Message, "tokens per min") || ae.Response.Header.Get("Retry-After") != "" ||
+			ae.Response.Header.Get("X-Should-Retry") != "false" ||
 			ae.Response.Header.Get("X-Ratelimit-Limit-Tokens") != "30" {
 			t.Fatalf("type %q message %q headers %v", ae.Type, ae.Message, ae.Response.Header)
 		}

@@ -6,6 +6,8 @@
 //   ANTHROPIC_GATEWAY  the gateway's base URL (no /v1: the SDK adds it)
 //   TOKEN              a valid JWT for tenant anthro (claude-test, llama)
 //   EXPECT_TOKENS      completion tokens per answer (the stub repeats " tok")
+//   QUOTA_TOKEN        a JWT for tenant daily (a token quota of 100 a day);
+//                      optional
 //
 // By hand: ANTHROPIC_GATEWAY=... TOKEN=... node --test anthropic.test.mjs
 import { test } from 'node:test';
@@ -135,6 +137,33 @@ test('a stream the backend breaks mid-way raises an APIError', async () => {
     assert.match(e.message, /api_error|stream/);
     return true;
   });
+});
+
+// A daily token quota, spent: with the SDK's default retries (2) the
+// refusal is raised after one attempt, at once: x-should-retry: false,
+// no retry-after (the day ends in hours).
+const quotaToken = process.env.QUOTA_TOKEN;
+test('a spent daily quota raises at once with default retries', { skip: !quotaToken && 'QUOTA_TOKEN not set' }, async () => {
+  let attempts = 0;
+  const counting = (url, init) => { attempts++; return fetch(url, init); };
+  const c = new Anthropic({ baseURL, apiKey: quotaToken, timeout: 30_000, fetch: counting });
+  let refused;
+  for (let i = 0; i < 30 && !refused; i++) {
+    attempts = 0;
+    const start = Date.now();
+    try {
+      await c.messages.create({ model, max_tokens: 8, messages });
+    } catch (e) {
+      refused = e;
+      const took = Date.now() - start;
+      assert.equal(attempts, 1, `${attempts} attempts`);
+      assert.ok(took < 10_000, `took ${took} ms`);
+    }
+  }
+  assert.ok(refused instanceof Anthropic.RateLimitError, `${refused?.constructor?.name}: ${refused?.message}`);
+  assert.equal(refused.headers.get('x-should-retry'), 'false');
+  assert.equal(refused.headers.get('retry-after'), null);
+  assert.match(refused.message, /token quota/);
 });
 
 // Last: the 429 benches the pool's one endpoint for its Retry-After.

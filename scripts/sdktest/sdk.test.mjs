@@ -126,8 +126,28 @@ test('token quota: headers, then insufficient_quota', { skip: !budgetToken && 'B
   assert.equal(refused.status, 429);
   assert.equal(refused.code, 'insufficient_quota');
   assert.equal(refused.type, 'insufficient_quota');
-  assert.ok(refused.headers.get('retry-after'));
+  // A monthly quota resets in days: no retry can succeed soon.
+  assert.equal(refused.headers.get('retry-after'), null);
+  assert.equal(refused.headers.get('x-should-retry'), 'false');
   assert.equal(refused.headers.get('x-ratelimit-limit-tokens'), '100');
+});
+
+// After the test above has spent the quota: with the SDK's default
+// retries, the refusal is raised after one attempt, at once (before, the
+// SDK retried it and waited).
+test('token quota: default retries raise insufficient_quota at once', { skip: !budgetToken && 'BUDGET_TOKEN not set' }, async () => {
+  let attempts = 0;
+  const counting = (url, init) => { attempts++; return fetch(url, init); };
+  const c = new OpenAI({ baseURL, apiKey: budgetToken, timeout: 30_000, fetch: counting });
+  const start = Date.now();
+  await assert.rejects(c.chat.completions.create({ model: 'llama', messages }), (e) => {
+    assert.ok(e instanceof OpenAI.RateLimitError, `got ${e?.constructor?.name}: ${e}`);
+    assert.equal(e.code, 'insufficient_quota');
+    return true;
+  });
+  const took = Date.now() - start;
+  assert.equal(attempts, 1, `${attempts} attempts`);
+  assert.ok(took < 10_000, `took ${took} ms`);
 });
 
 test('tokens per minute: request_too_large_for_budget before any byte', { skip: !tpmToken && 'TPM_TOKEN not set' }, async () => {
@@ -142,6 +162,7 @@ test('tokens per minute: request_too_large_for_budget before any byte', { skip: 
         assert.equal(e.type, 'tokens');
         assert.match(e.message, /tokens per min/);
         assert.equal(e.headers.get('retry-after'), null);
+        assert.equal(e.headers.get('x-should-retry'), 'false');
         assert.equal(e.headers.get('x-ratelimit-limit-tokens'), '30');
         return true;
       },

@@ -205,11 +205,13 @@ func TestBudgetStrict(t *testing.T) {
 
 // TestBudgetRefusals: a request the budget cannot hold is refused before
 // any backend is called, with the token headers: one that would fit
-// later gets 429 with Retry-After, rate_limit_exceeded (type tokens) for
-// the minute, insufficient_quota for the quota; one whose least
-// reservation is above the whole limit can never run and gets
-// request_too_large_for_budget (same type) with no Retry-After (it was
-// once told to retry when the window reset).
+// later gets 429, rate_limit_exceeded (type tokens) with Retry-After
+// and x-should-retry: true for the minute, insufficient_quota for the
+// (monthly) quota with x-should-retry: false and no Retry-After (a
+// client would wait for weeks); one whose least reservation is above the
+// whole limit can never run and gets request_too_large_for_budget (same
+// type) with x-should-retry: false and no Retry-After (it was once told
+// to retry when the window reset).
 func TestBudgetRefusals(t *testing.T) {
 	tpm := func(n int64) budget.Limits {
 		return budget.Limits{TokensPerMinute: n, TokenQuota: 1 << 40, QuotaPeriod: budget.PeriodDay}
@@ -222,12 +224,13 @@ func TestBudgetRefusals(t *testing.T) {
 		limits          budget.Limits
 		hog             int64 // reserved first by another request
 		limit, left     string
-		retry           bool
+		retry           bool   // a Retry-After
+		should          string // x-should-retry
 	}{
-		{"tokens per minute, later", "rate_limit_exceeded", "tokens", tpm(100), 80, "100", "20", true},
-		{"quota, later", "insufficient_quota", "insufficient_quota", quota(100), 80, "100", "20", true},
-		{"tokens per minute, never", "request_too_large_for_budget", "tokens", tpm(20), 0, "20", "20", false},
-		{"quota, never", "request_too_large_for_budget", "insufficient_quota", quota(20), 0, "20", "20", false},
+		{"tokens per minute, later", "rate_limit_exceeded", "tokens", tpm(100), 80, "100", "20", true, "true"},
+		{"quota, later", "insufficient_quota", "insufficient_quota", quota(100), 80, "100", "20", false, "false"},
+		{"tokens per minute, never", "request_too_large_for_budget", "tokens", tpm(20), 0, "20", "20", false, "false"},
+		{"quota, never", "request_too_large_for_budget", "insufficient_quota", quota(20), 0, "20", "20", false, "false"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := newBudgetSpy(t, budget.Config{}, nil, budget.TenantBudget{Tenant: "t1", Limits: tt.limits})
@@ -249,7 +252,10 @@ func TestBudgetRefusals(t *testing.T) {
 			if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); tt.retry != (err == nil && ra >= 1) {
 				t.Fatalf("Retry-After %q; want one: %v", resp.Header.Get("Retry-After"), tt.retry)
 			}
-			if !tt.retry && (!strings.Contains(e.Error.Message, "never run") || !strings.Contains(e.Error.Message, "needs at least 45") || !strings.Contains(e.Error.Message, "limit is 20")) {
+			if got := resp.Header.Get("X-Should-Retry"); got != tt.should {
+				t.Fatalf("X-Should-Retry %q, want %q", got, tt.should)
+			}
+			if tt.code == "request_too_large_for_budget" && (!strings.Contains(e.Error.Message, "never run") || !strings.Contains(e.Error.Message, "needs at least 45") || !strings.Contains(e.Error.Message, "limit is 20")) {
 				t.Fatalf("message %q does not say what it needs and what the limit is", e.Error.Message)
 			}
 			if resp.Header.Get("X-Ratelimit-Limit-Tokens") != tt.limit || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != tt.left {

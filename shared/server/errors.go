@@ -13,7 +13,6 @@ import (
 	"github.com/llmgw/gateway/shared/auth"
 	"github.com/llmgw/gateway/shared/billing"
 	"github.com/llmgw/gateway/shared/dispatch"
-	"github.com/llmgw/gateway/shared/keys"
 	"github.com/llmgw/gateway/shared/ratelimit"
 	"github.com/llmgw/gateway/shared/request"
 	"github.com/llmgw/gateway/shared/sse"
@@ -30,14 +29,44 @@ type apiError struct {
 	Code    string
 	Param   string
 	Message string
-	// RetryAfter, when positive, is sent as Retry-After (whole seconds, rounded up).
+	// RetryAfter, when positive, is when a retry can succeed: sent as
+	// Retry-After (whole seconds, rounded up) up to retryHorizon, beyond
+	// it as x-should-retry: false (retryAdvice).
 	RetryAfter time.Duration
 	// Bearer adds WWW-Authenticate (RFC 6750 §3) for 401s.
 	Bearer bool
-	// NoRetry sends x-should-retry: false, which the OpenAI and Anthropic
-	// SDKs obey: an expired key fails the same way however often it is
-	// sent.
+	// NoRetry sends x-should-retry: false on a status the SDKs would
+	// otherwise retry (a 429 that no wait lets through).
 	NoRetry bool
+}
+
+// retryHorizon is the longest Retry-After the gateway sends. A refusal
+// whose window resets later (a daily or monthly quota) cannot succeed by
+// waiting a few seconds: it says x-should-retry: false instead, which the
+// OpenAI and Anthropic SDKs and Claude Code obey, so the client raises
+// the error at once rather than retrying or sleeping until midnight. A
+// per-minute window always resets within it. OpenAI's SDKs themselves
+// ignore a Retry-After above 60 s.
+const retryHorizon = 60 * time.Second
+
+// retryAdvice is what e's headers tell a client's retry loop: a
+// Retry-After (and x-should-retry: true) when a retry at that time can
+// succeed; x-should-retry: false when the same request would be refused
+// again however long the client waited (a wait beyond retryHorizon, a
+// refusal marked NoRetry, any 4xx but 408, 409 and 429: a bad or expired
+// token, a bad body, a feature the tenant lacks); nothing where the
+// client's own policy decides (a 5xx, a backend's 429 without a wait).
+func (e *apiError) retryAdvice() (retryAfter, shouldRetry string) {
+	switch {
+	case e.NoRetry || e.RetryAfter > retryHorizon:
+		return "", "false"
+	case e.RetryAfter > 0:
+		return retryAfterSeconds(e.RetryAfter), "true"
+	case e.Status >= 400 && e.Status < 500 && e.Status != http.StatusRequestTimeout &&
+		e.Status != http.StatusConflict && e.Status != http.StatusTooManyRequests:
+		return "", "false"
+	}
+	return "", ""
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -69,7 +98,7 @@ func (e *apiError) JSON() []byte {
 // write sends e as the whole response.
 func (e *apiError) write(w http.ResponseWriter) { e.writeBody(w, e.JSON()) }
 
-// writeBody sends e's status and headers (Retry-After, WWW-Authenticate)
+// writeBody sends e's status and headers (retryAdvice's, WWW-Authenticate)
 // with body, e in one API's shape.
 func (e *apiError) writeBody(w http.ResponseWriter, body []byte) {
 	h := w.Header()
@@ -77,11 +106,12 @@ func (e *apiError) writeBody(w http.ResponseWriter, body []byte) {
 	if e.Bearer {
 		h.Set("WWW-Authenticate", `Bearer error="invalid_token"`)
 	}
-	if e.RetryAfter > 0 {
-		h.Set("Retry-After", retryAfterSeconds(e.RetryAfter))
+	retryAfter, shouldRetry := e.retryAdvice()
+	if retryAfter != "" {
+		h.Set("Retry-After", retryAfter)
 	}
-	if e.NoRetry {
-		h.Set("X-Should-Retry", "false")
+	if shouldRetry != "" {
+		h.Set("X-Should-Retry", shouldRetry)
 	}
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(body)
@@ -125,13 +155,16 @@ func asAPIError(err error) *apiError {
 // tenant may not use, a budget or spend limit with no room, a thinking
 // budget over the output cap…; package billing words each): its Kind
 // decides the status, and the type where the refusal names none.
+//
+// An OverBudget refusal without RetryAfter (request_too_large_for_budget)
+// can never run: it says so with x-should-retry: false.
 func refusalError(r *billing.Refusal) *apiError {
 	e := &apiError{Type: r.Type, Code: r.Code, Param: r.Param, Message: r.Message, RetryAfter: r.RetryAfter}
 	switch r.Kind {
 	case billing.Invalid:
 		e.Status, e.Type = http.StatusBadRequest, "invalid_request_error"
 	case billing.OverBudget:
-		e.Status = http.StatusTooManyRequests
+		e.Status, e.NoRetry = http.StatusTooManyRequests, r.RetryAfter <= 0
 	default:
 		e.Status, e.Type = http.StatusInternalServerError, "server_error"
 	}
@@ -356,7 +389,7 @@ func authError(err error) *apiError {
 			Message: err.Error()}
 	}
 	return &apiError{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_token",
-		Message: "invalid bearer token: " + err.Error(), Bearer: true, NoRetry: errors.Is(err, keys.ErrExpired)}
+		Message: "invalid bearer token: " + err.Error(), Bearer: true}
 }
 
 // limiterError: retry is when the store will next be tried
@@ -698,8 +731,9 @@ func tooManyConnections(max int) *apiError {
 func TooManyConnections(maxConns int) []byte {
 	e := tooManyConnections(maxConns)
 	body := e.JSON()
+	retryAfter, shouldRetry := e.retryAdvice()
 	head := "HTTP/1.1 " + strconv.Itoa(e.Status) + " " + http.StatusText(e.Status) + "\r\n" +
-		"Content-Type: application/json\r\nRetry-After: " + retryAfterSeconds(e.RetryAfter) + "\r\n" +
+		"Content-Type: application/json\r\nRetry-After: " + retryAfter + "\r\nX-Should-Retry: " + shouldRetry + "\r\n" +
 		"Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	return append([]byte(head), body...)
 }

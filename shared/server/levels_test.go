@@ -228,9 +228,9 @@ func TestLevelScopeIsTheTokens(t *testing.T) {
 	}
 }
 
-// TestLevelRefusals: a refusal names the level and its window, with
-// Retry-After when the window's end helps and none when the request can
-// never fit; an answer's remaining-spend headers are the tightest
+// TestLevelRefusals: a refusal names the level and its window; a daily
+// one and one that can never fit say x-should-retry: false, with no
+// Retry-After; an answer's remaining-spend headers are the tightest
 // level's; the spend view lists the caller's levels.
 func TestLevelRefusals(t *testing.T) {
 	_, bound, worst, least := proofWorst()
@@ -254,13 +254,13 @@ func TestLevelRefusals(t *testing.T) {
 		t.Fatalf("remaining-spend %q, want the user's %s", got, want)
 	}
 	// Less than the least cost left for u1 today: refused by the user,
-	// Retry-After at 00:00 UTC.
+	// until 00:00 UTC, too far off for a client to wait.
 	resp, b = levelPost(t, g, "search/u1", chatBody("", 100))
 	if resp.StatusCode != 429 || !strings.Contains(b, `user \"u1\" spent`) || !strings.Contains(b, "today (UTC)") {
 		t.Fatalf("second: %d %s", resp.StatusCode, b)
 	}
-	if ra := resp.Header.Get("Retry-After"); ra == "" {
-		t.Fatal("no Retry-After on a user's daily refusal")
+	if ra, sr := resp.Header.Get("Retry-After"), resp.Header.Get("X-Should-Retry"); ra != "" || sr != "false" {
+		t.Fatalf("a user's daily refusal: Retry-After %q, X-Should-Retry %q", ra, sr)
 	}
 	// A project whose whole limit is below the least cost: never fits,
 	// no Retry-After.
@@ -268,8 +268,8 @@ func TestLevelRefusals(t *testing.T) {
 	if resp.StatusCode != 429 || !strings.Contains(b, "request_too_large_for_budget") || !strings.Contains(b, `project \"tiny\"`) {
 		t.Fatalf("tiny: %d %s", resp.StatusCode, b)
 	}
-	if ra := resp.Header.Get("Retry-After"); ra != "" {
-		t.Fatalf("Retry-After %q on a request that can never fit", ra)
+	if ra, sr := resp.Header.Get("Retry-After"), resp.Header.Get("X-Should-Retry"); ra != "" || sr != "false" {
+		t.Fatalf("a request that can never fit: Retry-After %q, X-Should-Retry %q", ra, sr)
 	}
 
 	// The spend view: the tenant's level, then the caller's project and

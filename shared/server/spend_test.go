@@ -215,9 +215,10 @@ func TestSpendSettlesAtTheTierServed(t *testing.T) {
 }
 
 // TestSpendRefusals: a spend limit without room refuses 429 naming the
-// limit, what was spent and the limit, with Retry-After; a request whose
-// least cost is above the whole limit is told it can never run, without
-// Retry-After. Nothing reaches the backend.
+// limit, what was spent and the limit; a monthly one says
+// x-should-retry: false, without Retry-After; a request whose least cost
+// is above the whole limit is told it can never run, the same way.
+// Nothing reaches the backend.
 func TestSpendRefusals(t *testing.T) {
 	tb := &tierBackend{prompt: 10, output: 1}
 	g, spy := spendGateway(t, budget.Limits{SpendPerMonth: 5000, SpendPerMinute: 100_000}, 0, tieredPrices(t), nil, tb)
@@ -234,7 +235,7 @@ func TestSpendRefusals(t *testing.T) {
 		Error struct{ Code, Type, Message string }
 	}
 	_ = json.Unmarshal(b, &e)
-	if resp.StatusCode != 429 || e.Error.Code != "insufficient_quota" || resp.Header.Get("Retry-After") == "" ||
+	if resp.StatusCode != 429 || e.Error.Code != "insufficient_quota" || resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" ||
 		!strings.Contains(e.Error.Message, `tenant "t1" spent 0.00499 of 0.005 USD this month (UTC)`) {
 		t.Fatalf("status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
@@ -245,7 +246,7 @@ func TestSpendRefusals(t *testing.T) {
 	big := fmt.Sprintf(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":%q}]}`, strings.Repeat("word ", 3000))
 	resp, b = g.post(t, big)
 	_ = json.Unmarshal(b, &e)
-	if resp.StatusCode != 429 || e.Error.Code != "request_too_large_for_budget" || resp.Header.Get("Retry-After") != "" {
+	if resp.StatusCode != 429 || e.Error.Code != "request_too_large_for_budget" || resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-Should-Retry") != "false" {
 		t.Fatalf("too large: status %d, Retry-After %q: %s", resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 	if tb.calls.Load() != 0 {
