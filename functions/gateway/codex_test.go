@@ -170,6 +170,10 @@ type codexRun struct {
 	features string
 	// fails: Codex must exit non-zero (a refusal), not 0.
 	fails bool
+	// authCommand: the provider takes its token from
+	// [model_providers.llmgw.auth] (this script, run by sh), not from
+	// env_key.
+	authCommand string
 }
 
 // codexExec runs `codex exec --json` as r says, through the recording
@@ -205,7 +209,12 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 	if model != "" {
 		modelLine = fmt.Sprintf("model = %q\n", model) + topLevel
 	}
-	if err := os.WriteFile(filepath.Join(home, "config.toml"), fmt.Appendf(nil, codexConfig, modelLine, provider, g.URL+"/v1", r.features), 0o600); err != nil {
+	config := fmt.Appendf(nil, codexConfig, modelLine, provider, g.URL+"/v1", r.features)
+	if r.authCommand != "" {
+		config = bytes.Replace(config, []byte("env_key = \"LLMGW_TOKEN\"\n"), nil, 1)
+		config = fmt.Appendf(config, "\n[model_providers.llmgw.auth]\ncommand = \"sh\"\nargs = [\"-c\", %q]\n", r.authCommand)
+	}
+	if err := os.WriteFile(filepath.Join(home, "config.toml"), config, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var env []string
@@ -404,4 +413,37 @@ func pathLog(g *gw, tenant, path string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// TestCodexAuthCommand: Codex with its token from an auth command
+// ([model_providers.<id>.auth], what docs/clients.md shows for sessions
+// longer than a token) runs a turn; it then also fetches GET /v1/models
+// for its model discovery, which it decodes: no "failed to decode models
+// response" on its stderr.
+func TestCodexAuthCommand(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12}})
+	_, report := codexExec(t, g, codexRun{tenant: "contoso", model: "llama", work: t.TempDir(),
+		prompt: "Run the shell command `echo stub` and tell me what it printed.", authCommand: `printf '%s\n' "$LLMGW_TOKEN"`})
+	out := report()
+	if strings.Contains(out, "failed to decode models response") {
+		t.Fatalf("Codex could not decode GET /v1/models:\n%s", out)
+	}
+	var models, responses int
+	for _, l := range g.logs.Lines() {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "request" {
+			continue
+		}
+		switch {
+		case m["path"] == "/v1/models" && m["status"] == 200.0:
+			models++
+		case m["path"] == "/v1/responses" && m["status"] == 200.0:
+			responses++
+		}
+	}
+	if responses != 2 {
+		t.Fatalf("%d Responses calls, want 2\n%s\n%s", responses, out, g.logs.String())
+	}
+	t.Logf("GET /v1/models: %d", models)
 }

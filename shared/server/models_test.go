@@ -1,6 +1,9 @@
 package server
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -49,5 +52,69 @@ func TestModelsCredentials(t *testing.T) {
 				t.Fatalf("401 without a code: %s", b)
 			}
 		})
+	}
+}
+
+// codexRequired mirrors what Codex's ModelsResponse (codex-rs protocol,
+// openai_models.rs) requires as serde decodes it: a models array whose
+// entries carry every field that is neither an Option nor defaulted.
+// Unknown keys are ignored, as serde does by default.
+var codexRequired = []string{"slug", "display_name", "supported_reasoning_levels", "shell_type", "visibility",
+	"supported_in_api", "priority", "base_instructions", "supports_reasoning_summaries", "support_verbosity",
+	"truncation_policy", "supports_parallel_tool_calls", "experimental_supported_tools"}
+
+// decodeCodexModels decodes b as Codex does, or says why Codex would log
+// "failed to decode models response".
+func decodeCodexModels(b []byte) error {
+	var resp struct {
+		Models *[]map[string]json.RawMessage `json:"models"`
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return err
+	}
+	if resp.Models == nil {
+		return errors.New("missing field `models`")
+	}
+	for i, m := range *resp.Models {
+		for _, k := range codexRequired {
+			if _, ok := m[k]; !ok {
+				return fmt.Errorf("models[%d]: missing field `%s`", i, k)
+			}
+		}
+	}
+	return nil
+}
+
+// TestModelsCodexShape: GET /v1/models answers Codex's model discovery
+// (it sends ?client_version=) in a shape Codex decodes, and every client
+// OpenAI's list (object "list", data with the tenant's models) in the
+// same body. Codex's list is empty: its own catalogue stays in force.
+func TestModelsCodexShape(t *testing.T) {
+	g := newTestGatewayWith(t, func(d *Deps) { d.Auth = bearerOnly{} }, http.HandlerFunc(sseBackend))
+	if err := decodeCodexModels([]byte(`{"object":"list","data":[{"id":"m"}]}`)); err == nil {
+		t.Fatal("the mirror of Codex's decoder accepts OpenAI's list alone, which Codex refuses")
+	}
+	for _, path := range []string{"/v1/models?client_version=0.171.0", "/v1/models"} {
+		req, _ := http.NewRequest(http.MethodGet, g.srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer good")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
+		}
+		if err := decodeCodexModels(b); err != nil {
+			t.Fatalf("%s: Codex would fail to decode %s: %v", path, b, err)
+		}
+		var list struct {
+			Object string
+			Data   []struct{ ID, Object string }
+		}
+		if err := json.Unmarshal(b, &list); err != nil || list.Object != "list" || len(list.Data) != 1 || list.Data[0].ID != "m" || list.Data[0].Object != "model" {
+			t.Fatalf("%s: not OpenAI's list: %s (%v)", path, b, err)
+		}
 	}
 }

@@ -192,18 +192,32 @@ type modelObject struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-// listModels answers GET /v1/models with the caller's tenant's models, in
-// OpenAI's list shape.
+// modelList is GET /v1/models's answer: OpenAI's list (object, data),
+// which the SDKs decode, and Codex's model catalogue (models), which
+// Codex fetches from a provider with an auth command (?client_version=…)
+// and, without it, logs "failed to decode models response". Each client
+// ignores the other's key (serde and the SDKs skip unknown fields).
+//
+// Codex's list is empty: an entry there overrides Codex's own metadata
+// for that slug, its base instructions (the system prompt), shell and
+// apply_patch tool types, truncation and context window included, which
+// the gateway does not know for its models. With none, Codex keeps its
+// bundled catalogue, as it did when the answer failed to decode.
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+	Models []struct{}    `json:"models"`
+}
+
+// listModels answers GET /v1/models with the caller's tenant's models
+// (modelList).
 func (s *Server) listModels(w http.ResponseWriter, r *http.Request, ex *exchange) error {
 	t, err := s.principalTenant(r, ex)
 	if err != nil {
 		return err
 	}
 	models := t.Models
-	list := struct {
-		Object string        `json:"object"`
-		Data   []modelObject `json:"data"`
-	}{Object: "list", Data: make([]modelObject, 0, len(models))}
+	list := modelList{Object: "list", Data: make([]modelObject, 0, len(models)), Models: []struct{}{}}
 	for _, m := range models {
 		if ex.keyModels.Allows(m) {
 			list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: s.Router.Pool(m).Name})
