@@ -32,16 +32,7 @@ func TestModelsCredentials(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, _ := http.NewRequest(http.MethodGet, g.srv.URL+tt.path, nil)
-			for k, v := range tt.header {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
+			resp, b := getWith(t, g.srv.URL+tt.path, tt.header)
 			if resp.StatusCode != tt.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.status, b)
 			}
@@ -95,14 +86,7 @@ func TestModelsCodexShape(t *testing.T) {
 		t.Fatal("the mirror of Codex's decoder accepts OpenAI's list alone, which Codex refuses")
 	}
 	for _, path := range []string{"/v1/models?client_version=0.171.0", "/v1/models"} {
-		req, _ := http.NewRequest(http.MethodGet, g.srv.URL+path, nil)
-		req.Header.Set("Authorization", "Bearer good")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := getWith(t, g.srv.URL+path, map[string]string{"Authorization": "Bearer good"})
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: %d %s", path, resp.StatusCode, b)
 		}
@@ -117,4 +101,20 @@ func TestModelsCodexShape(t *testing.T) {
 			t.Fatalf("%s: not OpenAI's list: %s (%v)", path, b, err)
 		}
 	}
+}
+
+// getWith GETs url with header and returns the response and its body.
+func getWith(t *testing.T, url string, header map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, b
 }
