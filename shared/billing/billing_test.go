@@ -37,6 +37,7 @@ func tenants() *tenant.Table {
 		{ID: "searcher", Models: []string{"m"}, Grants: map[string]tenant.Grant{"web_search": {CostPerUse: 100, DefaultUses: 3}},
 			Betas: []string{"files-api-2025-04-14"}, Tiers: price.Tiers(0).With(price.TierStandard).With(price.TierPriority)},
 		{ID: "plain", Models: []string{"m"}},
+		{ID: "mcp", Models: []string{"m"}, Betas: []string{"mcp-client-2025-04-04"}},
 	})
 }
 

@@ -168,17 +168,20 @@ func mulTokens(a, b int64) int64 {
 }
 
 // Betas splits a request's Anthropic-Beta header values (each a comma
-// list) into those that pass, on request.DefaultAnthropicBetas or the
-// tenant's anthropic_beta, and those dropped: a beta may switch on
+// list) into those that pass, the defaults of request.AnthropicBetas or
+// the tenant's anthropic_beta, and those dropped: a beta may switch on
 // account state (files-api, mcp-client, code-execution) or another
-// price (context-1m). Both are nil when nothing is dropped.
-func Betas(t *tenant.Tenant, values []string) (kept, dropped []string) {
+// price (context-1m). Both are nil when nothing is dropped. A body that
+// carries a field a dropped beta gates is refused (raw is the body):
+// dropping the header and forwarding the field would change what was
+// asked.
+func Betas(t *tenant.Tenant, values []string, raw []byte) (kept, dropped []string, err error) {
 	for _, v := range values {
 		for _, b := range strings.Split(v, ",") {
 			b = strings.TrimSpace(b)
 			switch {
 			case b == "":
-			case slices.Contains(request.DefaultAnthropicBetas, b) || t.AllowsBeta(b):
+			case request.DefaultBeta(b) || t.AllowsBeta(b):
 				kept = append(kept, b)
 			default:
 				dropped = append(dropped, b)
@@ -186,7 +189,10 @@ func Betas(t *tenant.Tenant, values []string) (kept, dropped []string) {
 		}
 	}
 	if len(dropped) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return kept, dropped
+	if field, beta := request.GatedField(kept, dropped, raw); field != "" {
+		return nil, nil, betaNotEnabled(field, beta)
+	}
+	return kept, dropped, nil
 }

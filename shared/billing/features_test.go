@@ -2,6 +2,7 @@ package billing
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/llmgw/gateway/shared/request"
@@ -117,11 +118,56 @@ func TestBetas(t *testing.T) {
 		{"every one dropped", "plain", []string{"mcp-client-2025-04-04"}, nil, []string{"mcp-client-2025-04-04"}},
 		{"the tenant's own", "searcher", []string{"interleaved-thinking-2025-05-14", "files-api-2025-04-14"}, nil, nil},
 		{"none sent", "plain", nil, nil, nil},
+		// What Claude Code 2.1.332 sends on every request (claude -p on
+		// claude-sonnet-4-5, and auto mode's dangerous-tool-use): each a
+		// default, so none is dropped. Before, the five new ones were.
+		{"Claude Code's", "plain", []string{claudeCodeBetas}, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			kept, dropped := Betas(tab.Lookup(c.tenant), c.values)
-			if !slices.Equal(kept, c.kept) || !slices.Equal(dropped, c.dropped) {
-				t.Fatalf("kept %q dropped %q, want %q and %q", kept, dropped, c.kept, c.dropped)
+			kept, dropped, err := Betas(tab.Lookup(c.tenant), c.values, []byte(`{"model":"m"}`))
+			if err != nil || !slices.Equal(kept, c.kept) || !slices.Equal(dropped, c.dropped) {
+				t.Fatalf("kept %q dropped %q (%v), want %q and %q", kept, dropped, err, c.kept, c.dropped)
+			}
+		})
+	}
+}
+
+// claudeCodeBetas is the anthropic-beta header Claude Code 2.1.332 sends
+// (the betas it sent through the gateway, plus auto mode's).
+const claudeCodeBetas = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,thinking-token-count-2026-05-13," +
+	"advanced-tool-use-2025-11-20,thinking-display-updates-2026-08-18,effort-2025-11-24,dangerous-tool-use-2026-09-03"
+
+// TestBetaFields: the header and the body agree. Claude Code's body
+// fields pass with their (default) betas; a body field whose beta is
+// dropped for the tenant is refused naming the field and the beta, never
+// forwarded without it; a field of that name below the top level is the
+// body's own.
+func TestBetaFields(t *testing.T) {
+	tab := tenants()
+	for _, c := range []struct {
+		name, tenant, betas, body string
+		param                     string // "" served
+	}{
+		{"Claude Code's betas and fields", "plain", claudeCodeBetas,
+			`{"model":"m","context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"output_config":{"effort":"high"},"safeguards":{},"tools":[{"name":"x","defer_loading":true}]}`, ""},
+		{"fast mode, beta off", "plain", "claude-code-20250219,fast-mode-2026-02-01", `{"model":"m","speed":"fast"}`, "speed"},
+		{"fast mode, beta off, escaped key", "plain", "fast-mode-2026-02-01", `{"model":"m","sp\u0065ed":"fast"}`, "speed"},
+		{"MCP servers, beta off", "plain", "mcp-client-2025-04-04", `{"model":"m","mcp_servers":[{"url":"https://x"}]}`, "mcp_servers"},
+		{"fast mode, beta off, no field", "plain", "fast-mode-2026-02-01", `{"model":"m"}`, ""},
+		{"a nested field of that name", "plain", "fast-mode-2026-02-01", `{"model":"m","metadata":{"speed":"fast"}}`, ""},
+		{"the field's other beta allowed", "mcp", "mcp-client-2025-04-04,mcp-servers-2025-12-04", `{"model":"m","mcp_servers":[{"url":"https://x"}]}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := Betas(tab.Lookup(c.tenant), []string{c.betas}, []byte(c.body))
+			if c.param == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			r := refusal(t, err)
+			if r.Kind != Invalid || r.Code != "beta_not_enabled" || r.Param != c.param || !strings.Contains(r.Message, "anthropic_beta") {
+				t.Fatalf("refusal %+v", r)
 			}
 		})
 	}

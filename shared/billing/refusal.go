@@ -145,6 +145,13 @@ func featureNotEnabled(param, feature string) *Refusal {
 		Message: fmt.Sprintf("'%s' asks for the server-side feature %s, which is off for this tenant: it runs, stores or bills outside tokens on the backend account every tenant shares. The operator enables it with tenants[].features (name: %s).", param, feature, feature)}
 }
 
+// betaNotEnabled: the body carries field, which the anthropic-beta beta
+// gates, and the beta is not allowed for the tenant.
+func betaNotEnabled(field, beta string) *Refusal {
+	return &Refusal{Kind: Invalid, Code: "beta_not_enabled", Param: field,
+		Message: fmt.Sprintf("'%s' needs the anthropic-beta %s, which is off for this tenant: it stores state in, or bills beyond tokens on, the backend account every tenant shares. Remove '%s', or ask the operator to list %s in tenants[].anthropic_beta.", field, beta, field, beta)}
+}
+
 // unboundedUses: a priced server tool without max_uses, for a tenant
 // with a token budget.
 func unboundedUses(param, feature string) *Refusal {

@@ -242,7 +242,7 @@ type Tenant struct {
 	// listed here. Default none.
 	Features []Feature `yaml:"features" json:"features"`
 	// AnthropicBeta lists the anthropic-beta values the tenant may send
-	// beyond request.DefaultAnthropicBetas; any other value is dropped
+	// beyond the defaults of request.AnthropicBetas; any other value is dropped
 	// from the backend request and logged. Default none.
 	AnthropicBeta []string `yaml:"anthropic_beta" json:"anthropic_beta"`
 	// UnknownFields: refuse makes a body member no table names a 400

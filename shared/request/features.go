@@ -449,17 +449,3 @@ func named(b []byte, v int) bool {
 	}
 	return true
 }
-
-// DefaultAnthropicBetas are the anthropic-beta values every tenant may
-// send: each changes how an answer is produced or streamed, creates no
-// state in the account and bills nothing beyond the tokens the gateway
-// counts (docs/ownership.md names each with why). Any other value is
-// dropped from the backend request unless the tenant's config allows it.
-var DefaultAnthropicBetas = []string{
-	"interleaved-thinking-2025-05-14",
-	"fine-grained-tool-streaming-2025-05-14",
-	"token-efficient-tools-2025-02-19",
-	"output-128k-2025-02-19",
-	"claude-code-20250219",
-	"prompt-caching-2024-07-31",
-}

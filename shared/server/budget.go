@@ -273,7 +273,9 @@ func setSpendHeaders(h http.Header, d budget.Decision, now time.Time, currency s
 // (billing.Features, billing.Betas).
 func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operation, raw []byte, h http.Header) error {
 	if op.Anthropic() {
-		s.filterBetas(ex, t, h)
+		if err := s.filterBetas(ex, t, raw, h); err != nil {
+			return err
+		}
 	}
 	budgeted := func() bool { // any of the tenant's limits is enforced, tokens or money
 		if s.Budgets == nil {
@@ -291,11 +293,12 @@ func (s *Server) checkFeatures(ex *exchange, t *tenant.Tenant, op request.Operat
 }
 
 // filterBetas keeps, of the request's Anthropic-Beta values, those
-// billing.Betas passes, and logs the ones it drops.
-func (s *Server) filterBetas(ex *exchange, t *tenant.Tenant, h http.Header) {
-	kept, dropped := billing.Betas(t, h["Anthropic-Beta"])
-	if len(dropped) == 0 {
-		return
+// billing.Betas passes, and logs the ones it drops; it refuses a body
+// (raw) that carries a field a dropped beta gates.
+func (s *Server) filterBetas(ex *exchange, t *tenant.Tenant, raw []byte, h http.Header) error {
+	kept, dropped, err := billing.Betas(t, h["Anthropic-Beta"], raw)
+	if err != nil || len(dropped) == 0 {
+		return err
 	}
 	if len(kept) == 0 {
 		delete(h, "Anthropic-Beta")
@@ -304,6 +307,7 @@ func (s *Server) filterBetas(ex *exchange, t *tenant.Tenant, h http.Header) {
 	}
 	s.Log.Warn("anthropic-beta values dropped: not on the default list nor the tenant's anthropic_beta",
 		"request_id", ex.id, "tenant", ex.tenant, "dropped", dropped)
+	return nil
 }
 
 // budgetDecision names a budget's answer for telemetry.

@@ -165,7 +165,9 @@ func TestFeaturesPerTenant(t *testing.T) {
 // TestAnthropicBetaAllowList: a beta on the default list passes; one that
 // switches on account state (files-api) reaches the backend only for a
 // tenant whose anthropic_beta lists it, and is dropped and logged for
-// the others. (Before: every value was forwarded.)
+// the others. (Before: every value was forwarded.) Claude Code's betas
+// reach the backend whole, with the body fields they gate; a body field
+// whose beta is dropped is refused, never forwarded without its beta.
 func TestAnthropicBetaAllowList(t *testing.T) {
 	t.Parallel()
 	b := &messagesBackend{}
@@ -175,6 +177,8 @@ func TestAnthropicBetaAllowList(t *testing.T) {
 		{"t2", "interleaved-thinking-2025-05-14, files-api-2025-04-14,context-1m-2025-08-07", "interleaved-thinking-2025-05-14"},
 		{"t2", "mcp-client-2025-04-04", ""},
 		{"t1", "interleaved-thinking-2025-05-14,files-api-2025-04-14", "interleaved-thinking-2025-05-14,files-api-2025-04-14"},
+		// Claude Code 2.1.332's: before, five of them were dropped.
+		{"t2", ccBetas, ccBetas},
 	} {
 		if resp, out := messagesCall(t, g, c.tenant, body, c.sent); resp.StatusCode != 200 {
 			t.Fatalf("%s %q: %d %s", c.tenant, c.sent, resp.StatusCode, out)
@@ -186,7 +190,21 @@ func TestAnthropicBetaAllowList(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(g.log.lines(t)), "anthropic-beta values dropped") {
 		t.Fatal("no log line names the dropped betas")
 	}
+	const ccBody = `{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hi"}],"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"}]},"output_config":{"effort":"low"},"safeguards":{}}`
+	if resp, out := messagesCall(t, g, "t2", ccBody, ccBetas); resp.StatusCode != 200 {
+		t.Fatalf("Claude Code's body: %d %s", resp.StatusCode, out)
+	}
+	before, _ := b.seen()
+	resp, out := messagesCall(t, g, "t2", `{"model":"m","max_tokens":16,"speed":"fast","messages":[{"role":"user","content":"hi"}]}`, "fast-mode-2026-02-01")
+	if after, _ := b.seen(); resp.StatusCode != 400 || !strings.Contains(string(out), "fast-mode-2026-02-01") || after != before {
+		t.Fatalf("a gated field without its beta: %d %s (backend called %d times)", resp.StatusCode, out, after-before)
+	}
 }
+
+// ccBetas is the anthropic-beta header Claude Code 2.1.332 sends (claude
+// -p on claude-sonnet-4-5, and auto mode's dangerous-tool-use).
+const ccBetas = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,thinking-token-count-2026-05-13," +
+	"advanced-tool-use-2025-11-20,thinking-display-updates-2026-08-18,effort-2025-11-24,dangerous-tool-use-2026-09-03"
 
 // TestResponsesFeaturesOff: the Responses API's server tools and file ids
 // are refused for a tenant without them, 400 with OpenAI's error JSON and
