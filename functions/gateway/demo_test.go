@@ -134,6 +134,26 @@ func TestDemoAgents(t *testing.T) {
 // scripts/dev/demo.yaml: demo-only.
 const demoKeysSecret = "demo-only-gateway-keys-secret-not-for-production"
 
+// TestDemoClaudeModels: the demo serves every model name Claude Code
+// 2.1.332 asks for by default: its main model (claude-opus-5-5), the
+// small fast one (claude-haiku-5-5), and the names it falls back to on
+// a provider other than Anthropic (claude-sonnet-5, which auto mode's
+// client-side check asks for, and claude-opus-5). claude-sonnet-5 was
+// a 404 before.
+func TestDemoClaudeModels(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{demo: true})
+	for _, m := range []string{"claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-sonnet-5", "claude-opus-5"} {
+		resp := g.post("/v1/messages", g.token("contoso"), `{"model":"`+m+`","max_tokens":64,"messages":[{"role":"user","content":"Hello!"}]}`,
+			"anthropic-version", "2023-06-01")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), `"type":"message"`) {
+			t.Errorf("%s on the demo: %d %s", m, resp.StatusCode, b)
+		}
+	}
+}
+
 // TestDemoKey is the `make run` check of the demo key: on
 // scripts/dev/demo.yaml, with DEMO_KEYS_SECRET set as the dev runner sets
 // it, an operator token carrying the admin role makes contoso's key on
