@@ -230,6 +230,9 @@ func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, mo
 		"ANTHROPIC_BASE_URL=" + g.URL,
 		"ANTHROPIC_AUTH_TOKEN=" + g.token(tenant),
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		// What docs/clients.md sets for interactive Claude Code: no
+		// plugin marketplace install at start.
+		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_AUTOUPDATER=1",
 		// A refusal is reported at once, not retried for minutes.
