@@ -176,6 +176,30 @@ func TestClaudeCode(t *testing.T) {
 		}
 	})
 
+	t.Run("quota refused, default retries", func(t *testing.T) {
+		// Claude Code's own retries (10 by default): a request that can
+		// never run says x-should-retry: false, and Claude Code reports it
+		// after one attempt. Before, it retried 10 times over about 3
+		// minutes.
+		before := len(tenantLog(g, "spent"))
+		start := time.Now()
+		res, _ := runClaudeEnv(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true, "", []string{"CLAUDE_CODE_MAX_RETRIES=10"})
+		took := time.Since(start)
+		if res["is_error"] != true || res["api_error_status"] != 429.0 {
+			t.Fatalf("result %v", res)
+		}
+		var refused int
+		for _, l := range tenantLog(g, "spent")[before:] {
+			if l["path"] == "/v1/messages" && l["outcome"] == "request_too_large_for_budget" {
+				refused++
+			}
+		}
+		if refused != 1 || took > time.Minute {
+			t.Fatalf("refused %d times in %v; want once, at once", refused, took)
+		}
+		t.Logf("refused once; claude -p took %v", took)
+	})
+
 	t.Run("quota refused", func(t *testing.T) {
 		before := len(st.Requests())
 		res, _ := runClaude(t, claude, g, "spent", "Use the Bash tool to run `echo stub`.", false, true, "")
