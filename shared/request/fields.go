@@ -58,17 +58,20 @@ var (
 	// messagesFields: Anthropic's Messages API, with the beta members
 	// that create no account state (context_management, compaction,
 	// output_format) and the sampling members the reference still takes
-	// (temperature, top_k, top_p). Feature-gated: container, mcp_servers.
-	// Dropped: inference_geo and speed (priced above the model's rate),
+	// (temperature, top_k, top_p); speed and safeguards pass as the
+	// betas that gate them decide (betas.go: fast mode is the tenant's,
+	// auto mode's safeguards everyone's). Feature-gated: container,
+	// mcp_servers. Dropped: inference_geo (priced above the model's rate),
 	// diagnostics (reads another request's cache by its id), thread
 	// (server-held conversation state), fallbacks and
 	// fallback_credit_token (models the tenant was not given),
 	// billing_policy (bills someone else).
 	messagesFields = []string{"max_tokens", "messages", "model", "container", "cache_control", "metadata",
 		"output_config", "service_tier", "stop_sequences", "system", "thinking", "tool_choice", "tools", "stream",
-		"compaction", "context_management", "mcp_servers", "output_format", "temperature", "top_k", "top_p"}
+		"compaction", "context_management", "mcp_servers", "output_format", "temperature", "top_k", "top_p",
+		"speed", "safeguards"}
 	countTokensFields = []string{"messages", "model", "cache_control", "output_config", "system", "thinking",
-		"tool_choice", "tools", "compaction", "context_management", "mcp_servers", "output_format"}
+		"tool_choice", "tools", "compaction", "context_management", "mcp_servers", "output_format", "speed"}
 )
 
 // withheld are the members of each operation's reference (and its SDK's
@@ -77,8 +80,8 @@ var (
 var withheld = map[Operation][]string{
 	ChatCompletions: {"store"},
 	Responses:       {"access_programs"},
-	Messages:        {"inference_geo", "speed", "diagnostics", "thread", "fallbacks", "fallback_credit_token", "billing_policy"},
-	CountTokens:     {"speed", "billing_policy"},
+	Messages:        {"inference_geo", "diagnostics", "thread", "fallbacks", "fallback_credit_token", "billing_policy"},
+	CountTokens:     {"billing_policy"},
 }
 
 // Withheld lists the members of op's API that the gateway does not

@@ -30,7 +30,8 @@ func sdkFields(ty reflect.Type) []string {
 // fails here until the table says forward, drop or feature), and every
 // member the table forwards is the SDK's, or one the reference has that
 // the SDK sets otherwise (stream, set by the method called; the Messages
-// API's sampling members, which the SDK no longer types).
+// API's sampling members, which the SDK no longer types; safeguards,
+// which Claude Code sends with its auto mode's beta).
 func TestFieldsMatchSDK(t *testing.T) {
 	bySDKMethod := []string{"stream"}
 	for _, c := range []struct {
@@ -45,7 +46,7 @@ func TestFieldsMatchSDK(t *testing.T) {
 		{ResponsesCompact, []reflect.Type{reflect.TypeFor[responses.ResponseCompactParams]()}, nil},
 		{ResponsesInputTokens, []reflect.Type{reflect.TypeFor[responses.InputTokenCountParams]()}, nil},
 		{Messages, []reflect.Type{reflect.TypeFor[anthropic.MessageNewParams](), reflect.TypeFor[anthropic.BetaMessageNewParams]()},
-			[]string{"temperature", "top_k", "top_p"}},
+			[]string{"temperature", "top_k", "top_p", "safeguards"}},
 		{CountTokens, []reflect.Type{reflect.TypeFor[anthropic.MessageCountTokensParams](), reflect.TypeFor[anthropic.BetaMessageCountTokensParams]()}, nil},
 	} {
 		var sdk []string

@@ -72,8 +72,8 @@ func TestUnknownFieldsDropped(t *testing.T) {
 		{"completions", "openai", "/v1/completions", `{"model":"m","stream":true,"prompt":"hi","suffix":"x","messages":[]}`,
 			[]string{"suffix", "prompt"}, []string{"messages"}},
 		{"the Messages API's account members", "anthropic", "/v1/messages",
-			`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"context_management":{},"fallbacks":["claude-opus-9"],"thread":{"type":"create"},"billing_policy":{"bill_to":"user_profile"},"speed":"fast","inference_geo":"us","diagnostics":{"previous_message_id":"msg_of_another"}}`,
-			[]string{"context_management", "max_tokens"}, []string{"fallbacks", "thread", "billing_policy", "speed", "inference_geo", "diagnostics"}},
+			`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"context_management":{},"fallbacks":["claude-opus-9"],"thread":{"type":"create"},"billing_policy":{"bill_to":"user_profile"},"inference_geo":"us","diagnostics":{"previous_message_id":"msg_of_another"}}`,
+			[]string{"context_management", "max_tokens"}, []string{"fallbacks", "thread", "billing_policy", "inference_geo", "diagnostics"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
