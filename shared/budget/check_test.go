@@ -11,7 +11,7 @@ import (
 // output reservation and timeout, failing open.
 func TestDefaults(t *testing.T) {
 	c := budget.Config{}.WithDefaults()
-	if c.Mode != "strict" || c.Lease != 15*time.Minute || c.DefaultOutputTokens != 4096 || c.Timeout != 50*time.Millisecond || c.FailurePolicy != "open" {
+	if c.Mode != "strict" || c.Lease != 15*time.Minute || c.DefaultOutputTokens != 4096 || c.Timeout != 250*time.Millisecond || c.FailurePolicy != "open" {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }

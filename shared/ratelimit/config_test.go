@@ -11,7 +11,7 @@ import (
 // Redis bounds, failing open.
 func TestDefaults(t *testing.T) {
 	c := ratelimit.Config{}.WithDefaults()
-	if c.Store != "memory" || c.Timeout != 50*time.Millisecond || c.DialTimeout != time.Second || c.FailurePolicy != "open" {
+	if c.Store != "memory" || c.Timeout != 250*time.Millisecond || c.DialTimeout != time.Second || c.FailurePolicy != "open" {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 }

@@ -51,8 +51,15 @@ const (
 // Defaults for a store's timeouts.
 const (
 	// DefaultTimeout bounds a store's answer on the request path: a
-	// healthy store never adds more than this to a request.
-	DefaultTimeout = 50 * time.Millisecond
+	// healthy store never adds more than this to a request. It was 50 ms:
+	// two replicas answering ten bursts of 200 concurrent first streams
+	// with one core busy then refused up to 128 of the 2,000 503 from a
+	// healthy redis-server (its answers late by the replica's queue and
+	// the host's, not the store's own), and 100 ms still refused 70; at
+	// 250 ms none of 10,000 (docs/operations.md, scripts/storeburst). A
+	// store that answers nobody costs only the first calls this before
+	// the breaker opens.
+	DefaultTimeout = 250 * time.Millisecond
 	// DefaultDialTimeout is the dial budget (ClientOptions.DialTimeout): a
 	// TLS handshake and an Entra login to a managed Redis in the same
 	// region take tens of milliseconds, a busy host's scheduler adds some.

@@ -3,8 +3,8 @@ package redisclient_test
 import (
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/llmgw/gateway/shared/store"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
@@ -47,7 +47,7 @@ func TestNewClient(t *testing.T) {
 			if o.Password != tc.wantPassword {
 				t.Errorf("password = %q, want %q", o.Password, tc.wantPassword)
 			}
-			if o.MaxRetries != 0 || !o.ContextTimeoutEnabled || o.ReadTimeout != 50*time.Millisecond || o.MinIdleConns != 0 {
+			if o.MaxRetries != 0 || !o.ContextTimeoutEnabled || o.ReadTimeout != store.DefaultTimeout || o.MinIdleConns != 0 {
 				t.Errorf("tuning not applied: retries %d, ctx timeouts %v, read timeout %s, min idle %d",
 					o.MaxRetries, o.ContextTimeoutEnabled, o.ReadTimeout, o.MinIdleConns)
 			}
