@@ -78,6 +78,13 @@ type Config struct {
 	ReserveTimeout time.Duration `yaml:"-" json:"-"`
 	// StateTimeout bounds every other call. Default DefaultStateTimeout.
 	StateTimeout time.Duration `yaml:"-" json:"-"`
+	// MaxConns bounds the connections every Redis client's pool may
+	// hold together (Set.Conns), shared out evenly as each client's
+	// redisclient MaxPoolSize (at least one each): the binary gives the
+	// pools a share of its open-file limit. It only lowers go-redis's
+	// default pools (10 per GOMAXPROCS each; 5 per node of a cluster).
+	// 0: the defaults. A pool_size in the URL wins.
+	MaxConns int `yaml:"-" json:"-"`
 	// Budgets asks for the budgets' store; without it no reservation
 	// client is built.
 	Budgets bool `yaml:"-" json:"-"`
@@ -217,6 +224,17 @@ func (s *Set) check(ctx context.Context, c Config, cl redis.UniversalClient, war
 	}
 }
 
+// Conns is the most connections the set's pools may hold together,
+// hence the descriptors they may take (redisclient.Conns of each client;
+// 0 with Memory). The binary reserves them beside its client connections.
+func (s *Set) Conns() int {
+	n := 0
+	for _, c := range s.clients {
+		n += redisclient.Conns(c)
+	}
+	return n
+}
+
 // Close closes every client Open built.
 func (s *Set) Close() error {
 	var errs []error
@@ -233,6 +251,7 @@ func (s *Set) client(c Config, timeout time.Duration) (redis.UniversalClient, er
 	cl, err := redisclient.New(redisclient.ClientOptions{
 		URL: c.URL, Password: c.Password, Credentials: c.Credentials,
 		Timeout: timeout, DialTimeout: c.DialTimeout, Cluster: c.RedisCluster,
+		MaxPoolSize: c.poolSize(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -240,6 +259,23 @@ func (s *Set) client(c Config, timeout time.Duration) (redis.UniversalClient, er
 	cl.AddHook(&s.gate)
 	s.clients = append(s.clients, cl)
 	return cl, nil
+}
+
+// poolSize is each client's share of MaxConns (0: the default pool): the
+// take, state and cooldown clients, and the reservation client with
+// Budgets, each of a cluster's nodes counted as redisclient.Conns does.
+func (c Config) poolSize() int {
+	if c.MaxConns <= 0 {
+		return 0
+	}
+	clients := 3
+	if c.Budgets {
+		clients++
+	}
+	if c.RedisCluster {
+		clients *= redisclient.ClusterNodes
+	}
+	return max(1, c.MaxConns/clients)
 }
 
 // WithDefaults returns c with its zero values replaced by their defaults.

@@ -3,6 +3,7 @@ package stores
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,48 @@ func TestOpenKindMismatch(t *testing.T) {
 			_, _, err = s.Affinity.Get(t.Context(), "resp_1")
 			if errors.Is(err, store.ErrMisconfigured) != tc.wrong {
 				t.Fatalf("a call after the check: %v; want misconfigured %v", err, tc.wrong)
+			}
+		})
+	}
+}
+
+// TestOpenConns: MaxConns shares a bound out between the clients' pools
+// (each node's, three counted for a cluster) and Conns reports what they
+// may hold: under a small open-file limit the pools shrink to its share;
+// a share larger than go-redis's default pools, or none, keeps them; a
+// pool_size in the URL wins.
+func TestOpenConns(t *testing.T) {
+	def := 10 * runtime.GOMAXPROCS(0)
+	tests := []struct {
+		name     string
+		url      string
+		cluster  bool
+		budgets  bool
+		maxConns int
+		want     int
+	}{
+		{"the default pools", "redis://127.0.0.1:1", false, true, 0, 4 * def},
+		{"a quarter of ulimit -n 256", "redis://127.0.0.1:1", false, true, 64, 4 * min(16, def)},
+		{"three clients without budgets", "redis://127.0.0.1:1", false, false, 64, 3 * min(21, def)},
+		{"a share larger than the defaults", "redis://127.0.0.1:1", false, true, 1 << 20, 4 * def},
+		{"a tiny share keeps one connection a client", "redis://127.0.0.1:1", false, true, 2, 4},
+		{"the URL's pool_size wins", "redis://127.0.0.1:1?pool_size=7", false, true, 64, 28},
+		{"a cluster's three nodes", "redis://127.0.0.1:1", true, true, 64, 60},
+		{"a cluster's default pools", "redis://127.0.0.1:1", true, true, 0, 4 * 3 * def / 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// No I/O until a command: the unreachable port is never asked
+			// within the test, only the pools' sizes are read.
+			ctx, cancel := context.WithCancel(t.Context())
+			cancel()
+			s, err := Open(ctx, Config{Backend: Redis, URL: tt.url, RedisCluster: tt.cluster, Budgets: tt.budgets, MaxConns: tt.maxConns})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			if got := s.Conns(); got != tt.want {
+				t.Fatalf("Conns() = %d, want %d", got, tt.want)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -63,6 +64,12 @@ type ClientOptions struct {
 	// one node, or a proxy that hides the shards (Azure Managed Redis's
 	// EnterpriseCluster policy). The store section's redis_cluster.
 	Cluster bool
+	// MaxPoolSize lowers the client's pool (each node's, with Cluster)
+	// to at most this many connections, hence descriptors; it never
+	// raises go-redis's default (10 per GOMAXPROCS, 5 per node of a
+	// cluster). Default 0: the default. A pool_size in the URL's query
+	// wins.
+	MaxPoolSize int
 }
 
 // NewClient builds a Redis client tuned for a store with a tight budget.
@@ -138,6 +145,9 @@ func tune(opts *redis.Options, o ClientOptions) {
 	}
 	if opts.PoolTimeout == 0 {
 		opts.PoolTimeout = opts.DialTimeout
+	}
+	if opts.PoolSize == 0 && o.MaxPoolSize > 0 {
+		opts.PoolSize = min(o.MaxPoolSize, 10*runtime.GOMAXPROCS(0))
 	}
 	if opts.Dialer == nil {
 		dial, budget := redis.NewDialer(opts), opts.DialTimeout

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 
@@ -39,10 +40,33 @@ func New(o ClientOptions) (redis.UniversalClient, error) {
 	}
 	tune(n, o)
 	co.Password, co.MaxRetries, co.DialerRetries = n.Password, n.MaxRetries, n.DialerRetries
+	if co.PoolSize == 0 && o.MaxPoolSize > 0 {
+		co.PoolSize = min(o.MaxPoolSize, 5*runtime.GOMAXPROCS(0)) // go-redis's cluster default
+	}
 	co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.PoolTimeout = n.DialTimeout, n.ReadTimeout, n.WriteTimeout, n.PoolTimeout
 	co.Dialer, co.StreamingCredentialsProvider = n.Dialer, n.StreamingCredentialsProvider
 	co.ContextTimeoutEnabled, co.DisableIdentity, co.MaintNotificationsConfig = n.ContextTimeoutEnabled, n.DisableIdentity, n.MaintNotificationsConfig
 	return redis.NewClusterClient(co), nil
+}
+
+// ClusterNodes is how many nodes' pools Conns counts for a cluster
+// client whose URL names fewer: the fewest masters a Redis Cluster has.
+// The client opens a pool per master it learns (never a replica's: it
+// does not read from replicas), so a larger cluster holds more.
+const ClusterNodes = 3
+
+// Conns is the most connections c's pools may hold together, hence the
+// descriptors it may take: its pool size, times the nodes for a cluster
+// client (those its URL names, at least ClusterNodes).
+func Conns(c redis.UniversalClient) int {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().PoolSize
+	case *redis.ClusterClient:
+		o := c.Options()
+		return o.PoolSize * max(ClusterNodes, len(o.Addrs))
+	}
+	return 0
 }
 
 // CheckKind asks the server whether it is a Redis Cluster and reports a
