@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"sort"
@@ -141,6 +142,41 @@ func (s *Server) probe(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"status":"ok"}`))
+}
+
+// liveAnswer is /healthz's liveness answer as HTTP/1.1 writes it, for a
+// probe answered by the listener at the cap (LivenessAtCap).
+const liveAnswer = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nCache-Control: no-store\r\nConnection: close\r\nContent-Length: 15\r\n\r\n{\"status\":\"ok\"}"
+
+// LivenessAtCap is the listener's answer to a liveness probe that came
+// beyond max_connections (listener.Options.Probe): head is what the
+// refused connection sent first. A whole GET or HEAD /healthz without
+// the readiness question (ReadinessProbeHeader) is answered 200, as
+// probe answers it: the process serves, and a liveness probe that failed
+// at the cap would restart a replica only busy. Anything else is refused
+// (nil), a readiness question too: a replica at its cap is not ready for
+// more.
+func LivenessAtCap(head []byte) []byte {
+	head, _, whole := bytes.Cut(head, []byte("\r\n\r\n"))
+	if !whole {
+		return nil // not the whole head: refused, as before
+	}
+	line, hdr, _ := bytes.Cut(head, []byte("\r\n"))
+	method, target, ok := bytes.Cut(line, []byte(" "))
+	if !ok || string(method) != http.MethodGet && string(method) != http.MethodHead {
+		return nil
+	}
+	target, _, _ = bytes.Cut(target, []byte(" "))
+	if path, _, _ := bytes.Cut(target, []byte("?")); string(path) != "/healthz" {
+		return nil
+	}
+	for h := range bytes.SplitSeq(hdr, []byte("\r\n")) {
+		name, value, _ := bytes.Cut(h, []byte(":"))
+		if strings.EqualFold(string(name), ReadinessProbeHeader) && string(bytes.TrimSpace(value)) == "readiness" {
+			return nil
+		}
+	}
+	return []byte(liveAnswer)
 }
 
 // messages returns the handler for one of the Messages API's operations,

@@ -84,6 +84,14 @@ type Options struct {
 	// refusal is worded where every other error is. Default: a 503 with
 	// Retry-After: 1 and no body.
 	Refusal func(maxConns int) []byte `yaml:"-" json:"-"`
+	// Probe, when set, is given the first bytes a connection refused at
+	// the cap sent and may return the whole answer to write instead of
+	// the refusal (nil: refused). The HTTP host passes
+	// server.LivenessAtCap, so that a liveness probe is answered at the
+	// cap as at any time: it needs no descriptor beyond the refusal's
+	// and no store, and a replica busy at its cap is not restarted for
+	// it. Default nil: every connection beyond the cap is refused.
+	Probe func(head []byte) []byte `yaml:"-" json:"-"`
 	// Log receives the refusals and the high-water transitions (default:
 	// none).
 	Log *slog.Logger `yaml:"-" json:"-"`
@@ -471,10 +479,16 @@ func (l *Listener) refuse(c net.Conn) {
 		defer func() { <-l.refusing }()
 		_ = c.SetReadDeadline(time.Now().Add(refusalRead))
 		bufp := copyPool.Get().(*[]byte)
-		_, _ = c.Read(*bufp) // the request's first bytes: an answer before them is "unsolicited"
+		n, _ := c.Read(*bufp) // the request's first bytes: an answer before them is "unsolicited"
+		answer := l.answer
+		if l.opt.Probe != nil {
+			if a := l.opt.Probe((*bufp)[:n]); a != nil {
+				answer = a
+			}
+		}
 		copyPool.Put(bufp)
 		_ = c.SetDeadline(time.Now().Add(refusalTime))
-		if _, err := c.Write(l.answer); err == nil {
+		if _, err := c.Write(answer); err == nil {
 			// Read what came with the request, so that closing does not
 			// reset the answer away (the lingering close, in small).
 			lingerOn(c, refusalTime, refusalTime, 64<<10)
