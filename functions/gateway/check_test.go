@@ -165,7 +165,7 @@ func TestAcceptedConfigsWire(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			gw, err := wire(ctx, c, getenv, slog.New(slog.DiscardHandler), io.Discard)
+			gw, err := wire(ctx, c, getenv, slog.New(slog.DiscardHandler), io.Discard, 0)
 			if err != nil {
 				t.Fatalf("-check accepted a config start-up refuses: %v", err)
 			}

@@ -74,13 +74,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	gw, err := wire(ctx, cfg, getenv, log, stdout) // the access log's lines beside the log's
+	lambda := getenv("AWS_LAMBDA_RUNTIME_API") != ""
+	var fds uint64 // unknown under Lambda: one request at a time
+	if !lambda {
+		fds = raiseFDLimit()
+	}
+	gw, err := wire(ctx, cfg, getenv, log, stdout, fds) // the access log's lines beside the log's
 	if err != nil {
 		return err
 	}
 	defer gw.close()
 
-	if getenv("AWS_LAMBDA_RUNTIME_API") != "" {
+	if lambda {
 		opts := lambdaurl.Options{Settings: host.Lambda, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}
 		if gw.tel != nil {
 			gw.tel.Ready(ctx, "lambda", time.Now())
@@ -94,25 +99,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		lambdaurl.Start(gw.handler, opts)
 		return nil
 	}
-	return serveHTTP(ctx, host, gw, log)
+	return serveHTTP(ctx, host, gw, log, fds)
 }
 
 // serveHTTP listens on host.Listen (an explicit listen, else $PORT,
 // else $CONTAINER_APP_PORT) and, when ctx ends, stops accepting and lets
-// open streams finish for the grace period.
-func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.Logger) (err error) {
+// open streams finish for the grace period. fds is the open-file limit
+// (raiseFDLimit), which holds the client connections beside the store's
+// pools.
+func serveHTTP(ctx context.Context, host assemble.Host, gw *gateway, log *slog.Logger, fds uint64) (err error) {
 	addr := host.Listen
 	conns := host.Conns.WithDefaults() // MaxConns sized below
 	conns.Log = log
 	conns.Refusal = server.TooManyConnections // worded with the handler's errors
-	fds := raiseFDLimit()
-	want := conns.MaxConns
-	if conns.MaxConns, err = connsWithin(want, fds); err != nil {
+	conns.Probe = server.LivenessAtCap        // a liveness probe is answered at the cap too
+	want, storeConns := conns.MaxConns, gw.stores.Conns()
+	if conns.MaxConns, err = connsWithin(want, fds, storeConns); err != nil {
 		return err
 	}
 	if conns.MaxConns != want {
-		log.Warn("max_connections lowered to what the open-file limit allows (two descriptors a connection, and a reserve); raise the limit to serve more",
-			"fd_limit", fds, "max_connections", conns.MaxConns, "configured", want)
+		log.Warn("max_connections lowered to what the open-file limit allows (two descriptors a connection, the store's pools, and a reserve); raise the limit to serve more",
+			"fd_limit", fds, "max_connections", conns.MaxConns, "configured", want, "store_connections", storeConns)
 	}
 	tcp, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -57,8 +57,9 @@ func (g *gateway) close() {
 
 // wire builds every part from cfg. It starts background work (JWKS, tokens)
 // but waits for none of it. accessLog takes the access log's lines (stdout,
-// beside the log's own).
-func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger, accessLog io.Writer) (g *gateway, err error) {
+// beside the log's own). fds is the open-file limit (0: unknown): the
+// store's pools are sized within their share of it (storeFDShare).
+func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, log *slog.Logger, accessLog io.Writer, fds uint64) (g *gateway, err error) {
 	client, err := newBackendClient(cfg)
 	if err != nil {
 		return nil, err
@@ -77,6 +78,7 @@ func wire(ctx context.Context, cfg *config.Config, getenv func(string) string, l
 	if err != nil {
 		return nil, err
 	}
+	sc.MaxConns = storeFDShare(fds)
 	if g.stores, err = stores.Open(ctx, sc); err != nil {
 		return nil, err
 	}
