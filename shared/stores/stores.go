@@ -191,6 +191,35 @@ func Open(ctx context.Context, c Config) (_ *Set, err error) {
 	return s, nil
 }
 
+// ErrUnreachable is Check's answer when the store did not answer: the
+// kind is then not checked.
+var ErrUnreachable = errors.New("store not reachable")
+
+// Check asks the Redis store c names, within ctx, whether it is
+// reachable and whether its kind (cluster or not) matches
+// c.RedisCluster, as Open's background check does
+// (redisclient.CheckKind): nil when it is and does, or with Memory; an
+// error wrapping store.ErrMisconfigured (naming redisclient.ClusterSetting)
+// when the kind does not match; one wrapping ErrUnreachable when the
+// store did not answer. The config check (-check) runs it.
+func Check(ctx context.Context, c Config) error {
+	c = c.WithDefaults()
+	if c.Backend != Redis {
+		return nil
+	}
+	s := &Set{}
+	defer s.Close()
+	cl, err := s.client(c, c.StateTimeout)
+	if err != nil {
+		return err
+	}
+	err = redisclient.CheckKind(ctx, cl)
+	if err == nil || errors.Is(err, store.ErrMisconfigured) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnreachable, err)
+}
+
 // warming is one store's warm-up: what it warms, for the log, and how.
 type warming struct {
 	what string
