@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmgw/gateway/internal/testing/redistest"
 	"github.com/llmgw/gateway/internal/testing/syncbuf"
 	"github.com/llmgw/gateway/shared/assemble"
 	"github.com/llmgw/gateway/shared/config"
@@ -156,7 +157,9 @@ func TestAcceptedConfigsWire(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out syncbuf.Buffer
-			if err := run(context.Background(), []string{"gateway", "-check", "-config", path}, getenv, &out, &out); err != nil {
+			// -offline: the Redis these configs name is not there
+			// (TestCheckAsksTheStore asks one that is).
+			if err := run(context.Background(), []string{"gateway", "-check", "-offline", "-config", path}, getenv, &out, &out); err != nil {
 				t.Fatalf("-check: %v", err)
 			}
 			c, err := assemble.Load(path, "", getenv)
@@ -170,6 +173,63 @@ func TestAcceptedConfigsWire(t *testing.T) {
 				t.Fatalf("-check accepted a config start-up refuses: %v", err)
 			}
 			gw.close()
+		})
+	}
+}
+
+// TestCheckAsksTheStore: with a Redis store -check asks it whether it is
+// reachable and of the kind store.redis_cluster says, as start-up does:
+// a kind that does not match is a config problem naming the setting (as
+// the file wrote it), a store that does not answer an error naming the
+// URL's setting, which -offline skips; a store that matches passes.
+func TestCheckAsksTheStore(t *testing.T) {
+	t.Parallel()
+	node := redistest.Start(t)
+	clusterNode := redistest.StartWith(t, redistest.Options{Cluster: true})
+	tests := []struct {
+		name    string
+		section string
+		url     string
+		offline bool
+		want    string // "" = config ok
+		problem bool   // config.Problems (exit status 2)
+	}{
+		{"a single node as one", "store: {backend: redis, redis_url_env: R}", node.URL(), false, "", false},
+		{"a single node as a cluster", "store: {backend: redis, redis_url_env: R, redis_cluster: true}", node.URL(), false, "store.redis_cluster: ", true},
+		{"a cluster node as one", "store: {backend: redis, redis_url_env: R}", clusterNode.URL(), false, "store.redis_cluster: ", true},
+		{"the limiter's old keys", "limiter: {store: redis, redis_url_env: R}\nstore: {redis_cluster: true}", node.URL(), false, "store.redis_cluster: ", true},
+		{"nobody there", "store: {backend: redis, redis_url_env: R}", "redis://127.0.0.1:1", false, "store.redis_url_env: store not reachable", false},
+		{"nobody there, the old key", "limiter: {store: redis, redis_url_env: R}", "redis://127.0.0.1:1", false, "limiter.redis_url_env: store not reachable", false},
+		{"nobody there, offline", "store: {backend: redis, redis_url_env: R}", "redis://127.0.0.1:1", true, "", false},
+		{"the memory store", "store: {backend: memory}", "", false, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "gateway.yaml")
+			if err := writeFile(path, checkBase+tt.section+"\n"); err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"gateway", "-check", "-config", path}
+			if tt.offline {
+				args = append(args, "-offline")
+			}
+			getenv := func(k string) string { return map[string]string{"R": tt.url}[k] }
+			var out syncbuf.Buffer
+			err := run(t.Context(), args, getenv, &out, &out)
+			if tt.want == "" {
+				if err != nil || !strings.Contains(out.String(), "config ok") {
+					t.Fatalf("-check: %v\n%s", err, out.String())
+				}
+				return
+			}
+			var p config.Problems
+			if err == nil || !strings.Contains(err.Error(), tt.want) || errors.As(err, &p) != tt.problem {
+				t.Fatalf("-check: %v; want an error with %q (a config problem: %v)", err, tt.want, tt.problem)
+			}
+			if strings.Contains(out.String(), "config ok") {
+				t.Fatalf("-check said config ok with %v", err)
+			}
+			t.Logf("-check: %v", err)
 		})
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"github.com/llmgw/gateway/shared/lambdaurl"
 	"github.com/llmgw/gateway/shared/server"
 	"github.com/llmgw/gateway/shared/server/listener"
+	"github.com/llmgw/gateway/shared/store"
+	"github.com/llmgw/gateway/shared/stores"
 	"github.com/llmgw/gateway/shared/stores/redisclient"
 )
 
@@ -56,12 +58,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runKeys(ctx, args[2:], getenv, stdout, stderr)
 	}
 	fs := newFlags(args[0], getenv, stderr)
-	check := fs.Bool("check", false, "validate the config and exit")
+	check := fs.Bool("check", false, "validate the config, ask a Redis store whether it is reachable and of the kind store.redis_cluster says, and exit")
+	offline := fs.Bool("offline", false, "with -check: validate the config only, without asking the store (where -check runs without reach to it)")
 	cfg, err := fs.load(args[1:], getenv)
 	if err != nil {
 		return err
 	}
 	if *check {
+		if !*offline {
+			if err := checkStore(ctx, cfg, getenv); err != nil {
+				return err
+			}
+		}
 		fmt.Fprintln(stdout, "config ok")
 		return nil
 	}
@@ -100,6 +108,29 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	return serveHTTP(ctx, host, gw, log, fds)
+}
+
+// checkStore is -check's question to the store a valid cfg names (none
+// with the memory backend): is it reachable within the dial budget and
+// an answer's timeout, and does its kind match store.redis_cluster
+// (stores.Check, the start-up check's question). A mismatch is a config
+// problem naming the setting; a store that does not answer is an error
+// naming the URL's setting, which -offline skips.
+func checkStore(ctx context.Context, cfg *config.Config, getenv func(string) string) error {
+	sc, err := storeConfig(ctx, cfg, getenv, slog.New(slog.DiscardHandler))
+	if err != nil || sc.Backend != stores.Redis {
+		return err
+	}
+	sc = sc.WithDefaults()
+	ctx, cancel := context.WithTimeout(ctx, sc.DialTimeout+sc.StateTimeout)
+	defer cancel()
+	switch err := stores.Check(ctx, sc); {
+	case errors.Is(err, store.ErrMisconfigured):
+		return config.Problems{fmt.Sprintf("%s: %v", cfg.FieldName(redisclient.ClusterSetting), err)}
+	case err != nil:
+		return fmt.Errorf("%s: %w (run -check -offline where the store cannot be reached)", cfg.FieldName("store.redis_url_env"), err)
+	}
+	return nil
 }
 
 // serveHTTP listens on host.Listen (an explicit listen, else $PORT,
