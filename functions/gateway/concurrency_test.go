@@ -18,7 +18,8 @@ import (
 
 // TestMaxConnections: with max_connections busy connections open (streams
 // in flight) a new connection is answered 503 too_many_connections
-// (OpenAI's shape, Retry-After, Connection: close) and logged, and no
+// (OpenAI's shape, Retry-After, Connection: close) and logged, but for a
+// liveness probe (200), and no
 // stream is cut; once one closes, a new one is served. Before, there was
 // no cap; idle connections give way instead
 // (TestIdleConnectionsGiveWay).
@@ -42,13 +43,21 @@ func TestMaxConnections(t *testing.T) {
 		}
 		held = append(held, resp) // busy
 	}
-	over := g.rawConn(t)
-	_, _ = io.WriteString(over, "GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n")
-	_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
-	resp, err := http.ReadResponse(bufio.NewReader(over), nil)
-	if err != nil {
-		t.Fatalf("over the cap: no answer: %v", err)
+	overCap := func(request string) *http.Response {
+		over := g.rawConn(t)
+		_, _ = io.WriteString(over, request)
+		_ = over.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(over), nil)
+		if err != nil {
+			t.Fatalf("over the cap: no answer to %q: %v", request, err)
+		}
+		return resp
 	}
+	// A liveness probe is answered over the cap too: the replica serves.
+	if resp := overCap("GET /healthz HTTP/1.1\r\nHost: gw\r\n\r\n"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz over the cap: %s, want 200", resp.Status)
+	}
+	resp := overCap("GET /v1/models HTTP/1.1\r\nHost: gw\r\n\r\n")
 	if resp.Header.Get("Retry-After") == "" || !resp.Close {
 		t.Errorf("over the cap: Retry-After %q, close %t", resp.Header.Get("Retry-After"), resp.Close)
 	}
