@@ -243,7 +243,7 @@ func TestBudgetMemory(t *testing.T) {
 // redisReplicas starts a redis-server and two gateways on it (two
 // replicas, sharing the stubs) with o and the limiter policy, and returns
 // them with o as the second was started (for a third replica). The
-// reservation timeout is 2s, not 50ms: 40 first requests dialling 40
+// reservation timeout is 2s, not the default: 40 first requests dialling 40
 // connections on a loaded 2-core test machine can take longer, and a
 // quota fails closed (that path has its own tests).
 func redisReplicas(t *testing.T, o options, policy string) (a, b *gw, _ options) {

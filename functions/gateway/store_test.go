@@ -63,8 +63,8 @@ func storeRequestBody(g *gw, tok, body string, hdr ...string) storeOutcome {
 
 // storeGateway is a gateway on the Redis at url whose limiter fails with
 // policy and whose budgeted tenant has a quota (a quota always fails
-// closed); store timeouts are timeout for both stores ("" = the 50ms
-// defaults).
+// closed); store timeouts are timeout for both stores ("" = their
+// defaults, store.DefaultTimeout).
 func storeGateway(t *testing.T, url, policy, timeout string, share *gw) *gw {
 	limiter := "limiter: {store: redis, redis_url_env: REDIS_URL, key_prefix: \"burst:\", failure_policy: " + policy
 	extra := ""
@@ -86,13 +86,12 @@ func storeGateway(t *testing.T, url, policy, timeout string, share *gw) *gw {
 // 30ms to establish (a loopback proxy holds it, as TLS and a login would),
 // answers 100 concurrent first requests without refusing one: a take or
 // reservation that waits for a connection is bounded by the dial budget,
-// not the store's 50ms timeout, and is not a store failure.
+// not the store's timeout, and is not a store failure.
 //
-// On a machine busy with other tests an answer on an open connection can
-// itself take tens of milliseconds, so the test scales both sides: store
-// timeouts of 250ms (headroom for a loaded machine), and new connections
-// held 300ms, longer than the timeout, so that counting a dial against the
-// timeout would still refuse every request that waits for one.
+// The test sets the store timeouts to 250ms (the default since a loaded
+// burst chose it) and holds new connections 300ms, longer than the
+// timeout, so that counting a dial against the timeout would still refuse
+// every request that waits for one.
 func TestRedisBurstOnFreshGateway(t *testing.T) {
 	const n = 100
 	rs := redistest.Start(t)

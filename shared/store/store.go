@@ -56,7 +56,7 @@ const (
 	// with one core busy then refused up to 128 of the 2,000 503 from a
 	// healthy redis-server (its answers late by the replica's queue and
 	// the host's, not the store's own), and 100 ms still refused 70; at
-	// 250 ms none of 10,000 (docs/operations.md, scripts/storeburst). A
+	// 250 ms none of 12,000 (docs/operations.md, scripts/storeburst). A
 	// store that answers nobody costs only the first calls this before
 	// the breaker opens.
 	DefaultTimeout = 250 * time.Millisecond
