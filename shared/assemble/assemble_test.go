@@ -269,7 +269,7 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("tenant %+v", tn)
 	}
 	b := c.Budget.Config.WithDefaults()
-	if b.Mode != "strict" || b.Lease != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout != 50*time.Millisecond || b.FailurePolicy != "closed" {
+	if b.Mode != "strict" || b.Lease != 15*time.Minute || b.DefaultOutputTokens != 4096 || b.Timeout != 250*time.Millisecond || b.FailurePolicy != "closed" {
 		t.Fatalf("budget defaults %+v", b)
 	}
 	if c, err := Parse([]byte(minimal+"budget: {mode: estimate, failure_policy: open, lease: 2m}\nlimiter: {failure_policy: closed}\n"), env(nil)); err != nil ||
