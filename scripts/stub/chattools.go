@@ -63,7 +63,7 @@ const chatPieceSize = 4
 // agentAnswer makes a a tool call or structured content when req asks for
 // one: a call of pickTool's tool, with arguments from its parameters
 // schema, unless tool_choice is "none" or the last message is a tool's
-// result; else with response_format json_schema, JSON from the schema
+// result or a control prompt (isControlPrompt); else with response_format json_schema, JSON from the schema
 // (json_object: {"answer":"stub"}).
 func (a *answer) agentAnswer(req request) {
 	if len(req.Tools) > 0 && len(req.Messages) > 0 {
@@ -79,7 +79,7 @@ func (a *answer) agentAnswer(req request) {
 				names[i] = t.Function.Name
 			}
 		}
-		if i := pickTool(names, last, forced); i >= 0 && !none && m.Role != "tool" && m.Role != "function" {
+		if i := pickTool(names, last, forced); i >= 0 && !none && m.Role != "tool" && m.Role != "function" && !isControlPrompt(last) {
 			cc := &chatCall{name: names[i], args: schemaJSON(req.Tools[i].Function.Parameters)}
 			for range max(a.n, 1) {
 				cc.ids = append(cc.ids, "call_"+newID("")[:24])

@@ -275,8 +275,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request, body []byte, f
 
 // toolToCall is the tool the answer calls: none when the request offers
 // none or its last message carries a tool_result (the tool ran: answer in
-// text), asks for structured output, or is a subagent's (its last text is
-// SubagentPrompt); else the tool whose name the last message's last text
+// text), asks for structured output, is a subagent's (its last text is
+// SubagentPrompt) or a control prompt (isControlPrompt); else the tool whose name the last message's last text
 // names as a word (the last message that is not a system message), or the first tool that is not deferred (defer_loading:
 // Anthropic loads those through tool search, they cannot be called
 // directly) and does not start an agent (agentTools). Only
@@ -291,9 +291,10 @@ func toolToCall(req messagesRequest) *messagesTool {
 		return nil
 	}
 	text := lastText(last)
-	if text == "" || text == SubagentPrompt || req.schema() != nil {
+	if text == "" || text == SubagentPrompt || req.schema() != nil || isControlPrompt([]byte(text)) {
 		// Only system reminders (a task notification), a subagent's
-		// conversation, or structured output: text.
+		// conversation, structured output, or a summary asked for
+		// (control.go): text.
 		return nil
 	}
 	for i := range req.Tools {

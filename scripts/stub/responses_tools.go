@@ -49,7 +49,8 @@ var toolOutputs = map[string]bool{
 // agentAnswer is req's compaction item when its input ends with a
 // compaction_trigger; else its call (pickTool over its function tools,
 // arguments from the tool's parameters schema), unless tool_choice is
-// "none" or the input's last item is a tool's output or a compaction; else
+// "none" or the input's last item is a tool's output, a compaction or a
+// control prompt (isControlPrompt); else
 // with text.format json_schema,
 // JSON from the schema (json_object: {"answer":"stub"}); else nothing.
 func (req responsesRequest) agentAnswer() respAgent {
@@ -80,7 +81,9 @@ func (req responsesRequest) agentAnswer() respAgent {
 	// A compaction item last is the work so far, summarized (Codex
 	// continues a turn with it): the answer is text, as after a tool's
 	// output, or an agent would compact and call again for ever.
-	answered := toolOutputs[lastItem.Type] || lastItem.Type == "compaction"
+	// So is a summary asked for, or a window that continues from one
+	// (control.go).
+	answered := toolOutputs[lastItem.Type] || lastItem.Type == "compaction" || isControlPrompt(last)
 	if i := pickTool(names, last, forced); i >= 0 && !none && !answered {
 		if tools[i].Type == "custom" {
 			// A freeform tool (Codex's apply_patch): its input is text
