@@ -32,7 +32,7 @@ RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 STATICCHECK_VERSION := v0.8.2
 GOVULNCHECK_VERSION := v1.10.0
 
-.PHONY: all build compile run test test-short lint fmtcheck tidycheck vulncheck vulndb govulncheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
+.PHONY: all build compile run test test-short lint fmtcheck tidycheck vulncheck vulndb govulncheck lint-bg lint-wait race race-bg race-wait deploychecks tools deps redis jq tmux rie staticcheck bench bench-routing bench-full bench-nginx package-lambda image bicepcheck sdktest agents coldstart fuzz clean otelcol-bg conformance
 
 all: build
 
@@ -68,19 +68,27 @@ run: build
 	$(GO) run ./scripts/cmd/dev -gateway bin/gateway -config scripts/dev/demo.yaml
 
 ## Tools the tests need, installed if missing.
-tools: redis rie staticcheck
+tools: redis rie staticcheck tmux
+
+# apt-install installs the Debian package $(2) where the command $(1) is
+# missing.
+apt-install = command -v $(1) >/dev/null || { \
+	  echo "installing $(2) (apt-get)"; \
+	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(2) >/dev/null; }
 
 redis:
-	@command -v redis-server >/dev/null || { \
-	  echo "installing redis-server (apt-get)"; \
-	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@$(call apt-install,redis-server,redis-server)
 	@redis-server --version
 
 # jq: scripts/azd/remove-tenant.sh edits the azd environment's JSON with it.
 jq:
-	@command -v jq >/dev/null || { \
-	  echo "installing jq (apt-get)"; \
-	  (apt-get update -qq || true) && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq jq >/dev/null; }
+	@$(call apt-install,jq,jq)
+
+# tmux: the interactive agents' tests (TestClaudeCodeInteractive,
+# TestCodexTUI) run Claude Code and Codex in its pseudo-terminal.
+tmux:
+	@$(call apt-install,tmux,tmux)
+	@tmux -V
 
 rie:
 	@test -x $(GOBIN)/aws-lambda-rie || $(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
@@ -181,7 +189,7 @@ lint-wait:
 test: fmtcheck tidycheck otelcol-bg deps
 	@mkdir -p $(LINT_DIR) && touch $(LINT_DIR)/hold
 	@$(MAKE) -s lint-bg
-	$(MAKE) -j4 --output-sync=target redis rie compile deploychecks sdktest agents
+	$(MAKE) -j4 --output-sync=target redis tmux rie compile deploychecks sdktest agents
 	@$(MAKE) -s race-bg
 	@rc=0; $(GO) test -tags $(TAGS) -count=1 -vet=all -timeout 20m ./... || rc=$$?; \
 	  $(MAKE) -s lint-wait || rc=1; $(MAKE) -s race-wait || rc=1; exit $$rc
