@@ -49,15 +49,7 @@ const claudeCodeTenants = "  - {id: coder, models: [claude-sonnet-4-5, claude-ha
 func TestClaudeCode(t *testing.T) {
 	t.Parallel()
 	claude := claudeCode(t)
-	st := stub.New(stub.Options{TTFT: time.Millisecond, Interval: time.Millisecond, Tokens: 8, APIKey: backendKey, Name: "claude-code-stub"})
-	srv := httptest.NewServer(st)
-	t.Cleanup(func() { st.Close(); srv.Close() })
-	g := startGateway(t, options{tenants: claudeCodeTenants, extra: fmt.Sprintf(`  - name: anthropic
-    kind: anthropic
-    models: {claude-sonnet-4-5: "", claude-haiku-4-5: ""}
-    endpoints:
-      - {url: %q, api_key_env: BACKEND_KEY}
-`, srv.URL)})
+	st, g := claudeCodeGateway(t)
 
 	t.Run("a tool-using task", func(t *testing.T) {
 		home := t.TempDir()
@@ -236,6 +228,21 @@ func TestClaudeCode(t *testing.T) {
 	})
 }
 
+// claudeCodeGateway is a gateway with claudeCodeTenants and an anthropic
+// pool on a stub of its own (8 tokens an answer), and the stub.
+func claudeCodeGateway(t *testing.T) (*stub.Server, *gw) {
+	t.Helper()
+	st := stub.New(stub.Options{TTFT: time.Millisecond, Interval: time.Millisecond, Tokens: 8, APIKey: backendKey, Name: "claude-code-stub"})
+	srv := httptest.NewServer(st)
+	t.Cleanup(func() { st.Close(); srv.Close() })
+	return st, startGateway(t, options{tenants: claudeCodeTenants, extra: fmt.Sprintf(`  - name: anthropic
+    kind: anthropic
+    models: {claude-sonnet-4-5: "", claude-haiku-4-5: ""}
+    endpoints:
+      - {url: %q, api_key_env: BACKEND_KEY}
+`, srv.URL)})
+}
+
 // runClaude runs `claude -p prompt --output-format stream-json` (and the
 // extra arguments) as tenant in home and its working directory (home ""
 // for a fresh one), with at most two minutes, and returns its result line
@@ -256,42 +263,8 @@ func runClaudeEnv(t *testing.T, claude string, g *gw, tenant, prompt string, ok,
 	if err := os.MkdirAll(work, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Fatal("bash not found: Claude Code's Bash tool needs it")
-	}
-	env := []string{
-		"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "TMPDIR=" + home,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
-		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
-		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "TERM=dumb", "LANG=C.UTF-8",
-		"ANTHROPIC_BASE_URL=" + g.URL,
-		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
-		// What docs/clients.md sets for interactive Claude Code: no
-		// plugin marketplace install at start.
-		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
-		"DISABLE_TELEMETRY=1",
-		"DISABLE_AUTOUPDATER=1",
-		// A refusal is reported at once, not retried for minutes.
-		"CLAUDE_CODE_MAX_RETRIES=0",
-	}
-	if tenant != "" { // else the token comes from an apiKeyHelper in extra's --settings
-		env = append(env, "ANTHROPIC_AUTH_TOKEN="+g.token(tenant))
-	}
+	env := append(claudeEnv(t, g, tenant, home, models), "TERM=dumb")
 	env = append(env, helperEnv...)
-	if models { // else Claude Code asks for its own defaults
-		env = append(env,
-			"ANTHROPIC_MODEL=claude-sonnet-4-5",
-			"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
-			"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
-			"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
-			"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
-			// Within the tenant's output cap: Claude Code's default
-			// thinking budget (31999 of 32000) would be refused by a
-			// capped tenant.
-			"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
-			"MAX_THINKING_TOKENS=8000")
-	}
 	eg := newEgress(t)
 	env = append(env, eg.env()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -303,7 +276,7 @@ func runClaudeEnv(t *testing.T, claude string, g *gw, tenant, prompt string, ok,
 	defer ownGroup(cmd)()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	if ctx.Err() != nil {
 		t.Fatalf("claude did not finish within 2 minutes\nstdout:\n%s\nstderr:\n%s", stdout.Bytes(), stderr.Bytes())
 	}
@@ -327,6 +300,54 @@ func runClaudeEnv(t *testing.T, claude string, g *gw, tenant, prompt string, ok,
 		t.Fatalf("no result line\nstdout:\n%s\nstderr:\n%s", stdout.Bytes(), stderr.Bytes())
 	}
 	return result, lines
+}
+
+// claudeEnv is the environment Claude Code runs with as tenant in home,
+// headless or interactive: home as its home, config and temporary
+// directories, the gateway as its API with a gateway JWT, the settings
+// docs/clients.md gives to keep it from phoning home (non-essential
+// traffic, telemetry, the updater and the official plugin marketplace's
+// automatic install, which otherwise opens downloads.claude.ai and
+// github.com at every interactive start), and with models the tests'
+// models, within the "coder" tenant's output cap.
+func claudeEnv(t *testing.T, g *gw, tenant, home string, models bool) []string {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatal("bash not found: Claude Code's Bash tool needs it")
+	}
+	env := []string{
+		"HOME=" + home, "CLAUDE_CONFIG_DIR=" + filepath.Join(home, ".claude"), "TMPDIR=" + home,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"), "XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+		"PATH=" + os.Getenv("PATH"), "SHELL=" + bash, "LANG=C.UTF-8",
+		"ANTHROPIC_BASE_URL=" + g.URL,
+		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+		// What docs/clients.md sets for interactive Claude Code: no
+		// plugin marketplace install at start.
+		"CLAUDE_CODE_DISABLE_OFFICIAL_MARKETPLACE_AUTOINSTALL=1",
+		"DISABLE_TELEMETRY=1",
+		"DISABLE_AUTOUPDATER=1",
+		// A refusal is reported at once, not retried for minutes.
+		"CLAUDE_CODE_MAX_RETRIES=0",
+	}
+	if tenant != "" { // else the token comes from an apiKeyHelper in the settings
+		env = append(env, "ANTHROPIC_AUTH_TOKEN="+g.token(tenant))
+	}
+	if models { // else Claude Code asks for its own defaults
+		env = append(env,
+			"ANTHROPIC_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_SONNET_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_OPUS_MODEL=claude-sonnet-4-5",
+			"ANTHROPIC_DEFAULT_HAIKU_MODEL=claude-haiku-4-5",
+			"ANTHROPIC_SMALL_FAST_MODEL=claude-haiku-4-5",
+			// Within the tenant's output cap: Claude Code's default
+			// thinking budget (31999 of 32000) would be refused by a
+			// capped tenant.
+			"CLAUDE_CODE_MAX_OUTPUT_TOKENS=16000",
+			"MAX_THINKING_TOKENS=8000")
+	}
+	return env
 }
 
 // tenantLog is the access-log lines of tenant's requests.

@@ -41,8 +41,11 @@ func codexPlatform() string {
 // that phones home: no update check, no analytics, no feedback, no OTel
 // export, no history file, no web search, and no plugins (without
 // [features] plugins = false, Codex 0.171 opens github.com,
-// api.github.com and chatgpt.com whatever the rest says). docs/clients.md
-// shows this file; TestCodexCLI's recording proxy proves it.
+// api.github.com and chatgpt.com whatever the rest says), and no
+// app-server daemon (daemon_auto_start = false: the TUI otherwise starts
+// one that outlives it, with the token in its environment).
+// docs/clients.md shows this file; TestCodexCLI's recording proxy proves
+// it.
 const codexConfig = `%smodel_provider = "llmgw"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -71,7 +74,8 @@ persistence = "none"
 
 [features]
 plugins = false
-%s`
+daemon_auto_start = false
+%s%s`
 
 // TestCodexCLI runs `codex exec --json` with a prompt; the stub's answer
 // to Codex's first request is a call of its shell tool with the command
@@ -166,8 +170,8 @@ func TestCodexCLI(t *testing.T) {
 // work.
 type codexRun struct {
 	tenant, model, work, prompt, topLevel, provider string
-	// features are more [features] lines.
-	features string
+	// features are more [features] lines, tables more tables.
+	features, tables string
 	// fails: Codex must exit non-zero (a refusal), not 0.
 	fails bool
 	// authCommand: the provider takes its token from
@@ -176,20 +180,20 @@ type codexRun struct {
 	authCommand string
 }
 
-// codexExec runs `codex exec --json` as r says, through the recording
-// proxy (it fails the test on any connection outside the gateway), and
-// returns its JSONL and a report of what it printed and what the stub
-// got. It skips, saying so, only when the platform package with the
-// native binary is not installed (npm installs the one for the machine);
-// every other failure fails, and so does an exit status other than the
-// one r.fails asks for.
-func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() string) {
-	tenant, model, work, prompt, topLevel := r.tenant, r.model, r.work, r.prompt, r.topLevel
+// codexSetup is scripts/agents, CODEX_HOME and the environment Codex
+// runs with as r says: a fresh CODEX_HOME (its HOME too) holding codexConfig for the
+// gateway, the tenant's token in LLMGW_TOKEN, the caller's environment
+// without CODEX_ variables and proxies. It skips, saying so, only when
+// the platform package with the native binary is not installed (npm
+// installs the one for the machine), and fails or skips by
+// testtool.Missing when Codex is not installed.
+func codexSetup(t *testing.T, g *gw, r codexRun) (dir, home string, env []string) {
+	t.Helper()
+	tenant, model, topLevel := r.tenant, r.model, r.topLevel
 	provider := r.provider
 	if provider == "" {
 		provider = "llm gateway"
 	}
-	t.Helper()
 	dir, err := filepath.Abs(filepath.Join("..", "..", "scripts", "agents"))
 	if err != nil {
 		t.Fatal(err)
@@ -204,12 +208,12 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", platform, "package.json")); err != nil {
 		t.Skipf("Codex CLI's native binary (@openai/%s, an optional npm package) is not installed: not run (%v)", platform, err)
 	}
-	home := t.TempDir()
+	home = t.TempDir()
 	modelLine := topLevel // keys before the first table; no model: Codex asks for its default
 	if model != "" {
 		modelLine = fmt.Sprintf("model = %q\n", model) + topLevel
 	}
-	config := fmt.Appendf(nil, codexConfig, modelLine, provider, g.URL+"/v1", r.features)
+	config := fmt.Appendf(nil, codexConfig, modelLine, provider, g.URL+"/v1", r.features, r.tables)
 	if r.authCommand != "" {
 		config = bytes.Replace(config, []byte("env_key = \"LLMGW_TOKEN\"\n"), nil, 1)
 		config = fmt.Appendf(config, "\n[model_providers.llmgw.auth]\ncommand = \"sh\"\nargs = [\"-c\", %q]\n", r.authCommand)
@@ -217,16 +221,28 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 	if err := os.WriteFile(filepath.Join(home, "config.toml"), config, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var env []string
 	for _, kv := range cleanEnv() {
 		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "CODEX_") && k != "HOME" {
 			env = append(env, kv)
 		}
 	}
-	eg := newEgress(t)
-	env = append(withoutProxy(env), eg.env()...)
-	env = append(env, "CODEX_HOME="+home, "HOME="+home, "LLMGW_TOKEN="+g.token(tenant), "NO_COLOR=1")
+	env = append(withoutProxy(env), "CODEX_HOME="+home, "HOME="+home, "LLMGW_TOKEN="+g.token(tenant), "NO_COLOR=1")
+	return dir, home, env
+}
 
+// codexExec runs `codex exec --json` as r says, through the recording
+// proxy (it fails the test on any connection outside the gateway), and
+// returns its JSONL and a report of what it printed and what the stub
+// got. It skips, saying so, only when the platform package with the
+// native binary is not installed (npm installs the one for the machine);
+// every other failure fails, and so does an exit status other than the
+// one r.fails asks for.
+func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() string) {
+	t.Helper()
+	dir, _, env := codexSetup(t, g, r)
+	eg := newEgress(t)
+	env = append(env, eg.env()...)
+	work, prompt := r.work, r.prompt
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	// scripts/agents/bin/codex, as docs/clients.md starts Codex.
@@ -237,7 +253,7 @@ func codexExec(t *testing.T, g *gw, r codexRun) (stdout []byte, report func() st
 	cmd.Stdin = nil
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	report = func() string {
 		var b strings.Builder
 		fmt.Fprintf(&b, "stdout:\n%s\nstderr:\n%s\nrequests the stub got:\n", out.String(), stderr.String())
@@ -361,6 +377,34 @@ func TestCodexCompacts(t *testing.T) {
 		}
 		if c := lines[1]["completion_tokens"]; c != 8.0 {
 			t.Errorf("the compaction's line has %v completion tokens, want the stub's 8: %v", c, lines[1])
+		}
+	})
+	t.Run("local", func(t *testing.T) {
+		// Any other provider name: Codex compacts with a summary turn
+		// (its "CONTEXT CHECKPOINT COMPACTION" prompt), then continues
+		// the turn on a window ending with the summary. The stub answers
+		// both in text, as a model does; it once called the shell tool
+		// again on the continued window, and Codex compacted and called
+		// again for ever (443 requests in 61 s on the demo, 976 in 60 s
+		// on the stub alone).
+		before := len(g.Stubs[0].Requests())
+		start := time.Now()
+		stdout, report := codexExec(t, g, codexRun{tenant: "contoso", model: "gpt-4o", work: t.TempDir(),
+			topLevel: "model_auto_compact_token_limit = 2000\n",
+			prompt:   "Run the shell command `echo stub` and tell me what it printed."})
+		reqs := g.Stubs[0].Requests()[before:]
+		var summaries, resumed int
+		for _, r := range reqs {
+			switch {
+			case lastTurnHas(r.Body, "CONTEXT CHECKPOINT COMPACTION"):
+				summaries++
+			case lastTurnHas(r.Body, "produced a summary"):
+				resumed++
+			}
+		}
+		t.Logf("local compaction: %d requests (%d summaries, %d continued from one) in %v", len(reqs), summaries, resumed, time.Since(start).Round(time.Millisecond))
+		if len(reqs) > 5 || summaries != 1 || resumed != 1 || !strings.Contains(string(stdout), `"type":"turn.completed"`) {
+			t.Fatalf("%d requests, %d summaries, %d continued; want 3 (the call, the summary, the answer)\n%s", len(reqs), summaries, resumed, report())
 		}
 	})
 	t.Run("a compaction item by id alone", func(t *testing.T) {
