@@ -13,6 +13,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Anthropic from '@anthropic-ai/sdk';
+import AnthropicNewest from 'anthropic-sdk-newest'; // the newest release, installed under another name
 
 const baseURL = process.env.ANTHROPIC_GATEWAY;
 const token = process.env.TOKEN;
@@ -143,28 +144,30 @@ test('a stream the backend breaks mid-way raises an APIError', async () => {
 // refusal is raised after one attempt, at once: x-should-retry: false,
 // no retry-after (the day ends in hours).
 const quotaToken = process.env.QUOTA_TOKEN;
-test('a spent daily quota raises at once with default retries', { skip: !quotaToken && 'QUOTA_TOKEN not set' }, async () => {
-  let attempts = 0;
-  const counting = (url, init) => { attempts++; return fetch(url, init); };
-  const c = new Anthropic({ baseURL, apiKey: quotaToken, timeout: 30_000, fetch: counting });
-  let refused;
-  for (let i = 0; i < 30 && !refused; i++) {
-    attempts = 0;
-    const start = Date.now();
-    try {
-      await c.messages.create({ model, max_tokens: 8, messages });
-    } catch (e) {
-      refused = e;
-      const took = Date.now() - start;
-      assert.equal(attempts, 1, `${attempts} attempts`);
-      assert.ok(took < 10_000, `took ${took} ms`);
+for (const [name, SDK] of [['pinned', Anthropic], ['newest', AnthropicNewest]]) {
+  test(`a spent daily quota raises at once with default retries (${name})`, { skip: !quotaToken && 'QUOTA_TOKEN not set' }, async () => {
+    let attempts = 0;
+    const counting = (url, init) => { attempts++; return fetch(url, init); };
+    const c = new SDK({ baseURL, apiKey: quotaToken, timeout: 30_000, fetch: counting });
+    let refused;
+    for (let i = 0; i < 30 && !refused; i++) {
+      attempts = 0;
+      const start = Date.now();
+      try {
+        await c.messages.create({ model, max_tokens: 8, messages });
+      } catch (e) {
+        refused = e;
+        const took = Date.now() - start;
+        assert.equal(attempts, 1, `${attempts} attempts`);
+        assert.ok(took < 10_000, `took ${took} ms`);
+      }
     }
-  }
-  assert.ok(refused instanceof Anthropic.RateLimitError, `${refused?.constructor?.name}: ${refused?.message}`);
-  assert.equal(refused.headers.get('x-should-retry'), 'false');
-  assert.equal(refused.headers.get('retry-after'), null);
-  assert.match(refused.message, /token quota/);
-});
+    assert.ok(refused instanceof SDK.RateLimitError, `${refused?.constructor?.name}: ${refused?.message}`);
+    assert.equal(refused.headers.get('x-should-retry'), 'false');
+    assert.equal(refused.headers.get('retry-after'), null);
+    assert.match(refused.message, /token quota/);
+  });
+}
 
 // Last: the 429 benches the pool's one endpoint for its Retry-After.
 test('a backend 429 is a RateLimitError with retry-after', async () => {
