@@ -219,8 +219,17 @@ func lastTurnHas(body []byte, s string) bool {
 // compacted checks the requests an agent's /compact sent: at least one
 // asks for the summary (its last message holds prompt), at most most in
 // all. screen is what the pane showed, for the failure.
-func compacted(t *testing.T, reqs []stub.RecordedRequest, prompt string, most int, screen string) {
+func compacted(t *testing.T, all []stub.RecordedRequest, prompt string, most int, screen string) {
 	t.Helper()
+	// The agent's requests: not the gateway's own counts, which a token
+	// budget asks for a prompt bound above budget.count_above (a
+	// summary request resends the whole conversation).
+	var reqs []stub.RecordedRequest
+	for _, r := range all {
+		if !strings.HasSuffix(r.Path, "/count_tokens") && !strings.HasSuffix(r.Path, "/input_tokens") {
+			reqs = append(reqs, r)
+		}
+	}
 	var summaries int
 	for _, r := range reqs {
 		if lastTurnHas(r.Body, prompt) {
