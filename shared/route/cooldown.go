@@ -37,7 +37,7 @@ func (e *Endpoint) cooling(now int64) (until int64, hard bool) {
 // the backend asked for it (retry-after and its kin, see Advice): the
 // endpoint is then not tried at all until it ends; a soft one puts it
 // last. A cooldown never shortens a longer one that is still running,
-// whoever set it (LiteLLM #40130). A hard one is published to Shared, if
+// whoever set it (a peer gateway once kept the shorter deadline). A hard one is published to Shared, if
 // any, within the caller's ctx; one the store could not take is published
 // by a later Sync that reaches it, if it still runs.
 func (r *Router) Cooldown(ctx context.Context, e *Endpoint, d time.Duration, hard bool) time.Duration {

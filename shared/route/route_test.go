@@ -188,7 +188,7 @@ func TestOrderCooldown(t *testing.T) {
 
 // TestCooldownNeverShortened: a second, shorter cooldown (hard or soft)
 // leaves the first's end; a longer one extends it; and a success ends
-// only a soft cooldown (LiteLLM #40130 kept the shorter deadline).
+// only a soft cooldown (a peer gateway once kept the shorter deadline).
 func TestCooldownNeverShortened(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -18,7 +18,7 @@ import (
 // sdkmetric.Producer: the SDK's instruments re-read every attribute set on
 // every measurement (attribute filtering, the series' map lookups, the
 // exemplar reservoir), about 6 µs a request, where here a request adds to
-// series whose pointers its memoized attribute sets hold (issue 38). What
+// series whose pointers its memoized attribute sets hold (make bench's telemetry pair, docs/benchmarks.md). What
 // it produces is what the SDK's instruments of the same definitions would:
 // the same names, units, descriptions, kinds, attributes, temporality
 // (the exporter's selector) and cardinality limit (beyond it new sets fold
