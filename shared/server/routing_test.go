@@ -403,9 +403,11 @@ func TestInflatedCapsCannotTiltPriority(t *testing.T) {
 		d.Auth = tokenIsTenant{}
 		d.Tenants = tenant.NewTable([]tenant.Row{{ID: "t1", Models: []string{"m"}}, {ID: "t2", Models: []string{"m"}}})
 		old := d.Router.Pool("m").Endpoints
+		// One minute throughout: the shares start over at a minute's turn.
+		minute := time.Date(2030, 1, 1, 0, 0, 30, 0, time.UTC)
 		r := route.New([]route.PoolSpec{{Name: "p", Models: []string{"m"}, Endpoints: []route.EndpointSpec{
 			{Name: old[0].Name, Weight: 1, Priority: 0, Capacity: 10_000}, {Name: old[1].Name, Weight: 1, Priority: 1},
-		}}}, route.Options{})
+		}}}, route.Options{Now: func() time.Time { return minute }})
 		targets := map[*route.Endpoint]*upstream.Target{}
 		for i, e := range r.Pool("m").Endpoints {
 			targets[e] = d.Targets[old[i]]
