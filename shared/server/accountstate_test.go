@@ -62,10 +62,7 @@ func TestAccountStateFieldsAreFeatures(t *testing.T) {
 			if resp.StatusCode != 400 || !strings.Contains(s, "feature_not_enabled") || !strings.Contains(s, `"param":"`+c.param) {
 				t.Fatalf("%d %s", resp.StatusCode, out)
 			}
-			b.mu.Lock()
-			hits := b.hits
-			b.mu.Unlock()
-			if hits != 0 {
+			if hits := b.calls(); hits != 0 {
 				t.Fatalf("the backend was called %d times", hits)
 			}
 		})

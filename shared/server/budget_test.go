@@ -123,6 +123,13 @@ func (rb *recordingBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sseBackend(w, r)
 }
 
+// calls is how many requests the backend has received.
+func (rb *recordingBackend) calls() int {
+	rb.mu.Lock()
+	defer rb.mu.Unlock()
+	return rb.hits
+}
+
 func (rb *recordingBackend) last(t *testing.T) map[string]any {
 	t.Helper()
 	rb.mu.Lock()
@@ -261,7 +268,7 @@ func TestBudgetRefusals(t *testing.T) {
 			if resp.Header.Get("X-Ratelimit-Limit-Tokens") != tt.limit || resp.Header.Get("X-Ratelimit-Remaining-Tokens") != tt.left {
 				t.Fatalf("headers %v", resp.Header)
 			}
-			if rb.hits != 0 {
+			if rb.calls() != 0 {
 				t.Fatal("the backend was called")
 			}
 			if l := g.lastLog(t); l["outcome"] != tt.code || l["budget_reserved"] != float64(0) {

@@ -127,8 +127,8 @@ func TestUnknownFieldsRefused(t *testing.T) {
 			if resp.StatusCode != 400 || errorCode(t, out) != "unsupported_parameter" || !strings.Contains(string(out), `"param":"x_future"`) {
 				t.Fatalf("%d %s", resp.StatusCode, out)
 			}
-			if b.hits != 0 {
-				t.Fatalf("the backend was called %d times", b.hits)
+			if hits := b.calls(); hits != 0 {
+				t.Fatalf("the backend was called %d times", hits)
 			}
 			if resp, out := g.call(t, "POST", "/v1/chat/completions", c.tenant, strings.Replace(body, `,"x_future":1`, "", 1)); resp.StatusCode != 200 {
 				t.Fatalf("control: %d %s", resp.StatusCode, out)
@@ -190,10 +190,7 @@ func TestServerToolMemberRefusedEndToEnd(t *testing.T) {
 	if resp.StatusCode != 400 || errorCode(t, out) != "unsupported_parameter" || !strings.Contains(string(out), `"param":"tools[0].tunnel_id"`) {
 		t.Fatalf("%d %s", resp.StatusCode, out)
 	}
-	b.mu.Lock()
-	hits := b.hits
-	b.mu.Unlock()
-	if hits != 0 {
+	if hits := b.calls(); hits != 0 {
 		t.Fatalf("the backend was called %d times", hits)
 	}
 	if resp, out := g.call(t, "POST", "/v1/responses", "t1", fmt.Sprintf(body, "")); resp.StatusCode != 200 {

@@ -167,7 +167,7 @@ func TestMeteringCapField(t *testing.T) {
 		if resp.StatusCode != 400 || errorCode(t, b) != "unsupported_parameter" || !strings.Contains(string(b), `"param":"max_output_tokens"`) {
 			t.Fatalf("status %d: %s", resp.StatusCode, b)
 		}
-		if rb.hits != 0 {
+		if rb.calls() != 0 {
 			t.Fatal("the backend was called")
 		}
 	})
